@@ -1,0 +1,1 @@
+//! One folder per backend.

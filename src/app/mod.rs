@@ -1,0 +1,1 @@
+//! The CLI, the start-up flow, the loops and the HTTP endpoints.

@@ -1,0 +1,1 @@
+//! Pure decisions and their types: no I/O, no async runtime, no backend crate.

@@ -1,0 +1,1 @@
+//! Traits the domain and the app need from the world.
