@@ -1,1 +1,53 @@
-fn main() {}
+//! The binary's edge: parse the command line, build the adapters, run the start-up flow.
+
+use std::process::ExitCode;
+
+use rkubelet::app::{bootstrap, cli, logging};
+
+fn main() -> ExitCode {
+    let given = match cli::parse(std::env::args_os()) {
+        Ok(given) => given,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
+            };
+        }
+    };
+    let resolved = match bootstrap::load_configuration(given) {
+        Ok(resolved) => resolved,
+        Err(e) => return report(&e),
+    };
+    logging::init(&resolved.config.logging);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("failed to start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let deps = rkubelet::app::compose::production_deps(&resolved);
+    let outcome = runtime.block_on(async {
+        let started = bootstrap::start(resolved, &deps).await?;
+        bootstrap::run(started, &deps, rkubelet::app::compose::shutdown_signal()).await
+    });
+    match outcome {
+        Ok(reason) => {
+            tracing::info!(?reason, "rkubelet stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => report(&e),
+    }
+}
+
+fn report(e: &bootstrap::StartupError) -> ExitCode {
+    for line in e.to_string().lines() {
+        eprintln!("E {line}");
+    }
+    ExitCode::FAILURE
+}

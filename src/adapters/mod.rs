@@ -1,1 +1,4 @@
 //! One folder per backend.
+pub mod fake;
+pub mod procfs;
+pub mod system;

@@ -1,1 +1,6 @@
 //! The CLI, the start-up flow, the loops and the HTTP endpoints.
+pub mod bootstrap;
+pub mod cli;
+pub mod compose;
+pub mod logging;
+pub mod server;

@@ -1,0 +1,122 @@
+//! Start-up benchmark: time from process start to `/healthz` answering `ok`, and the
+//! resident memory after 10 s idle, on the simulated runtime. Goals: under 30 ms and
+//! under 15 MiB. `RKUBELET_BENCH_RUNS` sets the number of starts (default 20);
+//! `RKUBELET_BENCH_IDLE_SECS` the idle wait (default 10).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(10348)
+}
+
+fn healthz_ok(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    if stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200") && response.ends_with("ok")
+}
+
+fn spawn(port: u16, root: &std::path::Path) -> std::io::Result<Child> {
+    Command::new(BIN)
+        .args([
+            "--container-runtime-endpoint=fake://",
+            &format!("--healthz-port={port}"),
+            &format!("--root-dir={}", root.display()),
+        ])
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+fn time_to_healthz(root: &std::path::Path) -> Option<(Duration, Child)> {
+    let port = free_port();
+    let start = Instant::now();
+    let child = spawn(port, root).ok()?;
+    while start.elapsed() < Duration::from_secs(10) {
+        if healthz_ok(port) {
+            return Some((start.elapsed(), child));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    None
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let runs = env_number("RKUBELET_BENCH_RUNS", 20);
+    let idle = env_number("RKUBELET_BENCH_IDLE_SECS", 10);
+    let Ok(dir) = tempfile::tempdir() else {
+        eprintln!("startup bench: no temp dir");
+        std::process::exit(1);
+    };
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        match time_to_healthz(dir.path()) {
+            Some((elapsed, mut child)) => {
+                times.push(elapsed);
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            None => {
+                eprintln!("startup bench: /healthz never answered");
+                std::process::exit(1);
+            }
+        }
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let median = times[times.len() / 2];
+    let p90 = times[(times.len() * 9 / 10).min(times.len() - 1)];
+    println!(
+        "startup: process start to /healthz ok: median {:.2} ms, p90 {:.2} ms, min {:.2} ms over {runs} runs (goal < 30 ms)",
+        ms(median),
+        ms(p90),
+        ms(times[0])
+    );
+    let Some((_, mut child)) = time_to_healthz(dir.path()) else {
+        eprintln!("startup bench: /healthz never answered");
+        std::process::exit(1);
+    };
+    std::thread::sleep(Duration::from_secs(idle));
+    let rss = rss_kib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    match rss {
+        Some(kib) => println!(
+            "startup: resident memory after {idle} s idle: {:.2} MiB (goal < 15 MiB)",
+            kib as f64 / 1024.0
+        ),
+        None => println!("startup: resident memory unavailable"),
+    }
+}

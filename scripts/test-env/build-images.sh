@@ -1,0 +1,132 @@
+#!/bin/bash
+# Build the two test images as single-layer OCI image-layout tarballs, without a registry
+# or any image tooling (tar, gzip, sha256sum, gcc only), and optionally import them into
+# a containerd's k8s.io namespace.
+#
+#   registry.k8s.io/pause:3.10       -> $CACHE/pause.oci.tar    (static pause.c, user 65535)
+#   docker.io/library/busybox:1.36   -> $CACHE/busybox.oci.tar  (busybox-static + applet links)
+#
+# Usage: build-images.sh [--import <containerd-socket>] [--force]
+# Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
+#
+# Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
+# change when pause.c, /bin/busybox or this script change. A stamp file holding the hash
+# of those inputs lets repeated runs skip the build.
+set -euo pipefail
+
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
+BUSYBOX_IMAGE=docker.io/library/busybox:1.36
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${RKUBELET_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images}
+BUSYBOX_BIN=/bin/busybox
+
+import_sock=
+force=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --import) import_sock=${2:?--import needs a socket path}; shift 2 ;;
+        --force) force=1; shift ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--force]" >&2; exit 2 ;;
+    esac
+done
+
+ARCH=$(dpkg --print-architecture 2>/dev/null || uname -m)
+case "$ARCH" in x86_64) ARCH=amd64 ;; aarch64) ARCH=arm64 ;; esac
+
+mkdir -p "$CACHE"
+inputs=$(cat "$HERE/pause.c" "$BUSYBOX_BIN" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)
+stamp=$CACHE/inputs.sha256
+
+# Deterministic tar of a directory tree (GNU format: no pax headers with PIDs or atimes).
+det_tar() { # <dir> <out> [members...]
+    local dir=$1 out=$2; shift 2
+    tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+        --format=gnu -cf "$out" "$@"
+}
+
+# Move a file into blobs/sha256/<digest>; prints "<digest> <size>".
+add_blob() { # <layout-dir> <file>
+    local d s
+    d=$(sha256sum "$2" | cut -d' ' -f1)
+    s=$(stat -c %s "$2")
+    mv "$2" "$1/blobs/sha256/$d"
+    echo "$d $s"
+}
+
+# make_image <rootfs> <image-name> <out.tar> <config-object-json>
+make_image() {
+    local rootfs=$1 name=$2 out=$3 cfg=$4
+    local lay diff_id layer layer_size conf conf_size man man_size
+    lay=$(mktemp -d "$CACHE/.layout.XXXXXX")
+    mkdir -p "$lay/blobs/sha256"
+
+    det_tar "$rootfs" "$lay/layer.tar" .
+    diff_id=$(sha256sum "$lay/layer.tar" | cut -d' ' -f1)
+    gzip -n -9 "$lay/layer.tar"
+    read -r layer layer_size < <(add_blob "$lay" "$lay/layer.tar.gz")
+
+    printf '{"architecture":"%s","config":%s,"created":"1970-01-01T00:00:00Z","history":[{"created":"1970-01-01T00:00:00Z","created_by":"rkubelet scripts/test-env/build-images.sh"}],"os":"linux","rootfs":{"diff_ids":["sha256:%s"],"type":"layers"}}' \
+        "$ARCH" "$cfg" "$diff_id" > "$lay/config.json"
+    read -r conf conf_size < <(add_blob "$lay" "$lay/config.json")
+
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%s","size":%s}]}' \
+        "$conf" "$conf_size" "$layer" "$layer_size" > "$lay/manifest.json"
+    read -r man man_size < <(add_blob "$lay" "$lay/manifest.json")
+
+    # containerd names the imported image after io.containerd.image.name.
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+        "$man" "$man_size" "$ARCH" "$name" "${name##*:}" > "$lay/index.json"
+    printf '{"imageLayoutVersion":"1.0.0"}' > "$lay/oci-layout"
+
+    det_tar "$lay" "$out.tmp" oci-layout index.json blobs
+    mv "$out.tmp" "$out"
+    rm -rf "$lay"
+    echo "build-images.sh: $name -> $out (image id sha256:$conf)"
+}
+
+build() {
+    local work rootfs p
+    work=$(mktemp -d "$CACHE/.work.XXXXXX")
+    # shellcheck disable=SC2064 # expand now: $work is local
+    trap "rm -rf '$work'" RETURN
+    umask 022
+
+    # pause: one static binary
+    rootfs=$work/pause
+    mkdir -p "$rootfs"
+    gcc -static -Os -s -o "$rootfs/pause" "$HERE/pause.c"
+    make_image "$rootfs" "$PAUSE_IMAGE" "$CACHE/pause.oci.tar" \
+        '{"Entrypoint":["/pause"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"User":"65535:65535","WorkingDir":"/"}'
+
+    # busybox: the static binary, a symlink per applet, minimal passwd/group
+    rootfs=$work/busybox
+    mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var,proc,sys,dev}
+    install -m 0755 "$BUSYBOX_BIN" "$rootfs/bin/busybox"
+    while read -r p; do
+        [ "$p" = bin/busybox ] && continue
+        mkdir -p "$rootfs/$(dirname "$p")"
+        ln -sfn /bin/busybox "$rootfs/$p"
+    done < <("$BUSYBOX_BIN" --list-full)
+    chmod 1777 "$rootfs/tmp"
+    chmod 0700 "$rootfs/root"
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$rootfs/etc/passwd"
+    printf 'root:x:0:\nnobody:x:65534:\n' > "$rootfs/etc/group"
+    make_image "$rootfs" "$BUSYBOX_IMAGE" "$CACHE/busybox.oci.tar" \
+        '{"Cmd":["sh"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"WorkingDir":"/"}'
+
+    echo "$inputs" > "$stamp"
+}
+
+if [ "$force" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$inputs" ] \
+    || [ ! -s "$CACHE/pause.oci.tar" ] || [ ! -s "$CACHE/busybox.oci.tar" ]; then
+    build
+else
+    echo "build-images.sh: cached in $CACHE"
+fi
+
+if [ -n "$import_sock" ]; then
+    for t in pause busybox; do
+        ctr --address "$import_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
+    done
+    echo "build-images.sh: imported $PAUSE_IMAGE and $BUSYBOX_IMAGE into $import_sock (namespace k8s.io)"
+fi

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Install what the rkubelet runtime tests need on Debian/Ubuntu. Idempotent: runs
+# `apt-get update` + `apt-get install` only when a package is missing.
+#   containerd (CRI plugin built in), runc, containernetworking-plugins (/usr/lib/cni),
+#   busybox-static (test image content), iptables (bridge/portmap CNI), gcc + libc6-dev
+#   (static pause binary), python3, dbus + systemd (systemd-over-D-Bus tests).
+set -euo pipefail
+
+PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus systemd)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps.sh: must run as root" >&2
+    exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps.sh: all present (${PKGS[*]})"
+else
+    echo "install-deps.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # --no-install-recommends: containerd would otherwise drag in extra tooling we do not use.
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The Debian containerd package enables a system-wide containerd service; the tests run
+# their own private instances and never touch it, so it is left alone here.
+for b in containerd containerd-shim-runc-v2 ctr runc /usr/lib/cni/bridge /usr/lib/cni/host-local \
+         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3; do
+    if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then
+        echo "install-deps.sh: $b still missing after install" >&2
+        exit 1
+    fi
+done
+echo "install-deps.sh: ok"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The project's test command (the README's second command). On a fresh machine it
+# installs what the tests need, starts the private peers they use, runs every test,
+# lint and benchmark smoke check, and stops the peers again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+echo "== installing test dependencies"
+./scripts/test-env/install-deps.sh
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+
+echo "== build"
+cargo build --locked --all-targets
+
+echo "== tests"
+cargo test --locked -- --test-threads="$(nproc)"

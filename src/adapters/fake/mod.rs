@@ -1,0 +1,11 @@
+//! In-memory stand-ins for the host ports, for tests of the start-up flow and for the planner.
+//! Never proof that a real adapter works.
+
+mod clock;
+mod host;
+mod machine;
+pub mod runtime;
+
+pub use clock::FakeClock;
+pub use host::FakeHost;
+pub use machine::FakeMachine;

@@ -1,0 +1,171 @@
+use std::io;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use crate::domain::cpuset::CpuSet;
+
+use crate::domain::machine::MachineInfo;
+use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
+
+/// Where the facts are read from. Every path is configurable so tests can point at a fixture tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachinePaths {
+    /// procfs mount, normally `/proc`.
+    pub proc_root: PathBuf,
+    /// sysfs mount, normally `/sys`.
+    pub sys_root: PathBuf,
+    /// Candidate machine-id files, first readable wins.
+    pub machine_id_files: Vec<PathBuf>,
+    /// A directory on the root filesystem to measure (the kubelet root directory).
+    pub root_dir: PathBuf,
+}
+
+impl MachinePaths {
+    /// The real host's paths, measuring the filesystem that holds `root_dir`.
+    pub fn host(root_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
+            machine_id_files: vec![
+                PathBuf::from("/etc/machine-id"),
+                PathBuf::from("/var/lib/dbus/machine-id"),
+            ],
+            root_dir: root_dir.into(),
+        }
+    }
+}
+
+/// Reads [`MachineInfo`] from kernel files.
+#[derive(Debug, Clone)]
+pub struct ProcfsMachineInfo {
+    paths: MachinePaths,
+}
+
+impl ProcfsMachineInfo {
+    pub fn new(paths: MachinePaths) -> Self {
+        Self { paths }
+    }
+}
+
+fn read(path: &Path) -> Result<String, MachineInfoError> {
+    std::fs::read_to_string(path).map_err(|source| MachineInfoError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads an optional identity file: absent or unreadable (the DMI uuid is root-only) gives
+/// `None`, like cAdvisor, since many VMs and containers lack them.
+fn read_optional(path: &Path) -> Result<Option<String>, MachineInfoError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s.trim().to_owned())),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(source) => Err(MachineInfoError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn parse_error(path: &Path, detail: impl Into<String>) -> MachineInfoError {
+    MachineInfoError::Parse {
+        path: path.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+/// `MemTotal:  24684096 kB` in bytes.
+fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .ok_or("no MemTotal line")?;
+    let mut fields = line.split_whitespace();
+    let value: u64 = fields
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("invalid MemTotal {line:?}"))?;
+    match fields.next() {
+        Some("kB") => value
+            .checked_mul(1024)
+            .ok_or_else(|| format!("MemTotal overflows: {line:?}")),
+        None => Ok(value),
+        Some(unit) => Err(format!("unknown MemTotal unit {unit:?}")),
+    }
+}
+
+impl MachineInfoProvider for ProcfsMachineInfo {
+    fn machine_info(&self) -> Result<MachineInfo, MachineInfoError> {
+        let p = &self.paths;
+
+        let online_path = p.sys_root.join("devices/system/cpu/online");
+        let online_cpus = CpuSet::parse(read(&online_path)?.trim())
+            .map_err(|e| parse_error(&online_path, e.to_string()))?;
+        let num_cores = online_cpus.len();
+
+        let meminfo_path = p.proc_root.join("meminfo");
+        let memory_capacity_bytes =
+            parse_mem_total(&read(&meminfo_path)?).map_err(|d| parse_error(&meminfo_path, d))?;
+
+        let pid_max_path = p.proc_root.join("sys/kernel/pid_max");
+        let pid_max_text = read(&pid_max_path)?;
+        let pid_max = pid_max_text
+            .trim()
+            .parse()
+            .map_err(|_| parse_error(&pid_max_path, format!("invalid pid_max {pid_max_text:?}")))?;
+
+        let boot_id_path = p.proc_root.join("sys/kernel/random/boot_id");
+        let boot_id = read(&boot_id_path)?.trim().to_owned();
+        if boot_id.is_empty() {
+            return Err(parse_error(&boot_id_path, "empty boot_id"));
+        }
+
+        let mut machine_id = String::new();
+        for path in &p.machine_id_files {
+            if let Some(id) = read_optional(path)?.filter(|id| !id.is_empty()) {
+                machine_id = id;
+                break;
+            }
+        }
+        if machine_id.is_empty() {
+            warn!(files = ?p.machine_id_files, "no machine-id found; leaving it empty");
+        }
+
+        let uuid_path = p.sys_root.join("class/dmi/id/product_uuid");
+        let system_uuid = read_optional(&uuid_path)?.unwrap_or_default();
+
+        // The root dir is created only after validation; its filesystem is the one of
+        // its nearest existing ancestor.
+        let fs_probe = p
+            .root_dir
+            .ancestors()
+            .find(|a| a.exists())
+            .unwrap_or(&p.root_dir)
+            .to_path_buf();
+        let stat = nix::sys::statvfs::statvfs(&fs_probe).map_err(|e| MachineInfoError::Statfs {
+            path: fs_probe.clone(),
+            source: e.into(),
+        })?;
+        // Capacity as df reports it: total blocks in fragment-size units.
+        let root_fs_capacity_bytes = stat.blocks().saturating_mul(stat.fragment_size());
+
+        Ok(MachineInfo {
+            num_cores,
+            online_cpus,
+            memory_capacity_bytes,
+            root_fs_capacity_bytes,
+            pid_max,
+            boot_id,
+            machine_id,
+            system_uuid,
+        })
+    }
+}

@@ -1,0 +1,374 @@
+//! The start-up flow, in upstream's order, each step a named function with a log line.
+//!
+//! One difference from upstream, on purpose: everything that can refuse the input
+//! (configuration, feature gates, node-level checks against this machine's facts) runs
+//! before the first side effect, so bad input exits having created nothing: no lock
+//! file, no directory.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
+use crate::domain::feature_gates::FeatureGates;
+use crate::domain::machine::MachineInfo;
+use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
+use crate::ports::host::{Host, LockHandle};
+use crate::ports::machine::MachineInfoProvider;
+use crate::ports::runtime::{RuntimeError, RuntimeService};
+
+/// Builds the runtime client for an endpoint (the composition root decides which).
+pub type RuntimeFactory =
+    Box<dyn Fn(&str) -> Result<Arc<dyn RuntimeService>, RuntimeError> + Send + Sync>;
+
+/// The world as start-up sees it.
+pub struct Deps {
+    pub host: Arc<dyn Host>,
+    pub machine: Arc<dyn MachineInfoProvider>,
+    pub runtime_for: RuntimeFactory,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Bad input: each problem on its own line; nothing was changed.
+    #[error("{}", .0.join("\n"))]
+    Invalid(Vec<String>),
+    #[error("failed to acquire the lock file {path}: {reason}")]
+    Lock { path: PathBuf, reason: String },
+    #[error("failed to read machine info: {0}")]
+    Machine(String),
+    #[error("failed to create directory {path}: {reason}")]
+    Directory { path: PathBuf, reason: String },
+    #[error("failed to run the container runtime at {endpoint}: {reason}")]
+    Runtime { endpoint: String, reason: String },
+    #[error("failed to serve healthz on {address}: {reason}")]
+    Healthz { address: String, reason: String },
+}
+
+/// Read the files the flags name: `--config` and the `*.conf` drop-ins of `--config-dir`
+/// in name order. Unreadable files become problems reported with the others.
+pub fn read_config_inputs(flags: GivenFlags) -> Result<ConfigInputs, StartupError> {
+    let options = config::flag_options(&flags).map_err(problems_to_error)?;
+    let read = |path: &Path| FileInput {
+        path: path.to_path_buf(),
+        text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
+    };
+    let main_file = options.config.as_deref().map(read);
+    let mut drop_ins = Vec::new();
+    if let Some(dir) = &options.config_dir {
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            StartupError::Invalid(vec![format!(
+                "failed to read drop-in configs from --config-dir {:?}: {e}",
+                dir.display().to_string()
+            )])
+        })?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|ext| ext == "conf") && p.is_file())
+            .collect();
+        paths.sort();
+        drop_ins = paths.iter().map(|p| read(p)).collect();
+    }
+    Ok(ConfigInputs {
+        main_file,
+        drop_ins,
+        flags,
+    })
+}
+
+fn problems_to_error<E: ToString>(problems: Vec<E>) -> StartupError {
+    StartupError::Invalid(problems.iter().map(ToString::to_string).collect())
+}
+
+/// Step: load and validate the configuration (defaults, file, drop-ins, flags).
+pub fn load_configuration(flags: GivenFlags) -> Result<ResolvedConfig, StartupError> {
+    let inputs = read_config_inputs(flags)?;
+    config::resolve(&inputs).map_err(problems_to_error)
+}
+
+/// Step: the feature gates in force (already validated with the configuration).
+pub fn initialize_feature_gates(resolved: &ResolvedConfig) -> Result<FeatureGates, StartupError> {
+    let gates =
+        FeatureGates::from_map(&resolved.config.feature_gates).map_err(problems_to_error)?;
+    info!(changed = ?gates.changed(), "feature gates initialized");
+    Ok(gates)
+}
+
+/// What start-up knows about the node before it changes anything.
+#[derive(Debug, Clone)]
+pub struct NodePlan {
+    pub node_name: String,
+    pub node_name_source: NodeNameSource,
+    pub machine: MachineInfo,
+    pub settings: NodeSettings,
+}
+
+/// Step: node name, machine facts and the container manager settings, validated
+/// against this machine (reserved CPUs, allocatable) before any side effect.
+pub fn resolve_node(resolved: &ResolvedConfig, deps: &Deps) -> Result<NodePlan, StartupError> {
+    let hostname = deps.host.hostname().unwrap_or_default();
+    let (node_name, node_name_source) =
+        resolve_node_name(resolved.options.hostname_override.as_deref(), &hostname)
+            .map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
+    let machine = deps
+        .machine
+        .machine_info()
+        .map_err(|e| StartupError::Machine(e.to_string()))?;
+    let settings = node_settings(&resolved.config, &machine).map_err(problems_to_error)?;
+    Ok(NodePlan {
+        node_name,
+        node_name_source,
+        machine,
+        settings,
+    })
+}
+
+/// Step: the lock file, when one is asked for.
+pub fn acquire_lock_file(
+    host: &dyn Host,
+    lock_file: Option<&Path>,
+) -> Result<Option<LockHandle>, StartupError> {
+    let Some(path) = lock_file else {
+        return Ok(None);
+    };
+    info!(path = %path.display(), "acquiring file lock");
+    host.acquire_lock(path)
+        .map(Some)
+        .map_err(|e| StartupError::Lock {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+}
+
+/// The `/configz` document: upstream's shape, `{"kubeletconfig": {...}}` is added by the
+/// server; this is the inner configuration with its kind and version.
+pub type Configz = Arc<RwLock<Value>>;
+
+/// Step: register the effective configuration for `/configz`.
+pub fn register_configz(resolved: &ResolvedConfig) -> Configz {
+    let mut value = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("kind".into(), json!(config::model::KIND));
+        map.insert("apiVersion".into(), json!(config::model::API_VERSION));
+    }
+    info!("registered /configz");
+    Arc::new(RwLock::new(value))
+}
+
+/// Step: without a kubeconfig the kubelet runs standalone, as upstream does.
+pub fn check_standalone(resolved: &ResolvedConfig) -> bool {
+    let standalone = resolved.options.kubeconfig.is_none();
+    if standalone {
+        warn!("standalone mode, no API client: no --kubeconfig given, so the node is not registered and only static pods run");
+    }
+    standalone
+}
+
+/// Step: log the machine and the container manager settings.
+pub fn log_node(plan: &NodePlan, resolved: &ResolvedConfig) {
+    info!(node = %plan.node_name, source = ?plan.node_name_source, "node name resolved");
+    info!(
+        cores = plan.machine.num_cores,
+        online_cpus = %plan.machine.online_cpus,
+        memory_bytes = plan.machine.memory_capacity_bytes,
+        boot_id = %plan.machine.boot_id,
+        machine_id = %plan.machine.machine_id,
+        "machine info"
+    );
+    let c = &resolved.config;
+    let show = |list: &crate::domain::reserved::ResourceList| {
+        list.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    info!(
+        cgroup_root = %c.cgroup_root,
+        cgroups_per_qos = c.cgroups_per_qos,
+        cgroup_driver = %c.cgroup_driver,
+        system_reserved = %show(&plan.settings.system_reserved),
+        kube_reserved = %show(&plan.settings.kube_reserved),
+        reserved_cpus = %plan.settings.reserved_cpus.as_ref().map(ToString::to_string).unwrap_or_default(),
+        enforce_node_allocatable = ?c.enforce_node_allocatable,
+        hard_eviction_thresholds = plan.settings.hard_thresholds.len(),
+        allocatable = %show(&plan.settings.allocatable),
+        "creating container manager"
+    );
+}
+
+/// Step: upstream only warns when not root, and so do we.
+pub fn check_root(host: &dyn Host) -> bool {
+    let uid = host.effective_uid();
+    if uid != 0 {
+        error!(
+            uid,
+            "kubelet running with insufficient permissions: kubelet needs to run as uid `0`"
+        );
+    }
+    uid == 0
+}
+
+/// Step: lower the kubelet's own OOM score; when the kernel refuses, warn and go on.
+pub fn apply_oom_score_adj(host: &dyn Host, value: i32) -> bool {
+    match host.set_oom_score_adj(None, value) {
+        Ok(()) => {
+            info!(value, "applied OOM score adjustment");
+            true
+        }
+        Err(e) => {
+            warn!(value, error = %e, "failed to apply oom_score_adj; continuing");
+            false
+        }
+    }
+}
+
+/// Step: connect to the container runtime and check its version.
+pub async fn start_runtime(
+    deps: &Deps,
+    endpoint: &str,
+) -> Result<Arc<dyn RuntimeService>, StartupError> {
+    let fail = |e: RuntimeError| StartupError::Runtime {
+        endpoint: endpoint.to_string(),
+        reason: e.to_string(),
+    };
+    let runtime = (deps.runtime_for)(endpoint).map_err(fail)?;
+    let version = runtime.version().await.map_err(fail)?;
+    if endpoint.starts_with("fake://") {
+        warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
+    }
+    info!(
+        endpoint,
+        runtime = %version.runtime_name,
+        version = %version.runtime_version,
+        api = %version.runtime_api_version,
+        "container runtime initialized"
+    );
+    Ok(runtime)
+}
+
+/// Everything start-up produced that the running kubelet keeps.
+pub struct Started {
+    pub resolved: ResolvedConfig,
+    pub plan: NodePlan,
+    pub configz: Configz,
+    pub runtime: Arc<dyn RuntimeService>,
+    pub lock: Option<LockHandle>,
+}
+
+/// The start-up flow up to a connected runtime. Bad input returns before any effect.
+pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
+    initialize_feature_gates(&resolved)?;
+    let plan = resolve_node(&resolved, deps)?;
+    let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
+    let configz = register_configz(&resolved);
+    check_standalone(&resolved);
+    log_node(&plan, &resolved);
+    deps.host
+        .create_dir_all(&resolved.options.root_dir)
+        .map_err(|e| StartupError::Directory {
+            path: resolved.options.root_dir.clone(),
+            reason: e.to_string(),
+        })?;
+    check_root(deps.host.as_ref());
+    apply_oom_score_adj(deps.host.as_ref(), resolved.config.oom_score_adj);
+    let runtime = start_runtime(deps, &resolved.config.container_runtime_endpoint).await?;
+    Ok(Started {
+        resolved,
+        plan,
+        configz,
+        runtime,
+        lock,
+    })
+}
+
+/// Why the kubelet stopped running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Signal,
+    LockContention,
+    RunOnceDone,
+}
+
+/// Run until `stop` resolves (a signal), the lock file is contended, or, with
+/// `--runonce`, one pass is done. Serves `/healthz` and `/configz` and tells systemd
+/// it is ready.
+pub async fn run(
+    started: Started,
+    deps: &Deps,
+    stop: impl Future<Output = ()>,
+) -> Result<StopReason, StartupError> {
+    if started.resolved.options.runonce {
+        info!("runonce: no static pods to run in this pass; exiting");
+        return Ok(StopReason::RunOnceDone);
+    }
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let config = &started.resolved.config;
+    let server = if config.healthz_port != 0 {
+        let address = format!("{}:{}", config.healthz_bind_address, config.healthz_port);
+        let listener =
+            tokio::net::TcpListener::bind(&address)
+                .await
+                .map_err(|e| StartupError::Healthz {
+                    address: address.clone(),
+                    reason: e.to_string(),
+                })?;
+        info!(%address, "serving /healthz and /configz");
+        let configz = started.configz.clone();
+        let source: crate::app::server::ConfigzSource =
+            Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default());
+        Some(tokio::spawn(crate::app::server::serve_health(
+            listener,
+            source,
+            shutdown_rx,
+        )))
+    } else {
+        None
+    };
+    match deps.host.notify_ready() {
+        Ok(true) => info!("notified systemd: READY=1"),
+        Ok(false) => {}
+        Err(e) => warn!(error = %e, "failed to notify systemd"),
+    }
+    let contention = async {
+        match (
+            &started.lock,
+            started.resolved.options.exit_on_lock_contention,
+        ) {
+            (Some(_), true) => {
+                let path = started
+                    .resolved
+                    .options
+                    .lock_file
+                    .clone()
+                    .unwrap_or_default();
+                if let Err(e) = deps.host.wait_for_lock_contention(&path).await {
+                    warn!(error = %e, "cannot watch the lock file; --exit-on-lock-contention is inactive");
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    };
+    let reason = tokio::select! {
+        () = stop => StopReason::Signal,
+        () = contention => {
+            info!("another process opened the lock file; exiting");
+            StopReason::LockContention
+        }
+    };
+    info!(?reason, "shutting down");
+    let _ = shutdown_tx.send(true);
+    if let Some(server) = server {
+        match server.await {
+            Ok(Err(e)) => warn!(error = %e, "healthz server stopped with an error"),
+            Err(e) => warn!(error = %e, "healthz server task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
+    Ok(reason)
+}

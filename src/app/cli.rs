@@ -1,0 +1,232 @@
+//! The command line, built from the flag table in `domain::config::flags`.
+
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, Command};
+use serde_json::Value;
+
+use crate::domain::config::flags::{FlagKind, FlagSpec, Target, FLAGS};
+use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::model::KubeletConfiguration;
+
+const ABOUT: &str = "rkubelet: a Kubernetes node agent. It takes the upstream kubelet's flags and \
+KubeletConfiguration file; flags given on the command line override the file.";
+
+/// The default shown for a flag: the configuration's default for config-backed flags.
+fn default_text(spec: &FlagSpec, defaults: &Value) -> String {
+    match spec.target {
+        Target::FlagOnly => spec.flag_default.to_string(),
+        Target::Config(path) => {
+            let value = path.iter().try_fold(defaults, |v, key| v.get(*key));
+            match value {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Object(map)) => map
+                    .iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}={}",
+                            v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            }
+        }
+    }
+}
+
+fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
+    let default = default_text(spec, defaults);
+    let help = if default.is_empty() {
+        spec.help.to_string()
+    } else {
+        format!("{} [default: {default}]", spec.help)
+    };
+    let mut arg = Arg::new(spec.name)
+        .long(spec.name)
+        .help(help)
+        .action(ArgAction::Append)
+        .allow_hyphen_values(true);
+    if let Some(short) = spec.short {
+        arg = arg.short(short);
+    }
+    match spec.kind {
+        // Go's pflag: `--flag` alone means true, `--flag=false` needs the `=`.
+        FlagKind::Bool => arg
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true")
+            .value_name("true|false"),
+        FlagKind::Int => arg.num_args(1).value_name("int"),
+        FlagKind::Duration => arg.num_args(1).value_name("duration"),
+        FlagKind::LessThanMap | FlagKind::EqualsMap | FlagKind::FeatureGates | FlagKind::Taints => {
+            arg.num_args(1).value_name("key=value,...")
+        }
+        FlagKind::List => arg.num_args(1).value_name("a,b,..."),
+        FlagKind::Str => arg.num_args(1).value_name("string"),
+    }
+}
+
+/// The clap command with every flag of the table.
+pub fn command() -> Command {
+    let defaults = serde_json::to_value(KubeletConfiguration::default()).unwrap_or(Value::Null);
+    let version = concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (kubelet.config.k8s.io/v1beta1)"
+    );
+    FLAGS.iter().fold(
+        Command::new("rkubelet")
+            .version(version)
+            .about(ABOUT)
+            .disable_help_subcommand(true)
+            .max_term_width(110),
+        |cmd, spec| cmd.arg(arg_for(spec, &defaults)),
+    )
+}
+
+/// Go's pflag treats `_` and `-` in flag names alike: normalise to `-`.
+pub fn normalize_args<I, T>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let mut after_terminator = false;
+    args.into_iter()
+        .map(Into::into)
+        .map(|arg| {
+            if after_terminator {
+                return arg;
+            }
+            let Some(text) = arg.to_str() else {
+                return arg;
+            };
+            if text == "--" {
+                after_terminator = true;
+                return arg;
+            }
+            match text.strip_prefix("--") {
+                Some(rest) => {
+                    let (name, value) = match rest.split_once('=') {
+                        Some((n, v)) => (n, Some(v)),
+                        None => (rest, None),
+                    };
+                    let name = name.replace('_', "-");
+                    match value {
+                        Some(v) => OsString::from(format!("--{name}={v}")),
+                        None => OsString::from(format!("--{name}")),
+                    }
+                }
+                None => arg,
+            }
+        })
+        .collect()
+}
+
+/// Parse the command line into the flags given on it, in table order. Map and list
+/// flags given several times accumulate; other flags keep the last value, as pflag does.
+pub fn parse<I, T>(args: I) -> Result<GivenFlags, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let matches = command().try_get_matches_from(normalize_args(args))?;
+    let mut given = GivenFlags::new();
+    for spec in FLAGS {
+        if matches.value_source(spec.name) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let values: Vec<String> = matches
+            .get_many::<String>(spec.name)
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default();
+        let accumulates = matches!(
+            spec.kind,
+            FlagKind::LessThanMap
+                | FlagKind::EqualsMap
+                | FlagKind::FeatureGates
+                | FlagKind::Taints
+                | FlagKind::List
+        );
+        let text = if accumulates {
+            values.join(",")
+        } else {
+            values.last().cloned().unwrap_or_default()
+        };
+        given.push((spec, text));
+    }
+    Ok(given)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(given: &GivenFlags) -> Vec<(&str, &str)> {
+        given.iter().map(|(s, v)| (s.name, v.as_str())).collect()
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn underscores_and_dashes_are_the_same() {
+        let given = parse([
+            "rkubelet",
+            "--healthz_port=1234",
+            "--cgroup_driver",
+            "systemd",
+        ])
+        .expect("parses");
+        assert_eq!(
+            names(&given),
+            [("cgroup-driver", "systemd"), ("healthz-port", "1234")]
+        );
+    }
+
+    #[test]
+    fn booleans_follow_pflag() {
+        let given =
+            parse(["rkubelet", "--cgroups-per-qos", "--fail-swap-on=false"]).expect("parses");
+        assert_eq!(
+            names(&given),
+            [("cgroups-per-qos", "true"), ("fail-swap-on", "false")]
+        );
+    }
+
+    #[test]
+    fn map_flags_accumulate_and_scalars_keep_the_last() {
+        let given = parse([
+            "rkubelet",
+            "--eviction-hard=memory.available<1Gi",
+            "--eviction-hard=nodefs.available<5%",
+            "--max-pods=3",
+            "--max-pods=4",
+            "-v=4",
+        ])
+        .expect("parses");
+        assert_eq!(
+            names(&given),
+            [
+                ("eviction-hard", "memory.available<1Gi,nodefs.available<5%"),
+                ("max-pods", "4"),
+                ("v", "4")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stray_argument_or_unknown_flag_is_an_error() {
+        assert!(parse(["rkubelet", "stray"]).is_err());
+        assert!(parse(["rkubelet", "--no-such-flag=1"]).is_err());
+    }
+}

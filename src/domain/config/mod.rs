@@ -1,0 +1,241 @@
+//! The configuration model: flags, files, drop-ins, their merge, and validation.
+
+pub mod error;
+pub mod fields;
+pub mod flags;
+pub mod layers;
+pub mod model;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use error::ConfigError;
+use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer, Source};
+use model::KubeletConfiguration;
+
+use crate::domain::eviction;
+
+/// Options that exist only on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagOptions {
+    pub config: Option<PathBuf>,
+    pub config_dir: Option<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub hostname_override: Option<String>,
+    pub node_ip: Option<String>,
+    pub root_dir: PathBuf,
+    pub lock_file: Option<PathBuf>,
+    pub exit_on_lock_contention: bool,
+    pub runonce: bool,
+    pub node_labels: BTreeMap<String, String>,
+    pub dry_run: bool,
+    pub dry_run_output: String,
+    pub dry_run_snapshot: Option<PathBuf>,
+}
+
+impl Default for FlagOptions {
+    fn default() -> Self {
+        Self {
+            config: None,
+            config_dir: None,
+            kubeconfig: None,
+            bootstrap_kubeconfig: None,
+            hostname_override: None,
+            node_ip: None,
+            root_dir: PathBuf::from("/var/lib/kubelet"),
+            lock_file: None,
+            exit_on_lock_contention: false,
+            runonce: false,
+            node_labels: BTreeMap::new(),
+            dry_run: false,
+            dry_run_output: "text".into(),
+            dry_run_snapshot: None,
+        }
+    }
+}
+
+fn non_empty_path(value: Option<&String>) -> Option<PathBuf> {
+    value.filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+impl FlagOptions {
+    /// The flag-only options from their given text; every problem is reported.
+    pub fn from_given(given: &BTreeMap<String, String>) -> Result<FlagOptions, Vec<ConfigError>> {
+        let mut problems = Vec::new();
+        let mut boolean = |name: &str| -> bool {
+            let Some(text) = given.get(name) else {
+                return false;
+            };
+            flags::parse_go_bool(text).unwrap_or_else(|| {
+                problems.push(ConfigError::InvalidFlag {
+                    flag: name.into(),
+                    value: text.clone(),
+                    reason: format!("strconv.ParseBool: parsing {text:?}: invalid syntax"),
+                });
+                false
+            })
+        };
+        let exit_on_lock_contention = boolean("exit-on-lock-contention");
+        let runonce = boolean("runonce");
+        let dry_run = boolean("dry-run");
+        let mut node_labels = BTreeMap::new();
+        for pair in given
+            .get("node-labels")
+            .into_iter()
+            .flat_map(|t| t.split(','))
+        {
+            let pair = pair.trim();
+            if pair.is_empty() {
+                continue;
+            }
+            match pair.split_once('=') {
+                Some((k, v)) if !k.is_empty() => {
+                    node_labels.insert(k.to_string(), v.to_string());
+                }
+                _ => problems.push(ConfigError::InvalidFlag {
+                    flag: "node-labels".into(),
+                    value: pair.into(),
+                    reason: "labels must be key=value pairs".into(),
+                }),
+            }
+        }
+        let dry_run_output = given
+            .get("dry-run-output")
+            .cloned()
+            .unwrap_or_else(|| "text".into());
+        if !["text", "json"].contains(&dry_run_output.as_str()) {
+            problems.push(ConfigError::InvalidFlag {
+                flag: "dry-run-output".into(),
+                value: dry_run_output.clone(),
+                reason: "must be one of \"text\" or \"json\"".into(),
+            });
+        }
+        let exit_needs_lock =
+            exit_on_lock_contention && non_empty_path(given.get("lock-file")).is_none();
+        if exit_needs_lock {
+            problems.push(ConfigError::Invalid(
+                "cannot exit on lock file contention: no lock file specified".into(),
+            ));
+        }
+        let options = FlagOptions {
+            config: non_empty_path(given.get("config")),
+            config_dir: non_empty_path(given.get("config-dir")),
+            kubeconfig: non_empty_path(given.get("kubeconfig")),
+            bootstrap_kubeconfig: non_empty_path(given.get("bootstrap-kubeconfig")),
+            hostname_override: given.get("hostname-override").cloned(),
+            node_ip: given.get("node-ip").cloned(),
+            root_dir: non_empty_path(given.get("root-dir"))
+                .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
+            lock_file: non_empty_path(given.get("lock-file")),
+            exit_on_lock_contention,
+            runonce,
+            node_labels,
+            dry_run,
+            dry_run_output,
+            dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
+        };
+        if problems.is_empty() {
+            Ok(options)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// A file as read by the app: its path and its text, or why it could not be read.
+#[derive(Debug, Clone)]
+pub struct FileInput {
+    pub path: PathBuf,
+    pub text: Result<String, String>,
+}
+
+/// Everything the configuration is made from; gathered by the app, resolved here.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigInputs {
+    pub main_file: Option<FileInput>,
+    /// Already in name order.
+    pub drop_ins: Vec<FileInput>,
+    pub flags: GivenFlags,
+}
+
+/// The validated configuration, where each field came from, and the flag-only options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedConfig {
+    pub config: KubeletConfiguration,
+    pub origins: BTreeMap<String, Source>,
+    pub options: FlagOptions,
+}
+
+/// The flag-only options alone, to know which files to read before resolving.
+pub fn flag_options(flags: &GivenFlags) -> Result<FlagOptions, Vec<ConfigError>> {
+    let options: BTreeMap<String, String> = flags
+        .iter()
+        .filter(|(spec, _)| spec.target == flags::Target::FlagOnly)
+        .map(|(spec, text)| (spec.name.to_string(), text.clone()))
+        .collect();
+    FlagOptions::from_given(&options)
+}
+
+/// Merge and validate; every problem of every layer is returned at once.
+pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>> {
+    let mut problems = Vec::new();
+    let mut layers: Vec<Layer> = Vec::new();
+    let files = inputs
+        .main_file
+        .iter()
+        .map(|f| (f, FileRole::Main))
+        .chain(inputs.drop_ins.iter().map(|f| (f, FileRole::DropIn)));
+    for (file, role) in files {
+        match &file.text {
+            Err(reason) => problems.push(ConfigError::FileRead {
+                path: file.path.clone(),
+                reason: reason.clone(),
+            }),
+            Ok(text) => match file_layer(&file.path, text, role) {
+                Ok(layer) => layers.push(layer),
+                Err(errors) => problems.extend(errors),
+            },
+        }
+    }
+    let options = match flag_layer(&inputs.flags) {
+        Ok((layer, given)) => {
+            layers.push(layer);
+            match FlagOptions::from_given(&given) {
+                Ok(options) => Some(options),
+                Err(errors) => {
+                    problems.extend(errors);
+                    None
+                }
+            }
+        }
+        Err(errors) => {
+            problems.extend(errors);
+            None
+        }
+    };
+    let merged = match merge(&layers, &inputs.flags) {
+        Ok(merged) => Some(merged),
+        Err(e) => {
+            problems.push(e);
+            None
+        }
+    };
+    let Some(mut merged) = merged else {
+        return Err(problems);
+    };
+    if merged.config.merge_default_eviction_settings {
+        merged.config.eviction_hard =
+            eviction::effective_eviction_hard(Some(&merged.config.eviction_hard), true);
+    }
+    problems.extend(validate::validate(&merged.config));
+    match options {
+        Some(options) if problems.is_empty() => Ok(ResolvedConfig {
+            config: merged.config,
+            origins: merged.origins,
+            options,
+        }),
+        _ => Err(problems),
+    }
+}

@@ -1,0 +1,168 @@
+//! The container runtime's view of one pod, in domain terms.
+//!
+//! The CRI adapter maps sandbox and container listings into these types so
+//! that sync decisions (`pod_sync`) never see protobuf or transport details.
+//! Times are plain nanoseconds since the Unix epoch as the runtime reported
+//! them; nothing here reads a clock.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a pod sandbox can host containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SandboxState {
+    Ready,
+    NotReady,
+}
+
+/// One pod sandbox (the pause container / VM holding the pod's namespaces).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    pub id: String,
+    /// How many sandboxes were created for this pod before this one.
+    pub attempt: u32,
+    pub state: SandboxState,
+    pub created_at_nanos: i64,
+    /// The sandbox shares the node's network namespace (CRI namespace mode NODE).
+    pub host_network: bool,
+    /// Primary pod IP; empty when the runtime reported none.
+    pub ip: String,
+}
+
+/// Lifecycle state of one container instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+/// One container instance (one attempt) as the runtime reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    pub id: String,
+    pub name: String,
+    /// Restart count of this instance (0 for the first run).
+    pub attempt: u32,
+    pub state: ContainerState,
+    pub image: String,
+    /// `container_hash` of the spec the instance was created from; a
+    /// mismatch with the current spec means the definition changed.
+    pub hash: u64,
+    pub exit_code: i32,
+    pub reason: String,
+    pub message: String,
+    pub created_at_nanos: i64,
+    pub started_at_nanos: i64,
+    pub finished_at_nanos: i64,
+}
+
+impl ContainerStatus {
+    /// A blank status for `name` in `state`; handy for adapters and tests
+    /// that fill in only what they know.
+    pub fn new(id: &str, name: &str, state: ContainerState) -> Self {
+        Self {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            attempt: 0,
+            state,
+            image: String::new(),
+            hash: 0,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            created_at_nanos: 0,
+            started_at_nanos: 0,
+            finished_at_nanos: 0,
+        }
+    }
+}
+
+/// Everything the runtime knows about one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PodRuntimeStatus {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    /// Newest first; the first entry is the one the pod should be running in.
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Every instance still known to the runtime, including older attempts
+    /// of the same container and exited init containers.
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodRuntimeStatus {
+    /// The most recent instance of the container called `name`.
+    ///
+    /// "Most recent" is the latest creation time; ties (runtimes that do not
+    /// report it) fall back to the higher attempt, then to the later entry.
+    pub fn find_container(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.name == name)
+            .max_by_key(|c| (c.created_at_nanos, c.attempt))
+    }
+
+    /// Whether any instance of `name` ever exited, at any attempt. A freshly
+    /// re-created container with an exited predecessor is restarting, not new.
+    pub fn has_exited_instance(&self, name: &str) -> bool {
+        self.containers
+            .iter()
+            .any(|c| c.name == name && c.state == ContainerState::Exited)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(name: &str, id: &str, created: i64, attempt: u32) -> ContainerStatus {
+        ContainerStatus {
+            created_at_nanos: created,
+            attempt,
+            ..ContainerStatus::new(id, name, ContainerState::Exited)
+        }
+    }
+
+    #[test]
+    fn find_container_picks_newest_by_creation_time() {
+        let status = PodRuntimeStatus {
+            containers: vec![
+                at("a", "old", 10, 0),
+                at("a", "new", 20, 1),
+                at("b", "b", 30, 0),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            status.find_container("a").map(|c| c.id.as_str()),
+            Some("new")
+        );
+        assert_eq!(status.find_container("b").map(|c| c.id.as_str()), Some("b"));
+        assert!(status.find_container("c").is_none());
+    }
+
+    #[test]
+    fn find_container_breaks_ties_by_attempt() {
+        let status = PodRuntimeStatus {
+            containers: vec![at("a", "second", 0, 1), at("a", "first", 0, 0)],
+            ..Default::default()
+        };
+        assert_eq!(
+            status.find_container("a").map(|c| c.id.as_str()),
+            Some("second")
+        );
+    }
+
+    #[test]
+    fn exited_instances_are_found_across_attempts() {
+        let mut running = at("a", "now", 20, 1);
+        running.state = ContainerState::Running;
+        let status = PodRuntimeStatus {
+            containers: vec![at("a", "before", 10, 0), running],
+            ..Default::default()
+        };
+        assert!(status.has_exited_instance("a"));
+        assert!(!status.has_exited_instance("b"));
+    }
+}

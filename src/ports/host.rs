@@ -1,0 +1,161 @@
+//! The host operating system as start-up sees it: identity, OOM score, the lock file, the
+//! service manager.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+/// Why a host operation failed. Every I/O failure names the path (or socket address) it was on.
+#[derive(Debug, Error)]
+pub enum HostError {
+    #[error("failed to get hostname: {source}")]
+    Hostname {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("hostname is not valid UTF-8: {hostname:?}")]
+    HostnameNotUtf8 { hostname: String },
+    /// The kernel accepts -1000..=1000 only.
+    #[error("invalid oom_score_adj {value}: must be in [-1000, 1000]")]
+    OomScoreOutOfRange { value: i32 },
+    /// Writing `oom_score_adj` failed. Lowering the score needs CAP_SYS_RESOURCE: without it the
+    /// kernel answers EACCES (see [`HostError::is_permission_denied`]).
+    #[error("failed to write oom_score_adj {value} to {}: {source}", path.display())]
+    OomScoreAdj {
+        path: PathBuf,
+        value: i32,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the lock.
+    #[error("lock file {} is held by another process", path.display())]
+    LockContended { path: PathBuf },
+    #[error("failed to lock {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to watch {} for lock contention: {source}", path.display())]
+    LockWatch {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to create directory {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid NOTIFY_SOCKET {socket:?}: {detail}")]
+    NotifySocketInvalid { socket: String, detail: String },
+    #[error("failed to notify the service manager at {socket:?}: {source}")]
+    Notify {
+        socket: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl HostError {
+    /// True when the OS refused for lack of privilege (EACCES or EPERM): callers usually warn and
+    /// go on, as the upstream kubelet does for the OOM score.
+    pub fn is_permission_denied(&self) -> bool {
+        let source = match self {
+            Self::Hostname { source }
+            | Self::OomScoreAdj { source, .. }
+            | Self::Lock { source, .. }
+            | Self::LockWatch { source, .. }
+            | Self::CreateDir { source, .. }
+            | Self::Notify { source, .. } => source,
+            _ => return false,
+        };
+        source.kind() == std::io::ErrorKind::PermissionDenied
+    }
+}
+
+/// Proof of an exclusive lock on a file. The lock lives as long as this value: dropping it
+/// releases the lock.
+pub struct LockHandle {
+    path: PathBuf,
+    // Type-erased so each adapter keeps whatever owns the lock (an open file, a fake's token).
+    _guard: Box<dyn Send + Sync>,
+}
+
+impl LockHandle {
+    /// Wraps whatever keeps the lock held; `guard` is dropped when the handle is.
+    pub fn new(path: impl Into<PathBuf>, guard: impl Send + Sync + 'static) -> Self {
+        Self {
+            path: path.into(),
+            _guard: Box::new(guard),
+        }
+    }
+
+    /// The locked file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl fmt::Debug for LockHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockHandle")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host operating system.
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// The kernel hostname, as is (callers lowercase and trim it like the upstream kubelet).
+    ///
+    /// # Errors
+    /// [`HostError::Hostname`], [`HostError::HostnameNotUtf8`].
+    fn hostname(&self) -> Result<String, HostError>;
+
+    /// The effective user id of this process.
+    fn effective_uid(&self) -> u32;
+
+    /// Sets `oom_score_adj` of `pid` (`None`: this process).
+    ///
+    /// # Errors
+    /// [`HostError::OomScoreOutOfRange`] before any I/O; [`HostError::OomScoreAdj`] when the
+    /// kernel refuses (EACCES when lowering without CAP_SYS_RESOURCE, ENOENT when the process is
+    /// gone).
+    fn set_oom_score_adj(&self, pid: Option<u32>, value: i32) -> Result<(), HostError>;
+
+    /// Takes an exclusive, non-blocking lock on `path`, creating the file and its parent
+    /// directory if needed.
+    ///
+    /// # Errors
+    /// [`HostError::LockContended`] when another process (or another open of the same file)
+    /// holds it; [`HostError::CreateDir`] or [`HostError::Lock`] on I/O failure.
+    fn acquire_lock(&self, path: &Path) -> Result<LockHandle, HostError>;
+
+    /// Resolves when another process opens the lock file at `path`, or when the file is gone
+    /// (`--exit-on-lock-contention`; upstream's inotify IN_OPEN|IN_DELETE_SELF). Call it after
+    /// [`Host::acquire_lock`]: the watch starts on the first poll, so earlier opens, ours
+    /// included, do not count, but any later open in this process does. "Gone" means the inode
+    /// is freed: an unlink while we still hold the lock fd does not count.
+    ///
+    /// # Errors
+    /// [`HostError::LockWatch`] when the watch cannot be set up or read.
+    async fn wait_for_lock_contention(&self, path: &Path) -> Result<(), HostError>;
+
+    /// Tells the service manager start-up is complete (`READY=1` to `$NOTIFY_SOCKET`).
+    /// Returns `Ok(false)` when no notify socket is configured.
+    ///
+    /// # Errors
+    /// [`HostError::NotifySocketInvalid`], [`HostError::Notify`].
+    fn notify_ready(&self) -> Result<bool, HostError>;
+
+    /// Creates `path` and its missing parents.
+    ///
+    /// # Errors
+    /// [`HostError::CreateDir`].
+    fn create_dir_all(&self, path: &Path) -> Result<(), HostError>;
+}

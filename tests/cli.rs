@@ -1,0 +1,360 @@
+//! The binary end to end: flags, files, bad input, the daemon on the simulated runtime.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .expect("rkubelet runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            found.push(entry.path());
+            found.extend(tree(&entry.path()));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn help_lists_the_flags_and_version_prints_it() {
+    let help = run(&["--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--config",
+        "--kubeconfig",
+        "--reserved-cpus",
+        "--eviction-hard",
+        "--healthz-port",
+        "--cgroup-driver",
+        "--runonce",
+    ] {
+        assert!(text.contains(flag), "--help lacks {flag}");
+    }
+    let version = run(&["--version"]);
+    assert!(version.status.success());
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+/// Each bad input exits non-zero, names the flag or field and the value, and creates
+/// nothing: not the lock file, not the root directory.
+#[test]
+fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let misspelt = dir.path().join("misspelt.yaml");
+    std::fs::write(
+        &misspelt,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreservedCpus: \"0\"\n",
+    )
+    .expect("write");
+    let not_yaml = dir.path().join("broken.yaml");
+    std::fs::write(&not_yaml, "kind: [unclosed\n  : :\n").expect("write");
+    let missing = dir.path().join("absent.yaml");
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let online = online.trim().to_string();
+
+    let misspelt_arg = format!("--config={}", misspelt.display());
+    let not_yaml_arg = format!("--config={}", not_yaml.display());
+    let missing_arg = format!("--config={}", missing.display());
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (vec!["--reserved-cpus=0-99"], vec!["0-99", online.as_str()]),
+        (vec!["--reserved-cpus=abc"], vec!["reserved-cpus", "abc"]),
+        (
+            vec!["--eviction-hard=memory.available<abc"],
+            vec!["memory.available", "abc"],
+        ),
+        (vec!["--eviction-hard=foo.bar<1Gi"], vec!["foo.bar"]),
+        (
+            vec!["--eviction-soft=memory.available<1Gi"],
+            vec!["memory.available", "grace period"],
+        ),
+        (
+            vec!["--cgroup-driver=nonsense"],
+            vec!["cgroupDriver (--cgroup-driver)", "nonsense"],
+        ),
+        (
+            vec!["--kube-reserved=memory=100Ti"],
+            vec!["memory", "100Ti"],
+        ),
+        (
+            vec!["--oom-score-adj=5000"],
+            vec!["oomScoreAdj (--oom-score-adj)", "5000"],
+        ),
+        (
+            vec![misspelt_arg.as_str()],
+            vec!["reservedCpus", "reservedSystemCPUs", "misspelt.yaml"],
+        ),
+        (vec![not_yaml_arg.as_str()], vec!["broken.yaml"]),
+        (vec![missing_arg.as_str()], vec!["absent.yaml"]),
+        (vec!["--max-pods=many"], vec!["--max-pods", "many"]),
+        (vec!["stray-positional"], vec!["stray-positional"]),
+    ];
+    for (args, wanted) in cases {
+        let root = dir.path().join("root");
+        let lock = dir.path().join("lock/kubelet.lock");
+        let mut all = vec![
+            "--container-runtime-endpoint=fake://".to_string(),
+            format!("--root-dir={}", root.display()),
+            format!("--lock-file={}", lock.display()),
+            "--healthz-port=0".to_string(),
+        ];
+        all.extend(args.iter().map(ToString::to_string));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let before = tree(dir.path());
+        let output = run(&refs);
+        let text = stderr(&output);
+        assert!(
+            !output.status.success(),
+            "{args:?} should fail; stderr: {text}"
+        );
+        for want in wanted {
+            assert!(
+                text.contains(want),
+                "{args:?}: {want:?} missing from: {text}"
+            );
+        }
+        assert_eq!(tree(dir.path()), before, "{args:?} changed the file system");
+    }
+}
+
+#[test]
+fn several_problems_are_reported_together() {
+    let output = run(&[
+        "--container-runtime-endpoint=fake://",
+        "--oom-score-adj=5000",
+        "--cgroup-driver=nonsense",
+        "--max-pods=-1",
+    ]);
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    for want in ["oomScoreAdj", "cgroupDriver", "maxPods"] {
+        assert!(text.contains(want), "{want} missing from {text}");
+    }
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Start the daemon and wait until its log says it serves healthz (the log line is the
+/// readiness signal, so no fixed sleep).
+fn start_daemon(extra: &[String], as_nobody: bool) -> Daemon {
+    let port = free_port();
+    let mut args = vec![
+        "--container-runtime-endpoint=fake://".to_string(),
+        format!("--healthz-port={port}"),
+    ];
+    args.extend(extra.iter().cloned());
+    let mut command = if as_nobody {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let mut child = command
+        .args(&args)
+        .env_remove("NOTIFY_SOCKET")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rkubelet starts");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Keep draining after the ready line: a closed pipe would fail the daemon's logging.
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let ready = line.contains("serving /healthz");
+                log.push(line);
+                if ready {
+                    break;
+                }
+            }
+            Err(_) => panic!("rkubelet did not start serving; log:\n{}", log.join("\n")),
+        }
+    }
+    Daemon { child, port }
+}
+
+fn assert_serves_and_stops(mut daemon: Daemon, expect_simulation_warning: bool) {
+    let (status, body) = http_get(daemon.port, "/healthz").expect("healthz answers");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let (status, body) = http_get(daemon.port, "/configz").expect("configz answers");
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).expect("configz is JSON");
+    let config = &json["kubeletconfig"];
+    assert_eq!(config["kind"], "KubeletConfiguration");
+    assert_eq!(config["containerRuntimeEndpoint"], "fake://");
+    assert_eq!(config["healthzPort"], daemon.port);
+    assert_eq!(config["readOnlyPort"], 0);
+    assert_eq!(config["authentication"]["anonymous"]["enabled"], false);
+    let _ = expect_simulation_warning;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+    let status = daemon.child.wait().expect("exits");
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[test]
+fn serves_healthz_and_configz_on_the_simulated_runtime_and_exits_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(
+        &[format!("--root-dir={}", dir.path().join("root").display())],
+        false,
+    );
+    assert_serves_and_stops(daemon, true);
+}
+
+#[test]
+fn runs_as_a_non_root_user() {
+    let is_root = nix::unistd::geteuid().is_root();
+    let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root");
+    // nobody must be able to create its root dir inside the tempdir.
+    #[allow(clippy::permissions_set_readonly_false)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+    }
+    let daemon = start_daemon(
+        &[format!("--root-dir={}", root.display())],
+        is_root && has_setpriv,
+    );
+    assert_serves_and_stops(daemon, true);
+}
+
+#[test]
+fn precedence_flag_over_drop_in_over_file_with_defaults_for_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\nclusterDomain: file.local\nhealthzBindAddress: 127.0.0.1\nfeatureGates:\n  CustomCPUCFSQuotaPeriod: true\n",
+    )
+    .expect("write");
+    let drop_ins = dir.path().join("conf.d");
+    std::fs::create_dir(&drop_ins).expect("mkdir");
+    std::fs::write(
+        drop_ins.join("10-pods.conf"),
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 60\nclusterDomain: dropin.local\n",
+    )
+    .expect("write");
+    std::fs::write(
+        drop_ins.join("20-more.conf"),
+        "apiVersion = \"kubelet.config.k8s.io/v1beta1\"\nkind = \"KubeletConfiguration\"\nmaxPods = 70\n",
+    )
+    .expect("write");
+    std::fs::write(drop_ins.join("ignored.yaml"), "not: a drop-in\n").expect("write");
+    let mut daemon = start_daemon(
+        &[
+            format!("--config={}", file.display()),
+            format!("--config-dir={}", drop_ins.display()),
+            format!("--root-dir={}", dir.path().join("root").display()),
+            "--cluster-domain=flag.local".into(),
+        ],
+        false,
+    );
+    let (_, body) = http_get(daemon.port, "/configz").expect("configz answers");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let config = &json["kubeletconfig"];
+    assert_eq!(config["clusterDomain"], "flag.local", "flag beats drop-in");
+    assert_eq!(
+        config["maxPods"], 70,
+        "later drop-in beats earlier drop-in and file"
+    );
+    assert_eq!(
+        config["featureGates"]["CustomCPUCFSQuotaPeriod"], true,
+        "file value kept"
+    );
+    assert_eq!(config["oomScoreAdj"], -999, "default fills the rest");
+    assert_eq!(config["cgroupDriver"], "cgroupfs", "default fills the rest");
+    let _ = daemon.child.kill();
+}
+
+#[test]
+fn runonce_exits_after_one_pass() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run(&[
+        "--container-runtime-endpoint=fake://",
+        "--runonce",
+        &format!("--root-dir={}", dir.path().join("root").display()),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn exits_cleanly_when_another_process_opens_the_lock_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lock = dir.path().join("kubelet.lock");
+    let mut daemon = start_daemon(
+        &[
+            format!("--root-dir={}", dir.path().join("root").display()),
+            format!("--lock-file={}", lock.display()),
+            "--exit-on-lock-contention".into(),
+        ],
+        false,
+    );
+    assert!(lock.exists(), "the lock file is created");
+    let _other = std::fs::File::open(&lock).expect("another process opens the lock file");
+    let status = daemon.child.wait().expect("exits");
+    assert!(status.success(), "exit status {status:?}");
+}
