@@ -372,3 +372,116 @@ pub async fn run(
     }
     Ok(reason)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::runtime::FakeRuntime;
+    use crate::adapters::fake::{FakeHost, FakeMachine};
+    use crate::app::cli;
+
+    fn resolved(args: &[&str]) -> Result<ResolvedConfig, StartupError> {
+        let mut argv = vec![
+            "rkubelet",
+            "--container-runtime-endpoint=fake://",
+            "--healthz-port=0",
+        ];
+        argv.extend_from_slice(args);
+        let given = cli::parse(argv).map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
+        load_configuration(given)
+    }
+
+    fn deps(host: &Arc<FakeHost>) -> Deps {
+        Deps {
+            host: host.clone(),
+            machine: Arc::new(FakeMachine::default()),
+            runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime) as Arc<dyn RuntimeService>)),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_flow_locks_creates_adjusts_notifies_and_stops_on_signal() {
+        let host = Arc::new(FakeHost::new().with_notify_socket());
+        let deps = deps(&host);
+        let config =
+            resolved(&["--lock-file=/run/kubelet.lock", "--root-dir=/var/lib/rk"]).expect("valid");
+        let started = start(config, &deps).await.expect("starts");
+        assert_eq!(
+            host.lock_acquisitions(),
+            [PathBuf::from("/run/kubelet.lock")]
+        );
+        assert!(host.created_dirs().contains(&PathBuf::from("/var/lib/rk")));
+        assert_eq!(host.oom_score_adj(None), Some(-999));
+        assert_eq!(started.plan.node_name, "fake-node");
+        let reason = run(started, &deps, std::future::ready(()))
+            .await
+            .expect("runs");
+        assert_eq!(reason, StopReason::Signal);
+        assert_eq!(host.ready_notifications(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_oom_score_only_warns() {
+        let host = Arc::new(FakeHost::new());
+        host.fail_oom_score_adj(Some(std::io::ErrorKind::PermissionDenied));
+        let deps = deps(&host);
+        let config = resolved(&["--oom-score-adj=-500"]).expect("valid");
+        start(config, &deps)
+            .await
+            .expect("starts despite the refusal");
+        let calls = host.oom_score_adj_calls();
+        assert_eq!(calls.len(), 1);
+        assert!(!calls[0].applied);
+    }
+
+    #[tokio::test]
+    async fn node_level_refusals_happen_before_any_effect() {
+        let host = Arc::new(FakeHost::new());
+        let deps = deps(&host);
+        let config = resolved(&["--lock-file=/run/kubelet.lock", "--reserved-cpus=0-99"])
+            .expect("config valid");
+        let error = start(config, &deps).await.err().expect("refused");
+        assert!(error.to_string().contains("0-99"), "{error}");
+        assert!(host.lock_acquisitions().is_empty());
+        assert!(host.created_dirs().is_empty());
+        assert!(host.oom_score_adj_calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn runonce_returns_after_one_pass_without_notifying() {
+        let host = Arc::new(FakeHost::new().with_notify_socket());
+        let deps = deps(&host);
+        let started = start(resolved(&["--runonce"]).expect("valid"), &deps)
+            .await
+            .expect("starts");
+        let reason = run(started, &deps, std::future::pending())
+            .await
+            .expect("runs");
+        assert_eq!(reason, StopReason::RunOnceDone);
+        assert_eq!(host.ready_notifications(), 0);
+    }
+
+    #[tokio::test]
+    async fn lock_contention_stops_the_kubelet() {
+        let host = Arc::new(FakeHost::new());
+        let deps = deps(&host);
+        let config =
+            resolved(&["--lock-file=/run/k.lock", "--exit-on-lock-contention"]).expect("valid");
+        let started = start(config, &deps).await.expect("starts");
+        host.simulate_lock_contention();
+        let reason = run(started, &deps, std::future::pending())
+            .await
+            .expect("runs");
+        assert_eq!(reason, StopReason::LockContention);
+    }
+
+    #[test]
+    fn bad_configuration_is_reported_whole() {
+        let Err(StartupError::Invalid(problems)) =
+            resolved(&["--oom-score-adj=5000", "--cgroup-driver=x"])
+        else {
+            panic!("expected invalid configuration");
+        };
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+}
