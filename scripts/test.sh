@@ -18,3 +18,6 @@ cargo build --locked --all-targets
 
 echo "== tests"
 cargo test --locked -- --test-threads="$(nproc)"
+
+echo "== benchmarks (figures printed, goals in each bench's header)"
+cargo bench --locked --bench startup
