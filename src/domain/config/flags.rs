@@ -142,6 +142,7 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("fail-swap-on", Bool, &["failSwapOn"], "Refuse to start when swap is on."),
     cfg("max-pods", Int, &["maxPods"], "Most pods this node runs."),
     cfg("pod-max-pids", Int, &["podPidsLimit"], "Most processes per pod; -1 means unlimited."),
+    cfg("pod-pids-limit", Int, &["podPidsLimit"], "Same as --pod-max-pids, named after the podPidsLimit field."),
     cfg("cpu-cfs-quota", Bool, &["cpuCFSQuota"], "Enforce CPU limits with CFS quota."),
     cfg("cpu-cfs-quota-period", Duration, &["cpuCFSQuotaPeriod"], "CFS quota period (needs the CustomCPUCFSQuotaPeriod feature gate to change)."),
     cfg("cluster-domain", Str, &["clusterDomain"], "Cluster DNS domain added to pods' search paths."),
@@ -165,13 +166,6 @@ pub const FLAGS: &[FlagSpec] = &[
 /// The flag with this long name.
 pub fn flag(name: &str) -> Option<&'static FlagSpec> {
     FLAGS.iter().find(|f| f.name == name)
-}
-
-/// The flag that sets this configuration field, to name it in messages.
-pub fn flag_for_field(path: &[&str]) -> Option<&'static FlagSpec> {
-    FLAGS
-        .iter()
-        .find(|f| matches!(f.target, Target::Config(p) if p == path))
 }
 
 /// Go's `strconv.ParseBool`.
