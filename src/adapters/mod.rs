@@ -1,4 +1,5 @@
 //! One folder per backend.
+pub mod cri;
 pub mod fake;
 pub mod procfs;
 pub mod system;

@@ -1,23 +1,73 @@
 //! The composition root: the only place that picks concrete adapters.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
 use crate::adapters::system::SystemHost;
 use crate::app::bootstrap::Deps;
 use crate::domain::config::ResolvedConfig;
-use crate::ports::runtime::{RuntimeError, RuntimeService};
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
-/// The runtime client for an endpoint: `fake://` is the embedded simulated runtime.
+/// The default `--runtime-request-timeout`.
+pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The runtime client for an endpoint with the default request timeout.
 pub fn runtime_for(endpoint: &str) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
+    runtime_with_timeout(endpoint, DEFAULT_RUNTIME_REQUEST_TIMEOUT)
+}
+
+/// The runtime client for an endpoint: `fake://` is the embedded simulated runtime,
+/// `unix://` a CRI client whose every call is bounded by `timeout`.
+pub fn runtime_with_timeout(
+    endpoint: &str,
+    timeout: Duration,
+) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
     if endpoint.starts_with("fake://") {
-        return Ok(Arc::new(FakeRuntime));
+        return Ok(Arc::new(FakeRuntime::new()));
+    }
+    if endpoint.starts_with("unix://") {
+        return Ok(Arc::new(CriRuntime::connect(endpoint, timeout)?));
     }
     Err(RuntimeError::Unavailable {
         endpoint: endpoint.to_string(),
         reason: "no CRI client is built into this version for this endpoint".into(),
     })
+}
+
+/// The image service for the configuration: `--image-service-endpoint`, falling
+/// back to the runtime endpoint when empty.
+pub fn image_service_for(resolved: &ResolvedConfig) -> Result<Arc<dyn ImageService>, RuntimeError> {
+    let c = &resolved.config;
+    let endpoint = if c.image_service_endpoint.is_empty() {
+        c.container_runtime_endpoint.as_str()
+    } else {
+        c.image_service_endpoint.as_str()
+    };
+    if endpoint.starts_with("fake://") {
+        return Ok(Arc::new(FakeRuntime::new()));
+    }
+    if endpoint.starts_with("unix://") {
+        return Ok(Arc::new(CriRuntime::connect(
+            endpoint,
+            request_timeout(resolved),
+        )?));
+    }
+    Err(RuntimeError::Unavailable {
+        endpoint: endpoint.to_string(),
+        reason: "no image service client is built into this version for this endpoint".into(),
+    })
+}
+
+fn request_timeout(resolved: &ResolvedConfig) -> Duration {
+    resolved
+        .config
+        .runtime_request_timeout
+        .to_std()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(DEFAULT_RUNTIME_REQUEST_TIMEOUT)
 }
 
 /// The adapters of a real node.
@@ -27,7 +77,10 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
         machine: Arc::new(ProcfsMachineInfo::new(MachinePaths::host(
             resolved.options.root_dir.clone(),
         ))),
-        runtime_for: Box::new(runtime_for),
+        runtime_for: {
+            let timeout = request_timeout(resolved);
+            Box::new(move |endpoint: &str| runtime_with_timeout(endpoint, timeout))
+        },
     }
 }
 

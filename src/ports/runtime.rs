@@ -1,7 +1,12 @@
-//! The container runtime (CRI) in the project's own types. Start-up needs only the
-//! version handshake; the pod lifecycle calls join with the CRI adapter.
+//! The container runtime (CRI) in the project's own types: the runtime service
+//! (sandboxes and containers) and the image service. Adapters map their wire types
+//! into these; callers never see protobuf or transport details.
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+
+use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeVersion {
@@ -25,8 +30,138 @@ pub enum RuntimeError {
     Failed { call: String, reason: String },
 }
 
+/// What a pod sandbox is created from (the pod-level part of the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxConfig {
+    pub name: String,
+    pub uid: String,
+    pub namespace: String,
+    pub attempt: u32,
+    pub hostname: String,
+    /// Directory the container log paths are relative to (`/var/log/pods/<ns>_<name>_<uid>`).
+    pub log_directory: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Empty: the runtime's default.
+    pub cgroup_parent: String,
+    pub host_network: bool,
+    pub host_pid: bool,
+    pub host_ipc: bool,
+    /// Empty: the runtime's default handler.
+    pub runtime_handler: String,
+}
+
+/// What one container instance is created from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerConfig {
+    pub name: String,
+    pub attempt: u32,
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub working_dir: String,
+    pub envs: Vec<(String, String)>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Relative to the sandbox's `log_directory`.
+    pub log_path: String,
+}
+
+/// One sandbox in a listing, with the pod it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxEntry {
+    pub status: SandboxStatus,
+    pub name: String,
+    pub uid: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Which sandboxes to list; empty fields match everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxFilter {
+    pub id: String,
+    pub state: Option<SandboxState>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One container in a listing, with its sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEntry {
+    pub status: ContainerStatus,
+    pub sandbox_id: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Which containers to list; empty fields match everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerFilter {
+    pub id: String,
+    pub sandbox_id: String,
+    pub state: Option<ContainerState>,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupDriver {
+    Systemd,
+    Cgroupfs,
+}
+
+/// An image present on the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    pub size_bytes: u64,
+}
+
+/// The runtime's sandbox and container calls. Removal and stop calls are
+/// idempotent (an absent id is not an error); status calls answer `NotFound`.
 #[async_trait]
 pub trait RuntimeService: Send + Sync {
     /// The runtime's name and versions. Errors: `Unavailable` when it cannot be reached.
     async fn version(&self) -> Result<RuntimeVersion, RuntimeError>;
+    /// Creates and starts a sandbox; returns its id.
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError>;
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> Result<SandboxStatus, RuntimeError>;
+    async fn list_pod_sandboxes(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxEntry>, RuntimeError>;
+    /// Creates a container in a sandbox (made from `sandbox`); returns its id.
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &SandboxConfig,
+    ) -> Result<String, RuntimeError>;
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError>;
+    /// Stops a container, killing it after `timeout_secs` of grace.
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        timeout_secs: i64,
+    ) -> Result<(), RuntimeError>;
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError>;
+    async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError>;
+    async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> Result<Vec<ContainerEntry>, RuntimeError>;
+    /// The runtime's cgroup driver; `None` when the runtime does not report it
+    /// (containerd 1.6 answers UNIMPLEMENTED, which is tolerated here).
+    async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError>;
+}
+
+/// The runtime's image calls.
+#[async_trait]
+pub trait ImageService: Send + Sync {
+    /// The image if present on the node; `None` when absent.
+    async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError>;
+    /// Pulls the image; returns its reference (digest or id).
+    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError>;
 }

@@ -1,14 +1,60 @@
 //! The embedded simulated runtime behind `--container-runtime-endpoint=fake://`: an
 //! in-memory runtime so rkubelet runs anywhere, without root (a simulated node).
+//! Containers do not run: `start_container` just marks them Running.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::ports::runtime::{RuntimeError, RuntimeService, RuntimeVersion};
-
-#[derive(Debug, Default)]
-pub struct FakeRuntime;
+use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use crate::ports::runtime::{
+    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
+    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+};
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u64,
+    /// A logical clock for creation/start/finish times.
+    now: i64,
+    sandboxes: BTreeMap<String, SandboxEntry>,
+    containers: BTreeMap<String, ContainerEntry>,
+    images: BTreeMap<String, ImageInfo>,
+}
+
+impl State {
+    fn id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{:016x}", self.next_id)
+    }
+    fn tick(&mut self) -> i64 {
+        self.now += 1;
+        self.now
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct FakeRuntime {
+    state: Mutex<State>,
+}
+
+fn labels_match(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
+}
+
+impl FakeRuntime {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent across a panic in a test; keep using it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 #[async_trait]
 impl RuntimeService for FakeRuntime {
@@ -18,5 +64,263 @@ impl RuntimeService for FakeRuntime {
             runtime_version: env!("CARGO_PKG_VERSION").into(),
             runtime_api_version: "v1".into(),
         })
+    }
+
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        let mut s = self.state();
+        let id = s.id("sb");
+        let created = s.tick();
+        let entry = SandboxEntry {
+            status: SandboxStatus {
+                id: id.clone(),
+                attempt: config.attempt,
+                state: SandboxState::Ready,
+                created_at_nanos: created,
+                host_network: config.host_network,
+                ip: if config.host_network {
+                    String::new()
+                } else {
+                    format!("10.88.0.{}", (s.next_id % 250) + 2)
+                },
+            },
+            name: config.name.clone(),
+            uid: config.uid.clone(),
+            namespace: config.namespace.clone(),
+            labels: config.labels.clone(),
+        };
+        s.sandboxes.insert(id.clone(), entry);
+        Ok(id)
+    }
+
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let mut s = self.state();
+        let now = s.tick();
+        for c in s.containers.values_mut() {
+            if c.sandbox_id == sandbox_id && c.status.state == ContainerState::Running {
+                c.status.state = ContainerState::Exited;
+                c.status.exit_code = 137;
+                c.status.finished_at_nanos = now;
+            }
+        }
+        if let Some(sb) = s.sandboxes.get_mut(sandbox_id) {
+            sb.status.state = SandboxState::NotReady;
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let mut s = self.state();
+        s.containers.retain(|_, c| c.sandbox_id != sandbox_id);
+        s.sandboxes.remove(sandbox_id);
+        Ok(())
+    }
+
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> Result<SandboxStatus, RuntimeError> {
+        self.state()
+            .sandboxes
+            .get(sandbox_id)
+            .map(|e| e.status.clone())
+            .ok_or_else(|| RuntimeError::NotFound(format!("sandbox {sandbox_id}")))
+    }
+
+    async fn list_pod_sandboxes(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxEntry>, RuntimeError> {
+        Ok(self
+            .state()
+            .sandboxes
+            .values()
+            .filter(|e| filter.id.is_empty() || e.status.id == filter.id)
+            .filter(|e| filter.state.is_none_or(|st| e.status.state == st))
+            .filter(|e| labels_match(&filter.labels, &e.labels))
+            .cloned()
+            .collect())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        _sandbox: &SandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        let mut s = self.state();
+        match s.sandboxes.get(sandbox_id) {
+            None => return Err(RuntimeError::NotFound(format!("sandbox {sandbox_id}"))),
+            Some(sb) if sb.status.state != SandboxState::Ready => {
+                return Err(RuntimeError::Failed {
+                    call: "CreateContainer".into(),
+                    reason: format!("sandbox {sandbox_id} is not ready"),
+                })
+            }
+            Some(_) => {}
+        }
+        let id = s.id("ctr");
+        let created = s.tick();
+        let mut status = ContainerStatus::new(&id, &config.name, ContainerState::Created);
+        status.attempt = config.attempt;
+        status.image = config.image.clone();
+        status.created_at_nanos = created;
+        status.hash = config
+            .annotations
+            .get(crate::adapters::cri::CONTAINER_HASH_ANNOTATION)
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .unwrap_or(0);
+        s.containers.insert(
+            id.clone(),
+            ContainerEntry {
+                status,
+                sandbox_id: sandbox_id.to_string(),
+                labels: config.labels.clone(),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let mut s = self.state();
+        let now = s.tick();
+        let c = s
+            .containers
+            .get_mut(container_id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("container {container_id}")))?;
+        if c.status.state != ContainerState::Created {
+            return Err(RuntimeError::Failed {
+                call: "StartContainer".into(),
+                reason: format!("container {container_id} is not in state Created"),
+            });
+        }
+        c.status.state = ContainerState::Running;
+        c.status.started_at_nanos = now;
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        _timeout_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        let mut s = self.state();
+        let now = s.tick();
+        if let Some(c) = s.containers.get_mut(container_id) {
+            if c.status.state == ContainerState::Running {
+                c.status.state = ContainerState::Exited;
+                c.status.exit_code = 143;
+                c.status.reason = "Error".into();
+                c.status.finished_at_nanos = now;
+            } else if c.status.state == ContainerState::Created {
+                c.status.state = ContainerState::Exited;
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.state().containers.remove(container_id);
+        Ok(())
+    }
+
+    async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
+        self.state()
+            .containers
+            .get(container_id)
+            .map(|c| c.status.clone())
+            .ok_or_else(|| RuntimeError::NotFound(format!("container {container_id}")))
+    }
+
+    async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> Result<Vec<ContainerEntry>, RuntimeError> {
+        Ok(self
+            .state()
+            .containers
+            .values()
+            .filter(|c| filter.id.is_empty() || c.status.id == filter.id)
+            .filter(|c| filter.sandbox_id.is_empty() || c.sandbox_id == filter.sandbox_id)
+            .filter(|c| filter.state.is_none_or(|st| c.status.state == st))
+            .filter(|c| labels_match(&filter.labels, &c.labels))
+            .cloned()
+            .collect())
+    }
+
+    async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
+        Ok(Some(CgroupDriver::Cgroupfs))
+    }
+}
+
+#[async_trait]
+impl ImageService for FakeRuntime {
+    async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        Ok(self.state().images.get(image).cloned())
+    }
+
+    /// Every pull succeeds (the simulated node has no registry).
+    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+        let mut s = self.state();
+        let id = format!("sha256:{:064x}", s.images.len() + 1);
+        let info = s
+            .images
+            .entry(image.to_string())
+            .or_insert_with(|| ImageInfo {
+                id,
+                repo_tags: vec![image.to_string()],
+                repo_digests: Vec::new(),
+                size_bytes: 0,
+            });
+        Ok(info.id.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sandbox_and_container_lifecycle() -> Result<(), RuntimeError> {
+        let rt = FakeRuntime::new();
+        let sb_cfg = SandboxConfig {
+            name: "p".into(),
+            uid: "u1".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
+        assert_eq!(rt.image_status("busybox").await?, None);
+        rt.pull_image("busybox").await?;
+        assert!(rt.image_status("busybox").await?.is_some());
+        let sb = rt.run_pod_sandbox(&sb_cfg).await?;
+        assert_eq!(rt.pod_sandbox_status(&sb).await?.state, SandboxState::Ready);
+        let cfg = ContainerConfig {
+            name: "main".into(),
+            image: "busybox".into(),
+            ..Default::default()
+        };
+        let c = rt.create_container(&sb, &cfg, &sb_cfg).await?;
+        rt.start_container(&c).await?;
+        assert_eq!(
+            rt.container_status(&c).await?.state,
+            ContainerState::Running
+        );
+        let listed = rt
+            .list_containers(&ContainerFilter {
+                sandbox_id: sb.clone(),
+                ..Default::default()
+            })
+            .await?;
+        assert_eq!(listed.len(), 1);
+        rt.stop_container(&c, 2).await?;
+        assert_eq!(rt.container_status(&c).await?.state, ContainerState::Exited);
+        rt.remove_container(&c).await?;
+        assert!(matches!(
+            rt.container_status(&c).await,
+            Err(RuntimeError::NotFound(_))
+        ));
+        rt.stop_pod_sandbox(&sb).await?;
+        rt.remove_pod_sandbox(&sb).await?;
+        assert!(matches!(
+            rt.pod_sandbox_status(&sb).await,
+            Err(RuntimeError::NotFound(_))
+        ));
+        Ok(())
     }
 }

@@ -1,0 +1,641 @@
+//! The CRI (runtime.v1) client over a unix socket. The generated wire types stay
+//! private to this module; callers see only the ports' domain types.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Code, Status};
+use tower::service_fn;
+
+use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use crate::ports::runtime::{
+    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
+    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+};
+
+#[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
+mod proto {
+    tonic::include_proto!("runtime.v1");
+}
+
+use proto::image_service_client::ImageServiceClient;
+use proto::runtime_service_client::RuntimeServiceClient;
+
+/// containerd accepts 16 MiB messages; tonic's default decode limit is 4 MiB.
+const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// The CRI API version the kubelet announces in `Version`.
+const KUBE_API_VERSION: &str = "0.1.0";
+/// Annotation carrying the hash of the container spec an instance was made from.
+pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+
+/// A CRI runtime and image client on one unix socket (one HTTP/2 connection,
+/// established lazily on the first call).
+#[derive(Debug, Clone)]
+pub struct CriRuntime {
+    endpoint: String,
+    timeout: Duration,
+    runtime: RuntimeServiceClient<Channel>,
+    images: ImageServiceClient<Channel>,
+}
+
+impl CriRuntime {
+    /// A client for `unix:///path/to.sock`; every call is bounded by `timeout`
+    /// (`--runtime-request-timeout`). Connects lazily, so this succeeds even when
+    /// the socket is not there yet; calls then fail with `Unavailable`.
+    /// Must run inside a tokio runtime.
+    pub fn connect(endpoint: &str, timeout: Duration) -> Result<CriRuntime, RuntimeError> {
+        let unavailable = |reason: &str| RuntimeError::Unavailable {
+            endpoint: endpoint.to_string(),
+            reason: reason.to_string(),
+        };
+        let path = endpoint
+            .strip_prefix("unix://")
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| unavailable("only unix:// endpoints are supported"))?
+            .to_string();
+        let channel = Endpoint::from_static("http://localhost")
+            .connect_timeout(timeout)
+            .connect_with_connector_lazy(service_fn(move |_: Uri| {
+                let path = path.clone();
+                async move { UnixStream::connect(path).await.map(TokioIo::new) }
+            }));
+        Ok(CriRuntime {
+            endpoint: endpoint.to_string(),
+            timeout,
+            runtime: RuntimeServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            images: ImageServiceClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.timeout);
+        request
+    }
+
+    /// Runs one call under the request timeout and maps its status.
+    async fn call<T, F>(&self, name: &str, fut: F) -> Result<T, RuntimeError>
+    where
+        F: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(map_status(&self.endpoint, name, self.timeout, &status)),
+            Err(_) => Err(deadline(name, self.timeout)),
+        }
+    }
+}
+
+fn deadline(call: &str, timeout: Duration) -> RuntimeError {
+    RuntimeError::DeadlineExceeded {
+        call: call.to_string(),
+        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// Maps a gRPC status of call `call` to the port's error.
+fn map_status(endpoint: &str, call: &str, timeout: Duration, status: &Status) -> RuntimeError {
+    match status.code() {
+        Code::NotFound => RuntimeError::NotFound(status.message().to_string()),
+        Code::Unimplemented => RuntimeError::Unimplemented(call.to_string()),
+        Code::Unavailable => RuntimeError::Unavailable {
+            endpoint: endpoint.to_string(),
+            reason: status_reason(status),
+        },
+        Code::DeadlineExceeded => deadline(call, timeout),
+        _ => RuntimeError::Failed {
+            call: call.to_string(),
+            reason: status_reason(status),
+        },
+    }
+}
+
+fn status_reason(status: &Status) -> String {
+    use std::error::Error as _;
+    let mut reason = format!("{:?}: {}", status.code(), status.message());
+    let mut source = status.source();
+    while let Some(cause) = source {
+        reason.push_str(": ");
+        reason.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    reason
+}
+
+fn to_hash_map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn to_btree(m: HashMap<String, String>) -> BTreeMap<String, String> {
+    m.into_iter().collect()
+}
+
+fn ns_mode(host: bool) -> i32 {
+    if host {
+        proto::NamespaceMode::Node as i32
+    } else {
+        proto::NamespaceMode::Pod as i32
+    }
+}
+
+fn sandbox_to_wire(c: &SandboxConfig) -> proto::PodSandboxConfig {
+    proto::PodSandboxConfig {
+        metadata: Some(proto::PodSandboxMetadata {
+            name: c.name.clone(),
+            uid: c.uid.clone(),
+            namespace: c.namespace.clone(),
+            attempt: c.attempt,
+        }),
+        hostname: if c.host_network {
+            String::new()
+        } else {
+            c.hostname.clone()
+        },
+        log_directory: c.log_directory.clone(),
+        labels: to_hash_map(&c.labels),
+        annotations: to_hash_map(&c.annotations),
+        linux: Some(proto::LinuxPodSandboxConfig {
+            cgroup_parent: c.cgroup_parent.clone(),
+            security_context: Some(proto::LinuxSandboxSecurityContext {
+                namespace_options: Some(proto::NamespaceOption {
+                    network: ns_mode(c.host_network),
+                    pid: if c.host_pid {
+                        proto::NamespaceMode::Node as i32
+                    } else {
+                        proto::NamespaceMode::Container as i32
+                    },
+                    ipc: ns_mode(c.host_ipc),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
+    proto::ContainerConfig {
+        metadata: Some(proto::ContainerMetadata {
+            name: c.name.clone(),
+            attempt: c.attempt,
+        }),
+        image: Some(proto::ImageSpec {
+            image: c.image.clone(),
+            ..Default::default()
+        }),
+        command: c.command.clone(),
+        args: c.args.clone(),
+        working_dir: c.working_dir.clone(),
+        envs: c
+            .envs
+            .iter()
+            .map(|(key, value)| proto::KeyValue {
+                key: key.clone(),
+                value: value.clone().into_bytes(),
+            })
+            .collect(),
+        labels: to_hash_map(&c.labels),
+        annotations: to_hash_map(&c.annotations),
+        log_path: c.log_path.clone(),
+        linux: Some(proto::LinuxContainerConfig::default()),
+        ..Default::default()
+    }
+}
+
+fn sandbox_state(state: i32) -> SandboxState {
+    match proto::PodSandboxState::try_from(state) {
+        Ok(proto::PodSandboxState::SandboxReady) => SandboxState::Ready,
+        _ => SandboxState::NotReady,
+    }
+}
+
+fn sandbox_state_to_wire(state: SandboxState) -> i32 {
+    match state {
+        SandboxState::Ready => proto::PodSandboxState::SandboxReady as i32,
+        SandboxState::NotReady => proto::PodSandboxState::SandboxNotready as i32,
+    }
+}
+
+fn container_state(state: i32) -> ContainerState {
+    match proto::ContainerState::try_from(state) {
+        Ok(proto::ContainerState::ContainerCreated) => ContainerState::Created,
+        Ok(proto::ContainerState::ContainerRunning) => ContainerState::Running,
+        Ok(proto::ContainerState::ContainerExited) => ContainerState::Exited,
+        _ => ContainerState::Unknown,
+    }
+}
+
+fn container_state_to_wire(state: ContainerState) -> i32 {
+    (match state {
+        ContainerState::Created => proto::ContainerState::ContainerCreated,
+        ContainerState::Running => proto::ContainerState::ContainerRunning,
+        ContainerState::Exited => proto::ContainerState::ContainerExited,
+        ContainerState::Unknown => proto::ContainerState::ContainerUnknown,
+    }) as i32
+}
+
+fn spec_hash(annotations: &HashMap<String, String>) -> u64 {
+    annotations
+        .get(CONTAINER_HASH_ANNOTATION)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or(0)
+}
+
+fn sandbox_status_from_wire(s: proto::PodSandboxStatus) -> SandboxStatus {
+    let host_network = s
+        .linux
+        .as_ref()
+        .and_then(|l| l.namespaces.as_ref())
+        .and_then(|n| n.options.as_ref())
+        .is_some_and(|o| o.network == proto::NamespaceMode::Node as i32);
+    SandboxStatus {
+        id: s.id,
+        attempt: s.metadata.map(|m| m.attempt).unwrap_or(0),
+        state: sandbox_state(s.state),
+        created_at_nanos: s.created_at,
+        host_network,
+        ip: s.network.map(|n| n.ip).unwrap_or_default(),
+    }
+}
+
+fn container_status_from_wire(s: proto::ContainerStatus) -> ContainerStatus {
+    let (name, attempt) = s.metadata.map(|m| (m.name, m.attempt)).unwrap_or_default();
+    ContainerStatus {
+        hash: spec_hash(&s.annotations),
+        id: s.id,
+        name,
+        attempt,
+        state: container_state(s.state),
+        image: s.image.map(|i| i.image).unwrap_or_default(),
+        exit_code: s.exit_code,
+        reason: s.reason,
+        message: s.message,
+        created_at_nanos: s.created_at,
+        started_at_nanos: s.started_at,
+        finished_at_nanos: s.finished_at,
+    }
+}
+
+#[async_trait]
+impl RuntimeService for CriRuntime {
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "Version",
+                c.version(self.request(proto::VersionRequest {
+                    version: KUBE_API_VERSION.into(),
+                })),
+            )
+            .await?;
+        Ok(RuntimeVersion {
+            runtime_name: r.runtime_name,
+            runtime_version: r.runtime_version,
+            runtime_api_version: r.runtime_api_version,
+        })
+    }
+
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "RunPodSandbox",
+                c.run_pod_sandbox(self.request(proto::RunPodSandboxRequest {
+                    config: Some(sandbox_to_wire(config)),
+                    runtime_handler: config.runtime_handler.clone(),
+                })),
+            )
+            .await?;
+        Ok(r.pod_sandbox_id)
+    }
+
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "StopPodSandbox",
+            c.stop_pod_sandbox(self.request(proto::StopPodSandboxRequest {
+                pod_sandbox_id: sandbox_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "RemovePodSandbox",
+            c.remove_pod_sandbox(self.request(proto::RemovePodSandboxRequest {
+                pod_sandbox_id: sandbox_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> Result<SandboxStatus, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "PodSandboxStatus",
+                c.pod_sandbox_status(self.request(proto::PodSandboxStatusRequest {
+                    pod_sandbox_id: sandbox_id.into(),
+                    verbose: false,
+                })),
+            )
+            .await?;
+        r.status
+            .map(sandbox_status_from_wire)
+            .ok_or_else(|| RuntimeError::NotFound(format!("sandbox {sandbox_id}")))
+    }
+
+    async fn list_pod_sandboxes(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxEntry>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "ListPodSandbox",
+                c.list_pod_sandbox(self.request(proto::ListPodSandboxRequest {
+                    filter: Some(proto::PodSandboxFilter {
+                        id: filter.id.clone(),
+                        state: filter.state.map(|s| proto::PodSandboxStateValue {
+                            state: sandbox_state_to_wire(s),
+                        }),
+                        label_selector: to_hash_map(&filter.labels),
+                    }),
+                })),
+            )
+            .await?;
+        Ok(r.items
+            .into_iter()
+            .map(|s| {
+                let meta = s.metadata.unwrap_or_default();
+                SandboxEntry {
+                    status: SandboxStatus {
+                        id: s.id,
+                        attempt: meta.attempt,
+                        state: sandbox_state(s.state),
+                        created_at_nanos: s.created_at,
+                        // The listing does not carry namespaces or IPs; ask pod_sandbox_status.
+                        host_network: false,
+                        ip: String::new(),
+                    },
+                    name: meta.name,
+                    uid: meta.uid,
+                    namespace: meta.namespace,
+                    labels: to_btree(s.labels),
+                }
+            })
+            .collect())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &SandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "CreateContainer",
+                c.create_container(self.request(proto::CreateContainerRequest {
+                    pod_sandbox_id: sandbox_id.into(),
+                    config: Some(container_to_wire(config)),
+                    sandbox_config: Some(sandbox_to_wire(sandbox)),
+                })),
+            )
+            .await?;
+        Ok(r.container_id)
+    }
+
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "StartContainer",
+            c.start_container(self.request(proto::StartContainerRequest {
+                container_id: container_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        timeout_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        // The grace period extends the call: give it the request timeout on top.
+        let grace = Duration::from_secs(u64::try_from(timeout_secs).unwrap_or(0));
+        let budget = self.timeout.saturating_add(grace);
+        let mut request = tonic::Request::new(proto::StopContainerRequest {
+            container_id: container_id.into(),
+            timeout: timeout_secs,
+        });
+        request.set_timeout(budget);
+        match tokio::time::timeout(budget, c.stop_container(request)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) => Err(map_status(&self.endpoint, "StopContainer", budget, &status)),
+            Err(_) => Err(deadline("StopContainer", budget)),
+        }
+    }
+
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "RemoveContainer",
+            c.remove_container(self.request(proto::RemoveContainerRequest {
+                container_id: container_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "ContainerStatus",
+                c.container_status(self.request(proto::ContainerStatusRequest {
+                    container_id: container_id.into(),
+                    verbose: false,
+                })),
+            )
+            .await?;
+        r.status
+            .map(container_status_from_wire)
+            .ok_or_else(|| RuntimeError::NotFound(format!("container {container_id}")))
+    }
+
+    async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> Result<Vec<ContainerEntry>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "ListContainers",
+                c.list_containers(self.request(proto::ListContainersRequest {
+                    filter: Some(proto::ContainerFilter {
+                        id: filter.id.clone(),
+                        state: filter.state.map(|s| proto::ContainerStateValue {
+                            state: container_state_to_wire(s),
+                        }),
+                        pod_sandbox_id: filter.sandbox_id.clone(),
+                        label_selector: to_hash_map(&filter.labels),
+                    }),
+                })),
+            )
+            .await?;
+        Ok(r.containers
+            .into_iter()
+            .map(|k| {
+                let meta = k.metadata.unwrap_or_default();
+                let mut status = ContainerStatus::new(&k.id, &meta.name, container_state(k.state));
+                status.attempt = meta.attempt;
+                status.image = k.image.map(|i| i.image).unwrap_or_default();
+                status.hash = spec_hash(&k.annotations);
+                status.created_at_nanos = k.created_at;
+                ContainerEntry {
+                    status,
+                    sandbox_id: k.pod_sandbox_id,
+                    labels: to_btree(k.labels),
+                }
+            })
+            .collect())
+    }
+
+    async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        match self
+            .call(
+                "RuntimeConfig",
+                c.runtime_config(self.request(proto::RuntimeConfigRequest {})),
+            )
+            .await
+        {
+            Ok(r) => Ok(r
+                .linux
+                .map(|l| match proto::CgroupDriver::try_from(l.cgroup_driver) {
+                    Ok(proto::CgroupDriver::Cgroupfs) => CgroupDriver::Cgroupfs,
+                    _ => CgroupDriver::Systemd,
+                })),
+            Err(RuntimeError::Unimplemented(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl ImageService for CriRuntime {
+    async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        let mut c = self.images.clone();
+        let r = self
+            .call(
+                "ImageStatus",
+                c.image_status(self.request(proto::ImageStatusRequest {
+                    image: Some(proto::ImageSpec {
+                        image: image.into(),
+                        ..Default::default()
+                    }),
+                    verbose: false,
+                })),
+            )
+            .await?;
+        Ok(r.image.map(|i| ImageInfo {
+            id: i.id,
+            repo_tags: i.repo_tags,
+            repo_digests: i.repo_digests,
+            size_bytes: i.size,
+        }))
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+        let mut c = self.images.clone();
+        let r = self
+            .call(
+                "PullImage",
+                c.pull_image(self.request(proto::PullImageRequest {
+                    image: Some(proto::ImageSpec {
+                        image: image.into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })),
+            )
+            .await?;
+        Ok(r.image_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_map_to_port_errors() {
+        let t = Duration::from_millis(1500);
+        let e = |code| map_status("unix:///x", "Call", t, &Status::new(code, "msg"));
+        assert_eq!(e(Code::NotFound), RuntimeError::NotFound("msg".into()));
+        assert_eq!(
+            e(Code::Unimplemented),
+            RuntimeError::Unimplemented("Call".into())
+        );
+        assert!(matches!(
+            e(Code::Unavailable),
+            RuntimeError::Unavailable { .. }
+        ));
+        assert_eq!(
+            e(Code::DeadlineExceeded),
+            RuntimeError::DeadlineExceeded {
+                call: "Call".into(),
+                timeout_ms: 1500
+            }
+        );
+        assert!(matches!(e(Code::Unknown), RuntimeError::Failed { call, .. } if call == "Call"));
+    }
+
+    #[test]
+    fn only_unix_endpoints_are_accepted() {
+        let e = CriRuntime::connect("tcp://localhost:1", Duration::from_secs(1));
+        assert!(matches!(e, Err(RuntimeError::Unavailable { .. })));
+    }
+
+    #[tokio::test]
+    async fn absent_socket_is_unavailable() {
+        let rt = CriRuntime::connect("unix:///nonexistent/cri.sock", Duration::from_secs(2));
+        let Ok(rt) = rt else {
+            panic!("lazy connect must succeed");
+        };
+        let e = rt.version().await;
+        assert!(matches!(e, Err(RuntimeError::Unavailable { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn spec_hash_reads_hex_annotation() {
+        let mut a = HashMap::new();
+        assert_eq!(spec_hash(&a), 0);
+        a.insert(CONTAINER_HASH_ANNOTATION.to_string(), "ff".to_string());
+        assert_eq!(spec_hash(&a), 255);
+    }
+}

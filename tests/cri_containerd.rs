@@ -1,0 +1,271 @@
+//! The CRI adapter against a real, private containerd (one per test, so tests run in
+//! parallel). Skips, saying why, only when not root or containerd is not installed.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::runtime::ContainerState;
+use rkubelet::ports::runtime::{
+    ContainerConfig, ImageService, RuntimeError, RuntimeService, SandboxConfig,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
+}
+
+/// A private containerd under its own base directory, torn down on drop.
+struct Containerd {
+    base: PathBuf,
+    env: BTreeMap<String, String>,
+}
+
+impl Containerd {
+    /// `None` (with the reason printed) when this machine cannot run one.
+    fn start(name: &str) -> Option<Containerd> {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("SKIP: not root; a private containerd needs root");
+            return None;
+        }
+        let installed = Command::new("sh")
+            .args(["-c", "command -v containerd"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            eprintln!("SKIP: containerd is not installed (scripts/test-env/install-deps.sh)");
+            return None;
+        }
+        let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
+        let mut guard = Containerd {
+            base: base.clone(),
+            env: BTreeMap::new(),
+        };
+        let out = Command::new(scripts().join("containerd-up.sh"))
+            .arg(&base)
+            .output()
+            .expect("containerd-up.sh runs");
+        assert!(
+            out.status.success(),
+            "containerd-up.sh failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(base.join("env")).expect("env file");
+        guard.env = text
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
+            .collect();
+        Some(guard)
+    }
+
+    fn var(&self, key: &str) -> String {
+        self.env
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} missing from env"))
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let _ = Command::new(scripts().join("containerd-down.sh"))
+            .arg(&self.base)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+#[tokio::test]
+async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
+    let Some(ctrd) = Containerd::start("life") else {
+        return Ok(());
+    };
+    let endpoint = ctrd.var("CRI_ENDPOINT");
+    let busybox = ctrd.var("BUSYBOX_IMAGE");
+    let log_root = PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT"));
+    let rt = CriRuntime::connect(&endpoint, Duration::from_secs(60))?;
+
+    let version = rt.version().await?;
+    assert_eq!(version.runtime_name, "containerd");
+    assert_eq!(version.runtime_api_version, "v1");
+    let image = rt.image_status(&busybox).await?;
+    assert!(image.is_some_and(|i| !i.id.is_empty()), "busybox present");
+    assert_eq!(rt.image_status("docker.io/library/absent:0").await?, None);
+    // containerd 1.6 does not implement RuntimeConfig: tolerated as None.
+    let _ = rt.cgroup_driver().await?;
+
+    let uid = "0b7f2d1e-cri-test";
+    let log_dir = log_root.join(format!("default_hello_{uid}"));
+    std::fs::create_dir_all(&log_dir).expect("log dir");
+    let sandbox = SandboxConfig {
+        name: "hello".into(),
+        uid: uid.into(),
+        namespace: "default".into(),
+        hostname: "hello".into(),
+        log_directory: log_dir.display().to_string(),
+        labels: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+        ..Default::default()
+    };
+    let container = ContainerConfig {
+        name: "main".into(),
+        image: busybox.clone(),
+        command: vec!["sh".into(), "-c".into(), "echo hello; sleep 3600".into()],
+        log_path: "main/0.log".into(),
+        annotations: [(
+            "io.kubernetes.container.hash".to_string(),
+            "abc".to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+
+    let t = Instant::now();
+    let sb = rt.run_pod_sandbox(&sandbox).await?;
+    let t_sb = t.elapsed();
+    let ctr = rt.create_container(&sb, &container, &sandbox).await?;
+    let t_create = t.elapsed() - t_sb;
+    rt.start_container(&ctr).await?;
+    let total = t.elapsed();
+    eprintln!(
+        "FIGURE sandbox+create+start: {:.1} ms (sandbox {:.1} ms, create {:.1} ms, start {:.1} ms)",
+        total.as_secs_f64() * 1e3,
+        t_sb.as_secs_f64() * 1e3,
+        t_create.as_secs_f64() * 1e3,
+        (total - t_sb - t_create).as_secs_f64() * 1e3
+    );
+
+    let status = rt.container_status(&ctr).await?;
+    assert_eq!(status.state, ContainerState::Running);
+    assert_eq!(status.name, "main");
+    assert_eq!(status.hash, 0xabc);
+    let sb_status = rt.pod_sandbox_status(&sb).await?;
+    assert_eq!(sb_status.id, sb);
+    let listed = rt
+        .list_pod_sandboxes(&rkubelet::ports::runtime::SandboxFilter {
+            labels: sandbox.labels.clone(),
+            ..Default::default()
+        })
+        .await?;
+    assert!(listed.iter().any(|e| e.status.id == sb && e.uid == uid));
+    let containers = rt
+        .list_containers(&rkubelet::ports::runtime::ContainerFilter {
+            sandbox_id: sb.clone(),
+            ..Default::default()
+        })
+        .await?;
+    assert_eq!(containers.len(), 1);
+
+    let log_file = log_dir.join("main/0.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+        if text.contains(" stdout F hello") || text.contains("hello") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hello in {}: {text:?}",
+            log_file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    rt.stop_container(&ctr, 2).await?;
+    assert_eq!(
+        rt.container_status(&ctr).await?.state,
+        ContainerState::Exited
+    );
+    rt.remove_container(&ctr).await?;
+    rt.stop_pod_sandbox(&sb).await?;
+    rt.remove_pod_sandbox(&sb).await?;
+    assert!(matches!(
+        rt.container_status(&ctr).await,
+        Err(RuntimeError::NotFound(_))
+    ));
+    assert!(matches!(
+        rt.pod_sandbox_status(&sb).await,
+        Err(RuntimeError::NotFound(_))
+    ));
+    // Stop and remove stay idempotent.
+    rt.remove_container(&ctr).await?;
+    rt.remove_pod_sandbox(&sb).await?;
+    Ok(())
+}
+
+fn healthz(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+#[test]
+fn daemon_starts_on_containerd() {
+    let Some(ctrd) = Containerd::start("bin") else {
+        return;
+    };
+    let endpoint = ctrd.var("CRI_ENDPOINT");
+    let root = ctrd.base.join("kubelet-root");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut child = Command::new(BIN)
+        .args([
+            format!("--container-runtime-endpoint={endpoint}"),
+            format!("--root-dir={}", root.display()),
+            format!("--healthz-port={port}"),
+        ])
+        .env_remove("NOTIFY_SOCKET")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rkubelet starts");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = Vec::new();
+    let mut ready = false;
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let done = line.contains("serving /healthz");
+        log.push(line);
+        if done {
+            ready = true;
+            break;
+        }
+    }
+    let healthz = ready.then(|| healthz(port)).flatten();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let status = child.wait().expect("exits");
+    let log = log.join("\n");
+    assert!(ready, "rkubelet did not start serving; log:\n{log}");
+    assert!(
+        healthz
+            .as_deref()
+            .is_some_and(|r| r.starts_with("HTTP/1.1 200") && r.ends_with("ok")),
+        "healthz: {healthz:?}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("container runtime initialized") && l.contains("containerd")),
+        "runtime name containerd not logged:\n{log}"
+    );
+    assert!(status.success(), "exit status {status:?}");
+}
