@@ -33,8 +33,9 @@ fn main() -> ExitCode {
     };
     let deps = rkubelet::app::compose::production_deps(&resolved);
     let outcome = runtime.block_on(async {
+        let stop = rkubelet::app::compose::shutdown_signal();
         let started = bootstrap::start(resolved, &deps).await?;
-        bootstrap::run(started, &deps, rkubelet::app::compose::shutdown_signal()).await
+        bootstrap::run(started, &deps, stop).await
     });
     match outcome {
         Ok(reason) => {

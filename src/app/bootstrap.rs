@@ -395,7 +395,7 @@ mod tests {
         Deps {
             host: host.clone(),
             machine: Arc::new(FakeMachine::default()),
-            runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime) as Arc<dyn RuntimeService>)),
+            runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),
         }
     }
 

@@ -84,19 +84,24 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+/// Install the SIGTERM/SIGINT handlers now (so a signal that arrives during start-up
+/// is not fatal) and return a future that resolves on the first of them. Must be
+/// called inside the tokio runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers only a kill stops us; say so rather than exit.
-        tracing::warn!("cannot install SIGTERM/SIGINT handlers");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("received SIGTERM"),
-        _ = int.recv() => tracing::info!("received SIGINT"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            // Without handlers only a kill stops us; say so rather than exit.
+            tracing::warn!("cannot install SIGTERM/SIGINT handlers");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("received SIGTERM"),
+            _ = int.recv() => tracing::info!("received SIGINT"),
+        }
     }
 }
