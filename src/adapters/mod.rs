@@ -1,4 +1,5 @@
 //! One folder per backend.
 pub mod fake;
+pub mod file_source;
 pub mod procfs;
 pub mod system;
