@@ -2,4 +2,5 @@
 pub mod clock;
 pub mod host;
 pub mod machine;
+pub mod pod_source;
 pub mod runtime;

@@ -1,0 +1,480 @@
+//! The static pod file source (`--pod-manifest-path`): a manifest file or a
+//! folder of `.yaml`, `.yml` and `.json` manifests, turned into the set of
+//! static pods they define.
+//!
+//! Like upstream's file source it sends the whole set each time
+//! ([`PodSetUpdate`]): once at start, then whenever the set changes. Changes
+//! are noticed promptly through inotify on the folder (or, for a single
+//! file or a missing path, on its parent folder), and every check frequency
+//! (20 s by default) as a fallback for file systems inotify misses. A bad
+//! manifest is logged with its file name and skipped; the others still come
+//! through. A missing path is not fatal: it yields an empty set and is
+//! checked again later.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
+use crate::domain::static_pod::{
+    decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
+};
+use crate::ports::clock::Clock;
+use crate::ports::pod_source::{PodSetUpdate, PodSource};
+
+/// Upstream's default `--file-check-frequency`.
+pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+
+/// Why the manifest path could not be read or watched. These are logged,
+/// never fatal: the source tries again at the next check.
+#[derive(Debug, thiserror::Error)]
+pub enum FileSourceError {
+    #[error("cannot list manifest folder {path}: {source}")]
+    List {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read manifest {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot watch {path} for manifest changes: {source}")]
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The pods and errors of one look at the manifest path.
+#[derive(Debug, Clone, PartialEq)]
+struct Snapshot {
+    pods: Vec<Pod>,
+    errors: Vec<ManifestError>,
+}
+
+/// The file source; see the module documentation.
+pub struct FileSource {
+    path: PathBuf,
+    node_name: String,
+    check_frequency: Duration,
+    clock: Arc<dyn Clock>,
+    watcher: Option<Watcher>,
+    last: Option<Snapshot>,
+    next_check: Instant,
+}
+
+impl FileSource {
+    /// A source for `path` (a manifest file or folder) on node `node_name`,
+    /// looking again every `check_frequency` besides on inotify events.
+    /// `clock` stamps the pods' first-seen annotation.
+    pub fn new(
+        path: impl Into<PathBuf>,
+        node_name: impl Into<String>,
+        check_frequency: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            path: path.into(),
+            node_name: node_name.into(),
+            check_frequency,
+            clock,
+            watcher: None,
+            last: None,
+            next_check: Instant::now(),
+        }
+    }
+
+    /// Waits for an inotify event or the next periodic check.
+    async fn wait_for_change(&mut self) {
+        let deadline = self.next_check;
+        let watched = async {
+            match self.watcher.as_mut() {
+                Some(watcher) => watcher.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => {
+                debug!(path = %self.path.display(), "periodic manifest check");
+            }
+            outcome = watched => match outcome {
+                Ok(WatchOutcome::Changed) => {
+                    debug!(path = %self.path.display(), "manifest change event");
+                }
+                Ok(WatchOutcome::Lost) => {
+                    debug!(path = %self.path.display(), "watched folder went away; watching again");
+                    self.watcher = None;
+                }
+                Err(source) => {
+                    let error = FileSourceError::Watch { path: self.path.clone(), source };
+                    warn!(%error, "manifest watch failed; relying on periodic checks");
+                    self.watcher = None;
+                }
+            },
+        }
+    }
+
+    /// The folder to watch: the path when it is a folder, else its parent
+    /// (a single file is often replaced by a rename; a missing folder may appear).
+    fn watch_target(&self) -> Option<PathBuf> {
+        if self.path.is_dir() {
+            return Some(self.path.clone());
+        }
+        match self.path.parent() {
+            Some(parent) if parent.as_os_str().is_empty() => Some(PathBuf::from(".")),
+            Some(parent) => Some(parent.to_path_buf()),
+            None => None,
+        }
+    }
+
+    /// Starts watching the folder whose changes can change the set.
+    fn start_watch(&self) -> Option<Watcher> {
+        let target = self.watch_target()?;
+        if !target.is_dir() {
+            return None;
+        }
+        match Watcher::new(&target) {
+            Ok(watcher) => {
+                debug!(path = %target.display(), "watching for manifest changes");
+                Some(watcher)
+            }
+            Err(source) => {
+                let error = FileSourceError::Watch {
+                    path: target,
+                    source,
+                };
+                warn!(%error, "relying on periodic manifest checks");
+                None
+            }
+        }
+    }
+
+    /// Reads and decodes every manifest under the path.
+    async fn scan(&self) -> Snapshot {
+        let seen = rfc3339_nanos(self.clock.now_unix_nanos());
+        let mut snapshot = Snapshot {
+            pods: Vec::new(),
+            errors: Vec::new(),
+        };
+        for file in self.manifest_files().await {
+            let origin = file.display().to_string();
+            let decoded = match read_manifest(&file).await {
+                Ok(Manifest::Bytes(bytes)) => {
+                    decode_static_pods(&origin, &bytes, &self.node_name, PodSourceKind::File, &seen)
+                }
+                Ok(Manifest::TooLarge(size)) => Err(ManifestError::TooLarge {
+                    origin,
+                    size,
+                    limit: MAX_MANIFEST_BYTES,
+                }),
+                Err(error) => {
+                    // Gone between listing and reading, or unreadable: skip it.
+                    warn!(%error, "skipping manifest");
+                    continue;
+                }
+            };
+            match decoded {
+                Ok(pods) => snapshot.pods.extend(pods),
+                Err(error) => snapshot.errors.push(error),
+            }
+        }
+        snapshot
+    }
+
+    /// The manifest files to read, in name order.
+    async fn manifest_files(&self) -> Vec<PathBuf> {
+        let metadata = match tokio::fs::metadata(&self.path).await {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                debug!(path = %self.path.display(), "manifest path does not exist; ignoring");
+                return Vec::new();
+            }
+            Err(source) => {
+                let error = FileSourceError::Read {
+                    path: self.path.clone(),
+                    source,
+                };
+                warn!(%error, "cannot read manifest path");
+                return Vec::new();
+            }
+        };
+        if !metadata.is_dir() {
+            return vec![self.path.clone()];
+        }
+        match list_manifests(&self.path).await {
+            Ok(files) => files,
+            Err(source) => {
+                let error = FileSourceError::List {
+                    path: self.path.clone(),
+                    source,
+                };
+                warn!(%error, "cannot list manifests");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Keeps the first-seen stamp of pods that were already in the last set,
+    /// so an unchanged pod compares equal and its annotation means first seen.
+    fn keep_first_seen(&self, snapshot: &mut Snapshot) {
+        let Some(last) = &self.last else { return };
+        let seen: HashMap<&str, &String> = last
+            .pods
+            .iter()
+            .filter_map(|pod| {
+                let stamp = pod.metadata.annotations.get(CONFIG_SEEN_ANNOTATION)?;
+                Some((pod.metadata.uid.as_str(), stamp))
+            })
+            .collect();
+        for pod in &mut snapshot.pods {
+            if let Some(stamp) = seen.get(pod.metadata.uid.as_str()) {
+                pod.metadata
+                    .annotations
+                    .insert(CONFIG_SEEN_ANNOTATION.to_string(), (*stamp).clone());
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PodSource for FileSource {
+    async fn next(&mut self) -> Option<PodSetUpdate> {
+        loop {
+            if self.last.is_some() {
+                self.wait_for_change().await;
+            }
+            // Watch before reading, so a change made while reading is not missed.
+            // A missing folder that appeared must be watched itself from now on.
+            let target = self.watch_target();
+            if self.watcher.as_ref().map(|w| &w.target) != target.as_ref() {
+                self.watcher = self.start_watch();
+            }
+            let mut snapshot = self.scan().await;
+            self.next_check = Instant::now() + self.check_frequency;
+            self.keep_first_seen(&mut snapshot);
+            if self.last.as_ref() == Some(&snapshot) {
+                continue;
+            }
+            for error in &snapshot.errors {
+                let known = self
+                    .last
+                    .as_ref()
+                    .is_some_and(|last| last.errors.contains(error));
+                if !known {
+                    warn!(%error, "skipping bad static pod manifest");
+                }
+            }
+            info!(
+                path = %self.path.display(),
+                pods = snapshot.pods.len(),
+                errors = snapshot.errors.len(),
+                "static pod manifests changed"
+            );
+            self.last = Some(snapshot.clone());
+            return Some(PodSetUpdate {
+                source: PodSourceKind::File.as_str().to_string(),
+                pods: snapshot.pods,
+                errors: snapshot.errors,
+            });
+        }
+    }
+}
+
+/// The visible `.yaml`, `.yml` and `.json` regular files of `dir`, sorted.
+async fn list_manifests(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut entries = tokio::fs::read_dir(dir).await?;
+    let mut files = Vec::new();
+    while let Some(entry) = entries.next_entry().await? {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            debug!(file = ?name, "ignoring manifest with a non-UTF-8 name");
+            continue;
+        };
+        if !is_manifest_file_name(name) {
+            debug!(file = name, "ignoring file that is not a manifest");
+            continue;
+        }
+        let path = entry.path();
+        // Follows symlinks, as upstream does; folders are skipped.
+        match tokio::fs::metadata(&path).await {
+            Ok(metadata) if metadata.is_file() => files.push(path),
+            Ok(_) => debug!(file = name, "ignoring entry that is not a file"),
+            Err(e) => debug!(file = name, error = %e, "ignoring entry gone while listing"),
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+enum Manifest {
+    Bytes(Vec<u8>),
+    TooLarge(usize),
+}
+
+/// Reads one manifest, refusing one over the size limit without reading it all.
+async fn read_manifest(path: &Path) -> Result<Manifest, FileSourceError> {
+    let fail = |source: io::Error| FileSourceError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = tokio::fs::File::open(path).await.map_err(fail)?;
+    let size = file.metadata().await.map_err(fail)?.len();
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    if size > MAX_MANIFEST_BYTES {
+        return Ok(Manifest::TooLarge(size));
+    }
+    // The file may grow after the size check: never read past the limit.
+    let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX);
+    let mut bytes = Vec::with_capacity(size);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(fail)?;
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Ok(Manifest::TooLarge(bytes.len()));
+    }
+    Ok(Manifest::Bytes(bytes))
+}
+
+enum WatchOutcome {
+    /// Something in the folder changed.
+    Changed,
+    /// The watched folder was removed or moved; the watch is gone.
+    Lost,
+}
+
+/// An inotify watch on one folder.
+struct Watcher {
+    target: PathBuf,
+    events: pipe::Receiver,
+    buf: Vec<u8>,
+}
+
+impl Watcher {
+    fn new(dir: &Path) -> io::Result<Self> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        inotify.add_watch(
+            dir,
+            AddWatchFlags::IN_CREATE
+                | AddWatchFlags::IN_MODIFY
+                | AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_ATTRIB
+                | AddWatchFlags::IN_DELETE
+                | AddWatchFlags::IN_MOVED_FROM
+                | AddWatchFlags::IN_MOVED_TO
+                | AddWatchFlags::IN_DELETE_SELF
+                | AddWatchFlags::IN_MOVE_SELF,
+        )?;
+        // tokio's pipe receiver is its one safe wrapper that polls an arbitrary
+        // readable fd (AsyncFd registration is unsafe); the fd is non-blocking.
+        let fd = inotify.as_fd().try_clone_to_owned()?;
+        drop(inotify);
+        let events = pipe::Receiver::from_owned_fd_unchecked(fd)?;
+        // Room for many events with maximal names, as inotify(7) requires at least one.
+        Ok(Self {
+            target: dir.to_path_buf(),
+            events,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// Waits for events and drains all that are queued, so a burst of events
+    /// from one write costs one look at the folder.
+    async fn wait(&mut self) -> io::Result<WatchOutcome> {
+        let mut outcome = None;
+        loop {
+            self.events.readable().await?;
+            loop {
+                match self.events.try_read(&mut self.buf) {
+                    Ok(0) => return Ok(WatchOutcome::Lost),
+                    Ok(n) => {
+                        let lost = event_masks(&self.buf[..n]).any(|mask| {
+                            mask.intersects(
+                                AddWatchFlags::IN_IGNORED
+                                    | AddWatchFlags::IN_DELETE_SELF
+                                    | AddWatchFlags::IN_MOVE_SELF,
+                            )
+                        });
+                        outcome = match (outcome, lost) {
+                            (Some(WatchOutcome::Lost), _) | (_, true) => Some(WatchOutcome::Lost),
+                            _ => Some(WatchOutcome::Changed),
+                        };
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(outcome) = outcome.take() {
+                return Ok(outcome);
+            }
+        }
+    }
+}
+
+/// The masks of the `struct inotify_event`s in `buf` (wd, mask, cookie, len, name).
+fn event_masks(buf: &[u8]) -> impl Iterator<Item = AddWatchFlags> + '_ {
+    let mut offset = 0usize;
+    std::iter::from_fn(move || {
+        let header = buf.get(offset..offset.checked_add(16)?)?;
+        let mask = u32::from_ne_bytes(header.get(4..8)?.try_into().ok()?);
+        let len = u32::from_ne_bytes(header.get(12..16)?.try_into().ok()?);
+        offset = offset
+            .checked_add(16)?
+            .checked_add(usize::try_from(len).ok()?)?;
+        Some(AddWatchFlags::from_bits_truncate(mask))
+    })
+}
+
+/// `unix_nanos` as Go's RFC3339Nano text (UTC, trailing zeros of the
+/// fraction dropped), the format upstream stamps `config.seen` with.
+fn rfc3339_nanos(unix_nanos: i64) -> String {
+    let secs = unix_nanos.div_euclid(1_000_000_000);
+    let nanos = unix_nanos.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let mut text = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+    if nanos != 0 {
+        let fraction = format!("{nanos:09}");
+        text.push('.');
+        text.push_str(fraction.trim_end_matches('0'));
+    }
+    text.push('Z');
+    text
+}
+
+/// Howard Hinnant's days-since-epoch to proleptic Gregorian date.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests;
