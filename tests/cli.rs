@@ -1,12 +1,11 @@
 //! The binary end to end: flags, files, bad input, the daemon on the simulated runtime.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+mod common;
+
+use common::{http_get, start_daemon, Daemon, BIN};
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -18,13 +17,6 @@ fn run(args: &[&str]) -> Output {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn tree(dir: &Path) -> Vec<PathBuf> {
@@ -156,81 +148,10 @@ fn several_problems_are_reported_together() {
     }
 }
 
-struct Daemon {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())?;
-    Some((status, body))
-}
-
-/// Start the daemon and wait until its log says it serves healthz (the log line is the
-/// readiness signal, so no fixed sleep).
-fn start_daemon(extra: &[String], as_nobody: bool) -> Daemon {
-    let port = free_port();
-    let mut args = vec![
-        "--container-runtime-endpoint=fake://".to_string(),
-        format!("--healthz-port={port}"),
-    ];
+fn start_fake(extra: &[String], as_nobody: bool) -> Daemon {
+    let mut args = vec!["--container-runtime-endpoint=fake://".to_string()];
     args.extend(extra.iter().cloned());
-    let mut command = if as_nobody {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
-        c
-    } else {
-        Command::new(BIN)
-    };
-    let mut child = command
-        .args(&args)
-        .env_remove("NOTIFY_SOCKET")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rkubelet starts");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // Keep draining after the ready line: a closed pipe would fail the daemon's logging.
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut log = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let ready = line.contains("serving /healthz");
-                log.push(line);
-                if ready {
-                    break;
-                }
-            }
-            Err(_) => panic!("rkubelet did not start serving; log:\n{}", log.join("\n")),
-        }
-    }
-    Daemon { child, port }
+    start_daemon(&args, as_nobody)
 }
 
 fn assert_serves_and_stops(mut daemon: Daemon, expect_simulation_warning: bool) {
@@ -245,17 +166,20 @@ fn assert_serves_and_stops(mut daemon: Daemon, expect_simulation_warning: bool) 
     assert_eq!(config["healthzPort"], daemon.port);
     assert_eq!(config["readOnlyPort"], 0);
     assert_eq!(config["authentication"]["anonymous"]["enabled"], false);
-    let _ = expect_simulation_warning;
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(daemon.child.id()).expect("pid fits"));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
-    let status = daemon.child.wait().expect("exits");
+    if expect_simulation_warning {
+        assert!(
+            daemon.log_text().contains("SIMULATED NODE"),
+            "no simulation warning"
+        );
+    }
+    let status = daemon.terminate();
     assert!(status.success(), "exit status {status:?}");
 }
 
 #[test]
 fn serves_healthz_and_configz_on_the_simulated_runtime_and_exits_on_sigterm() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let daemon = start_daemon(
+    let daemon = start_fake(
         &[format!("--root-dir={}", dir.path().join("root").display())],
         false,
     );
@@ -275,7 +199,7 @@ fn runs_as_a_non_root_user() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
             .expect("chmod");
     }
-    let daemon = start_daemon(
+    let daemon = start_fake(
         &[format!("--root-dir={}", root.display())],
         is_root && has_setpriv,
     );
@@ -304,7 +228,7 @@ fn precedence_flag_over_drop_in_over_file_with_defaults_for_the_rest() {
     )
     .expect("write");
     std::fs::write(drop_ins.join("ignored.yaml"), "not: a drop-in\n").expect("write");
-    let mut daemon = start_daemon(
+    let mut daemon = start_fake(
         &[
             format!("--config={}", file.display()),
             format!("--config-dir={}", drop_ins.display()),
@@ -345,7 +269,7 @@ fn runonce_exits_after_one_pass() {
 fn exits_cleanly_when_another_process_opens_the_lock_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let lock = dir.path().join("kubelet.lock");
-    let mut daemon = start_daemon(
+    let mut daemon = start_fake(
         &[
             format!("--root-dir={}", dir.path().join("root").display()),
             format!("--lock-file={}", lock.display()),

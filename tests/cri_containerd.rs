@@ -2,7 +2,6 @@
 //! parallel). Skips, saying why, only when not root or containerd is not installed.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,7 +12,9 @@ use rkubelet::ports::runtime::{
     ContainerConfig, ImageService, RuntimeError, RuntimeService, SandboxConfig,
 };
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+mod common;
+
+use common::{http_get, start_daemon};
 
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
@@ -199,18 +200,6 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
     Ok(())
 }
 
-fn healthz(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    Some(response)
-}
-
 #[test]
 fn daemon_starts_on_containerd() {
     let Some(ctrd) = Containerd::start("bin") else {
@@ -218,50 +207,17 @@ fn daemon_starts_on_containerd() {
     };
     let endpoint = ctrd.var("CRI_ENDPOINT");
     let root = ctrd.base.join("kubelet-root");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let mut child = Command::new(BIN)
-        .args([
+    let mut daemon = start_daemon(
+        &[
             format!("--container-runtime-endpoint={endpoint}"),
             format!("--root-dir={}", root.display()),
-            format!("--healthz-port={port}"),
-        ])
-        .env_remove("NOTIFY_SOCKET")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("rkubelet starts");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut log = Vec::new();
-    let mut ready = false;
-    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        let done = line.contains("serving /healthz");
-        log.push(line);
-        if done {
-            ready = true;
-            break;
-        }
-    }
-    let healthz = ready.then(|| healthz(port)).flatten();
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
-    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-    let status = child.wait().expect("exits");
-    let log = log.join("\n");
-    assert!(ready, "rkubelet did not start serving; log:\n{log}");
-    assert!(
-        healthz
-            .as_deref()
-            .is_some_and(|r| r.starts_with("HTTP/1.1 200") && r.ends_with("ok")),
-        "healthz: {healthz:?}"
+        ],
+        false,
     );
+    let healthz = http_get(daemon.port, "/healthz");
+    let status = daemon.terminate();
+    let log = daemon.log_text();
+    assert_eq!(healthz, Some((200, "ok".to_string())), "log:\n{log}");
     assert!(
         log.lines()
             .any(|l| l.contains("container runtime initialized") && l.contains("containerd")),

@@ -1,0 +1,113 @@
+//! Helpers shared by the integration tests that run the rkubelet binary.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET path` on 127.0.0.1:port: the status code and the body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// A running rkubelet; killed on drop. `log` keeps every stderr line.
+pub struct Daemon {
+    pub child: Child,
+    pub port: u16,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    pub fn log_text(&self) -> String {
+        self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+        self.child.wait().expect("exits")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start rkubelet with `args` plus a free `--healthz-port`, optionally as `nobody`, and
+/// wait until its log says it serves healthz (the log line is the readiness signal, so
+/// no fixed sleep).
+pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
+    let port = free_port();
+    let mut all = args.to_vec();
+    all.push(format!("--healthz-port={port}"));
+    let mut command = if as_nobody {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let mut child = command
+        .args(&all)
+        .env_remove("NOTIFY_SOCKET")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rkubelet starts");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        // Keep draining after the ready line: a closed pipe would fail the daemon's logging.
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let ready = line.contains("serving /healthz");
+            if let Ok(mut l) = sink.lock() {
+                l.push(line);
+            }
+            if ready {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let daemon = Daemon { child, port, log };
+    let left = Duration::from_secs(20);
+    let deadline = Instant::now() + left;
+    if rx
+        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .is_err()
+    {
+        panic!(
+            "rkubelet did not start serving; log:\n{}",
+            daemon.log_text()
+        );
+    }
+    daemon
+}
