@@ -18,7 +18,7 @@ use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
 use crate::domain::feature_gates::FeatureGates;
 use crate::domain::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
-use crate::ports::host::{Host, LockHandle};
+use crate::ports::host::{ContentionWait, Host, LockHandle};
 use crate::ports::machine::MachineInfoProvider;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
@@ -258,6 +258,8 @@ pub struct Started {
     pub configz: Configz,
     pub runtime: Arc<dyn RuntimeService>,
     pub lock: Option<LockHandle>,
+    /// With `--exit-on-lock-contention`: resolves when another process opens the lock.
+    pub contention: Option<ContentionWait>,
 }
 
 /// The start-up flow up to a connected runtime. Bad input returns before any effect.
@@ -265,6 +267,7 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     initialize_feature_gates(&resolved)?;
     let plan = resolve_node(&resolved, deps)?;
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
+    let contention = watch_lock_contention(deps.host.as_ref(), &resolved, lock.as_ref());
     let configz = register_configz(&resolved);
     check_standalone(&resolved);
     log_node(&plan, &resolved);
@@ -283,7 +286,28 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
         configz,
         runtime,
         lock,
+        contention,
     })
+}
+
+/// Step: with `--exit-on-lock-contention`, watch the lock file from right after taking
+/// it, so an open at any later moment is noticed. A failed watch only disables the exit.
+fn watch_lock_contention(
+    host: &dyn Host,
+    resolved: &ResolvedConfig,
+    lock: Option<&LockHandle>,
+) -> Option<ContentionWait> {
+    let lock = lock.filter(|_| resolved.options.exit_on_lock_contention)?;
+    match host.watch_lock_contention(lock.path()) {
+        Ok(wait) => {
+            info!(path = %lock.path().display(), "watching the lock file for contention");
+            Some(wait)
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot watch the lock file; --exit-on-lock-contention is inactive");
+            None
+        }
+    }
 }
 
 /// Why the kubelet stopped running.
@@ -335,23 +359,14 @@ pub async fn run(
         Err(e) => warn!(error = %e, "failed to notify systemd"),
     }
     let contention = async {
-        match (
-            &started.lock,
-            started.resolved.options.exit_on_lock_contention,
-        ) {
-            (Some(_), true) => {
-                let path = started
-                    .resolved
-                    .options
-                    .lock_file
-                    .clone()
-                    .unwrap_or_default();
-                if let Err(e) = deps.host.wait_for_lock_contention(&path).await {
-                    warn!(error = %e, "cannot watch the lock file; --exit-on-lock-contention is inactive");
+        match started.contention {
+            Some(wait) => {
+                if let Err(e) = wait.await {
+                    warn!(error = %e, "lost the lock file watch; --exit-on-lock-contention is inactive");
                     std::future::pending::<()>().await;
                 }
             }
-            _ => std::future::pending::<()>().await,
+            None => std::future::pending::<()>().await,
         }
     };
     let reason = tokio::select! {

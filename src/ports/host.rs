@@ -109,6 +109,10 @@ impl fmt::Debug for LockHandle {
 }
 
 /// The host operating system.
+/// Resolves on lock file contention; see [`Host::watch_lock_contention`].
+pub type ContentionWait =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), HostError>> + Send>>;
+
 #[async_trait]
 pub trait Host: Send + Sync {
     /// The kernel hostname, as is (callers lowercase and trim it like the upstream kubelet).
@@ -136,15 +140,15 @@ pub trait Host: Send + Sync {
     /// holds it; [`HostError::CreateDir`] or [`HostError::Lock`] on I/O failure.
     fn acquire_lock(&self, path: &Path) -> Result<LockHandle, HostError>;
 
-    /// Resolves when another process opens the lock file at `path`, or when the file is gone
-    /// (`--exit-on-lock-contention`; upstream's inotify IN_OPEN|IN_DELETE_SELF). Call it after
-    /// [`Host::acquire_lock`]: the watch starts on the first poll, so earlier opens, ours
-    /// included, do not count, but any later open in this process does. "Gone" means the inode
-    /// is freed: an unlink while we still hold the lock fd does not count.
+    /// Start watching `path` now and return a future that resolves when another process
+    /// opens it or it is gone (what `--exit-on-lock-contention` exits on). The watch
+    /// exists when this returns, so no open after it is missed; opens before it, ours
+    /// included, do not count. "Gone" means the inode is freed: an unlink while we still
+    /// hold the lock fd does not count. Call it inside the async runtime.
     ///
     /// # Errors
-    /// [`HostError::LockWatch`] when the watch cannot be set up or read.
-    async fn wait_for_lock_contention(&self, path: &Path) -> Result<(), HostError>;
+    /// [`HostError::LockWatch`] when the watch cannot be set up, or (from the future) read.
+    fn watch_lock_contention(&self, path: &Path) -> Result<ContentionWait, HostError>;
 
     /// Tells the service manager start-up is complete (`READY=1` to `$NOTIFY_SOCKET`).
     /// Returns `Ok(false)` when no notify socket is configured.

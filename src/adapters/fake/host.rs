@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::ports::host::{Host, HostError, LockHandle};
+use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};
 
 /// One `set_oom_score_adj` call as the fake saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ impl FakeHost {
         self.state().locked_elsewhere.insert(path.into());
     }
 
-    /// Resolves every pending and future `wait_for_lock_contention`, as another process opening
+    /// Resolves every pending and future `watch_lock_contention` wait, as another process opening
     /// the lock file would.
     pub fn simulate_lock_contention(&self) {
         self.contention.send_replace(true);
@@ -141,7 +141,7 @@ impl FakeHost {
         self.state().held_locks.contains(path)
     }
 
-    /// Paths `wait_for_lock_contention` was called on.
+    /// Paths `watch_lock_contention` was called on.
     pub fn watched_locks(&self) -> Vec<PathBuf> {
         self.state().watched_locks.clone()
     }
@@ -212,19 +212,21 @@ impl Host for FakeHost {
         Ok(LockHandle::new(path, guard))
     }
 
-    async fn wait_for_lock_contention(&self, path: &Path) -> Result<(), HostError> {
+    fn watch_lock_contention(&self, path: &Path) -> Result<ContentionWait, HostError> {
         self.state().watched_locks.push(path.to_owned());
         let mut contention = self.contention.subscribe();
-        // The sender lives in self, which outlives this borrow: the error arm is unreachable
-        // in practice but still mapped rather than unwrapped.
-        contention
-            .wait_for(|contended| *contended)
-            .await
-            .map(drop)
-            .map_err(|_| HostError::LockWatch {
-                path: path.to_owned(),
-                source: io::Error::other("fake contention channel closed"),
-            })
+        let path = path.to_owned();
+        Ok(Box::pin(async move {
+            // The sender lives in the host; if it is dropped, say so rather than hang.
+            contention
+                .wait_for(|contended| *contended)
+                .await
+                .map(drop)
+                .map_err(|_| HostError::LockWatch {
+                    path,
+                    source: io::Error::other("fake host dropped"),
+                })
+        }))
     }
 
     fn notify_ready(&self) -> Result<bool, HostError> {
@@ -295,7 +297,7 @@ mod tests {
     async fn contention_resolves_the_wait() {
         let host = FakeHost::new();
         let path = Path::new("/var/run/kubelet.lock");
-        let wait = host.wait_for_lock_contention(path);
+        let wait = host.watch_lock_contention(path).expect("watch starts");
         tokio::pin!(wait);
         // Poll once so the wait is registered, then contend.
         tokio::select! {

@@ -15,7 +15,7 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use tokio::net::unix::pipe;
 use tracing::{debug, info};
 
-use crate::ports::host::{Host, HostError, LockHandle};
+use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};
 
 /// The real host.
 #[derive(Debug, Clone)]
@@ -139,9 +139,10 @@ impl Host for SystemHost {
         }
     }
 
-    async fn wait_for_lock_contention(&self, path: &Path) -> Result<(), HostError> {
-        let fail = |source: io::Error| HostError::LockWatch {
-            path: path.to_owned(),
+    fn watch_lock_contention(&self, path: &Path) -> Result<ContentionWait, HostError> {
+        let owned = path.to_owned();
+        let fail = move |source: io::Error| HostError::LockWatch {
+            path: owned.clone(),
             source,
         };
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
@@ -154,25 +155,28 @@ impl Host for SystemHost {
         // tokio's pipe receiver is its one safe wrapper that polls an arbitrary readable fd
         // (AsyncFd registration is unsafe); the inotify fd is already non-blocking.
         let events =
-            pipe::Receiver::from_owned_fd_unchecked(OwnedFd::from(inotify)).map_err(fail)?;
-        // Room for at least one event with a maximal name, as inotify(7) requires.
-        let mut buf = [0u8; 4096];
-        loop {
-            events.readable().await.map_err(fail)?;
-            match events.try_read(&mut buf) {
-                Ok(n) => {
-                    info!(
-                        path = %path.display(),
-                        mask = ?first_event_mask(&buf[..n]),
-                        "lock file contention"
-                    );
-                    return Ok(());
+            pipe::Receiver::from_owned_fd_unchecked(OwnedFd::from(inotify)).map_err(&fail)?;
+        let path = path.to_owned();
+        Ok(Box::pin(async move {
+            // Room for at least one event with a maximal name, as inotify(7) requires.
+            let mut buf = [0u8; 4096];
+            loop {
+                events.readable().await.map_err(&fail)?;
+                match events.try_read(&mut buf) {
+                    Ok(n) => {
+                        info!(
+                            path = %path.display(),
+                            mask = ?first_event_mask(&buf[..n]),
+                            "lock file contention"
+                        );
+                        return Ok(());
+                    }
+                    // Spurious readiness: wait again.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(fail(e)),
                 }
-                // Spurious readiness: wait again.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(fail(e)),
             }
-        }
+        }))
     }
 
     fn notify_ready(&self) -> Result<bool, HostError> {
@@ -334,7 +338,7 @@ mod tests {
         let host = host_without_socket();
         let _held = host.acquire_lock(&path)?;
 
-        let wait = host.wait_for_lock_contention(&path);
+        let wait = host.watch_lock_contention(&path)?;
         tokio::pin!(wait);
         poll_once_pending(&mut wait).await;
         // What a second kubelet does first.
@@ -353,7 +357,7 @@ mod tests {
         std::fs::write(&path, "")?;
         let host = host_without_socket();
 
-        let wait = host.wait_for_lock_contention(&path);
+        let wait = host.watch_lock_contention(&path)?;
         tokio::pin!(wait);
         poll_once_pending(&mut wait).await;
         std::fs::remove_file(&path)?;
@@ -364,7 +368,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn watching_a_missing_lock_file_fails_with_its_path() {
         let path = PathBuf::from("/nonexistent/rkubelet/kubelet.lock");
-        match host_without_socket().wait_for_lock_contention(&path).await {
+        match host_without_socket().watch_lock_contention(&path).map(drop) {
             Err(HostError::LockWatch { path: p, source }) => {
                 assert_eq!(p, path);
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);
