@@ -181,12 +181,7 @@ pub fn log_node(plan: &NodePlan, resolved: &ResolvedConfig) {
         "machine info"
     );
     let c = &resolved.config;
-    let show = |list: &crate::domain::reserved::ResourceList| {
-        list.iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let show = crate::domain::reserved::format_resource_list;
     info!(
         cgroup_root = %c.cgroup_root,
         cgroups_per_qos = c.cgroups_per_qos,

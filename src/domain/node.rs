@@ -162,16 +162,7 @@ pub fn node_settings(
         problems.extend(errors.iter().map(|e| invalid(e)));
         // Upstream states only the total; name what it is made of, so the flag to fix
         // is obvious.
-        let show = |list: &ResourceList| {
-            if list.is_empty() {
-                "none".to_string()
-            } else {
-                list.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            }
-        };
+        let show = reserved::format_resource_list;
         problems.push(ConfigError::Invalid(format!(
             "the reservation is kubeReserved (--kube-reserved) {} + systemReserved (--system-reserved) {} + hard eviction {}",
             show(&kube_reserved),

@@ -13,6 +13,17 @@ use crate::domain::quantity::{Format, Quantity, QuantityError};
 /// Resource name ("cpu", "memory", "ephemeral-storage", "pid") to amount.
 pub type ResourceList = BTreeMap<String, Quantity>;
 
+/// `cpu=1,memory=1Gi` as flags write it; `none` for an empty list.
+pub fn format_resource_list(list: &ResourceList) -> String {
+    if list.is_empty() {
+        return "none".to_string();
+    }
+    list.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The resources that can be reserved for system and kube daemons.
 const RESERVABLE: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pid"];
 
