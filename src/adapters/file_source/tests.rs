@@ -149,16 +149,6 @@ async fn a_missing_folder_is_empty_until_created() {
 }
 
 #[test]
-fn rfc3339_matches_go_rfc3339_nano() {
-    assert_eq!(rfc3339_nanos(0), "1970-01-01T00:00:00Z");
-    assert_eq!(
-        rfc3339_nanos(951_782_400_500_000_000),
-        "2000-02-29T00:00:00.5Z"
-    );
-    assert_eq!(rfc3339_nanos(-1), "1969-12-31T23:59:59.999999999Z");
-}
-
-#[test]
 fn event_masks_walk_every_event() {
     let mut buf = Vec::new();
     for (mask, name_len) in [
