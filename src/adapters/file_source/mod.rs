@@ -11,7 +11,6 @@
 //! through. A missing path is not fatal: it yields an empty set and is
 //! checked again later.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -25,7 +24,8 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
+use crate::adapters::static_pods::{keep_first_seen, rfc3339_nanos};
+use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
 };
@@ -228,27 +228,6 @@ impl FileSource {
             }
         }
     }
-
-    /// Keeps the first-seen stamp of pods that were already in the last set,
-    /// so an unchanged pod compares equal and its annotation means first seen.
-    fn keep_first_seen(&self, snapshot: &mut Snapshot) {
-        let Some(last) = &self.last else { return };
-        let seen: HashMap<&str, &String> = last
-            .pods
-            .iter()
-            .filter_map(|pod| {
-                let stamp = pod.metadata.annotations.get(CONFIG_SEEN_ANNOTATION)?;
-                Some((pod.metadata.uid.as_str(), stamp))
-            })
-            .collect();
-        for pod in &mut snapshot.pods {
-            if let Some(stamp) = seen.get(pod.metadata.uid.as_str()) {
-                pod.metadata
-                    .annotations
-                    .insert(CONFIG_SEEN_ANNOTATION.to_string(), (*stamp).clone());
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -266,7 +245,10 @@ impl PodSource for FileSource {
             }
             let mut snapshot = self.scan().await;
             self.next_check = Instant::now() + self.check_frequency;
-            self.keep_first_seen(&mut snapshot);
+            keep_first_seen(
+                self.last.as_ref().map(|last| last.pods.as_slice()),
+                &mut snapshot.pods,
+            );
             if self.last.as_ref() == Some(&snapshot) {
                 continue;
             }

@@ -2,6 +2,7 @@ use std::fs;
 
 use super::*;
 use crate::adapters::fake::FakeClock;
+use crate::domain::pod::CONFIG_SEEN_ANNOTATION;
 
 const NODE: &str = "node1";
 const WAIT: Duration = Duration::from_secs(10);
