@@ -1,5 +1,5 @@
-//! Helpers the static pod sources (file and URL) share: the first-seen
-//! stamp's text and keeping it stable across looks at the same pods.
+//! What the static pod sources (file and URL) share: keeping the first-seen
+//! stamp stable across looks at the same pods.
 
 use std::collections::HashMap;
 
@@ -22,57 +22,5 @@ pub(crate) fn keep_first_seen(last: Option<&[Pod]>, pods: &mut [Pod]) {
                 .annotations
                 .insert(CONFIG_SEEN_ANNOTATION.to_string(), (*stamp).clone());
         }
-    }
-}
-
-/// `unix_nanos` as Go's RFC3339Nano text (UTC, trailing zeros of the
-/// fraction dropped), the format upstream stamps `config.seen` with.
-pub(crate) fn rfc3339_nanos(unix_nanos: i64) -> String {
-    let secs = unix_nanos.div_euclid(1_000_000_000);
-    let nanos = unix_nanos.rem_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    let mut text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
-    if nanos != 0 {
-        let fraction = format!("{nanos:09}");
-        text.push('.');
-        text.push_str(fraction.trim_end_matches('0'));
-    }
-    text.push('Z');
-    text
-}
-
-/// Howard Hinnant's days-since-epoch to proleptic Gregorian date.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_matches_go_rfc3339_nano() {
-        assert_eq!(rfc3339_nanos(0), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339_nanos(951_782_400_500_000_000),
-            "2000-02-29T00:00:00.5Z"
-        );
-        assert_eq!(rfc3339_nanos(-1), "1969-12-31T23:59:59.999999999Z");
     }
 }

@@ -24,7 +24,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::{keep_first_seen, rfc3339_nanos};
+use crate::adapters::static_pods::keep_first_seen;
 use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,

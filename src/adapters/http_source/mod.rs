@@ -32,11 +32,12 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::{keep_first_seen, rfc3339_nanos};
+use crate::adapters::static_pods::keep_first_seen;
 use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
 };
+use crate::domain::time::rfc3339_nanos;
 use crate::ports::clock::Clock;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 
