@@ -2,5 +2,6 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod compose;
+pub mod cri_requests;
 pub mod logging;
 pub mod server;
