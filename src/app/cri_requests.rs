@@ -980,9 +980,11 @@ mod tests {
     #[test]
     fn context_from_config() {
         use crate::domain::config::{model::KubeletConfiguration, FlagOptions};
-        let mut config = KubeletConfiguration::default();
-        config.cluster_dns = vec!["10.0.0.10".into()];
-        config.cluster_domain = "k8s.local".into();
+        let config = KubeletConfiguration {
+            cluster_dns: vec!["10.0.0.10".into()],
+            cluster_domain: "k8s.local".into(),
+            ..Default::default()
+        };
         let resolved = ResolvedConfig {
             config,
             origins: BTreeMap::new(),

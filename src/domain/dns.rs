@@ -276,7 +276,9 @@ mod tests {
     #[test]
     fn policies() {
         let dns = v(&["10.96.0.10"]);
-        let cases: &[(&str, bool, &[String], ResolvConf, Vec<DnsWarning>)] = &[
+        // (policy, hostNetwork, clusterDNS, want, warnings)
+        type Case<'a> = (&'a str, bool, &'a [String], ResolvConf, Vec<DnsWarning>);
+        let cases: &[Case] = &[
             ("Default", false, &dns, host(), vec![]),
             ("ClusterFirst", false, &dns, cluster_config(), vec![]),
             ("ClusterFirst", true, &dns, host(), vec![]),
