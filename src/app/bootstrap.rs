@@ -14,12 +14,17 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::adapters::file_source::{FileSource, DEFAULT_CHECK_FREQUENCY};
+use crate::adapters::http_source::{
+    HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
+};
 use crate::app::cri_requests::RequestContext;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
+use crate::domain::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::feature_gates::FeatureGates;
 use crate::domain::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
@@ -322,8 +327,12 @@ fn watch_lock_contention(
     }
 }
 
-/// The pod sources the configuration asks for: the manifest path (`staticPodPath`).
-pub fn pod_sources(started: &Started, deps: &Deps) -> Vec<Box<dyn PodSource>> {
+/// The pod sources the configuration asks for: the manifest path (`staticPodPath`)
+/// and the manifest URL (`staticPodURL`).
+pub fn pod_sources(
+    started: &Started,
+    deps: &Deps,
+) -> Result<Vec<Box<dyn PodSource>>, HttpSourceError> {
     let config = &started.resolved.config;
     let mut sources: Vec<Box<dyn PodSource>> = Vec::new();
     if !config.static_pod_path.is_empty() {
@@ -340,7 +349,37 @@ pub fn pod_sources(started: &Started, deps: &Deps) -> Vec<Box<dyn PodSource>> {
             Arc::clone(&deps.clock),
         )));
     }
-    sources
+    if !config.static_pod_url.is_empty() {
+        let frequency = config
+            .http_check_frequency
+            .to_std()
+            .filter(|d| !d.is_zero())
+            .unwrap_or(HTTP_CHECK_FREQUENCY);
+        info!(url = %config.static_pod_url, every = ?frequency, "adding pod source URL");
+        sources.push(Box::new(HttpSource::new(
+            &config.static_pod_url,
+            config.static_pod_url_header.clone(),
+            &started.plan.node_name,
+            frequency,
+            Arc::clone(&deps.clock),
+        )?));
+    }
+    Ok(sources)
+}
+
+/// The host's resolver configuration for `Default`-policy pods; an unreadable file
+/// only warns (pods then get no DNS servers), as upstream.
+fn read_resolv_conf(config: &KubeletConfiguration) -> ResolvConf {
+    if config.resolv_conf.is_empty() {
+        return ResolvConf::default();
+    }
+    match std::fs::read_to_string(&config.resolv_conf) {
+        Ok(text) => parse_resolv_conf(&text),
+        Err(e) => {
+            warn!(path = %config.resolv_conf, error = %e, "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
+            ResolvConf::default()
+        }
+    }
 }
 
 /// Step: the sync loop that runs the pods of every source on the runtime.
@@ -360,7 +399,8 @@ fn start_pod_loop(
         endpoint: endpoint.clone(),
         reason: e.to_string(),
     })?;
-    let requests = RequestContext::from_config(&started.resolved, Default::default());
+    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(config))
+        .with_memory_capacity(started.plan.machine.memory_capacity_bytes);
     let ctx = Arc::new(SyncContext::new(
         Arc::clone(&started.runtime),
         images,
@@ -376,7 +416,8 @@ fn start_pod_loop(
             .unwrap_or(LoopSettings::default().resync_period),
         ..LoopSettings::default()
     };
-    let sources = pod_sources(started, deps);
+    let sources = pod_sources(started, deps)
+        .map_err(|e| StartupError::Invalid(vec![format!("invalid --manifest-url: {e}")]))?;
     Ok(tokio::spawn(
         PodLoop::new(ctx, store, settings).run(sources, shutdown),
     ))

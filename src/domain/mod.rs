@@ -1,8 +1,10 @@
 //! Pure decisions and their types: no I/O, no async runtime, no backend crate.
 pub mod allocatable;
 pub mod backoff;
+pub mod cfs;
 pub mod config;
 pub mod cpuset;
+pub mod dns;
 pub mod duration;
 pub mod eviction;
 pub mod feature_gates;

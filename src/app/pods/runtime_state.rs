@@ -3,12 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::app::cri_requests::POD_UID_LABEL;
 use crate::domain::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::ports::runtime::{ContainerFilter, RuntimeError, RuntimeService, SandboxFilter};
-
-/// The label the kubelet puts on every sandbox and container it creates; pods are
-/// found again by it (after a restart too).
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 
 /// One pod's runtime status plus which sandbox each container lives in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use crate::app::cri_requests::{
-    container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, RequestContext,
+    container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, sandbox_dns,
+    RequestContext,
 };
 use crate::app::pods::runtime_state::{pod_runtime_view, PodRuntimeView};
 use crate::domain::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
@@ -188,6 +189,9 @@ async fn create_sandbox(
     pod: &Pod,
     sandbox: &SandboxConfig,
 ) -> Result<String, String> {
+    for warning in sandbox_dns(&ctx.requests, pod).warnings {
+        warn!(%warning, "pod DNS configuration");
+    }
     // The runtime writes container logs under this folder but does not create it.
     let mut dirs = vec![pod_log_dir(&ctx.requests, pod)];
     dirs.extend(empty_dir_paths(&ctx.requests, pod));
