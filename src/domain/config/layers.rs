@@ -254,6 +254,14 @@ pub fn flag_layer(
     for (spec, text) in given {
         let path = match spec.target {
             Target::FlagOnly => {
+                // The implemented ones are checked where they are used; the others only
+                // here, so a bad value is still an error.
+                if spec.state != super::states::State::Implemented {
+                    if let Err(e) = flag_value(spec, text) {
+                        problems.push(e);
+                        continue;
+                    }
+                }
                 options.insert(spec.name.to_string(), text.clone());
                 continue;
             }
