@@ -421,7 +421,8 @@ pub fn check(resolved: &ResolvedConfig) -> Vec<ConfigError> {
     let mut problems = Vec::new();
     for (name, allowed) in ALLOWED {
         if let Some(Value::String(s)) = value_at(&tree, name) {
-            if !allowed.contains(&s.as_str()) {
+            // Empty means unset: upstream's default applies.
+            if !s.is_empty() && !allowed.contains(&s.as_str()) {
                 problems.push(ConfigError::Invalid(format!(
                     "invalid configuration: {name}{} {s:?} is not supported: must be one of {}",
                     flag_hint(name),
