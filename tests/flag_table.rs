@@ -262,3 +262,50 @@ fn the_binary_loads_every_field_and_warns_once() {
         .collect();
     assert_eq!(warnings[0], expected, "log:\n{log}");
 }
+
+/// `--help` groups the flags under one heading per state, each flag under its own.
+#[test]
+fn help_groups_the_flags_by_state() {
+    let output = std::process::Command::new(common::BIN)
+        .arg("--help")
+        .output()
+        .expect("runs");
+    let help = String::from_utf8_lossy(&output.stdout);
+    let position = |needle: &str| {
+        help.find(needle)
+            .unwrap_or_else(|| panic!("--help lacks {needle:?}"))
+    };
+    let starts: Vec<usize> = [State::Implemented, State::NotImplemented, State::Refused]
+        .iter()
+        .map(|state| position(&format!("\n{}:\n", cli::heading(*state))))
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] < w[1]),
+        "headings in state order"
+    );
+    for spec in FLAGS {
+        let own = format!("--{}", spec.name);
+        let mut offset = 0;
+        let mut at = None;
+        for line in help.split_inclusive('\n') {
+            let flag = line.trim_start().trim_start_matches("-v, ");
+            let boundary = flag[own.len().min(flag.len())..].chars().next();
+            if flag.starts_with(&own) && matches!(boundary, Some(' ' | '[' | '\n')) {
+                at = Some(offset);
+                break;
+            }
+            offset += line.len();
+        }
+        let at = at.unwrap_or_else(|| panic!("--help does not list {own}"));
+        let section = starts
+            .iter()
+            .rposition(|s| *s < at)
+            .expect("under a heading");
+        let state = [State::Implemented, State::NotImplemented, State::Refused][section];
+        assert_eq!(
+            state, spec.state,
+            "--{} is under the wrong heading",
+            spec.name
+        );
+    }
+}
