@@ -279,14 +279,20 @@ pub const REFUSALS: &[Refusal] = &[
 
 /// Values of not-implemented fields that ask for what rkubelet does anyway; giving them
 /// is not worth a warning.
+const ANYWAY: &[(&str, &str, fn(&Value) -> bool)] = &[
+    ("readOnlyPort", "0", |v| v.as_i64() == Some(0)),
+    ("makeIPTablesUtilChains", "false", |v| {
+        v.as_bool() == Some(false)
+    }),
+    ("enableServer", "false", |v| v.as_bool() == Some(false)),
+    ("failSwapOn", "false", |v| v.as_bool() == Some(false)),
+    ("registerNode", "false", |v| v.as_bool() == Some(false)),
+];
+
 fn matches_behaviour(field: &str, value: &Value) -> bool {
-    match field {
-        "readOnlyPort" => value.as_i64() == Some(0),
-        "makeIPTablesUtilChains" | "enableServer" | "failSwapOn" | "registerNode" => {
-            value.as_bool() == Some(false)
-        }
-        _ => false,
-    }
+    ANYWAY
+        .iter()
+        .any(|(name, _, same)| *name == field && same(value))
 }
 
 /// Allowed values of the not-implemented string fields that upstream checks, in
@@ -466,6 +472,20 @@ fn flags_for(field: &str) -> impl Iterator<Item = &'static FlagSpec> + '_ {
         .filter(move |f| matches!(f.target, Target::Config(p) if p.first() == Some(&field)))
 }
 
+/// A field's note and the values not warned about, for the table.
+fn field_notes(name: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(spec) = field(name).filter(|s| !s.note.is_empty()) {
+        notes.push(spec.note.to_string());
+    }
+    for (_, value, _) in ANYWAY.iter().filter(|(n, _, _)| *n == name) {
+        notes.push(format!(
+            "no warning for {value}, which is what rkubelet does"
+        ));
+    }
+    notes
+}
+
 fn escape(text: &str) -> String {
     text.replace('|', "\\|")
 }
@@ -518,9 +538,7 @@ pub fn markdown_table() -> String {
         };
         let mut notes = Vec::new();
         if let Target::Config(path) = f.target {
-            if let Some(field) = field(path[0]).filter(|s| !s.note.is_empty()) {
-                notes.push(field.note.to_string());
-            }
+            notes.extend(field_notes(path[0]));
         }
         if let Some(d) = f.deprecated {
             notes.push(format!("Deprecated upstream: {d}"));
@@ -530,7 +548,7 @@ pub fn markdown_table() -> String {
             f.name,
             sets,
             f.state.label(),
-            escape(&notes.join(" "))
+            escape(&notes.join(". "))
         ));
     }
     out.push_str("\n## KubeletConfiguration fields\n\n| Field | Flags | State | Notes |\n| --- | --- | --- | --- |\n");
@@ -545,7 +563,7 @@ pub fn markdown_table() -> String {
             f.name,
             flags.join(", "),
             f.state.label(),
-            escape(f.note)
+            escape(&field_notes(f.name).join(". "))
         ));
     }
     out
