@@ -279,7 +279,10 @@ pub const REFUSALS: &[Refusal] = &[
 
 /// Values of not-implemented fields that ask for what rkubelet does anyway; giving them
 /// is not worth a warning.
-const ANYWAY: &[(&str, &str, fn(&Value) -> bool)] = &[
+/// A field, the value in words, and the test for it.
+type Anyway = (&'static str, &'static str, fn(&Value) -> bool);
+
+const ANYWAY: &[Anyway] = &[
     ("readOnlyPort", "0", |v| v.as_i64() == Some(0)),
     ("makeIPTablesUtilChains", "false", |v| {
         v.as_bool() == Some(false)
