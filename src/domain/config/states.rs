@@ -377,7 +377,13 @@ pub fn not_implemented_given(resolved: &ResolvedConfig) -> Vec<(String, String)>
             continue;
         }
         if let Some((_, text)) = resolved.options.given.iter().find(|(n, _)| n == spec.name) {
-            found.push((format!("--{}", spec.name), text.clone()));
+            // The warning goes to the journal: never copy a secret there.
+            let shown = if spec.name.contains("password") {
+                "(redacted)".to_string()
+            } else {
+                text.clone()
+            };
+            found.push((format!("--{}", spec.name), shown));
         }
     }
     for spec in FIELDS.iter().filter(|f| f.state == State::NotImplemented) {
@@ -610,6 +616,82 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn resolve(args: &[(&str, &str)], file: Option<&str>) -> ResolvedConfig {
+        use crate::domain::config::{resolve, ConfigInputs, FileInput};
+        let flags = args
+            .iter()
+            .map(|(n, v)| {
+                (
+                    crate::domain::config::flags::flag(n).expect("known"),
+                    v.to_string(),
+                )
+            })
+            .collect();
+        let main_file = file.map(|body| FileInput {
+            path: "/etc/kubelet.yaml".into(),
+            text: Ok(format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}"
+            )),
+        });
+        resolve(&ConfigInputs {
+            main_file,
+            drop_ins: Vec::new(),
+            flags,
+        })
+        .unwrap_or_else(|p| panic!("{p:?}"))
+    }
+
+    #[test]
+    fn lists_what_was_given_by_flag_or_file_with_its_value() {
+        let resolved = resolve(
+            &[
+                ("pod-infra-container-image", "pause:3.10"),
+                ("storage-driver-password", "hunter2"),
+                ("port", "10250"),
+                ("read-only-port", "0"),
+                ("max-pods", "10"),
+            ],
+            Some("hairpinMode: none\nlogging:\n  vmodule: []\nmaxPods: 20\n"),
+        );
+        let listed = not_implemented_given(&resolved);
+        let pairs: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("--pod-infra-container-image", "pause:3.10"),
+                ("--storage-driver-password", "(redacted)"),
+                ("--port", "10250"),
+                ("hairpinMode", "none"),
+                ("logging.vmodule", "[]"),
+            ]
+        );
+        let warning = not_implemented_warning(&listed).expect("a warning");
+        assert!(
+            warning.contains("--port=10250, hairpinMode=none"),
+            "{warning}"
+        );
+        assert!(not_implemented_warning(&[]).is_none());
+    }
+
+    #[test]
+    fn deprecated_flags_get_upstreams_notice() {
+        let given = vec![
+            ("pod-infra-container-image".to_string(), "x".to_string()),
+            ("hostname-override".to_string(), "n".to_string()),
+            ("max-pods".to_string(), "3".to_string()),
+        ];
+        assert_eq!(
+            deprecation_notices(&given),
+            [
+                "Flag --pod-infra-container-image has been deprecated, will be removed in 1.35. Image garbage collector will get sandbox image information from CRI.".to_string(),
+                format!("Flag --max-pods has been deprecated, {}", crate::domain::config::flags::CONFIG_FLAG_DEPRECATED),
+            ]
+        );
     }
 
     #[test]
