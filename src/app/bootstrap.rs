@@ -109,19 +109,6 @@ pub fn load_configuration(flags: GivenFlags) -> Result<ResolvedConfig, StartupEr
     config::resolve(&inputs).map_err(problems_to_error)
 }
 
-/// Step: upstream's notice for each deprecated flag given, then one warning naming every
-/// accepted-but-not-implemented flag and field given, with its value.
-pub fn warn_compatibility(resolved: &ResolvedConfig) {
-    use crate::domain::config::states;
-    for notice in states::deprecation_notices(&resolved.options.given) {
-        warn!("{notice}");
-    }
-    let given = states::not_implemented_given(resolved);
-    if let Some(message) = states::not_implemented_warning(&given) {
-        warn!("{message}");
-    }
-}
-
 /// Step: the feature gates in force (already validated with the configuration).
 pub fn initialize_feature_gates(resolved: &ResolvedConfig) -> Result<FeatureGates, StartupError> {
     let gates =
@@ -292,7 +279,7 @@ pub struct Started {
 
 /// The start-up flow up to a connected runtime. Bad input returns before any effect.
 pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
-    warn_compatibility(&resolved);
+    crate::app::cli::warn_compatibility(&resolved);
     initialize_feature_gates(&resolved)?;
     let plan = resolve_node(&resolved, deps)?;
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;

@@ -5,6 +5,9 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command};
 use serde_json::Value;
+use tracing::warn;
+
+use crate::domain::config::ResolvedConfig;
 
 use crate::domain::config::flags::{FlagKind, FlagSpec, State, Target, FLAGS};
 use crate::domain::config::layers::GivenFlags;
@@ -175,6 +178,19 @@ where
         given.push((spec, text));
     }
     Ok(given)
+}
+
+/// Start-up step: upstream's notice for each deprecated flag given, then one warning naming every
+/// accepted-but-not-implemented flag and field given, with its value.
+pub fn warn_compatibility(resolved: &ResolvedConfig) {
+    use crate::domain::config::states;
+    for notice in states::deprecation_notices(&resolved.options.given) {
+        warn!("{notice}");
+    }
+    let given = states::not_implemented_given(resolved);
+    if let Some(message) = states::not_implemented_warning(&given) {
+        warn!("{message}");
+    }
 }
 
 #[cfg(test)]
