@@ -152,7 +152,7 @@ mod tests {
         assert!(m.exists(&name(&["kubepods", "burstable"])).await?);
         assert_eq!(
             m.children(&name(&["kubepods", "burstable"])).await?,
-            [pod.clone()]
+            std::slice::from_ref(&pod)
         );
         let memory = ResourceConfig {
             memory_limit: Some(1 << 20),
