@@ -8,9 +8,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use tokio::sync::mpsc;
+
 use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
-    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+    labels, CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
+    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, RuntimeError, RuntimeService,
+    RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
 };
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
@@ -23,6 +26,42 @@ struct State {
     sandboxes: BTreeMap<String, SandboxEntry>,
     containers: BTreeMap<String, ContainerEntry>,
     images: BTreeMap<String, ImageInfo>,
+    /// Every call that changes something, in order (`RunPodSandbox web`, ...).
+    journal: Vec<String>,
+    /// When set, every pull fails with this reason (a node with no registry).
+    pull_failure: Option<String>,
+    /// `Some` once events are switched on: the subscribers of `container_events`.
+    event_subscribers: Option<Vec<mpsc::UnboundedSender<ContainerEvent>>>,
+}
+
+impl State {
+    fn emit(&mut self, container_id: &str, kind: ContainerEventKind) {
+        let Some(subscribers) = self.event_subscribers.as_mut() else {
+            return;
+        };
+        let pod_uid = self
+            .containers
+            .get(container_id)
+            .and_then(|c| c.labels.get(labels::POD_UID_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        let event = ContainerEvent {
+            container_id: container_id.to_owned(),
+            kind,
+            pod_uid,
+        };
+        subscribers.retain(|s| s.send(event.clone()).is_ok());
+    }
+}
+
+/// Events to one subscriber of the fake runtime.
+struct FakeEventStream(mpsc::UnboundedReceiver<ContainerEvent>);
+
+#[async_trait]
+impl ContainerEventStream for FakeEventStream {
+    async fn next(&mut self) -> Option<Result<ContainerEvent, RuntimeError>> {
+        self.0.recv().await.map(Ok)
+    }
 }
 
 impl State {
@@ -54,6 +93,54 @@ impl FakeRuntime {
         // The state stays consistent across a panic in a test; keep using it.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn record(&self, call: String) {
+        self.state().journal.push(call);
+    }
+
+    /// Streams container events from now on, as containerd 1.7+ does; without this
+    /// the fake answers `Unimplemented`, as containerd 1.6 does.
+    pub fn stream_events(&self) {
+        self.state().event_subscribers.get_or_insert_with(Vec::new);
+    }
+
+    /// The calls that changed something, in order.
+    pub fn journal(&self) -> Vec<String> {
+        self.state().journal.clone()
+    }
+
+    /// Simulates the container's process ending with `exit_code`.
+    pub fn exit_container(&self, container_id: &str, exit_code: i32) {
+        let mut s = self.state();
+        let now = s.tick();
+        if let Some(c) = s.containers.get_mut(container_id) {
+            c.status.state = ContainerState::Exited;
+            c.status.exit_code = exit_code;
+            c.status.reason = if exit_code == 0 { "Completed" } else { "Error" }.into();
+            c.status.finished_at_nanos = now;
+        }
+        s.emit(container_id, ContainerEventKind::Stopped);
+    }
+
+    /// Makes the image present, as if imported.
+    pub fn add_image(&self, image: &str) {
+        let mut s = self.state();
+        let id = format!("sha256:{:064x}", s.images.len() + 1);
+        s.images.insert(
+            image.to_owned(),
+            ImageInfo {
+                id,
+                repo_tags: vec![image.to_owned()],
+                repo_digests: Vec::new(),
+                size_bytes: 0,
+            },
+        );
+    }
+
+    /// From now on every pull fails with `reason` (`None`: pulls succeed again).
+    pub fn fail_pulls(&self, reason: Option<&str>) {
+        self.state().pull_failure = reason.map(str::to_owned);
+    }
 }
 
 #[async_trait]
@@ -67,6 +154,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        self.record(format!("RunPodSandbox {}", config.name));
         let mut s = self.state();
         let id = s.id("sb");
         let created = s.tick();
@@ -93,6 +181,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("StopPodSandbox {sandbox_id}"));
         let mut s = self.state();
         let now = s.tick();
         for c in s.containers.values_mut() {
@@ -109,6 +198,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("RemovePodSandbox {sandbox_id}"));
         let mut s = self.state();
         s.containers.retain(|_, c| c.sandbox_id != sandbox_id);
         s.sandboxes.remove(sandbox_id);
@@ -144,6 +234,7 @@ impl RuntimeService for FakeRuntime {
         config: &ContainerConfig,
         _sandbox: &SandboxConfig,
     ) -> Result<String, RuntimeError> {
+        self.record(format!("CreateContainer {}", config.name));
         let mut s = self.state();
         match s.sandboxes.get(sandbox_id) {
             None => return Err(RuntimeError::NotFound(format!("sandbox {sandbox_id}"))),
@@ -163,7 +254,7 @@ impl RuntimeService for FakeRuntime {
         status.created_at_nanos = created;
         status.hash = config
             .annotations
-            .get(crate::adapters::cri::CONTAINER_HASH_ANNOTATION)
+            .get(labels::CONTAINER_HASH_ANNOTATION)
             .and_then(|h| u64::from_str_radix(h, 16).ok())
             .unwrap_or(0);
         s.containers.insert(
@@ -178,6 +269,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("StartContainer {container_id}"));
         let mut s = self.state();
         let now = s.tick();
         let c = s
@@ -192,14 +284,16 @@ impl RuntimeService for FakeRuntime {
         }
         c.status.state = ContainerState::Running;
         c.status.started_at_nanos = now;
+        s.emit(container_id, ContainerEventKind::Started);
         Ok(())
     }
 
     async fn stop_container(
         &self,
         container_id: &str,
-        _timeout_secs: i64,
+        timeout_secs: i64,
     ) -> Result<(), RuntimeError> {
+        self.record(format!("StopContainer {container_id} {timeout_secs}"));
         let mut s = self.state();
         let now = s.tick();
         if let Some(c) = s.containers.get_mut(container_id) {
@@ -216,6 +310,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("RemoveContainer {container_id}"));
         self.state().containers.remove(container_id);
         Ok(())
     }
@@ -247,6 +342,16 @@ impl RuntimeService for FakeRuntime {
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
         Ok(Some(CgroupDriver::Cgroupfs))
     }
+
+    async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
+        let mut s = self.state();
+        let Some(subscribers) = s.event_subscribers.as_mut() else {
+            return Err(RuntimeError::Unimplemented("GetContainerEvents".into()));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        subscribers.push(tx);
+        Ok(Box::new(FakeEventStream(rx)))
+    }
 }
 
 #[async_trait]
@@ -255,9 +360,16 @@ impl ImageService for FakeRuntime {
         Ok(self.state().images.get(image).cloned())
     }
 
-    /// Every pull succeeds (the simulated node has no registry).
+    /// Every pull succeeds (the simulated node has no registry) unless told otherwise.
     async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+        self.record(format!("PullImage {image}"));
         let mut s = self.state();
+        if let Some(reason) = &s.pull_failure {
+            return Err(RuntimeError::Failed {
+                call: "PullImage".into(),
+                reason: reason.clone(),
+            });
+        }
         let id = format!("sha256:{:064x}", s.images.len() + 1);
         let info = s
             .images
