@@ -174,7 +174,7 @@ fn warned_names(log: &str) -> Vec<BTreeSet<String>> {
 fn the_kubeadm_command_line_runs_with_one_warning() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("root");
-    let config = fixture("kubeadm-kubelet-config.yaml");
+    let config = fixture("kubeadm/config.yaml");
     let args: Vec<String> = [
         format!(
             "--bootstrap-kubeconfig={}",
