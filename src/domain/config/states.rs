@@ -157,7 +157,11 @@ pub const FIELDS: &[FieldSpec] = &[
         "maxParallelImagePulls",
         "images are pulled as pods need them",
     ),
-    done("evictionHard"),
+    FieldSpec {
+        name: "evictionHard",
+        state: State::Implemented,
+        note: "subtracted from node allocatable; no pods are evicted yet",
+    },
     ni("evictionSoft", NO_EVICTION),
     ni("evictionSoftGracePeriod", NO_EVICTION),
     ni("evictionPressureTransitionPeriod", NO_EVICTION),
