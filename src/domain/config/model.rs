@@ -19,6 +19,9 @@ pub struct Taint {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
     pub effect: String,
+    /// Part of upstream's `v1.Taint`; accepted, kept as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
