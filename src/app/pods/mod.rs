@@ -4,6 +4,7 @@
 //! holds that no source wants are terminated once every source has spoken.
 
 pub mod manager;
+pub mod run_once;
 pub mod runtime_state;
 pub mod sync;
 

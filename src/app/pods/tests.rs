@@ -377,3 +377,26 @@ async fn container_events_wake_the_pod_without_waiting_for_a_relist() {
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn run_once_starts_the_first_set_and_reports_pods_that_never_run() {
+    let w = world();
+    w.runtime.fail_pulls(Some("no registry"));
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(set(vec![
+        pod("good", RestartPolicy::Always, IMAGE),
+        pod("bad", RestartPolicy::Always, "example.com/missing:1"),
+    ]))
+    .await
+    .unwrap_or_else(|e| panic!("send: {e}"));
+    let results = run_once::run_once(w.ctx.clone(), vec![Box::new(ChannelSource(rx))]).await;
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].pod, "web-bad_default");
+    let why = results[0].failure.clone().unwrap_or_default();
+    assert!(
+        why.contains("app: ImagePullBackOff") || why.contains("app: ErrImagePull"),
+        "{why}"
+    );
+    assert_eq!(results[1].pod, "web-good_default");
+    assert_eq!(results[1].failure, None);
+}
