@@ -5,6 +5,7 @@
 use crate::domain::allocatable::node_allocatable;
 use crate::domain::cfs::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
 use crate::domain::pod::{qos_class, Container, Pod, QosClass, RestartPolicy};
+use crate::domain::quantity::{Format, Quantity};
 use crate::domain::reserved::ResourceList;
 
 use super::{CgroupName, CgroupNameError, ResourceConfig};
@@ -86,32 +87,44 @@ impl Default for CgroupSettings {
     }
 }
 
-/// Sums of one pod's cpu (millicores) and memory (bytes), requests or limits,
-/// and whether every container declared a non-zero one.
-#[derive(Debug, Clone, Copy, Default)]
-struct PodSums {
-    cpu_milli: i64,
-    memory: i64,
+/// A pod's limits and whether every container declared a non-zero cpu and
+/// memory one.
+#[derive(Debug, Clone, Copy)]
+struct PodLimits {
+    total: Amounts,
     every_cpu: bool,
     every_memory: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// cpu and memory as quantities: summed exactly and converted once at the
+/// end, as upstream sums a ResourceList before MilliValue()/Value().
+#[derive(Debug, Clone, Copy)]
 struct Amounts {
-    cpu_milli: i64,
-    memory: i64,
+    cpu: Quantity,
+    memory: Quantity,
+}
+
+fn zero() -> Quantity {
+    Quantity::new(0, Format::DecimalSI)
 }
 
 impl Amounts {
-    fn add(self, o: Amounts) -> Amounts {
+    fn zero() -> Amounts {
         Amounts {
-            cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli),
-            memory: self.memory.saturating_add(o.memory),
+            cpu: zero(),
+            memory: zero(),
+        }
+    }
+    fn add(self, o: Amounts) -> Amounts {
+        // `+` saturates (about 1e29 units): far beyond any node.
+        Amounts {
+            cpu: self.cpu + o.cpu,
+            memory: self.memory + o.memory,
         }
     }
     fn max(self, o: Amounts) -> Amounts {
         Amounts {
-            cpu_milli: self.cpu_milli.max(o.cpu_milli),
+            cpu: self.cpu.max(o.cpu),
             memory: self.memory.max(o.memory),
         }
     }
@@ -125,18 +138,20 @@ fn requests_of(c: &Container) -> Amounts {
             .requests
             .get(name)
             .or_else(|| c.resources.limits.get(name))
+            .copied()
+            .unwrap_or_else(zero)
     };
     Amounts {
-        cpu_milli: get("cpu").map_or(0, |q| q.milli_value()),
-        memory: get("memory").map_or(0, |q| q.value()),
+        cpu: get("cpu"),
+        memory: get("memory"),
     }
 }
 
 fn limits_of(c: &Container) -> Amounts {
     let l = &c.resources.limits;
     Amounts {
-        cpu_milli: l.get("cpu").map_or(0, |q| q.milli_value()),
-        memory: l.get("memory").map_or(0, |q| q.value()),
+        cpu: l.get("cpu").copied().unwrap_or_else(zero),
+        memory: l.get("memory").copied().unwrap_or_else(zero),
     }
 }
 
@@ -149,14 +164,14 @@ fn is_sidecar(c: &Container) -> bool {
 /// started before it, so the pod needs the max of that and the sum. `seen` is
 /// called with what each container counts as (upstream's ContainerFn).
 fn aggregate(pod: &Pod, of: fn(&Container) -> Amounts, mut seen: impl FnMut(Amounts)) -> Amounts {
-    let mut sum = Amounts::default();
+    let mut sum = Amounts::zero();
     for c in &pod.spec.containers {
         let a = of(c);
         seen(a);
         sum = sum.add(a);
     }
-    let mut sidecars = Amounts::default();
-    let mut init_max = Amounts::default();
+    let mut sidecars = Amounts::zero();
+    let mut init_max = Amounts::zero();
     for c in &pod.spec.init_containers {
         let a = of(c);
         let counted = if is_sidecar(c) {
@@ -176,16 +191,15 @@ fn pod_requests(pod: &Pod) -> Amounts {
     aggregate(pod, requests_of, |_| {})
 }
 
-fn pod_limits(pod: &Pod) -> PodSums {
+fn pod_limits(pod: &Pod) -> PodLimits {
     let mut every_cpu = true;
     let mut every_memory = true;
     let total = aggregate(pod, limits_of, |a| {
-        every_cpu &= a.cpu_milli != 0;
-        every_memory &= a.memory != 0;
+        every_cpu &= !a.cpu.is_zero();
+        every_memory &= !a.memory.is_zero();
     });
-    PodSums {
-        cpu_milli: total.cpu_milli,
-        memory: total.memory,
+    PodLimits {
+        total,
         every_cpu,
         every_memory,
     }
@@ -214,7 +228,7 @@ pub fn pod_resource_config(pod: &Pod, s: &CgroupSettings) -> ResourceConfig {
     let limits = pod_limits(pod);
     let period = i64::try_from(s.cpu_cfs_quota_period_us).unwrap_or(i64::MAX);
     let quota = if s.cpu_cfs_quota {
-        milli_cpu_to_quota(limits.cpu_milli, period)
+        milli_cpu_to_quota(limits.total.cpu.milli_value(), period)
     } else {
         -1
     };
@@ -222,10 +236,10 @@ pub fn pod_resource_config(pod: &Pod, s: &CgroupSettings) -> ResourceConfig {
     let cpu_limited = guaranteed || limits.every_cpu;
     let memory_limited = guaranteed || limits.every_memory;
     ResourceConfig {
-        cpu_shares: Some(shares(requests.cpu_milli)),
+        cpu_shares: Some(shares(requests.cpu.milli_value())),
         cpu_quota: cpu_limited.then_some(quota),
         cpu_period: cpu_limited.then_some(s.cpu_cfs_quota_period_us),
-        memory_limit: memory_limited.then_some(limits.memory),
+        memory_limit: memory_limited.then_some(limits.total.memory.value()),
         pids_limit,
     }
 }
@@ -234,10 +248,13 @@ pub fn pod_resource_config(pod: &Pod, s: &CgroupSettings) -> ResourceConfig {
 /// the summed cpu requests of the burstable pods (at least 2 shares),
 /// besteffort always 2.
 pub fn qos_resource_configs(pods: &[Pod]) -> (ResourceConfig, ResourceConfig) {
+    // Summed as millicores per pod, as upstream adds each pod's MilliValue().
     let burstable_milli = pods
         .iter()
         .filter(|p| qos_class(&p.spec) == QosClass::Burstable)
-        .fold(0i64, |sum, p| sum.saturating_add(pod_requests(p).cpu_milli));
+        .fold(0i64, |sum, p| {
+            sum.saturating_add(pod_requests(p).cpu.milli_value())
+        });
     let burstable = ResourceConfig {
         cpu_shares: Some(shares(burstable_milli)),
         ..ResourceConfig::default()
