@@ -83,6 +83,26 @@ fn compute(pods: &[Pod]) {
         black_box(qos_resource_configs(pods));
         times.push(start.elapsed());
     }
+    if std::env::var_os("RKUBELET_BENCH_PARTS").is_some() {
+        let t = Instant::now();
+        for pod in pods {
+            black_box(pod_cgroup_name(&kubepods, pod));
+        }
+        println!("names {:.2} ms", ms(t.elapsed()));
+        let t = Instant::now();
+        for pod in pods {
+            black_box(pod_resource_config(pod, &settings));
+        }
+        println!("pod configs {:.2} ms", ms(t.elapsed()));
+        let t = Instant::now();
+        black_box(qos_resource_configs(pods));
+        println!("qos {:.2} ms", ms(t.elapsed()));
+        let t = Instant::now();
+        for pod in pods {
+            black_box(rkubelet::domain::pod::qos_class(&pod.spec));
+        }
+        println!("qos_class {:.2} ms", ms(t.elapsed()));
+    }
     times.sort();
     println!(
         "cgroups: configs of {} pods (name + pod config + QoS configs): median {:.2} ms, min {:.2} ms over {runs} runs (goal < 10 ms)",

@@ -36,8 +36,10 @@ pub fn qos_cgroup_name(kubepods: &CgroupName, qos: QosClass) -> CgroupName {
         QosClass::Burstable => BURSTABLE,
         QosClass::BestEffort => BESTEFFORT,
     };
-    // Constant, valid components: `new` cannot fail here.
-    CgroupName::new(kubepods, &[leaf]).unwrap_or_else(|_| kubepods.clone())
+    let mut name = kubepods.clone();
+    // Constant, valid components: cannot fail.
+    let _ = name.push(leaf.to_owned());
+    name
 }
 
 /// Guaranteed: kubepods/pod<uid>; the others under their QoS cgroup.
@@ -47,15 +49,21 @@ pub fn qos_cgroup_name(kubepods: &CgroupName, qos: QosClass) -> CgroupName {
 /// `-` rather than failing, since a pod must always get a cgroup.
 pub fn pod_cgroup_name(kubepods: &CgroupName, pod: &Pod) -> CgroupName {
     let parent = qos_cgroup_name(kubepods, qos_class(&pod.spec));
-    let mut leaf = String::with_capacity(POD_CGROUP_PREFIX.len() + pod.metadata.uid.len());
+    let uid = &pod.metadata.uid;
+    let mut leaf = String::with_capacity(POD_CGROUP_PREFIX.len() + uid.len());
     leaf.push_str(POD_CGROUP_PREFIX);
-    leaf.extend(
-        pod.metadata
-            .uid
-            .chars()
-            .map(|c| if c == '/' || c == '_' { '-' } else { c }),
-    );
-    CgroupName::new(&parent, &[leaf]).unwrap_or(parent)
+    if uid.contains(['/', '_']) {
+        leaf.extend(
+            uid.chars()
+                .map(|c| if c == '/' || c == '_' { '-' } else { c }),
+        );
+    } else {
+        leaf.push_str(uid);
+    }
+    let mut name = parent;
+    // `pod` + a uid cleared of '/' and '_' is always a valid component.
+    let _ = name.push(leaf);
+    name
 }
 
 /// The uid of a `pod<uid>` leaf, for start-up cleanup of stale pod cgroups.
