@@ -2,7 +2,8 @@
 //! (pod_cgroup_name + pod_resource_config + qos_resource_configs; goal < 10 ms),
 //! and, as root on a cgroup v1 host, to create and to destroy 100 pod cgroups
 //! with the cgroupfs driver under a unique root (goal < 1 s each; removed
-//! afterwards). `RKUBELET_BENCH_RUNS` sets the number of compute runs (default 20).
+//! afterwards). `RKUBELET_BENCH_RUNS` sets the number of compute runs (default 20);
+//! `RKUBELET_BENCH_PARTS=1` also prints one cold pass of each part.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
