@@ -2,5 +2,8 @@
 pub mod cri;
 pub mod fake;
 pub mod file_source;
+pub mod http_source;
 pub mod procfs;
+pub(crate) mod static_pods;
 pub mod system;
+pub use http_source::{HttpSource, HttpSourceError};

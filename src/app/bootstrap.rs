@@ -13,24 +13,42 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::adapters::file_source::{FileSource, DEFAULT_CHECK_FREQUENCY};
+use crate::adapters::http_source::{
+    HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
+};
+use crate::app::cri_requests::RequestContext;
+use crate::app::pods::sync::SyncContext;
+use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
+use crate::app::server::Endpoints;
 use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
+use crate::domain::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::feature_gates::FeatureGates;
 use crate::domain::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
+use crate::ports::clock::Clock;
 use crate::ports::host::{ContentionWait, Host, LockHandle};
 use crate::ports::machine::MachineInfoProvider;
-use crate::ports::runtime::{RuntimeError, RuntimeService};
+use crate::ports::pod_source::PodSource;
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Builds the runtime client for an endpoint (the composition root decides which).
 pub type RuntimeFactory =
     Box<dyn Fn(&str) -> Result<Arc<dyn RuntimeService>, RuntimeError> + Send + Sync>;
+
+/// Builds the image service client for an endpoint.
+pub type ImageFactory =
+    Box<dyn Fn(&str) -> Result<Arc<dyn ImageService>, RuntimeError> + Send + Sync>;
 
 /// The world as start-up sees it.
 pub struct Deps {
     pub host: Arc<dyn Host>,
     pub machine: Arc<dyn MachineInfoProvider>,
     pub runtime_for: RuntimeFactory,
+    pub images_for: ImageFactory,
+    pub clock: Arc<dyn Clock>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -226,7 +244,7 @@ pub fn apply_oom_score_adj(host: &dyn Host, value: i32) -> bool {
 pub async fn start_runtime(
     deps: &Deps,
     endpoint: &str,
-) -> Result<Arc<dyn RuntimeService>, StartupError> {
+) -> Result<(Arc<dyn RuntimeService>, String), StartupError> {
     let fail = |e: RuntimeError| StartupError::Runtime {
         endpoint: endpoint.to_string(),
         reason: e.to_string(),
@@ -243,7 +261,7 @@ pub async fn start_runtime(
         api = %version.runtime_api_version,
         "container runtime initialized"
     );
-    Ok(runtime)
+    Ok((runtime, version.runtime_name))
 }
 
 /// Everything start-up produced that the running kubelet keeps.
@@ -252,6 +270,8 @@ pub struct Started {
     pub plan: NodePlan,
     pub configz: Configz,
     pub runtime: Arc<dyn RuntimeService>,
+    /// The runtime's name (`containerd`), which prefixes container ids in pod status.
+    pub runtime_name: String,
     pub lock: Option<LockHandle>,
     /// With `--exit-on-lock-contention`: resolves when another process opens the lock.
     pub contention: Option<ContentionWait>,
@@ -274,12 +294,14 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
         })?;
     check_root(deps.host.as_ref());
     apply_oom_score_adj(deps.host.as_ref(), resolved.config.oom_score_adj);
-    let runtime = start_runtime(deps, &resolved.config.container_runtime_endpoint).await?;
+    let (runtime, runtime_name) =
+        start_runtime(deps, &resolved.config.container_runtime_endpoint).await?;
     Ok(Started {
         resolved,
         plan,
         configz,
         runtime,
+        runtime_name,
         lock,
         contention,
     })
@@ -305,6 +327,102 @@ fn watch_lock_contention(
     }
 }
 
+/// The pod sources the configuration asks for: the manifest path (`staticPodPath`)
+/// and the manifest URL (`staticPodURL`).
+pub fn pod_sources(
+    started: &Started,
+    deps: &Deps,
+) -> Result<Vec<Box<dyn PodSource>>, HttpSourceError> {
+    let config = &started.resolved.config;
+    let mut sources: Vec<Box<dyn PodSource>> = Vec::new();
+    if !config.static_pod_path.is_empty() {
+        let frequency = config
+            .file_check_frequency
+            .to_std()
+            .filter(|d| !d.is_zero())
+            .unwrap_or(DEFAULT_CHECK_FREQUENCY);
+        info!(path = %config.static_pod_path, every = ?frequency, "adding static pod path");
+        sources.push(Box::new(FileSource::new(
+            &config.static_pod_path,
+            &started.plan.node_name,
+            frequency,
+            Arc::clone(&deps.clock),
+        )));
+    }
+    if !config.static_pod_url.is_empty() {
+        let frequency = config
+            .http_check_frequency
+            .to_std()
+            .filter(|d| !d.is_zero())
+            .unwrap_or(HTTP_CHECK_FREQUENCY);
+        info!(url = %config.static_pod_url, every = ?frequency, "adding pod source URL");
+        sources.push(Box::new(HttpSource::new(
+            &config.static_pod_url,
+            config.static_pod_url_header.clone(),
+            &started.plan.node_name,
+            frequency,
+            Arc::clone(&deps.clock),
+        )?));
+    }
+    Ok(sources)
+}
+
+/// The host's resolver configuration for `Default`-policy pods; an unreadable file
+/// only warns (pods then get no DNS servers), as upstream.
+fn read_resolv_conf(config: &KubeletConfiguration) -> ResolvConf {
+    if config.resolv_conf.is_empty() {
+        return ResolvConf::default();
+    }
+    match std::fs::read_to_string(&config.resolv_conf) {
+        Ok(text) => parse_resolv_conf(&text),
+        Err(e) => {
+            warn!(path = %config.resolv_conf, error = %e, "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
+            ResolvConf::default()
+        }
+    }
+}
+
+/// Step: the sync loop that runs the pods of every source on the runtime.
+fn start_pod_loop(
+    started: &Started,
+    deps: &Deps,
+    store: PodStatusStore,
+    shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, StartupError> {
+    let config = &started.resolved.config;
+    let endpoint = if config.image_service_endpoint.is_empty() {
+        &config.container_runtime_endpoint
+    } else {
+        &config.image_service_endpoint
+    };
+    let images = (deps.images_for)(endpoint).map_err(|e| StartupError::Runtime {
+        endpoint: endpoint.clone(),
+        reason: e.to_string(),
+    })?;
+    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(config))
+        .with_memory_capacity(started.plan.machine.memory_capacity_bytes);
+    let ctx = Arc::new(SyncContext::new(
+        Arc::clone(&started.runtime),
+        images,
+        Arc::clone(&deps.clock),
+        requests,
+        started.runtime_name.clone(),
+    ));
+    let settings = LoopSettings {
+        resync_period: config
+            .sync_frequency
+            .to_std()
+            .filter(|d| !d.is_zero())
+            .unwrap_or(LoopSettings::default().resync_period),
+        ..LoopSettings::default()
+    };
+    let sources = pod_sources(started, deps)
+        .map_err(|e| StartupError::Invalid(vec![format!("invalid --manifest-url: {e}")]))?;
+    Ok(tokio::spawn(
+        PodLoop::new(ctx, store, settings).run(sources, shutdown),
+    ))
+}
+
 /// Why the kubelet stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -326,6 +444,8 @@ pub async fn run(
         return Ok(StopReason::RunOnceDone);
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let store = PodStatusStore::new();
+    let pod_loop = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
     let config = &started.resolved.config;
     let server = if config.healthz_port != 0 {
         let address = format!("{}:{}", config.healthz_bind_address, config.healthz_port);
@@ -338,12 +458,15 @@ pub async fn run(
                 })?;
         info!(%address, "serving /healthz and /configz");
         let configz = started.configz.clone();
-        let source: crate::app::server::ConfigzSource =
-            Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default());
+        let store = store.clone();
+        let endpoints = Endpoints {
+            configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
+            pods: Arc::new(move || store.pod_list()),
+        };
         Some(tokio::spawn(crate::app::server::serve_health(
             listener,
-            source,
-            shutdown_rx,
+            endpoints,
+            shutdown_rx.clone(),
         )))
     } else {
         None
@@ -373,6 +496,9 @@ pub async fn run(
     };
     info!(?reason, "shutting down");
     let _ = shutdown_tx.send(true);
+    if let Err(e) = pod_loop.await {
+        warn!(error = %e, "pod loop task failed");
+    }
     if let Some(server) = server {
         match server.await {
             Ok(Err(e)) => warn!(error = %e, "healthz server stopped with an error"),
@@ -406,6 +532,8 @@ mod tests {
             host: host.clone(),
             machine: Arc::new(FakeMachine::default()),
             runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),
+            images_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn ImageService>)),
+            clock: Arc::new(crate::adapters::fake::FakeClock::new(0)),
         }
     }
 

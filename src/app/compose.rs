@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
-use crate::adapters::system::SystemHost;
+use crate::adapters::system::{SystemClock, SystemHost};
 use crate::app::bootstrap::Deps;
 use crate::domain::config::ResolvedConfig;
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
@@ -37,23 +37,17 @@ pub fn runtime_with_timeout(
     })
 }
 
-/// The image service for the configuration: `--image-service-endpoint`, falling
-/// back to the runtime endpoint when empty.
-pub fn image_service_for(resolved: &ResolvedConfig) -> Result<Arc<dyn ImageService>, RuntimeError> {
-    let c = &resolved.config;
-    let endpoint = if c.image_service_endpoint.is_empty() {
-        c.container_runtime_endpoint.as_str()
-    } else {
-        c.image_service_endpoint.as_str()
-    };
+/// The image service client for an endpoint (`--image-service-endpoint`, or the
+/// runtime's when empty), each call bounded by `timeout`.
+pub fn image_service_with_timeout(
+    endpoint: &str,
+    timeout: Duration,
+) -> Result<Arc<dyn ImageService>, RuntimeError> {
     if endpoint.starts_with("fake://") {
         return Ok(Arc::new(FakeRuntime::new()));
     }
     if endpoint.starts_with("unix://") {
-        return Ok(Arc::new(CriRuntime::connect(
-            endpoint,
-            request_timeout(resolved),
-        )?));
+        return Ok(Arc::new(CriRuntime::connect(endpoint, timeout)?));
     }
     Err(RuntimeError::Unavailable {
         endpoint: endpoint.to_string(),
@@ -81,6 +75,11 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
             let timeout = request_timeout(resolved);
             Box::new(move |endpoint: &str| runtime_with_timeout(endpoint, timeout))
         },
+        images_for: {
+            let timeout = request_timeout(resolved);
+            Box::new(move |endpoint: &str| image_service_with_timeout(endpoint, timeout))
+        },
+        clock: Arc::new(SystemClock::new()),
     }
 }
 

@@ -19,7 +19,9 @@ pub fn init(logging: &Logging) {
         .unwrap_or_else(|_| EnvFilter::new(format!("rkubelet={}", level_for(logging.verbosity))));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only help a terminal; in files and journals they are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = if logging.format == "json" {
         builder.json().try_init()
     } else {

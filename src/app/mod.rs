@@ -2,5 +2,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod compose;
+pub mod cri_requests;
 pub mod logging;
+pub mod pods;
 pub mod server;

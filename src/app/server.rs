@@ -1,4 +1,4 @@
-//! The health and config endpoints (`/healthz`, `/configz`): plain hyper, no framework, so the
+//! The health, config and pod endpoints (`/healthz`, `/configz`, `/pods`): plain hyper, no framework, so the
 //! first answer comes within milliseconds of start-up and costs little memory.
 
 use std::convert::Infallible;
@@ -22,6 +22,41 @@ use tracing::{debug, info, warn};
 /// Produces the current configuration for `/configz`; called on every request so it may read
 /// live state (e.g. behind a lock).
 pub type ConfigzSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// What the JSON endpoints serve, each read live on every request.
+#[derive(Clone)]
+pub struct Endpoints {
+    /// The configuration, wrapped as `{"kubeletconfig": ...}`.
+    pub configz: ConfigzSource,
+    /// The pods this kubelet runs with their status, as a `v1.PodList` (upstream's `/pods`).
+    pub pods: ConfigzSource,
+}
+
+impl Endpoints {
+    /// `/configz` only; `/pods` lists no pod.
+    pub fn configz_only(configz: ConfigzSource) -> Self {
+        Self {
+            configz,
+            pods: Arc::new(
+                || serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": []}),
+            ),
+        }
+    }
+}
+
+fn json_response(what: &str, body: &serde_json::Value) -> Response<Body> {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => response(StatusCode::OK, JSON, bytes),
+        Err(e) => {
+            warn!(error = %e, what, "failed to encode a JSON answer");
+            response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TEXT,
+                format!("failed to encode {what}: {e}\n"),
+            )
+        }
+    }
+}
 
 /// Why the server stopped other than by shutdown.
 #[derive(Debug, Error)]
@@ -59,8 +94,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 
 /// Answers one request. Pure apart from calling `configz`, so it is tested directly too.
-fn route(method: &Method, path: &str, configz: &ConfigzSource) -> Response<Body> {
-    let known = matches!(path, "/healthz" | "/configz");
+fn route(method: &Method, path: &str, endpoints: &Endpoints) -> Response<Body> {
+    let known = matches!(path, "/healthz" | "/configz" | "/pods");
     if !known {
         // Go's net/http wording, which operators and probes already know.
         return response(StatusCode::NOT_FOUND, TEXT, "404 page not found\n");
@@ -78,20 +113,11 @@ fn route(method: &Method, path: &str, configz: &ConfigzSource) -> Response<Body>
     }
     match path {
         "/healthz" => response(StatusCode::OK, TEXT, "ok"),
-        _ => {
-            let body = serde_json::json!({ "kubeletconfig": configz() });
-            match serde_json::to_vec(&body) {
-                Ok(bytes) => response(StatusCode::OK, JSON, bytes),
-                Err(e) => {
-                    warn!(error = %e, "failed to encode /configz");
-                    response(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        TEXT,
-                        format!("failed to encode configz: {e}\n"),
-                    )
-                }
-            }
-        }
+        "/pods" => json_response("pods", &(endpoints.pods)()),
+        _ => json_response(
+            "configz",
+            &serde_json::json!({ "kubeletconfig": (endpoints.configz)() }),
+        ),
     }
 }
 
@@ -108,18 +134,18 @@ fn is_connection_error(e: &io::Error) -> bool {
 }
 
 /// Resolves once shutdown is requested, or once nobody can request it any more.
-async fn shutdown_requested(shutdown: &mut watch::Receiver<bool>) {
+pub(crate) async fn shutdown_requested(shutdown: &mut watch::Receiver<bool>) {
     // A dropped sender means the owner is gone: treat it as shutdown rather than serve forever.
     let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 async fn serve_connection(
     stream: TcpStream,
-    configz: ConfigzSource,
+    endpoints: Endpoints,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<Incoming>| {
-        let resp = route(req.method(), req.uri().path(), &configz);
+        let resp = route(req.method(), req.uri().path(), &endpoints);
         async move { Ok::<_, Infallible>(resp) }
     });
     let conn = http1::Builder::new()
@@ -144,6 +170,7 @@ async fn serve_connection(
 /// is dropped), then lets in-flight requests finish and returns.
 ///
 /// `GET|HEAD /healthz` answers `ok`; `GET|HEAD /configz` answers `{"kubeletconfig": ...}`;
+/// `GET|HEAD /pods` the pod list;
 /// other paths 404; other methods on those paths 405.
 ///
 /// # Errors
@@ -151,13 +178,13 @@ async fn serve_connection(
 /// Per-connection failures and resource exhaustion are logged and survived.
 pub async fn serve_health(
     listener: TcpListener,
-    configz: ConfigzSource,
+    endpoints: Endpoints,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
     let addr = listener
         .local_addr()
         .map_or_else(|_| "<unknown>".to_owned(), |a| a.to_string());
-    info!(%addr, "serving healthz and configz");
+    info!(%addr, "serving healthz, configz and pods");
     let mut connections = JoinSet::new();
     let result = loop {
         tokio::select! {
@@ -166,7 +193,7 @@ pub async fn serve_health(
                 Ok((stream, _peer)) => {
                     connections.spawn(serve_connection(
                         stream,
-                        Arc::clone(&configz),
+                        endpoints.clone(),
                         shutdown.clone(),
                     ));
                 }
@@ -228,7 +255,11 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, shutdown) = watch::channel(false);
-        let task = tokio::spawn(serve_health(listener, configz, shutdown));
+        let task = tokio::spawn(serve_health(
+            listener,
+            Endpoints::configz_only(configz),
+            shutdown,
+        ));
         Ok(Running { addr, stop, task })
     }
 
@@ -375,7 +406,7 @@ mod tests {
 
     #[test]
     fn route_is_exact_about_paths() {
-        let configz = static_configz();
+        let configz = Endpoints::configz_only(static_configz());
         assert_eq!(
             route(&Method::GET, "/healthz", &configz).status(),
             StatusCode::OK

@@ -49,6 +49,55 @@ pub struct SandboxConfig {
     pub host_ipc: bool,
     /// Empty: the runtime's default handler.
     pub runtime_handler: String,
+    /// `None`: the runtime's default (usually the node's resolv.conf).
+    pub dns: Option<DnsConfig>,
+    pub port_mappings: Vec<PortMapping>,
+}
+
+/// The resolver configuration written into the sandbox's `/etc/resolv.conf`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    /// `ndots:5`-style resolver options.
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+/// A container port the sandbox exposes; `host_port` 0 means none on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortMapping {
+    pub protocol: Protocol,
+    pub container_port: i32,
+    pub host_port: i32,
+    /// Empty: every host address.
+    pub host_ip: String,
+}
+
+/// A host path bind-mounted into a container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mount {
+    pub container_path: String,
+    pub host_path: String,
+    pub readonly: bool,
+}
+
+/// The Linux resource settings of one container (cgroup values as the
+/// kernel takes them: CFS period and quota in microseconds, 0 meaning unset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinuxResources {
+    pub cpu_period: i64,
+    pub cpu_quota: i64,
+    pub cpu_shares: i64,
+    pub memory_limit_in_bytes: i64,
+    pub oom_score_adj: i64,
 }
 
 /// What one container instance is created from.
@@ -65,6 +114,10 @@ pub struct ContainerConfig {
     pub annotations: BTreeMap<String, String>,
     /// Relative to the sandbox's `log_directory`.
     pub log_path: String,
+    pub mounts: Vec<Mount>,
+    pub linux: LinuxResources,
+    pub stdin: bool,
+    pub tty: bool,
 }
 
 /// One sandbox in a listing, with the pod it belongs to.

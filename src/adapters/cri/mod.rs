@@ -15,7 +15,8 @@ use tower::service_fn;
 use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
 use crate::ports::runtime::{
     CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
-    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+    Protocol, RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry,
+    SandboxFilter,
 };
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
@@ -165,6 +166,21 @@ fn sandbox_to_wire(c: &SandboxConfig) -> proto::PodSandboxConfig {
             c.hostname.clone()
         },
         log_directory: c.log_directory.clone(),
+        dns_config: c.dns.as_ref().map(|d| proto::DnsConfig {
+            servers: d.servers.clone(),
+            searches: d.searches.clone(),
+            options: d.options.clone(),
+        }),
+        port_mappings: c
+            .port_mappings
+            .iter()
+            .map(|p| proto::PortMapping {
+                protocol: protocol_to_wire(p.protocol),
+                container_port: p.container_port,
+                host_port: p.host_port,
+                host_ip: p.host_ip.clone(),
+            })
+            .collect(),
         labels: to_hash_map(&c.labels),
         annotations: to_hash_map(&c.annotations),
         linux: Some(proto::LinuxPodSandboxConfig {
@@ -186,6 +202,14 @@ fn sandbox_to_wire(c: &SandboxConfig) -> proto::PodSandboxConfig {
         }),
         ..Default::default()
     }
+}
+
+fn protocol_to_wire(p: Protocol) -> i32 {
+    (match p {
+        Protocol::Tcp => proto::Protocol::Tcp,
+        Protocol::Udp => proto::Protocol::Udp,
+        Protocol::Sctp => proto::Protocol::Sctp,
+    }) as i32
 }
 
 fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
@@ -212,7 +236,29 @@ fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
         labels: to_hash_map(&c.labels),
         annotations: to_hash_map(&c.annotations),
         log_path: c.log_path.clone(),
-        linux: Some(proto::LinuxContainerConfig::default()),
+        mounts: c
+            .mounts
+            .iter()
+            .map(|m| proto::Mount {
+                container_path: m.container_path.clone(),
+                host_path: m.host_path.clone(),
+                readonly: m.readonly,
+                ..Default::default()
+            })
+            .collect(),
+        stdin: c.stdin,
+        tty: c.tty,
+        linux: Some(proto::LinuxContainerConfig {
+            resources: Some(proto::LinuxContainerResources {
+                cpu_period: c.linux.cpu_period,
+                cpu_quota: c.linux.cpu_quota,
+                cpu_shares: c.linux.cpu_shares,
+                memory_limit_in_bytes: c.linux.memory_limit_in_bytes,
+                oom_score_adj: c.linux.oom_score_adj,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -629,6 +675,79 @@ mod tests {
         };
         let e = rt.version().await;
         assert!(matches!(e, Err(RuntimeError::Unavailable { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn sandbox_wire_carries_dns_and_ports() {
+        use crate::ports::runtime::{DnsConfig, PortMapping};
+        let c = SandboxConfig {
+            dns: Some(DnsConfig {
+                servers: vec!["10.0.0.10".into()],
+                searches: vec!["ns.svc.cluster.local".into()],
+                options: vec!["ndots:5".into()],
+            }),
+            port_mappings: vec![PortMapping {
+                protocol: Protocol::Udp,
+                container_port: 53,
+                host_port: 5353,
+                host_ip: "127.0.0.1".into(),
+            }],
+            ..Default::default()
+        };
+        let w = sandbox_to_wire(&c);
+        assert_eq!(
+            w.dns_config,
+            Some(proto::DnsConfig {
+                servers: vec!["10.0.0.10".into()],
+                searches: vec!["ns.svc.cluster.local".into()],
+                options: vec!["ndots:5".into()],
+            })
+        );
+        assert_eq!(
+            w.port_mappings,
+            vec![proto::PortMapping {
+                protocol: proto::Protocol::Udp as i32,
+                container_port: 53,
+                host_port: 5353,
+                host_ip: "127.0.0.1".into(),
+            }]
+        );
+        assert_eq!(sandbox_to_wire(&SandboxConfig::default()).dns_config, None);
+    }
+
+    #[test]
+    fn container_wire_carries_mounts_and_resources() {
+        use crate::ports::runtime::{LinuxResources, Mount};
+        let c = ContainerConfig {
+            mounts: vec![Mount {
+                container_path: "/data".into(),
+                host_path: "/srv/data".into(),
+                readonly: true,
+            }],
+            linux: LinuxResources {
+                cpu_period: 100_000,
+                cpu_quota: 50_000,
+                cpu_shares: 512,
+                memory_limit_in_bytes: 1 << 30,
+                oom_score_adj: -997,
+            },
+            stdin: true,
+            tty: true,
+            ..Default::default()
+        };
+        let w = container_to_wire(&c);
+        assert_eq!(w.mounts.len(), 1);
+        assert_eq!(w.mounts[0].container_path, "/data");
+        assert_eq!(w.mounts[0].host_path, "/srv/data");
+        assert!(w.mounts[0].readonly);
+        assert!(w.stdin && w.tty);
+        let r = w.linux.and_then(|l| l.resources).unwrap_or_default();
+        assert_eq!(
+            (r.cpu_period, r.cpu_quota, r.cpu_shares),
+            (100_000, 50_000, 512)
+        );
+        assert_eq!(r.memory_limit_in_bytes, 1 << 30);
+        assert_eq!(r.oom_score_adj, -997);
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! through. A missing path is not fatal: it yields an empty set and is
 //! checked again later.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -25,10 +24,12 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
+use crate::adapters::static_pods::keep_first_seen;
+use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
 };
+use crate::domain::time::rfc3339_nanos;
 use crate::ports::clock::Clock;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 
@@ -227,27 +228,6 @@ impl FileSource {
             }
         }
     }
-
-    /// Keeps the first-seen stamp of pods that were already in the last set,
-    /// so an unchanged pod compares equal and its annotation means first seen.
-    fn keep_first_seen(&self, snapshot: &mut Snapshot) {
-        let Some(last) = &self.last else { return };
-        let seen: HashMap<&str, &String> = last
-            .pods
-            .iter()
-            .filter_map(|pod| {
-                let stamp = pod.metadata.annotations.get(CONFIG_SEEN_ANNOTATION)?;
-                Some((pod.metadata.uid.as_str(), stamp))
-            })
-            .collect();
-        for pod in &mut snapshot.pods {
-            if let Some(stamp) = seen.get(pod.metadata.uid.as_str()) {
-                pod.metadata
-                    .annotations
-                    .insert(CONFIG_SEEN_ANNOTATION.to_string(), (*stamp).clone());
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -265,7 +245,10 @@ impl PodSource for FileSource {
             }
             let mut snapshot = self.scan().await;
             self.next_check = Instant::now() + self.check_frequency;
-            self.keep_first_seen(&mut snapshot);
+            keep_first_seen(
+                self.last.as_ref().map(|last| last.pods.as_slice()),
+                &mut snapshot.pods,
+            );
             if self.last.as_ref() == Some(&snapshot) {
                 continue;
             }
@@ -437,43 +420,6 @@ fn event_masks(buf: &[u8]) -> impl Iterator<Item = AddWatchFlags> + '_ {
             .checked_add(usize::try_from(len).ok()?)?;
         Some(AddWatchFlags::from_bits_truncate(mask))
     })
-}
-
-/// `unix_nanos` as Go's RFC3339Nano text (UTC, trailing zeros of the
-/// fraction dropped), the format upstream stamps `config.seen` with.
-fn rfc3339_nanos(unix_nanos: i64) -> String {
-    let secs = unix_nanos.div_euclid(1_000_000_000);
-    let nanos = unix_nanos.rem_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    let mut text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
-    if nanos != 0 {
-        let fraction = format!("{nanos:09}");
-        text.push('.');
-        text.push_str(fraction.trim_end_matches('0'));
-    }
-    text.push('Z');
-    text
-}
-
-/// Howard Hinnant's days-since-epoch to proleptic Gregorian date.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use std::fs;
 
 use super::*;
 use crate::adapters::fake::FakeClock;
+use crate::domain::pod::CONFIG_SEEN_ANNOTATION;
 
 const NODE: &str = "node1";
 const WAIT: Duration = Duration::from_secs(10);
@@ -146,16 +147,6 @@ async fn a_missing_folder_is_empty_until_created() {
     fs::rename(&tmp, manifests.join("a.yaml")).expect("rename");
     let created = next_until(&mut src, |u| u.pods.len() == 1).await;
     assert_eq!(names(&created), ["a-node1"]);
-}
-
-#[test]
-fn rfc3339_matches_go_rfc3339_nano() {
-    assert_eq!(rfc3339_nanos(0), "1970-01-01T00:00:00Z");
-    assert_eq!(
-        rfc3339_nanos(951_782_400_500_000_000),
-        "2000-02-29T00:00:00.5Z"
-    );
-    assert_eq!(rfc3339_nanos(-1), "1969-12-31T23:59:59.999999999Z");
 }
 
 #[test]

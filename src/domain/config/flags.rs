@@ -147,6 +147,7 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("cpu-cfs-quota-period", Duration, &["cpuCFSQuotaPeriod"], "CFS quota period (needs the CustomCPUCFSQuotaPeriod feature gate to change)."),
     cfg("cluster-domain", Str, &["clusterDomain"], "Cluster DNS domain added to pods' search paths."),
     cfg("cluster-dns", List, &["clusterDNS"], "DNS server addresses given to pods."),
+    cfg("resolv-conf", Str, &["resolvConf"], "Resolver configuration file pods with the Default DNS policy inherit; empty disables it."),
     cfg("register-node", Bool, &["registerNode"], "Register the node with the API server."),
     cfg("register-with-taints", Taints, &["registerWithTaints"], "Taints to register the node with (key=value:Effect, comma-separated)."),
     cfg("node-status-update-frequency", Duration, &["nodeStatusUpdateFrequency"], "How often node status is computed and posted."),

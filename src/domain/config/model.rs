@@ -143,6 +143,9 @@ pub struct KubeletConfiguration {
     pub cluster_domain: String,
     #[serde(rename = "clusterDNS")]
     pub cluster_dns: Vec<String>,
+    /// The resolver configuration pods with the `Default` DNS policy inherit;
+    /// empty disables it.
+    pub resolv_conf: String,
     pub node_status_update_frequency: GoDuration,
     pub node_status_report_frequency: GoDuration,
     pub node_lease_duration_seconds: i32,
@@ -210,6 +213,7 @@ impl Default for KubeletConfiguration {
             oom_score_adj: -999,
             cluster_domain: String::new(),
             cluster_dns: Vec::new(),
+            resolv_conf: "/etc/resolv.conf".into(),
             node_status_update_frequency: GoDuration::from_secs(10),
             node_status_report_frequency: GoDuration::from_secs(300),
             node_lease_duration_seconds: 40,
@@ -255,4 +259,5 @@ pub const PATH_FIELDS: &[&[&str]] = &[
     &["tlsPrivateKeyFile"],
     &["authentication", "x509", "clientCAFile"],
     &["podLogsDir"],
+    &["resolvConf"],
 ];

@@ -1,0 +1,1003 @@
+//! The CRI requests for a pod, built like upstream's kuberuntime
+//! (`generatePodSandboxConfig`, `generateContainerConfig`,
+//! `generateLinuxContainerResources`) and its DNS configurer. Pure: the
+//! caller reads resolv.conf, creates the directories and talks to the runtime.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::domain::cfs;
+use crate::domain::config::ResolvedConfig;
+use crate::domain::dns::{self, PodDns, ResolvConf};
+use crate::domain::pod::{self, Container, Pod};
+use crate::ports::runtime::{
+    ContainerConfig, DnsConfig, LinuxResources, Mount, PortMapping, Protocol, SandboxConfig,
+};
+
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// Read back by the CRI adapter (`spec_hash`) as hex.
+pub const CONTAINER_HASH_ANNOTATION: &str = crate::adapters::cri::CONTAINER_HASH_ANNOTATION;
+pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
+    "io.kubernetes.container.terminationMessagePath";
+pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
+    "io.kubernetes.container.terminationMessagePolicy";
+pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
+    "io.kubernetes.pod.terminationGracePeriod";
+/// The pod model has no terminationMessagePolicy field; this is the API default.
+const TERMINATION_MESSAGE_POLICY: &str = "File";
+/// A hostname is one DNS label (64 bytes with the terminating NUL).
+const HOSTNAME_MAX_LEN: usize = 63;
+
+/// Why a container's request cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, which the pod does not define")]
+    UnknownVolume {
+        container: String,
+        mount_path: String,
+        volume: String,
+    },
+    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, whose type is not supported (only hostPath and emptyDir are)")]
+    UnsupportedVolume {
+        container: String,
+        mount_path: String,
+        volume: String,
+    },
+    #[error("container {container:?}: volumeMount {mount_path:?} of volume {volume:?} has subPath {sub_path:?}, which must be relative and must not contain \"..\"")]
+    InvalidSubPath {
+        container: String,
+        mount_path: String,
+        volume: String,
+        sub_path: String,
+    },
+}
+
+/// The node settings the requests depend on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestContext {
+    /// podLogsDir, e.g. /var/log/pods
+    pub pod_logs_dir: PathBuf,
+    /// --root-dir, e.g. /var/lib/kubelet
+    pub root_dir: PathBuf,
+    /// Parsed from resolvConf (empty when unreadable).
+    pub host_dns: ResolvConf,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    pub cpu_cfs_quota: bool,
+    /// From cpuCFSQuotaPeriod, default 100000.
+    pub cpu_cfs_quota_period_us: i64,
+    /// The node's memory, for Burstable containers' OOM score. 0 (unknown)
+    /// scores every Burstable container as protected as it can be (3), so
+    /// set it from the machine info.
+    pub memory_capacity_bytes: u64,
+}
+
+impl RequestContext {
+    /// The context from the resolved configuration; `memory_capacity_bytes`
+    /// starts at 0 (see [`RequestContext::with_memory_capacity`]).
+    pub fn from_config(resolved: &ResolvedConfig, host_dns: ResolvConf) -> Self {
+        let c = &resolved.config;
+        let period_us = c.cpu_cfs_quota_period.as_nanos() / 1000;
+        RequestContext {
+            pod_logs_dir: PathBuf::from(&c.pod_logs_dir),
+            root_dir: resolved.options.root_dir.clone(),
+            host_dns,
+            cluster_dns: c.cluster_dns.clone(),
+            cluster_domain: c.cluster_domain.clone(),
+            cpu_cfs_quota: c.cpu_cfs_quota,
+            // Validation keeps it within 1ms..=1s; guard anyway against a zero period.
+            cpu_cfs_quota_period_us: if period_us > 0 {
+                period_us
+            } else {
+                cfs::DEFAULT_QUOTA_PERIOD_US
+            },
+            memory_capacity_bytes: 0,
+        }
+    }
+
+    pub fn with_memory_capacity(mut self, bytes: u64) -> Self {
+        self.memory_capacity_bytes = bytes;
+        self
+    }
+}
+
+/// `<pod_logs_dir>/<namespace>_<name>_<uid>`
+pub fn pod_log_dir(ctx: &RequestContext, pod: &Pod) -> PathBuf {
+    let m = &pod.metadata;
+    ctx.pod_logs_dir
+        .join(format!("{}_{}_{}", m.namespace, m.name, m.uid))
+}
+
+/// `<root_dir>/pods/<uid>`: everything the kubelet keeps for the pod,
+/// removed at teardown.
+pub fn pod_dir(ctx: &RequestContext, pod_uid: &str) -> PathBuf {
+    ctx.root_dir.join("pods").join(pod_uid)
+}
+
+/// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume name>`
+pub fn empty_dir_path(ctx: &RequestContext, pod_uid: &str, volume: &str) -> PathBuf {
+    pod_dir(ctx, pod_uid)
+        .join("volumes")
+        .join("kubernetes.io~empty-dir")
+        .join(volume)
+}
+
+/// The emptyDir directories to create before the pod's containers, whether
+/// mounted or not (as upstream sets up every volume of the pod).
+pub fn empty_dir_paths(ctx: &RequestContext, pod: &Pod) -> Vec<PathBuf> {
+    pod.spec
+        .volumes
+        .iter()
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| empty_dir_path(ctx, &pod.metadata.uid, &v.name))
+        .collect()
+}
+
+/// The pod's DNS with the warnings to report (missing cluster DNS, limits).
+/// [`sandbox_config`] uses the same configuration.
+pub fn sandbox_dns(ctx: &RequestContext, pod: &Pod) -> PodDns {
+    dns::pod_dns(
+        &pod.spec.dns_policy,
+        pod.spec.host_network,
+        &ctx.host_dns,
+        &ctx.cluster_dns,
+        &ctx.cluster_domain,
+        &pod.metadata.namespace,
+    )
+}
+
+/// The sandbox for `pod`; `attempt` counts the sandboxes made for it before.
+pub fn sandbox_config(ctx: &RequestContext, pod: &Pod, attempt: u32) -> SandboxConfig {
+    let m = &pod.metadata;
+    let mut labels = m.labels.clone();
+    labels.insert(POD_NAME_LABEL.into(), m.name.clone());
+    labels.insert(POD_NAMESPACE_LABEL.into(), m.namespace.clone());
+    labels.insert(POD_UID_LABEL.into(), m.uid.clone());
+    let dns = sandbox_dns(ctx, pod).config;
+    SandboxConfig {
+        name: m.name.clone(),
+        uid: m.uid.clone(),
+        namespace: m.namespace.clone(),
+        attempt,
+        // Under host networking the sandbox keeps the node's hostname.
+        hostname: if pod.spec.host_network {
+            String::new()
+        } else {
+            pod_hostname(pod)
+        },
+        log_directory: pod_log_dir(ctx, pod).display().to_string(),
+        labels,
+        annotations: m.annotations.clone(),
+        cgroup_parent: String::new(),
+        host_network: pod.spec.host_network,
+        host_pid: false,
+        host_ipc: false,
+        runtime_handler: String::new(),
+        dns: Some(DnsConfig {
+            servers: dns.nameservers,
+            searches: dns.searches,
+            options: dns.options,
+        }),
+        port_mappings: port_mappings(pod),
+    }
+}
+
+/// spec.hostname, else the pod name, cut to one DNS label without a
+/// trailing `-` or `.`.
+fn pod_hostname(pod: &Pod) -> String {
+    let name = if pod.spec.hostname.is_empty() {
+        &pod.metadata.name
+    } else {
+        &pod.spec.hostname
+    };
+    if name.len() <= HOSTNAME_MAX_LEN {
+        return name.clone();
+    }
+    // Names are validated ASCII; the char walk only keeps a bad one from panicking.
+    let mut end = HOSTNAME_MAX_LEN;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].trim_end_matches(['-', '.']).to_string()
+}
+
+/// One mapping per container port, skipping a repeated port name (or, for
+/// unnamed ports, a repeated family/protocol/address/ports) within a
+/// container, as upstream's `MakePortMappings` does.
+fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
+    let mut out = Vec::new();
+    for container in &pod.spec.containers {
+        let mut names = std::collections::BTreeSet::new();
+        for p in &container.ports {
+            let family = if p.host_ip.is_empty() {
+                "any"
+            } else if p.host_ip.contains(':') {
+                "v6"
+            } else {
+                "v4"
+            };
+            let name = if p.name.is_empty() {
+                format!(
+                    "{family}-{}-{}:{}:{}",
+                    p.protocol, p.host_ip, p.container_port, p.host_port
+                )
+            } else {
+                p.name.clone()
+            };
+            if !names.insert(name) {
+                continue;
+            }
+            out.push(PortMapping {
+                protocol: match p.protocol.as_str() {
+                    "UDP" => Protocol::Udp,
+                    "SCTP" => Protocol::Sctp,
+                    // TCP, and upstream's fallback for anything else.
+                    _ => Protocol::Tcp,
+                },
+                container_port: p.container_port,
+                host_port: p.host_port,
+                host_ip: p.host_ip.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The request creating `container`'s instance number `restart_count`.
+pub fn container_config(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+) -> Result<ContainerConfig, RequestError> {
+    let m = &pod.metadata;
+    let envs = environment(container);
+    let env_map: BTreeMap<&str, &str> =
+        envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let expand_all =
+        |items: &[String]| -> Vec<String> { items.iter().map(|s| expand(s, &env_map)).collect() };
+    let labels = BTreeMap::from([
+        (CONTAINER_NAME_LABEL.to_string(), container.name.clone()),
+        (POD_NAME_LABEL.to_string(), m.name.clone()),
+        (POD_NAMESPACE_LABEL.to_string(), m.namespace.clone()),
+        (POD_UID_LABEL.to_string(), m.uid.clone()),
+    ]);
+    let annotations = BTreeMap::from([
+        (
+            CONTAINER_HASH_ANNOTATION.to_string(),
+            format!("{:x}", pod::container_hash(container)),
+        ),
+        (
+            CONTAINER_RESTART_COUNT_ANNOTATION.to_string(),
+            restart_count.to_string(),
+        ),
+        (
+            CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION.to_string(),
+            container.termination_message_path.clone(),
+        ),
+        (
+            CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION.to_string(),
+            TERMINATION_MESSAGE_POLICY.to_string(),
+        ),
+        (
+            POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
+            pod.spec.termination_grace_period().to_string(),
+        ),
+    ]);
+    Ok(ContainerConfig {
+        name: container.name.clone(),
+        attempt: restart_count,
+        image: container.image.clone(),
+        command: expand_all(&container.command),
+        args: expand_all(&container.args),
+        working_dir: container.working_dir.clone(),
+        labels,
+        annotations,
+        log_path: format!("{}/{restart_count}.log", container.name),
+        mounts: mounts(ctx, pod, container)?,
+        linux: linux_resources(ctx, pod, container),
+        stdin: container.stdin,
+        tty: container.tty,
+        envs,
+    })
+}
+
+/// The container's variables in order; a value may refer to variables
+/// defined before it, and a repeated name keeps its first place with the
+/// last value.
+fn environment(container: &Container) -> Vec<(String, String)> {
+    let mut envs: Vec<(String, String)> = Vec::new();
+    for var in &container.env {
+        let value = {
+            let defined: BTreeMap<&str, &str> =
+                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            expand(&var.value, &defined)
+        };
+        match envs.iter_mut().find(|(k, _)| *k == var.name) {
+            Some(slot) => slot.1 = value,
+            None => envs.push((var.name.clone(), value)),
+        }
+    }
+    envs
+}
+
+/// Kubernetes' `$(VAR)` expansion: a defined reference is replaced, an
+/// undefined or unclosed one left as written, `$$` is a literal `$`, and a
+/// `$` before anything else stays.
+pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('(') {
+            match body.find(')') {
+                Some(close) => {
+                    let name = &body[..close];
+                    match vars.get(name) {
+                        Some(value) => out.push_str(value),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &body[close + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = body;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn mounts(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+) -> Result<Vec<Mount>, RequestError> {
+    container
+        .volume_mounts
+        .iter()
+        .map(|vm| {
+            let volume = pod
+                .spec
+                .volumes
+                .iter()
+                .find(|v| v.name == vm.name)
+                .ok_or_else(|| RequestError::UnknownVolume {
+                    container: container.name.clone(),
+                    mount_path: vm.mount_path.clone(),
+                    volume: vm.name.clone(),
+                })?;
+            let source = if let Some(host) = &volume.host_path {
+                PathBuf::from(&host.path)
+            } else if volume.empty_dir.is_some() {
+                empty_dir_path(ctx, &pod.metadata.uid, &volume.name)
+            } else {
+                return Err(RequestError::UnsupportedVolume {
+                    container: container.name.clone(),
+                    mount_path: vm.mount_path.clone(),
+                    volume: vm.name.clone(),
+                });
+            };
+            let host_path = if vm.sub_path.is_empty() {
+                source
+            } else {
+                // A subPath must stay inside its volume.
+                let sub = Path::new(&vm.sub_path);
+                if !sub
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+                {
+                    return Err(RequestError::InvalidSubPath {
+                        container: container.name.clone(),
+                        mount_path: vm.mount_path.clone(),
+                        volume: vm.name.clone(),
+                        sub_path: vm.sub_path.clone(),
+                    });
+                }
+                source.join(sub)
+            };
+            Ok(Mount {
+                container_path: vm.mount_path.clone(),
+                host_path: host_path.display().to_string(),
+                readonly: vm.read_only,
+            })
+        })
+        .collect()
+}
+
+/// CPU shares from the request (the limit when there is none, as API
+/// defaulting would), CFS quota from the limit, the memory limit, and the
+/// OOM score of the pod's QoS class.
+fn linux_resources(ctx: &RequestContext, pod: &Pod, container: &Container) -> LinuxResources {
+    let res = &container.resources;
+    let cpu_limit = res.limits.get("cpu").map_or(0, |q| q.milli_value());
+    let cpu_request = res
+        .requests
+        .get("cpu")
+        .map_or(cpu_limit, |q| q.milli_value());
+    let (cpu_period, cpu_quota) = if ctx.cpu_cfs_quota {
+        (
+            ctx.cpu_cfs_quota_period_us,
+            cfs::milli_cpu_to_quota(cpu_limit, ctx.cpu_cfs_quota_period_us),
+        )
+    } else {
+        (0, 0)
+    };
+    LinuxResources {
+        cpu_period,
+        cpu_quota,
+        cpu_shares: cfs::milli_cpu_to_shares(cpu_request),
+        // Zero means no limit; a negative limit is rejected by validation.
+        memory_limit_in_bytes: res.limits.get("memory").map_or(0, |q| q.value().max(0)),
+        oom_score_adj: pod::pod_container_oom_score_adj(pod, container, ctx.memory_capacity_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::pod::{
+        ContainerPort, EmptyDirVolume, EnvVar, HostPathVolume, ObjectMeta, PodSpec,
+        ResourceRequirements, Volume, VolumeMount,
+    };
+    use crate::domain::quantity::Quantity;
+
+    const GIB: u64 = 1 << 30;
+
+    fn ctx() -> RequestContext {
+        RequestContext {
+            pod_logs_dir: "/var/log/pods".into(),
+            root_dir: "/var/lib/kubelet".into(),
+            host_dns: ResolvConf {
+                nameservers: vec!["192.168.0.1".into()],
+                searches: vec!["lan".into()],
+                options: vec!["timeout:1".into()],
+            },
+            cluster_dns: vec!["10.96.0.10".into()],
+            cluster_domain: "cluster.local".into(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: 100_000,
+            memory_capacity_bytes: 10 * GIB,
+        }
+    }
+
+    fn pod_with(containers: Vec<Container>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                namespace: "prod".into(),
+                uid: "uid-1".into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                annotations: [("note".to_string(), "x".to_string())].into(),
+            },
+            spec: PodSpec {
+                containers,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn container(name: &str) -> Container {
+        Container {
+            name: name.into(),
+            image: "nginx:1.27".into(),
+            ..Default::default()
+        }
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> ResourceRequirements {
+        ResourceRequirements {
+            requests: requests
+                .iter()
+                .map(|(k, v)| (k.to_string(), q(v)))
+                .collect(),
+            limits: limits.iter().map(|(k, v)| (k.to_string(), q(v))).collect(),
+        }
+    }
+
+    #[test]
+    fn paths() {
+        let c = ctx();
+        let p = pod_with(vec![]);
+        assert_eq!(
+            pod_log_dir(&c, &p),
+            Path::new("/var/log/pods/prod_web_uid-1")
+        );
+        assert_eq!(pod_dir(&c, "u"), Path::new("/var/lib/kubelet/pods/u"));
+        assert_eq!(
+            empty_dir_path(&c, "u", "cache"),
+            Path::new("/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/cache")
+        );
+        let mut p = pod_with(vec![]);
+        p.spec.volumes = vec![
+            Volume {
+                name: "cache".into(),
+                empty_dir: Some(EmptyDirVolume::default()),
+                ..Default::default()
+            },
+            Volume {
+                name: "etc".into(),
+                host_path: Some(HostPathVolume {
+                    path: "/etc".into(),
+                    kind: String::new(),
+                }),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            empty_dir_paths(&c, &p),
+            vec![PathBuf::from(
+                "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/cache"
+            )]
+        );
+    }
+
+    #[test]
+    fn sandbox_metadata_labels_and_annotations() {
+        let s = sandbox_config(&ctx(), &pod_with(vec![]), 2);
+        assert_eq!(
+            (s.name.as_str(), s.namespace.as_str(), s.uid.as_str()),
+            ("web", "prod", "uid-1")
+        );
+        assert_eq!(s.attempt, 2);
+        assert_eq!(s.hostname, "web");
+        assert_eq!(s.log_directory, "/var/log/pods/prod_web_uid-1");
+        assert_eq!(s.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(
+            s.labels.get(POD_NAME_LABEL).map(String::as_str),
+            Some("web")
+        );
+        assert_eq!(
+            s.labels.get(POD_NAMESPACE_LABEL).map(String::as_str),
+            Some("prod")
+        );
+        assert_eq!(
+            s.labels.get(POD_UID_LABEL).map(String::as_str),
+            Some("uid-1")
+        );
+        assert_eq!(s.annotations, pod_with(vec![]).metadata.annotations);
+        assert_eq!(s.cgroup_parent, "");
+        assert!(!s.host_network);
+    }
+
+    #[test]
+    fn sandbox_hostname() {
+        let mut p = pod_with(vec![]);
+        p.spec.hostname = "custom".into();
+        assert_eq!(sandbox_config(&ctx(), &p, 0).hostname, "custom");
+        p.spec.hostname = format!("{}-.x", "a".repeat(61));
+        assert_eq!(sandbox_config(&ctx(), &p, 0).hostname, "a".repeat(61));
+        p.spec.host_network = true;
+        let s = sandbox_config(&ctx(), &p, 0);
+        assert_eq!(s.hostname, "");
+        assert!(s.host_network);
+    }
+
+    #[test]
+    fn sandbox_dns_follows_policy() {
+        let mut p = pod_with(vec![]);
+        let dns = |p: &Pod| sandbox_config(&ctx(), p, 0).dns.unwrap_or_default();
+        let d = dns(&p);
+        assert_eq!(d.servers, vec!["10.96.0.10"]);
+        assert_eq!(
+            d.searches,
+            vec![
+                "prod.svc.cluster.local",
+                "svc.cluster.local",
+                "cluster.local",
+                "lan"
+            ]
+        );
+        assert_eq!(d.options, vec!["ndots:5"]);
+        p.spec.dns_policy = "Default".into();
+        assert_eq!(dns(&p).servers, vec!["192.168.0.1"]);
+        p.spec.dns_policy = "None".into();
+        assert_eq!(dns(&p), DnsConfig::default());
+        p.spec.dns_policy = "ClusterFirst".into();
+        p.spec.host_network = true;
+        assert_eq!(dns(&p).servers, vec!["192.168.0.1"]);
+        p.spec.dns_policy = "ClusterFirstWithHostNet".into();
+        assert_eq!(dns(&p).servers, vec!["10.96.0.10"]);
+        let mut c = ctx();
+        c.cluster_dns.clear();
+        p.spec.dns_policy = "ClusterFirst".into();
+        p.spec.host_network = false;
+        let got = sandbox_dns(&c, &p);
+        assert_eq!(got.config.nameservers, vec!["192.168.0.1"]);
+        assert_eq!(got.warnings, vec![dns::DnsWarning::MissingClusterDns]);
+    }
+
+    #[test]
+    fn sandbox_port_mappings() {
+        let mut a = container("a");
+        a.ports = vec![
+            ContainerPort {
+                name: "http".into(),
+                container_port: 80,
+                host_port: 8080,
+                host_ip: "127.0.0.1".into(),
+                ..Default::default()
+            },
+            ContainerPort {
+                name: "http".into(),
+                container_port: 81,
+                ..Default::default()
+            },
+            ContainerPort {
+                container_port: 53,
+                protocol: "UDP".into(),
+                ..Default::default()
+            },
+        ];
+        let mut b = container("b");
+        b.ports = vec![ContainerPort {
+            container_port: 9000,
+            protocol: "SCTP".into(),
+            ..Default::default()
+        }];
+        let s = sandbox_config(&ctx(), &pod_with(vec![a, b]), 0);
+        assert_eq!(
+            s.port_mappings,
+            vec![
+                PortMapping {
+                    protocol: Protocol::Tcp,
+                    container_port: 80,
+                    host_port: 8080,
+                    host_ip: "127.0.0.1".into(),
+                },
+                PortMapping {
+                    protocol: Protocol::Udp,
+                    container_port: 53,
+                    ..Default::default()
+                },
+                PortMapping {
+                    protocol: Protocol::Sctp,
+                    container_port: 9000,
+                    ..Default::default()
+                },
+            ]
+        );
+    }
+
+    fn build(p: &Pod, i: usize, restarts: u32) -> ContainerConfig {
+        container_config(&ctx(), p, &p.spec.containers[i], restarts)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn container_labels_annotations_and_log_path() {
+        let mut c = container("app");
+        c.stdin = true;
+        c.tty = true;
+        c.working_dir = "/srv".into();
+        let mut p = pod_with(vec![c.clone()]);
+        p.spec.termination_grace_period_seconds = Some(45);
+        let cfg = build(&p, 0, 3);
+        assert_eq!((cfg.name.as_str(), cfg.attempt), ("app", 3));
+        assert_eq!(cfg.image, "nginx:1.27");
+        assert_eq!(cfg.working_dir, "/srv");
+        assert!(cfg.stdin && cfg.tty);
+        assert_eq!(cfg.log_path, "app/3.log");
+        let label = |k: &str| cfg.labels.get(k).map(String::as_str);
+        assert_eq!(label(CONTAINER_NAME_LABEL), Some("app"));
+        assert_eq!(label(POD_NAME_LABEL), Some("web"));
+        assert_eq!(label(POD_NAMESPACE_LABEL), Some("prod"));
+        assert_eq!(label(POD_UID_LABEL), Some("uid-1"));
+        assert_eq!(cfg.labels.len(), 4, "pod labels are not copied");
+        let ann = |k: &str| cfg.annotations.get(k).map(String::as_str);
+        let hash = format!("{:x}", pod::container_hash(&c));
+        assert_eq!(ann(CONTAINER_HASH_ANNOTATION), Some(hash.as_str()));
+        assert_eq!(
+            ann(CONTAINER_HASH_ANNOTATION).and_then(|h| u64::from_str_radix(h, 16).ok()),
+            Some(pod::container_hash(&c)),
+            "read back as the CRI adapter does"
+        );
+        assert_eq!(ann(CONTAINER_RESTART_COUNT_ANNOTATION), Some("3"));
+        assert_eq!(
+            ann(CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION),
+            Some("/dev/termination-log")
+        );
+        assert_eq!(
+            ann(CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION),
+            Some("File")
+        );
+        assert_eq!(ann(POD_TERMINATION_GRACE_PERIOD_ANNOTATION), Some("45"));
+    }
+
+    #[test]
+    fn env_and_expansion() {
+        let vars: BTreeMap<&str, &str> = [("A", "1"), ("B", "two")].into();
+        for (input, want) in [
+            ("$(A)", "1"),
+            ("x$(A)y$(B)", "x1ytwo"),
+            ("$(C)", "$(C)"),
+            ("$$(A)", "$(A)"),
+            ("$$$(A)", "$1"),
+            ("$A", "$A"),
+            ("$(A", "$(A"),
+            ("cost $", "cost $"),
+            ("$()", "$()"),
+            ("é$(B)é", "étwoé"),
+        ] {
+            assert_eq!(expand(input, &vars), want, "{input}");
+        }
+        let mut c = container("app");
+        c.env = vec![
+            EnvVar {
+                name: "HOST".into(),
+                value: "db".into(),
+            },
+            EnvVar {
+                name: "URL".into(),
+                value: "http://$(HOST):$(PORT)".into(),
+            },
+            EnvVar {
+                name: "PORT".into(),
+                value: "5432".into(),
+            },
+            EnvVar {
+                name: "HOST".into(),
+                value: "db2".into(),
+            },
+        ];
+        c.command = vec!["run".into(), "$(URL)".into()];
+        c.args = vec!["--port=$(PORT)".into(), "$$(PORT)".into(), "$(NOPE)".into()];
+        let cfg = build(&pod_with(vec![c]), 0, 0);
+        assert_eq!(
+            cfg.envs,
+            vec![
+                ("HOST".to_string(), "db2".to_string()),
+                ("URL".to_string(), "http://db:$(PORT)".to_string()),
+                ("PORT".to_string(), "5432".to_string()),
+            ]
+        );
+        assert_eq!(cfg.command, vec!["run", "http://db:$(PORT)"]);
+        assert_eq!(cfg.args, vec!["--port=5432", "$(PORT)", "$(NOPE)"]);
+    }
+
+    fn volume_pod(mounts: Vec<VolumeMount>) -> Pod {
+        let mut c = container("app");
+        c.volume_mounts = mounts;
+        let mut p = pod_with(vec![c]);
+        p.spec.volumes = vec![
+            Volume {
+                name: "data".into(),
+                host_path: Some(HostPathVolume {
+                    path: "/srv/data".into(),
+                    kind: String::new(),
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "scratch".into(),
+                empty_dir: Some(EmptyDirVolume::default()),
+                ..Default::default()
+            },
+            Volume {
+                name: "secret".into(),
+                ..Default::default()
+            },
+        ];
+        p
+    }
+
+    fn vm(name: &str, path: &str, read_only: bool, sub: &str) -> VolumeMount {
+        VolumeMount {
+            name: name.into(),
+            mount_path: path.into(),
+            read_only,
+            sub_path: sub.into(),
+        }
+    }
+
+    #[test]
+    fn mounts_resolve_volumes() {
+        let p = volume_pod(vec![
+            vm("data", "/data", true, ""),
+            vm("scratch", "/tmp/s", false, ""),
+            vm("data", "/conf", false, "app/conf"),
+        ]);
+        assert_eq!(
+            build(&p, 0, 0).mounts,
+            vec![
+                Mount {
+                    container_path: "/data".into(),
+                    host_path: "/srv/data".into(),
+                    readonly: true,
+                },
+                Mount {
+                    container_path: "/tmp/s".into(),
+                    host_path:
+                        "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/scratch".into(),
+                    readonly: false,
+                },
+                Mount {
+                    container_path: "/conf".into(),
+                    host_path: "/srv/data/app/conf".into(),
+                    readonly: false,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn mount_errors_name_container_mount_and_volume() {
+        let cases = [
+            (
+                vm("nope", "/x", false, ""),
+                RequestError::UnknownVolume {
+                    container: "app".into(),
+                    mount_path: "/x".into(),
+                    volume: "nope".into(),
+                },
+            ),
+            (
+                vm("secret", "/s", false, ""),
+                RequestError::UnsupportedVolume {
+                    container: "app".into(),
+                    mount_path: "/s".into(),
+                    volume: "secret".into(),
+                },
+            ),
+            (
+                vm("data", "/d", false, "../etc"),
+                RequestError::InvalidSubPath {
+                    container: "app".into(),
+                    mount_path: "/d".into(),
+                    volume: "data".into(),
+                    sub_path: "../etc".into(),
+                },
+            ),
+            (
+                vm("data", "/d", false, "/etc"),
+                RequestError::InvalidSubPath {
+                    container: "app".into(),
+                    mount_path: "/d".into(),
+                    volume: "data".into(),
+                    sub_path: "/etc".into(),
+                },
+            ),
+        ];
+        for (mount, want) in cases {
+            let p = volume_pod(vec![mount]);
+            let got = container_config(&ctx(), &p, &p.spec.containers[0], 0);
+            assert_eq!(got, Err(want.clone()));
+            let text = want.to_string();
+            assert!(text.contains("\"app\""), "{text}");
+        }
+        let p = volume_pod(vec![vm("nope", "/x", false, "")]);
+        let e = container_config(&ctx(), &p, &p.spec.containers[0], 0)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("container \"app\": volumeMount \"/x\" names volume \"nope\", which the pod does not define")
+        );
+    }
+
+    #[test]
+    fn resources_guaranteed() {
+        let mut c = container("app");
+        c.resources = resources(
+            &[("cpu", "500m"), ("memory", "1Gi")],
+            &[("cpu", "500m"), ("memory", "1Gi")],
+        );
+        let r = build(&pod_with(vec![c]), 0, 0).linux;
+        assert_eq!(
+            r,
+            LinuxResources {
+                cpu_period: 100_000,
+                cpu_quota: 50_000,
+                cpu_shares: 512,
+                memory_limit_in_bytes: 1 << 30,
+                oom_score_adj: -997,
+            }
+        );
+    }
+
+    #[test]
+    fn resources_guaranteed_from_limits_only() {
+        // Requests default to limits, as API defaulting would have made them.
+        let mut c = container("app");
+        c.resources = resources(&[], &[("cpu", "2"), ("memory", "512Mi")]);
+        let r = build(&pod_with(vec![c]), 0, 0).linux;
+        assert_eq!((r.cpu_shares, r.cpu_quota), (2048, 200_000));
+        assert_eq!(r.memory_limit_in_bytes, 512 << 20);
+        assert_eq!(r.oom_score_adj, -997);
+    }
+
+    #[test]
+    fn resources_burstable() {
+        let mut c = container("app");
+        c.resources = resources(&[("cpu", "250m"), ("memory", "1Gi")], &[("memory", "2Gi")]);
+        let r = build(&pod_with(vec![c]), 0, 0).linux;
+        assert_eq!(r.cpu_shares, 256);
+        assert_eq!(
+            (r.cpu_period, r.cpu_quota),
+            (100_000, 0),
+            "no CPU limit, no quota"
+        );
+        assert_eq!(r.memory_limit_in_bytes, 2 << 30);
+        // 1000 - 1000 * 1Gi / 10Gi
+        assert_eq!(r.oom_score_adj, 900);
+    }
+
+    #[test]
+    fn resources_best_effort() {
+        let r = build(&pod_with(vec![container("app")]), 0, 0).linux;
+        assert_eq!(
+            r,
+            LinuxResources {
+                cpu_period: 100_000,
+                cpu_quota: 0,
+                cpu_shares: 2,
+                memory_limit_in_bytes: 0,
+                oom_score_adj: 1000,
+            }
+        );
+    }
+
+    #[test]
+    fn resources_without_cfs_quota_or_with_custom_period() {
+        let mut c = container("app");
+        c.resources = resources(&[("cpu", "100m")], &[("cpu", "1")]);
+        let p = pod_with(vec![c]);
+        let mut cx = ctx();
+        cx.cpu_cfs_quota = false;
+        let r = container_config(&cx, &p, &p.spec.containers[0], 0)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .linux;
+        assert_eq!((r.cpu_shares, r.cpu_period, r.cpu_quota), (102, 0, 0));
+        cx.cpu_cfs_quota = true;
+        cx.cpu_cfs_quota_period_us = 50_000;
+        let r = container_config(&cx, &p, &p.spec.containers[0], 0)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .linux;
+        assert_eq!((r.cpu_period, r.cpu_quota), (50_000, 50_000));
+    }
+
+    #[test]
+    fn context_from_config() {
+        use crate::domain::config::{model::KubeletConfiguration, FlagOptions};
+        let config = KubeletConfiguration {
+            cluster_dns: vec!["10.0.0.10".into()],
+            cluster_domain: "k8s.local".into(),
+            ..Default::default()
+        };
+        let resolved = ResolvedConfig {
+            config,
+            origins: BTreeMap::new(),
+            options: FlagOptions::default(),
+        };
+        let c =
+            RequestContext::from_config(&resolved, ResolvConf::default()).with_memory_capacity(GIB);
+        assert_eq!(c.pod_logs_dir, Path::new("/var/log/pods"));
+        assert_eq!(c.root_dir, Path::new("/var/lib/kubelet"));
+        assert_eq!(c.cluster_dns, vec!["10.0.0.10"]);
+        assert_eq!(c.cluster_domain, "k8s.local");
+        assert!(c.cpu_cfs_quota);
+        assert_eq!(c.cpu_cfs_quota_period_us, 100_000);
+        assert_eq!(c.memory_capacity_bytes, GIB);
+    }
+}

@@ -1,0 +1,155 @@
+//! The pod manager: merges the full pod sets each source sends into one desired set,
+//! and says what changed (upstream's config merger with SET updates).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tracing::warn;
+
+use crate::domain::pod::{full_name, Pod};
+use crate::ports::pod_source::PodSetUpdate;
+
+/// One difference in the desired set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodChange {
+    /// A new pod, or one whose spec changed: sync it.
+    Upsert(Box<Pod>),
+    /// The pod is no longer desired: terminate it.
+    Remove { uid: String, last: Box<Pod> },
+}
+
+#[derive(Debug, Default)]
+pub struct PodManager {
+    /// The uids each source holds.
+    by_source: BTreeMap<String, BTreeSet<String>>,
+    pods: BTreeMap<String, (String, Pod)>,
+}
+
+impl PodManager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the pods of `update.source` and returns what changed.
+    pub fn apply(&mut self, update: PodSetUpdate) -> Vec<PodChange> {
+        let source = update.source;
+        let mut changes = Vec::new();
+        let mut now: BTreeSet<String> = BTreeSet::new();
+        for pod in update.pods {
+            let uid = pod.metadata.uid.clone();
+            match self.pods.get(&uid) {
+                Some((owner, _)) if *owner != source => {
+                    // Same content from two sources is one pod; the first source keeps it.
+                    warn!(pod = %full_name(&pod), %uid, %source, owner = %owner, "pod already provided by another source; ignoring this copy");
+                    continue;
+                }
+                Some((_, old)) if *old == pod => {}
+                _ => {
+                    changes.push(PodChange::Upsert(Box::new(pod.clone())));
+                    self.pods.insert(uid.clone(), (source.clone(), pod));
+                }
+            }
+            now.insert(uid);
+        }
+        let before = self
+            .by_source
+            .insert(source, now.clone())
+            .unwrap_or_default();
+        for uid in before.difference(&now) {
+            if let Some((_, last)) = self.pods.remove(uid) {
+                changes.push(PodChange::Remove {
+                    uid: uid.clone(),
+                    last: Box::new(last),
+                });
+            }
+        }
+        changes
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&Pod> {
+        self.pods.get(uid).map(|(_, pod)| pod)
+    }
+
+    pub fn contains(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, image: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = format!("p-{uid}");
+        pod.metadata.uid = uid.to_owned();
+        pod.metadata.namespace = "default".into();
+        pod.metadata
+            .annotations
+            .insert("image".into(), image.to_owned());
+        pod
+    }
+
+    fn update(source: &str, pods: Vec<Pod>) -> PodSetUpdate {
+        PodSetUpdate {
+            source: source.to_owned(),
+            pods,
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sets_become_adds_updates_and_removals() {
+        let mut manager = PodManager::new();
+        let added = manager.apply(update("file", vec![pod("a", "1"), pod("b", "1")]));
+        assert_eq!(added.len(), 2);
+        assert!(manager.contains("a") && manager.contains("b"));
+
+        assert!(manager
+            .apply(update("file", vec![pod("a", "1"), pod("b", "1")]))
+            .is_empty());
+
+        let changes = manager.apply(update("file", vec![pod("a", "2")]));
+        assert_eq!(
+            changes,
+            vec![
+                PodChange::Upsert(Box::new(pod("a", "2"))),
+                PodChange::Remove {
+                    uid: "b".into(),
+                    last: Box::new(pod("b", "1"))
+                }
+            ]
+        );
+        assert_eq!(manager.len(), 1);
+    }
+
+    #[test]
+    fn sources_do_not_remove_each_others_pods() {
+        let mut manager = PodManager::new();
+        manager.apply(update("file", vec![pod("a", "1")]));
+        manager.apply(update("http", vec![pod("h", "1")]));
+        let changes = manager.apply(update("http", vec![]));
+        assert_eq!(changes.len(), 1);
+        assert!(manager.contains("a"));
+        assert!(!manager.contains("h"));
+    }
+
+    #[test]
+    fn the_first_source_keeps_a_shared_pod() {
+        let mut manager = PodManager::new();
+        manager.apply(update("file", vec![pod("a", "1")]));
+        assert!(manager
+            .apply(update("http", vec![pod("a", "1")]))
+            .is_empty());
+        // The second source dropping it does not remove the first source's pod.
+        assert!(manager.apply(update("http", vec![])).is_empty());
+        assert!(manager.contains("a"));
+    }
+}

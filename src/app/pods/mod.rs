@@ -1,0 +1,336 @@
+//! The pod loop: sources feed the pod manager; one worker per pod syncs it (a pod's
+//! syncs never overlap, pods sync in parallel up to a bound); the PLEG relists the
+//! runtime every second and wakes the workers of pods that changed; pods the runtime
+//! holds that no source wants are terminated once every source has spoken.
+
+pub mod manager;
+pub mod runtime_state;
+pub mod sync;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use crate::app::server::shutdown_requested;
+use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod_status::{api_pod_status, ApiPodStatus};
+use crate::ports::pod_source::{PodSetUpdate, PodSource};
+use manager::{PodChange, PodManager};
+use runtime_state::{changed_pods, relist, PodFingerprint};
+use sync::{sync_pod, terminate_pod, SyncContext};
+
+/// How the loop paces itself.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopSettings {
+    /// The PLEG's relist period (upstream: 1 s).
+    pub relist_period: Duration,
+    /// Every pod is synced at least this often (`syncFrequency`, 1 m).
+    pub resync_period: Duration,
+    /// Pods syncing at the same time.
+    pub max_parallel_syncs: usize,
+}
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        Self {
+            relist_period: Duration::from_secs(1),
+            resync_period: Duration::from_secs(60),
+            max_parallel_syncs: 8,
+        }
+    }
+}
+
+/// Retry delay for a termination that left something behind.
+const TERMINATE_RETRY: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+struct PodRecord {
+    pod: Pod,
+    status: ApiPodStatus,
+}
+
+/// The status manager: each pod's spec and its latest API status, for `/pods`.
+#[derive(Debug, Clone, Default)]
+pub struct PodStatusStore {
+    pods: Arc<RwLock<BTreeMap<String, PodRecord>>>,
+}
+
+impl PodStatusStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn set(&self, pod: &Pod, status: ApiPodStatus) {
+        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        let uid = pod.metadata.uid.clone();
+        let changed = pods.get(&uid).is_none_or(|r| r.status != status);
+        if changed {
+            let phase = &status.phase;
+            info!(pod = %full_name(pod), %uid, %phase, "pod status");
+        }
+        pods.insert(
+            uid,
+            PodRecord {
+                pod: pod.clone(),
+                status,
+            },
+        );
+    }
+
+    fn remove(&self, uid: &str) {
+        self.pods
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// The pods as a `v1.PodList`.
+    pub fn pod_list(&self) -> Value {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        let items: Vec<Value> = pods
+            .values()
+            .map(|r| {
+                let mut item = serde_json::to_value(&r.pod).unwrap_or_else(|_| json!({}));
+                item["kind"] = json!("Pod");
+                item["apiVersion"] = json!("v1");
+                item["status"] = serde_json::to_value(&r.status).unwrap_or_else(|_| json!({}));
+                item
+            })
+            .collect();
+        json!({"kind": "PodList", "apiVersion": "v1", "items": items})
+    }
+}
+
+/// What a pod's worker is asked to do.
+#[derive(Debug, Clone)]
+enum Desired {
+    Run(Box<Pod>),
+    /// Terminate and remove; the last known spec when there is one.
+    Terminate(Option<Box<Pod>>),
+}
+
+struct Worker {
+    desired: watch::Sender<Desired>,
+    poke: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+/// Shared by every worker.
+struct WorkerShared {
+    ctx: Arc<SyncContext>,
+    store: PodStatusStore,
+    permits: Arc<Semaphore>,
+    done: mpsc::UnboundedSender<String>,
+    resync: Duration,
+}
+
+async fn worker_loop(
+    uid: String,
+    shared: Arc<WorkerShared>,
+    mut desired: watch::Receiver<Desired>,
+    poke: Arc<Notify>,
+) {
+    loop {
+        let now = desired.borrow_and_update().clone();
+        let Ok(permit) = shared.permits.acquire().await else {
+            return;
+        };
+        let wait = match now {
+            Desired::Run(pod) => {
+                let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
+                let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
+                let status = api_pod_status(
+                    &pod,
+                    &outcome.runtime,
+                    &outcome.waiting,
+                    &shared.ctx.runtime_name,
+                );
+                shared.store.set(&pod, status);
+                outcome
+                    .retry_after
+                    .map_or(shared.resync, |d| d.min(shared.resync))
+            }
+            Desired::Terminate(last) => {
+                let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
+                let span = info_span!("terminate_pod", pod = %name, %uid);
+                let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())
+                    .instrument(span)
+                    .await;
+                if removed {
+                    shared.store.remove(&uid);
+                    let _ = shared.done.send(uid);
+                    return;
+                }
+                TERMINATE_RETRY
+            }
+        };
+        drop(permit);
+        tokio::select! {
+            changed = desired.changed() => if changed.is_err() { return },
+            () = poke.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// The loop's state; see the module documentation.
+pub struct PodLoop {
+    shared: Arc<WorkerShared>,
+    settings: LoopSettings,
+    manager: PodManager,
+    workers: HashMap<String, Worker>,
+    done: mpsc::UnboundedReceiver<String>,
+    last_relist: BTreeMap<String, PodFingerprint>,
+}
+
+impl PodLoop {
+    pub fn new(ctx: Arc<SyncContext>, store: PodStatusStore, settings: LoopSettings) -> Self {
+        let (done_tx, done) = mpsc::unbounded_channel();
+        Self {
+            shared: Arc::new(WorkerShared {
+                ctx,
+                store,
+                permits: Arc::new(Semaphore::new(settings.max_parallel_syncs.max(1))),
+                done: done_tx,
+                resync: settings.resync_period,
+            }),
+            settings,
+            manager: PodManager::new(),
+            workers: HashMap::new(),
+            done,
+            last_relist: BTreeMap::new(),
+        }
+    }
+
+    fn dispatch(&mut self, uid: &str, desired: Desired) {
+        if let Some(worker) = self.workers.get(uid) {
+            worker.desired.send_replace(desired);
+            return;
+        }
+        let (tx, rx) = watch::channel(desired);
+        let poke = Arc::new(Notify::new());
+        let task = tokio::spawn(worker_loop(
+            uid.to_owned(),
+            Arc::clone(&self.shared),
+            rx,
+            Arc::clone(&poke),
+        ));
+        self.workers.insert(
+            uid.to_owned(),
+            Worker {
+                desired: tx,
+                poke,
+                task,
+            },
+        );
+    }
+
+    fn apply(&mut self, update: PodSetUpdate) {
+        for change in self.manager.apply(update) {
+            match change {
+                PodChange::Upsert(pod) => {
+                    let uid = pod.metadata.uid.clone();
+                    self.dispatch(&uid, Desired::Run(pod));
+                }
+                PodChange::Remove { uid, last } => {
+                    info!(pod = %full_name(&last), %uid, "pod removed from its source");
+                    self.dispatch(&uid, Desired::Terminate(Some(last)));
+                }
+            }
+        }
+    }
+
+    fn worker_done(&mut self, uid: &str) {
+        self.workers.remove(uid);
+        // Re-added while it was being terminated: run it again.
+        if let Some(pod) = self.manager.get(uid).cloned() {
+            self.dispatch(uid, Desired::Run(Box::new(pod)));
+        }
+    }
+
+    /// One PLEG pass: wake the workers of changed pods; terminate unwanted pods once
+    /// `sources_ready`.
+    async fn relist(&mut self, sources_ready: bool) {
+        let now = match relist(self.shared.ctx.runtime.as_ref()).await {
+            Ok(now) => now,
+            Err(error) => {
+                warn!(%error, "PLEG relist failed");
+                return;
+            }
+        };
+        for uid in changed_pods(&self.last_relist, &now) {
+            if let Some(worker) = self.workers.get(&uid) {
+                debug!(%uid, "PLEG: pod changed in the runtime");
+                worker.poke.notify_one();
+            }
+        }
+        if sources_ready {
+            let orphans: Vec<String> = now
+                .keys()
+                .filter(|uid| !self.manager.contains(uid) && !self.workers.contains_key(*uid))
+                .cloned()
+                .collect();
+            for uid in orphans {
+                info!(%uid, "the runtime holds a pod no source wants; terminating it");
+                self.dispatch(&uid, Desired::Terminate(None));
+            }
+        }
+        self.last_relist = now;
+    }
+
+    /// Runs until `stop` turns true. Pods keep running when the kubelet stops, as
+    /// upstream's do: a restarted kubelet adopts them.
+    pub async fn run(mut self, sources: Vec<Box<dyn PodSource>>, mut stop: watch::Receiver<bool>) {
+        let (update_tx, mut updates) = mpsc::channel::<PodSetUpdate>(16);
+        let expected = sources.len();
+        let mut feeders = Vec::new();
+        for mut source in sources {
+            let tx = update_tx.clone();
+            feeders.push(tokio::spawn(async move {
+                while let Some(update) = source.next().await {
+                    if tx.send(update).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        drop(update_tx);
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut sources_open = true;
+        let mut ticker = tokio::time::interval(self.settings.relist_period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        info!(sources = expected, "pod loop started");
+        loop {
+            tokio::select! {
+                () = shutdown_requested(&mut stop) => break,
+                update = updates.recv(), if sources_open => match update {
+                    Some(update) => {
+                        seen.insert(update.source.clone());
+                        self.apply(update);
+                    }
+                    None => sources_open = false,
+                },
+                Some(uid) = self.done.recv() => self.worker_done(&uid),
+                _ = ticker.tick() => {
+                    let ready = seen.len() >= expected;
+                    self.relist(ready).await;
+                }
+            }
+        }
+        for feeder in feeders {
+            feeder.abort();
+        }
+        for (_, worker) in self.workers.drain() {
+            worker.task.abort();
+        }
+        info!("pod loop stopped; pods keep running");
+    }
+}
+
+#[cfg(test)]
+mod tests;

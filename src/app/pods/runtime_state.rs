@@ -1,0 +1,170 @@
+//! What the runtime holds, read through the runtime port: one pod's full status for a
+//! sync, and a cheap listing of every pod for the PLEG's relist.
+
+use std::collections::BTreeMap;
+
+use crate::app::cri_requests::POD_UID_LABEL;
+use crate::domain::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::ports::runtime::{ContainerFilter, RuntimeError, RuntimeService, SandboxFilter};
+
+/// One pod's runtime status plus which sandbox each container lives in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRuntimeView {
+    pub status: PodRuntimeStatus,
+    /// Container id to sandbox id.
+    pub sandbox_of: BTreeMap<String, String>,
+}
+
+fn uid_filter(uid: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(POD_UID_LABEL.to_owned(), uid.to_owned())])
+}
+
+/// Everything the runtime knows about the pod `uid`: its sandboxes (newest first, with
+/// network facts from their status) and every container instance with its exit details.
+pub async fn pod_runtime_view(
+    runtime: &dyn RuntimeService,
+    uid: &str,
+) -> Result<PodRuntimeView, RuntimeError> {
+    let sandboxes = runtime
+        .list_pod_sandboxes(&SandboxFilter {
+            labels: uid_filter(uid),
+            ..Default::default()
+        })
+        .await?;
+    let containers = runtime
+        .list_containers(&ContainerFilter {
+            labels: uid_filter(uid),
+            ..Default::default()
+        })
+        .await?;
+    let mut view = PodRuntimeView::default();
+    view.status.uid = uid.to_owned();
+    for entry in sandboxes {
+        if view.status.name.is_empty() {
+            view.status.name = entry.name.clone();
+            view.status.namespace = entry.namespace.clone();
+        }
+        // The listing carries neither the network mode nor the IP; a ready sandbox's
+        // status does. A sandbox removed meanwhile is simply gone.
+        let status = if entry.status.state == SandboxState::Ready {
+            match runtime.pod_sandbox_status(&entry.status.id).await {
+                Ok(status) => status,
+                Err(RuntimeError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        } else {
+            entry.status
+        };
+        view.status.sandboxes.push(status);
+    }
+    view.status
+        .sandboxes
+        .sort_by_key(|s| std::cmp::Reverse((s.created_at_nanos, s.attempt)));
+    for entry in containers {
+        // The listing has no exit code, reason or times; the status call does.
+        let status = match runtime.container_status(&entry.status.id).await {
+            Ok(mut status) => {
+                if status.hash == 0 {
+                    status.hash = entry.status.hash;
+                }
+                status
+            }
+            Err(RuntimeError::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        view.sandbox_of
+            .insert(status.id.clone(), entry.sandbox_id.clone());
+        view.status.containers.push(status);
+    }
+    Ok(view)
+}
+
+/// The state of every sandbox and container of one pod, by id: what the PLEG compares.
+pub type PodFingerprint = BTreeMap<String, String>;
+
+/// Every pod the kubelet created, as fingerprints by pod uid (two list calls).
+pub async fn relist(
+    runtime: &dyn RuntimeService,
+) -> Result<BTreeMap<String, PodFingerprint>, RuntimeError> {
+    let sandboxes = runtime
+        .list_pod_sandboxes(&SandboxFilter::default())
+        .await?;
+    let containers = runtime.list_containers(&ContainerFilter::default()).await?;
+    let mut pods: BTreeMap<String, PodFingerprint> = BTreeMap::new();
+    for s in sandboxes {
+        let Some(uid) = s.labels.get(POD_UID_LABEL) else {
+            continue;
+        };
+        let state = match s.status.state {
+            SandboxState::Ready => "ready",
+            SandboxState::NotReady => "notready",
+        };
+        pods.entry(uid.clone())
+            .or_default()
+            .insert(s.status.id, state.to_owned());
+    }
+    for c in containers {
+        let Some(uid) = c.labels.get(POD_UID_LABEL) else {
+            continue;
+        };
+        let state = match c.status.state {
+            ContainerState::Created => "created",
+            ContainerState::Running => "running",
+            ContainerState::Exited => "exited",
+            ContainerState::Unknown => "unknown",
+        };
+        pods.entry(uid.clone())
+            .or_default()
+            .insert(c.status.id, state.to_owned());
+    }
+    Ok(pods)
+}
+
+/// Pods whose sandboxes or containers changed between two relists (appeared,
+/// disappeared or changed state).
+pub fn changed_pods(
+    before: &BTreeMap<String, PodFingerprint>,
+    after: &BTreeMap<String, PodFingerprint>,
+) -> Vec<String> {
+    let mut changed: Vec<String> = after
+        .iter()
+        .filter(|(uid, now)| before.get(*uid) != Some(now))
+        .map(|(uid, _)| uid.clone())
+        .collect();
+    changed.extend(
+        before
+            .keys()
+            .filter(|uid| !after.contains_key(*uid))
+            .cloned(),
+    );
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(entries: &[(&str, &str)]) -> PodFingerprint {
+        entries
+            .iter()
+            .map(|(id, state)| ((*id).to_owned(), (*state).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn changes_are_new_gone_and_changed_pods() {
+        let before = BTreeMap::from([
+            ("same".to_owned(), fp(&[("c1", "running")])),
+            ("exits".to_owned(), fp(&[("c2", "running")])),
+            ("gone".to_owned(), fp(&[("c3", "exited")])),
+        ]);
+        let after = BTreeMap::from([
+            ("same".to_owned(), fp(&[("c1", "running")])),
+            ("exits".to_owned(), fp(&[("c2", "exited")])),
+            ("new".to_owned(), fp(&[("s4", "ready")])),
+        ]);
+        let mut changed = changed_pods(&before, &after);
+        changed.sort();
+        assert_eq!(changed, ["exits", "gone", "new"]);
+    }
+}

@@ -1,0 +1,393 @@
+//! A pod's status as the API shows it (`v1.PodStatus`), computed from its spec,
+//! what the runtime reports, and why the last sync could not start a container.
+//!
+//! Follows upstream's conversion of runtime records (`convertToAPIContainerStatuses`):
+//! the newest instance of each container gives its state, the one before it its last
+//! state, and a container the kubelet is holding back (image pull failed, crash-loop
+//! back-off) shows as waiting with that reason.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::domain::pod::{Container, Pod};
+use crate::domain::pod_sync::{pod_phase, PodPhase};
+use crate::domain::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
+use crate::domain::time::rfc3339_seconds;
+
+/// Why a container is not running although the kubelet wants it to: set by a sync
+/// that tried and failed, or chose to wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// Upstream's reason words: `ErrImagePull`, `ImagePullBackOff`, `ErrImageNeverPull`,
+    /// `CrashLoopBackOff`, `CreateContainerError`, `CreateContainerConfigError`, ...
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl Waiting {
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Running {
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Terminated {
+    pub exit_code: i32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    pub started_at: String,
+    pub finished_at: String,
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+}
+
+/// `v1.ContainerState`: exactly one member is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiContainerState {
+    Waiting(Waiting),
+    Running(Running),
+    Terminated(Terminated),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiContainerStatus {
+    pub name: String,
+    pub image: String,
+    #[serde(rename = "containerID", skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+    pub ready: bool,
+    pub started: bool,
+    pub restart_count: u32,
+    pub state: ApiContainerState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_state: Option<ApiContainerState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiPodStatus {
+    pub phase: String,
+    #[serde(rename = "podIP", skip_serializing_if = "String::is_empty")]
+    pub pod_ip: String,
+    pub init_container_statuses: Vec<ApiContainerStatus>,
+    pub container_statuses: Vec<ApiContainerStatus>,
+}
+
+/// The prefix upstream puts on container ids in the API (`containerd://<id>`).
+pub fn api_container_id(runtime_name: &str, id: &str) -> String {
+    format!("{runtime_name}://{id}")
+}
+
+fn terminated(status: &ContainerStatus, runtime_name: &str) -> Terminated {
+    // containerd fills in the reason itself; runtimes that do not get upstream's words.
+    let reason = match (status.reason.is_empty(), status.exit_code) {
+        (false, _) => status.reason.clone(),
+        (true, 0) => "Completed".to_owned(),
+        (true, _) => "Error".to_owned(),
+    };
+    Terminated {
+        exit_code: status.exit_code,
+        reason,
+        message: status.message.clone(),
+        started_at: rfc3339_seconds(status.started_at_nanos),
+        finished_at: rfc3339_seconds(status.finished_at_nanos),
+        container_id: api_container_id(runtime_name, &status.id),
+    }
+}
+
+/// The instance before the newest one: what `lastState` reports.
+fn previous_instance<'a>(
+    status: &'a PodRuntimeStatus,
+    newest: &ContainerStatus,
+) -> Option<&'a ContainerStatus> {
+    status
+        .containers
+        .iter()
+        .filter(|c| c.name == newest.name && c.id != newest.id)
+        .max_by_key(|c| (c.created_at_nanos, c.attempt))
+}
+
+fn container_api_status(
+    container: &Container,
+    status: &PodRuntimeStatus,
+    waiting: Option<&Waiting>,
+    default_waiting: &str,
+    runtime_name: &str,
+) -> ApiContainerStatus {
+    let newest = status.find_container(&container.name);
+    let mut api = ApiContainerStatus {
+        name: container.name.clone(),
+        image: container.image.clone(),
+        container_id: String::new(),
+        ready: false,
+        started: false,
+        restart_count: 0,
+        state: ApiContainerState::Waiting(Waiting::new(default_waiting, "")),
+        last_state: None,
+    };
+    if let Some(newest) = newest {
+        api.container_id = api_container_id(runtime_name, &newest.id);
+        api.restart_count = newest.attempt;
+        match newest.state {
+            ContainerState::Running => {
+                api.state = ApiContainerState::Running(Running {
+                    started_at: rfc3339_seconds(newest.started_at_nanos),
+                });
+                // No probes yet: a running container counts as ready and started.
+                api.ready = true;
+                api.started = true;
+            }
+            ContainerState::Exited => {
+                api.state = ApiContainerState::Terminated(terminated(newest, runtime_name));
+            }
+            ContainerState::Created | ContainerState::Unknown => {}
+        }
+        api.last_state = previous_instance(status, newest)
+            .filter(|p| p.state == ContainerState::Exited)
+            .map(|p| ApiContainerState::Terminated(terminated(p, runtime_name)));
+    }
+    if let (Some(waiting), false) = (waiting, api.started) {
+        // The exited instance becomes the last state; the kubelet is holding this one back.
+        if let ApiContainerState::Terminated(t) = &api.state {
+            api.last_state = Some(ApiContainerState::Terminated(t.clone()));
+        }
+        api.state = ApiContainerState::Waiting(waiting.clone());
+    }
+    api
+}
+
+/// Whether every plain init container has succeeded (so app containers may run).
+fn initialized(pod: &Pod, status: &PodRuntimeStatus) -> bool {
+    pod.spec.init_containers.iter().all(|c| {
+        c.restart_policy.is_some()
+            || status
+                .find_container(&c.name)
+                .is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0)
+    })
+}
+
+/// The API status of `pod`. `waiting` maps container names to why the last sync
+/// held them back; `runtime_name` prefixes container ids (`containerd`).
+pub fn api_pod_status(
+    pod: &Pod,
+    status: &PodRuntimeStatus,
+    waiting: &BTreeMap<String, Waiting>,
+    runtime_name: &str,
+) -> ApiPodStatus {
+    let phase = pod_phase(pod, status);
+    let app_default = if initialized(pod, status) {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let convert = |containers: &[Container], default: &str| {
+        containers
+            .iter()
+            .map(|c| container_api_status(c, status, waiting.get(&c.name), default, runtime_name))
+            .collect()
+    };
+    let pod_ip = status
+        .sandboxes
+        .first()
+        .filter(|s| s.state == SandboxState::Ready)
+        .map(|s| s.ip.clone())
+        .unwrap_or_default();
+    ApiPodStatus {
+        phase: phase.to_string(),
+        pod_ip,
+        init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
+        container_statuses: convert(&pod.spec.containers, app_default),
+    }
+}
+
+/// True once the pod can no longer change phase.
+pub fn is_finished(phase: &str) -> bool {
+    phase == PodPhase::Succeeded.to_string() || phase == PodPhase::Failed.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::pod::RestartPolicy;
+    use crate::domain::runtime::SandboxStatus;
+
+    fn pod(init: &[&str], apps: &[&str]) -> Pod {
+        let container = |name: &&str| Container {
+            name: (*name).to_owned(),
+            image: "busybox:1.36".to_owned(),
+            ..Default::default()
+        };
+        let mut pod = Pod::default();
+        pod.metadata.name = "web".into();
+        pod.spec.restart_policy = RestartPolicy::Always;
+        pod.spec.init_containers = init.iter().map(container).collect();
+        pod.spec.containers = apps.iter().map(container).collect();
+        pod
+    }
+
+    fn instance(name: &str, id: &str, attempt: u32, state: ContainerState) -> ContainerStatus {
+        ContainerStatus {
+            attempt,
+            created_at_nanos: i64::from(attempt) * 10,
+            ..ContainerStatus::new(id, name, state)
+        }
+    }
+
+    fn ready_sandbox() -> SandboxStatus {
+        SandboxStatus {
+            id: "sb".into(),
+            attempt: 0,
+            state: SandboxState::Ready,
+            created_at_nanos: 0,
+            host_network: false,
+            ip: "10.1.0.2".into(),
+        }
+    }
+
+    #[test]
+    fn a_pod_with_nothing_yet_is_pending_and_creating() {
+        let status = api_pod_status(
+            &pod(&[], &["app"]),
+            &PodRuntimeStatus::default(),
+            &BTreeMap::new(),
+            "containerd",
+        );
+        assert_eq!(status.phase, "Pending");
+        assert_eq!(
+            status.container_statuses[0].state,
+            ApiContainerState::Waiting(Waiting::new("ContainerCreating", ""))
+        );
+    }
+
+    #[test]
+    fn app_containers_wait_for_init_containers() {
+        let status = api_pod_status(
+            &pod(&["init"], &["app"]),
+            &PodRuntimeStatus::default(),
+            &BTreeMap::new(),
+            "containerd",
+        );
+        assert_eq!(
+            status.container_statuses[0].state,
+            ApiContainerState::Waiting(Waiting::new("PodInitializing", ""))
+        );
+    }
+
+    #[test]
+    fn a_running_container_is_ready_with_its_restart_count_and_last_state() {
+        let mut previous = instance("app", "c0", 0, ContainerState::Exited);
+        previous.exit_code = 1;
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![previous, instance("app", "c1", 1, ContainerState::Running)],
+            ..Default::default()
+        };
+        let status = api_pod_status(
+            &pod(&[], &["app"]),
+            &runtime,
+            &BTreeMap::new(),
+            "containerd",
+        );
+        let app = &status.container_statuses[0];
+        assert_eq!(status.phase, "Running");
+        assert_eq!(status.pod_ip, "10.1.0.2");
+        assert!(app.ready);
+        assert_eq!(app.restart_count, 1);
+        assert_eq!(app.container_id, "containerd://c1");
+        match &app.last_state {
+            Some(ApiContainerState::Terminated(t)) => {
+                assert_eq!((t.exit_code, t.reason.as_str()), (1, "Error"));
+            }
+            other => panic!("last state {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_held_back_container_shows_the_reason_and_keeps_its_exit_as_last_state() {
+        let mut exited = instance("app", "c0", 0, ContainerState::Exited);
+        exited.exit_code = 1;
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![exited],
+            ..Default::default()
+        };
+        let waiting = BTreeMap::from([(
+            "app".to_owned(),
+            Waiting::new(
+                "CrashLoopBackOff",
+                "back-off 10s restarting failed container",
+            ),
+        )]);
+        let status = api_pod_status(&pod(&[], &["app"]), &runtime, &waiting, "containerd");
+        let app = &status.container_statuses[0];
+        assert_eq!(
+            app.state,
+            ApiContainerState::Waiting(waiting["app"].clone())
+        );
+        assert!(matches!(
+            app.last_state,
+            Some(ApiContainerState::Terminated(_))
+        ));
+    }
+
+    #[test]
+    fn an_image_pull_failure_shows_as_waiting() {
+        let waiting = BTreeMap::from([(
+            "app".to_owned(),
+            Waiting::new("ErrImagePull", "pull failed"),
+        )]);
+        let status = api_pod_status(
+            &pod(&[], &["app"]),
+            &PodRuntimeStatus {
+                sandboxes: vec![ready_sandbox()],
+                ..Default::default()
+            },
+            &waiting,
+            "containerd",
+        );
+        assert_eq!(
+            status.container_statuses[0].state,
+            ApiContainerState::Waiting(Waiting::new("ErrImagePull", "pull failed"))
+        );
+        assert_eq!(status.phase, "Pending");
+    }
+
+    #[test]
+    fn json_uses_the_api_names() {
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![instance("app", "c1", 0, ContainerState::Running)],
+            ..Default::default()
+        };
+        let status = api_pod_status(
+            &pod(&[], &["app"]),
+            &runtime,
+            &BTreeMap::new(),
+            "containerd",
+        );
+        let json = serde_json::to_value(&status).unwrap_or_default();
+        assert_eq!(json["podIP"], "10.1.0.2");
+        assert_eq!(json["containerStatuses"][0]["restartCount"], 0);
+        assert_eq!(
+            json["containerStatuses"][0]["containerID"],
+            "containerd://c1"
+        );
+        assert!(json["containerStatuses"][0]["state"]["running"]["startedAt"].is_string());
+    }
+}
