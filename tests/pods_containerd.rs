@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use rkubelet::adapters::cri::CriRuntime;
 use rkubelet::domain::runtime::{ContainerState, ContainerStatus};
 use rkubelet::ports::runtime::{
-    ContainerEntry, ContainerFilter, RuntimeError, RuntimeService, SandboxEntry, SandboxFilter,
+    ContainerEntry, ContainerFilter, ImageService, RuntimeError, RuntimeService, SandboxEntry,
+    SandboxFilter,
 };
 use serde_json::Value;
 
@@ -579,6 +580,45 @@ async fn edit_replaces_and_delete_removes() {
         .filter(|c| c.status.state == ContainerState::Running)
         .collect();
     assert_eq!(running.len(), 1, "one running container: {running:?}");
+
+    // Now the image: the pause image, which runs /pause (its entrypoint) without a command.
+    let pause = node.ctrd.var("PAUSE_IMAGE");
+    let pause_id = node
+        .rt
+        .image_status(&pause)
+        .await
+        .expect("ImageStatus")
+        .expect("pause image present")
+        .id;
+    let v3 = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {pause}\n    imagePullPolicy: IfNotPresent\n"
+    );
+    node.write("web.yaml", &v3);
+    let third = eventually!(
+        60,
+        format!("a running container replacing {}", new.status.id),
+        node.running("web-n1", "main")
+            .await
+            .filter(|c| c.status.id != new.status.id && c.status.id != old.status.id)
+    );
+    let third = node
+        .status(&third.status.id)
+        .await
+        .expect("third container status");
+    assert!(
+        third.image == pause || third.image == pause_id,
+        "new container's image {:?}, want {pause} or {pause_id}",
+        third.image
+    );
+    eventually!(
+        30,
+        format!("container {} gone or exited", new.status.id),
+        match node.status(&new.status.id).await {
+            None => Some(()),
+            Some(s) if s.state == ContainerState::Exited => Some(()),
+            Some(_) => None,
+        }
+    );
 
     node.remove("web.yaml");
     eventually!(45, "web-n1's sandboxes and containers removed", {
