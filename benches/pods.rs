@@ -13,9 +13,9 @@
 
 use std::fs::File;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rkubelet::adapters::cri::CriRuntime;
 use rkubelet::domain::runtime::ContainerState;
@@ -90,41 +90,34 @@ impl Env {
 
     /// RunPodSandbox + CreateContainer + StartContainer, timed, then removed again.
     async fn bare_run(&self, i: usize) -> Result<Duration, String> {
-        let uid = format!("bench-bare-{i}");
-        let name = format!("bare{i}");
-        let log_dir = self.logs.join(format!("default_{name}_{uid}"));
-        std::fs::create_dir_all(&log_dir).map_err(|e| format!("log dir: {e}"))?;
-        let sandbox = SandboxConfig {
-            name: name.clone(),
-            uid: uid.clone(),
-            namespace: "default".into(),
-            hostname: name.clone(),
-            log_directory: log_dir.display().to_string(),
-            labels: [
-                ("io.kubernetes.pod.uid".to_string(), uid.clone()),
-                (POD_NAME_LABEL.to_string(), name.clone()),
-            ]
-            .into(),
-            ..Default::default()
-        };
-        let container = ContainerConfig {
-            name: "main".into(),
-            image: self.busybox.clone(),
-            command: vec!["sleep".into(), "3600".into()],
-            log_path: "main/0.log".into(),
-            ..Default::default()
-        };
-        let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("bare CRI run: {e}");
         let t = Instant::now();
-        let sb = self.cri.run_pod_sandbox(&sandbox).await.map_err(fail)?;
-        let ctr = self
-            .cri
-            .create_container(&sb, &container, &sandbox)
-            .await
-            .map_err(fail)?;
-        self.cri.start_container(&ctr).await.map_err(fail)?;
+        let name = self.bare_run_kept(i).await?;
         let elapsed = t.elapsed();
         self.remove_pod(&name).await?;
+        Ok(elapsed)
+    }
+
+    async fn bare_run_kept(&self, i: usize) -> Result<String, String> {
+        bare_pod(&self.cri, &self.busybox, &self.logs, i).await
+    }
+
+    /// `n` bare runs at once (as a kubelet with one worker per pod would issue them):
+    /// the time until all containers are started.
+    async fn bare_concurrent(&self, n: usize) -> Result<Duration, String> {
+        let t = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let (cri, busybox, logs) = (self.cri.clone(), self.busybox.clone(), self.logs.clone());
+            set.spawn(async move { bare_pod(&cri, &busybox, &logs, 1000 + i).await });
+        }
+        let mut names = Vec::new();
+        while let Some(done) = set.join_next().await {
+            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
+        }
+        let elapsed = t.elapsed();
+        for name in names {
+            self.remove_pod(&name).await?;
+        }
         Ok(elapsed)
     }
 
@@ -166,10 +159,54 @@ impl Env {
     }
 }
 
+/// RunPodSandbox + CreateContainer + StartContainer; returns the pod's name.
+/// RunPodSandbox + CreateContainer + StartContainer for pod `bare<i>`; returns its name.
+async fn bare_pod(
+    cri: &CriRuntime,
+    busybox: &str,
+    logs: &Path,
+    i: usize,
+) -> Result<String, String> {
+    let uid = format!("bench-bare-{i}");
+    let name = format!("bare{i}");
+    let log_dir = logs.join(format!("default_{name}_{uid}"));
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("log dir: {e}"))?;
+    let sandbox = SandboxConfig {
+        name: name.clone(),
+        uid: uid.clone(),
+        namespace: "default".into(),
+        hostname: name.clone(),
+        log_directory: log_dir.display().to_string(),
+        labels: [
+            ("io.kubernetes.pod.uid".to_string(), uid.clone()),
+            (POD_NAME_LABEL.to_string(), name.clone()),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let container = ContainerConfig {
+        name: "main".into(),
+        image: busybox.to_string(),
+        command: vec!["sleep".into(), "3600".into()],
+        log_path: "main/0.log".into(),
+        ..Default::default()
+    };
+    let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("bare CRI run: {e}");
+    let sb = cri.run_pod_sandbox(&sandbox).await.map_err(fail)?;
+    let ctr = cri
+        .create_container(&sb, &container, &sandbox)
+        .await
+        .map_err(fail)?;
+    cri.start_container(&ctr).await.map_err(fail)?;
+    Ok(name)
+}
+
 /// A running rkubelet with its own directories; killed on drop.
 struct Kubelet {
     child: Child,
     dir: tempfile::TempDir,
+    /// Wall clock at the spawn, in the runtime's unit (nanoseconds since the epoch).
+    spawned_at_nanos: i64,
 }
 
 impl Kubelet {
@@ -201,6 +238,9 @@ impl Kubelet {
             format!("--healthz-port={}", free_port()),
             "--file-check-frequency=1s".to_string(),
         ];
+        let spawned_at_nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         let t = Instant::now();
         let child = Command::new(BIN)
             .args(&args)
@@ -209,7 +249,14 @@ impl Kubelet {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("rkubelet does not start: {e}"))?;
-        Ok((Kubelet { child, dir }, t))
+        Ok((
+            Kubelet {
+                child,
+                dir,
+                spawned_at_nanos,
+            },
+            t,
+        ))
     }
 
     fn log_tail(&self) -> String {
@@ -286,6 +333,49 @@ async fn start_until_running(
     }
 }
 
+/// When, after the spawn, the sandboxes and containers of the pods named `<prefix>...`
+/// were created: first and last of each, in ms.
+async fn spread(env: &Env, kubelet: &Kubelet, prefix: &str) -> Result<String, String> {
+    let after = |nanos: i64| (nanos - kubelet.spawned_at_nanos) as f64 / 1e6;
+    let sandboxes = env
+        .cri
+        .list_pod_sandboxes(&SandboxFilter::default())
+        .await
+        .map_err(|e| format!("ListPodSandbox: {e}"))?;
+    let mut sb: Vec<f64> = sandboxes
+        .iter()
+        .filter(|s| s.name.starts_with(prefix))
+        .map(|s| after(s.status.created_at_nanos))
+        .collect();
+    let containers = env
+        .cri
+        .list_containers(&ContainerFilter::default())
+        .await
+        .map_err(|e| format!("ListContainers: {e}"))?;
+    let mut ctr: Vec<f64> = containers
+        .iter()
+        .filter(|c| {
+            c.labels
+                .get(POD_NAME_LABEL)
+                .is_some_and(|p| p.starts_with(prefix))
+        })
+        .map(|c| after(c.status.created_at_nanos))
+        .collect();
+    sb.sort_by(f64::total_cmp);
+    ctr.sort_by(f64::total_cmp);
+    let range = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) => format!("{a:.0}..{b:.0} ms"),
+        _ => "none".to_string(),
+    };
+    Ok(format!(
+        "{} sandboxes created {} after spawn, {} containers created {}",
+        sb.len(),
+        range(&sb),
+        ctr.len(),
+        range(&ctr)
+    ))
+}
+
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i:03}")).collect()
 }
@@ -324,12 +414,18 @@ async fn run() -> Result<(), String> {
         single.as_secs_f64() / bare.as_secs_f64().max(1e-9)
     );
 
+    let bare30 = env.bare_concurrent(30).await?;
+    println!(
+        "pods: bare CRI, 30 pods' sandbox+create+start issued concurrently: {:.2} s (what containerd allows here)",
+        bare30.as_secs_f64()
+    );
     let (t30, kubelet) =
         start_until_running(&env, &names("p", 30), Duration::from_millis(100)).await?;
     println!(
         "pods: rkubelet start to 30 static pods running: {:.2} s (goal <= 3 s; upstream ~6 s)",
         t30.as_secs_f64()
     );
+    println!("pods:   of which: {}", spread(&env, &kubelet, "p0").await?);
     let cpu_before = kubelet.cpu_secs();
     tokio::time::sleep(Duration::from_secs(idle)).await;
     let cpu_after = kubelet.cpu_secs();
@@ -357,6 +453,7 @@ async fn run() -> Result<(), String> {
         "pods: rkubelet start to 100 static pods running: {:.2} s (goal ~15 s, limited by containerd)",
         t100.as_secs_f64()
     );
+    println!("pods:   of which: {}", spread(&env, &kubelet, "q").await?);
     drop(kubelet);
     let mut ctrd = env.ctrd;
     let left = ctrd.down();
