@@ -2,6 +2,7 @@
 pub mod allocatable;
 pub mod backoff;
 pub mod cfs;
+pub mod cgroup;
 pub mod config;
 pub mod cpuset;
 pub mod dns;

@@ -1,4 +1,5 @@
 //! Traits the domain and the app need from the world.
+pub mod cgroup;
 pub mod clock;
 pub mod host;
 pub mod machine;

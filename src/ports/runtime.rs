@@ -155,11 +155,7 @@ pub struct ContainerFilter {
     pub labels: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CgroupDriver {
-    Systemd,
-    Cgroupfs,
-}
+pub use crate::domain::cgroup::CgroupDriver;
 
 /// An image present on the node.
 #[derive(Debug, Clone, PartialEq, Eq)]

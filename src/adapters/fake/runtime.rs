@@ -23,6 +23,10 @@ struct State {
     sandboxes: BTreeMap<String, SandboxEntry>,
     containers: BTreeMap<String, ContainerEntry>,
     images: BTreeMap<String, ImageInfo>,
+    /// Every call that changes something, in order (`RunPodSandbox web`, ...).
+    journal: Vec<String>,
+    /// When set, every pull fails with this reason (a node with no registry).
+    pull_failure: Option<String>,
 }
 
 impl State {
@@ -54,6 +58,47 @@ impl FakeRuntime {
         // The state stays consistent across a panic in a test; keep using it.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn record(&self, call: String) {
+        self.state().journal.push(call);
+    }
+
+    /// The calls that changed something, in order.
+    pub fn journal(&self) -> Vec<String> {
+        self.state().journal.clone()
+    }
+
+    /// Simulates the container's process ending with `exit_code`.
+    pub fn exit_container(&self, container_id: &str, exit_code: i32) {
+        let mut s = self.state();
+        let now = s.tick();
+        if let Some(c) = s.containers.get_mut(container_id) {
+            c.status.state = ContainerState::Exited;
+            c.status.exit_code = exit_code;
+            c.status.reason = if exit_code == 0 { "Completed" } else { "Error" }.into();
+            c.status.finished_at_nanos = now;
+        }
+    }
+
+    /// Makes the image present, as if imported.
+    pub fn add_image(&self, image: &str) {
+        let mut s = self.state();
+        let id = format!("sha256:{:064x}", s.images.len() + 1);
+        s.images.insert(
+            image.to_owned(),
+            ImageInfo {
+                id,
+                repo_tags: vec![image.to_owned()],
+                repo_digests: Vec::new(),
+                size_bytes: 0,
+            },
+        );
+    }
+
+    /// From now on every pull fails with `reason` (`None`: pulls succeed again).
+    pub fn fail_pulls(&self, reason: Option<&str>) {
+        self.state().pull_failure = reason.map(str::to_owned);
+    }
 }
 
 #[async_trait]
@@ -67,6 +112,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        self.record(format!("RunPodSandbox {}", config.name));
         let mut s = self.state();
         let id = s.id("sb");
         let created = s.tick();
@@ -93,6 +139,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("StopPodSandbox {sandbox_id}"));
         let mut s = self.state();
         let now = s.tick();
         for c in s.containers.values_mut() {
@@ -109,6 +156,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("RemovePodSandbox {sandbox_id}"));
         let mut s = self.state();
         s.containers.retain(|_, c| c.sandbox_id != sandbox_id);
         s.sandboxes.remove(sandbox_id);
@@ -144,6 +192,7 @@ impl RuntimeService for FakeRuntime {
         config: &ContainerConfig,
         _sandbox: &SandboxConfig,
     ) -> Result<String, RuntimeError> {
+        self.record(format!("CreateContainer {}", config.name));
         let mut s = self.state();
         match s.sandboxes.get(sandbox_id) {
             None => return Err(RuntimeError::NotFound(format!("sandbox {sandbox_id}"))),
@@ -178,6 +227,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("StartContainer {container_id}"));
         let mut s = self.state();
         let now = s.tick();
         let c = s
@@ -198,8 +248,9 @@ impl RuntimeService for FakeRuntime {
     async fn stop_container(
         &self,
         container_id: &str,
-        _timeout_secs: i64,
+        timeout_secs: i64,
     ) -> Result<(), RuntimeError> {
+        self.record(format!("StopContainer {container_id} {timeout_secs}"));
         let mut s = self.state();
         let now = s.tick();
         if let Some(c) = s.containers.get_mut(container_id) {
@@ -216,6 +267,7 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.record(format!("RemoveContainer {container_id}"));
         self.state().containers.remove(container_id);
         Ok(())
     }
@@ -255,9 +307,16 @@ impl ImageService for FakeRuntime {
         Ok(self.state().images.get(image).cloned())
     }
 
-    /// Every pull succeeds (the simulated node has no registry).
+    /// Every pull succeeds (the simulated node has no registry) unless told otherwise.
     async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+        self.record(format!("PullImage {image}"));
         let mut s = self.state();
+        if let Some(reason) = &s.pull_failure {
+            return Err(RuntimeError::Failed {
+                call: "PullImage".into(),
+                reason: reason.clone(),
+            });
+        }
         let id = format!("sha256:{:064x}", s.images.len() + 1);
         let info = s
             .images

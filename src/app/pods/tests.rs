@@ -1,2 +1,332 @@
-#[test]
-fn placeholder() {}
+//! The sync and the loop against the in-memory runtime and a fake clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use super::sync::{sync_pod, terminate_pod, SyncContext};
+use super::*;
+use crate::adapters::fake::runtime::FakeRuntime;
+use crate::adapters::fake::FakeClock;
+use crate::app::cri_requests::RequestContext;
+use crate::domain::dns::ResolvConf;
+use crate::domain::pod::{Container, RestartPolicy};
+use crate::domain::pod_status::ApiContainerState;
+use crate::domain::runtime::ContainerState;
+use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+struct World {
+    runtime: Arc<FakeRuntime>,
+    clock: Arc<FakeClock>,
+    ctx: Arc<SyncContext>,
+    _dir: tempfile::TempDir,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let runtime = Arc::new(FakeRuntime::new());
+    runtime.add_image(IMAGE);
+    let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+    let requests = RequestContext {
+        pod_logs_dir: dir.path().join("logs"),
+        root_dir: dir.path().join("root"),
+        host_dns: ResolvConf::default(),
+        cluster_dns: Vec::new(),
+        cluster_domain: String::new(),
+        cpu_cfs_quota: true,
+        cpu_cfs_quota_period_us: 100_000,
+        memory_capacity_bytes: 1 << 30,
+    };
+    let ctx = Arc::new(SyncContext::new(
+        runtime.clone(),
+        runtime.clone(),
+        clock.clone(),
+        requests,
+        "fake".into(),
+    ));
+    World {
+        runtime,
+        clock,
+        ctx,
+        _dir: dir,
+    }
+}
+
+fn pod(uid: &str, policy: RestartPolicy, image: &str) -> Pod {
+    let mut pod = Pod::default();
+    pod.metadata.name = format!("web-{uid}");
+    pod.metadata.namespace = "default".into();
+    pod.metadata.uid = uid.into();
+    pod.spec.restart_policy = policy;
+    pod.spec.termination_grace_period_seconds = Some(3);
+    pod.spec.dns_policy = "Default".into();
+    let mut app: Container = serde_json::from_value(serde_json::json!({"name": "app"}))
+        .unwrap_or_else(|e| panic!("container: {e}"));
+    app.image = image.into();
+    pod.spec.containers = vec![app];
+    pod
+}
+
+async fn containers(runtime: &FakeRuntime) -> Vec<crate::domain::runtime::ContainerStatus> {
+    let mut list: Vec<_> = runtime
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.status)
+        .collect();
+    list.sort_by_key(|c| c.created_at_nanos);
+    list
+}
+
+fn newest_running(list: &[crate::domain::runtime::ContainerStatus]) -> Option<String> {
+    list.iter()
+        .rev()
+        .find(|c| c.state == ContainerState::Running)
+        .map(|c| c.id.clone())
+}
+
+#[tokio::test]
+async fn a_new_pod_gets_a_sandbox_then_its_container_and_a_second_sync_does_nothing() {
+    let w = world();
+    let p = pod("u1", RestartPolicy::Always, IMAGE);
+    let first = sync_pod(&w.ctx, &p).await;
+    assert!(first.waiting.is_empty(), "{:?}", first.waiting);
+    let journal = w.runtime.journal();
+    assert_eq!(journal[0], "RunPodSandbox web-u1");
+    assert_eq!(journal[1], "CreateContainer app");
+    assert!(journal[2].starts_with("StartContainer "));
+
+    let second = sync_pod(&w.ctx, &p).await;
+    assert_eq!(w.runtime.journal().len(), 3, "nothing more to do");
+    let status = api_pod_status(&p, &second.runtime, &second.waiting, "fake");
+    assert_eq!(status.phase, "Running");
+    assert!(matches!(
+        status.container_statuses[0].state,
+        ApiContainerState::Running(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_crashing_container_restarts_with_growing_back_off() {
+    let w = world();
+    let p = pod("u2", RestartPolicy::Always, IMAGE);
+    sync_pod(&w.ctx, &p).await;
+    let first = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+
+    // First failure: restarted at once (restart count 1).
+    w.runtime.exit_container(&first, 1);
+    let outcome = sync_pod(&w.ctx, &p).await;
+    assert!(outcome.waiting.is_empty());
+    let list = containers(&w.runtime).await;
+    let second = newest_running(&list).unwrap_or_default();
+    assert_eq!(list.last().map(|c| c.attempt), Some(1));
+
+    // Second failure: held back for 10 s.
+    w.runtime.exit_container(&second, 1);
+    let held = sync_pod(&w.ctx, &p).await;
+    assert_eq!(held.waiting["app"].reason, "CrashLoopBackOff");
+    assert!(held.waiting["app"].message.contains("back-off 10s"));
+    assert_eq!(held.retry_after, Some(Duration::from_secs(10)));
+    w.clock.advance(Duration::from_secs(10));
+    assert!(sync_pod(&w.ctx, &p).await.waiting.is_empty());
+    let list = containers(&w.runtime).await;
+    assert_eq!(list.last().map(|c| c.attempt), Some(2));
+
+    // Third failure: 20 s now.
+    let third = newest_running(&list).unwrap_or_default();
+    w.runtime.exit_container(&third, 1);
+    let held = sync_pod(&w.ctx, &p).await;
+    assert_eq!(held.retry_after, Some(Duration::from_secs(20)));
+    // Dead instances beyond the newest one are removed.
+    let exited = containers(&w.runtime)
+        .await
+        .into_iter()
+        .filter(|c| c.state == ContainerState::Exited)
+        .count();
+    assert_eq!(exited, 1);
+}
+
+#[tokio::test]
+async fn restart_policies_never_and_on_failure_are_honoured() {
+    let w = world();
+    let never = pod("u3", RestartPolicy::Never, IMAGE);
+    sync_pod(&w.ctx, &never).await;
+    let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&id, 1);
+    let outcome = sync_pod(&w.ctx, &never).await;
+    let creates = |j: Vec<String>| {
+        j.iter()
+            .filter(|c| c.starts_with("CreateContainer"))
+            .count()
+    };
+    assert_eq!(creates(w.runtime.journal()), 1);
+    assert_eq!(
+        api_pod_status(&never, &outcome.runtime, &outcome.waiting, "fake").phase,
+        "Failed"
+    );
+
+    let w = world();
+    let on_failure = pod("u4", RestartPolicy::OnFailure, IMAGE);
+    sync_pod(&w.ctx, &on_failure).await;
+    let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&id, 0);
+    sync_pod(&w.ctx, &on_failure).await;
+    let outcome = sync_pod(&w.ctx, &on_failure).await;
+    assert_eq!(creates(w.runtime.journal()), 1);
+    assert_eq!(
+        api_pod_status(&on_failure, &outcome.runtime, &outcome.waiting, "fake").phase,
+        "Succeeded"
+    );
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_waits_with_upstreams_reasons() {
+    let w = world();
+    w.runtime.fail_pulls(Some("no registry"));
+    let p = pod("u5", RestartPolicy::Always, "example.com/missing:1");
+    let first = sync_pod(&w.ctx, &p).await;
+    assert_eq!(first.waiting["app"].reason, "ErrImagePull");
+    assert!(first.waiting["app"].message.contains("no registry"));
+    let again = sync_pod(&w.ctx, &p).await;
+    assert_eq!(again.waiting["app"].reason, "ImagePullBackOff");
+    assert!(containers(&w.runtime).await.is_empty());
+    let pulls = |w: &World| {
+        w.runtime
+            .journal()
+            .iter()
+            .filter(|c| c.starts_with("PullImage"))
+            .count()
+    };
+    assert_eq!(pulls(&w), 1, "no pull while backing off");
+
+    w.runtime.fail_pulls(None);
+    w.clock.advance(Duration::from_secs(10));
+    assert!(sync_pod(&w.ctx, &p).await.waiting.is_empty());
+    assert_eq!(pulls(&w), 2);
+    assert!(newest_running(&containers(&w.runtime).await).is_some());
+}
+
+#[tokio::test]
+async fn termination_stops_with_the_grace_period_then_removes_everything() {
+    let w = world();
+    let p = pod("u6", RestartPolicy::Always, IMAGE);
+    sync_pod(&w.ctx, &p).await;
+    assert!(terminate_pod(&w.ctx, "u6", Some(&p)).await);
+    let journal = w.runtime.journal();
+    let stop = journal.iter().position(|c| c.starts_with("StopContainer"));
+    let remove = journal
+        .iter()
+        .position(|c| c.starts_with("RemovePodSandbox"));
+    assert!(journal
+        .iter()
+        .any(|c| c.starts_with("StopContainer") && c.ends_with(" 3")));
+    assert!(stop < remove);
+    assert!(containers(&w.runtime).await.is_empty());
+    let sandboxes = w
+        .runtime
+        .list_pod_sandboxes(&SandboxFilter::default())
+        .await
+        .unwrap_or_default();
+    assert!(sandboxes.is_empty());
+}
+
+/// A source fed by the test.
+struct ChannelSource(mpsc::Receiver<PodSetUpdate>);
+
+#[async_trait]
+impl PodSource for ChannelSource {
+    async fn next(&mut self) -> Option<PodSetUpdate> {
+        self.0.recv().await
+    }
+}
+
+fn set(pods: Vec<Pod>) -> PodSetUpdate {
+    PodSetUpdate {
+        source: "file".into(),
+        pods,
+        errors: Vec::new(),
+    }
+}
+
+async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn phase_of(store: &PodStatusStore, name: &str) -> Option<String> {
+    store.pod_list()["items"]
+        .as_array()?
+        .iter()
+        .find(|p| p["metadata"]["name"] == name)
+        .and_then(|p| p["status"]["phase"].as_str().map(str::to_owned))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans() {
+    let w = world();
+    // A pod left in the runtime by an earlier run that no source wants any more.
+    let orphan = pod("orphan", RestartPolicy::Always, IMAGE);
+    sync_pod(&w.ctx, &orphan).await;
+
+    let store = PodStatusStore::new();
+    let (tx, rx) = mpsc::channel(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let pod_loop = PodLoop::new(w.ctx.clone(), store.clone(), LoopSettings::default());
+    let task = tokio::spawn(pod_loop.run(vec![Box::new(ChannelSource(rx))], stop_rx));
+
+    tx.send(set(vec![pod("a", RestartPolicy::Always, IMAGE)]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    wait_until("pod a runs", || {
+        phase_of(&store, "web-a").as_deref() == Some("Running")
+    })
+    .await;
+
+    let runtime = w.runtime.clone();
+    let sandbox_names = move || {
+        let runtime = runtime.clone();
+        async move {
+            let mut names: Vec<String> = runtime
+                .list_pod_sandboxes(&SandboxFilter::default())
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    for _ in 0..50 {
+        if sandbox_names().await == ["web-a"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(sandbox_names().await, ["web-a"], "the orphan is removed");
+
+    tx.send(set(vec![]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    for _ in 0..50 {
+        if sandbox_names().await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(sandbox_names().await.is_empty(), "the removed pod is gone");
+    wait_until("status forgotten", || phase_of(&store, "web-a").is_none()).await;
+
+    let _ = stop_tx.send(true);
+    task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+}

@@ -1,0 +1,68 @@
+//! The kubelet's own cgroups, behind one port with two drivers: `cgroupfs` writes the
+//! cgroup filesystem, `systemd` asks systemd for slices over D-Bus.
+
+use async_trait::async_trait;
+
+use crate::domain::cgroup::{CgroupDriver, CgroupName, ResourceConfig};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CgroupError {
+    /// A cgroup file or directory operation failed.
+    #[error("{op} {path}: {reason}")]
+    Io {
+        op: &'static str,
+        path: String,
+        reason: String,
+    },
+    /// The cgroup does not exist.
+    #[error("cgroup {0} does not exist")]
+    NotFound(String),
+    /// A controller the kubelet needs is missing or cannot be enabled.
+    #[error("cgroup controller {controller} is not available: {reason}")]
+    MissingController { controller: String, reason: String },
+    /// The systemd manager refused a request or could not be reached.
+    #[error("systemd {call} {unit}: {reason}")]
+    Systemd {
+        call: &'static str,
+        unit: String,
+        reason: String,
+    },
+    #[error("invalid cgroup name: {0}")]
+    InvalidName(String),
+}
+
+/// Creates, updates and removes the kubelet's cgroups. Names are driver-neutral;
+/// each driver spells them its own way (see [`CgroupManager::driver_name`]).
+#[async_trait]
+pub trait CgroupManager: Send + Sync {
+    fn driver(&self) -> CgroupDriver;
+
+    /// The name the runtime must be given (a sandbox's `cgroup_parent`): a cgroupfs
+    /// path, or a systemd slice unit name.
+    fn driver_name(&self, name: &CgroupName) -> String;
+
+    /// Creates the cgroup (and missing parents) with `resources`; an existing one is updated.
+    async fn create(
+        &self,
+        name: &CgroupName,
+        resources: &ResourceConfig,
+    ) -> Result<(), CgroupError>;
+
+    /// Applies `resources` to an existing cgroup.
+    async fn update(
+        &self,
+        name: &CgroupName,
+        resources: &ResourceConfig,
+    ) -> Result<(), CgroupError>;
+
+    /// Removes the cgroup; an absent one is not an error.
+    async fn destroy(&self, name: &CgroupName) -> Result<(), CgroupError>;
+
+    async fn exists(&self, name: &CgroupName) -> Result<bool, CgroupError>;
+
+    /// The processes in the cgroup and below it.
+    async fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError>;
+
+    /// The names of the cgroup's direct children (e.g. pod cgroups under a QoS cgroup).
+    async fn children(&self, name: &CgroupName) -> Result<Vec<CgroupName>, CgroupError>;
+}
