@@ -62,7 +62,7 @@ pub fn cpu_quota_per_sec_usec(quota: i64, period: Option<u64>) -> u64 {
         _ => DEFAULT_CPU_PERIOD_US,
     };
     let per_sec = (quota as u64).saturating_mul(1_000_000) / period;
-    if per_sec % 10_000 == 0 {
+    if per_sec.is_multiple_of(10_000) {
         per_sec
     } else {
         (per_sec / 10_000 + 1) * 10_000
