@@ -48,6 +48,8 @@ impl Peer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        // the harness's timings
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
         let text = std::fs::read_to_string(base.join("env")).expect("env file");
         peer.env = text
             .lines()
