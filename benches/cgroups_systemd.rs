@@ -55,6 +55,8 @@ fn main() {
     let peer = Peer(base.clone());
     let up = Command::new(scripts().join("systemd-up.sh"))
         .arg(&base)
+        // its stdout is the env file's path; its timings (stderr) stay visible
+        .stdout(std::process::Stdio::null())
         .status();
     if !up.is_ok_and(|s| s.success()) {
         println!("cgroups_systemd: FAIL: systemd-up.sh failed");

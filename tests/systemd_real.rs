@@ -268,3 +268,28 @@ async fn refusals_name_the_call_the_unit_and_the_bus_error() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn missing_parents_come_with_a_child_and_go_with_the_parent() {
+    let Some(peer) = Peer::start("parents") else {
+        return;
+    };
+    let sd = peer.connect().await;
+    let kubepods = name(&["kubepods"]);
+    let pod = name(&["kubepods", &format!("pod{POD_UID}")]);
+    sd.create(&pod, &ResourceConfig::default())
+        .await
+        .expect("pod slice without its parent");
+    assert!(
+        sd.exists(&kubepods).await.expect("exists"),
+        "systemd made the parent"
+    );
+    assert_eq!(
+        sd.children(&kubepods).await.expect("children"),
+        vec![pod.clone()]
+    );
+    // systemd stops a slice's children with it
+    sd.destroy(&kubepods).await.expect("destroy parent");
+    assert!(!sd.exists(&pod).await.expect("exists"));
+    assert!(!sd.exists(&kubepods).await.expect("exists"));
+}
