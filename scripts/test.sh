@@ -23,3 +23,4 @@ echo "== benchmarks (figures printed, goals in each bench's header)"
 cargo bench --locked --bench startup
 cargo bench --locked --bench pods
 cargo bench --locked --bench cgroups
+cargo bench --locked --bench cgroups_systemd

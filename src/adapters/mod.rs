@@ -7,4 +7,5 @@ pub mod http_source;
 pub mod procfs;
 pub(crate) mod static_pods;
 pub mod system;
+pub mod systemd;
 pub use http_source::{HttpSource, HttpSourceError};

@@ -1,0 +1,295 @@
+//! The systemd cgroup driver against a real, private systemd manager (one per test, from
+//! scripts/test-env/systemd-up.sh, so tests run in parallel). Skips, saying why, only
+//! when not root or systemd is not installed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rkubelet::adapters::systemd::{CgroupVersion, SystemdManager};
+use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
+use rkubelet::ports::cgroup::{CgroupError, CgroupManager};
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
+}
+
+/// A private systemd manager under its own base directory, torn down on drop.
+struct Peer {
+    base: PathBuf,
+    env: BTreeMap<String, String>,
+}
+
+impl Peer {
+    /// `None` (with the reason printed) when this machine cannot run one.
+    fn start(name: &str) -> Option<Peer> {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("SKIP: not root; a private systemd manager needs root");
+            return None;
+        }
+        let systemd =
+            std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into());
+        if !Path::new(&systemd).exists() {
+            eprintln!("SKIP: systemd is not installed (scripts/test-env/install-deps.sh)");
+            return None;
+        }
+        let base = PathBuf::from(format!("/tmp/rksd-{}-{name}", std::process::id()));
+        let mut peer = Peer {
+            base: base.clone(),
+            env: BTreeMap::new(),
+        };
+        let out = Command::new(scripts().join("systemd-up.sh"))
+            .arg(&base)
+            .output()
+            .expect("systemd-up.sh runs");
+        assert!(
+            out.status.success(),
+            "systemd-up.sh failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // the harness's timings
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(base.join("env")).expect("env file");
+        peer.env = text
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Some(peer)
+    }
+
+    fn var(&self, key: &str) -> String {
+        self.env
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} missing from env"))
+    }
+
+    async fn connect(&self) -> SystemdManager {
+        SystemdManager::connect(Some(&self.var("DBUS_SYSTEM_BUS_ADDRESS")))
+            .await
+            .expect("connects to the private manager")
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = Command::new(scripts().join("systemd-down.sh"))
+            .arg(&self.base)
+            .status();
+    }
+}
+
+fn name(parts: &[&str]) -> CgroupName {
+    CgroupName::new(&CgroupName::root(), parts).expect("valid name")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// The file holding `v1_file` (v1 name, in `controller`'s hierarchy) or `v2_file` for
+/// the cgroup at `cgroup`.
+fn file(version: CgroupVersion, controller: &str, cgroup: &str, v1: &str, v2: &str) -> PathBuf {
+    let rel = cgroup.trim_start_matches('/');
+    match version {
+        CgroupVersion::V1 => Path::new("/sys/fs/cgroup")
+            .join(controller)
+            .join(rel)
+            .join(v1),
+        CgroupVersion::V2 => Path::new("/sys/fs/cgroup").join(rel).join(v2),
+    }
+}
+
+const POD_UID: &str = "5f2b7c3e-1a2b-4c3d-8e9f-0123456789ab";
+
+#[tokio::test]
+async fn pod_slices_carry_their_limits_into_the_real_cgroup_files() {
+    let Some(peer) = Peer::start("limits") else {
+        return;
+    };
+    let sd = peer.connect().await;
+    assert_eq!(
+        sd.control_group(),
+        peer.var("RKUBELET_SYSTEMD_CONTROL_GROUP")
+    );
+    let v = sd.cgroup_version();
+
+    let kubepods = name(&["kubepods"]);
+    let burstable = name(&["kubepods", "burstable"]);
+    let pod = name(&["kubepods", "burstable", &format!("pod{POD_UID}")]);
+    let pod_unit = format!("kubepods-burstable-pod{}.slice", POD_UID.replace('-', "_"));
+    assert_eq!(pod.to_systemd_unit(), pod_unit);
+    assert_eq!(
+        sd.driver_name(&pod),
+        format!("/kubepods.slice/kubepods-burstable.slice/{pod_unit}")
+    );
+
+    assert!(!sd.exists(&kubepods).await.expect("exists"));
+    let none = ResourceConfig::default();
+    sd.create(&kubepods, &none).await.expect("kubepods.slice");
+    sd.create(&burstable, &none)
+        .await
+        .expect("kubepods-burstable.slice");
+    let limits = ResourceConfig {
+        cpu_shares: Some(256),
+        cpu_quota: Some(50_000),
+        cpu_period: Some(100_000),
+        memory_limit: Some(134_217_728),
+        pids_limit: Some(1024),
+    };
+    sd.create(&pod, &limits).await.expect("pod slice");
+    for n in [&kubepods, &burstable, &pod] {
+        assert!(sd.exists(n).await.expect("exists"), "{n} exists");
+    }
+
+    // the slices are where systemd says, below the manager's own cgroup
+    let cg = format!("{}{}", sd.control_group(), pod.to_systemd());
+    assert_eq!(sd.cgroup_path(&pod), cg);
+    let shares = file(v, "cpu", &cg, "cpu.shares", "cpu.weight");
+    let quota = file(v, "cpu", &cg, "cpu.cfs_quota_us", "cpu.max");
+    let memory = file(v, "memory", &cg, "memory.limit_in_bytes", "memory.max");
+    let pids = file(v, "pids", &cg, "pids.max", "pids.max");
+    match v {
+        CgroupVersion::V1 => {
+            assert_eq!(read(&shares), "256");
+            assert_eq!(read(&quota), "50000");
+        }
+        CgroupVersion::V2 => {
+            assert_eq!(read(&shares), "10");
+            assert_eq!(read(&quota), "50000 100000");
+        }
+    }
+    assert_eq!(read(&memory), "134217728");
+    assert_eq!(read(&pids), "1024");
+
+    // update changes a value in place
+    let bigger = ResourceConfig {
+        memory_limit: Some(268_435_456),
+        ..ResourceConfig::default()
+    };
+    sd.update(&pod, &bigger).await.expect("update");
+    assert_eq!(read(&memory), "268435456");
+    assert_eq!(read(&pids), "1024", "values not given are kept");
+
+    // creating an existing slice updates it
+    let more_pids = ResourceConfig {
+        pids_limit: Some(2048),
+        ..ResourceConfig::default()
+    };
+    sd.create(&pod, &more_pids).await.expect("create again");
+    assert_eq!(read(&pids), "2048");
+
+    assert_eq!(
+        sd.children(&burstable).await.expect("children"),
+        vec![pod.clone()]
+    );
+    assert_eq!(
+        sd.children(&kubepods).await.expect("children"),
+        vec![burstable.clone()]
+    );
+    assert!(sd
+        .children(&CgroupName::root())
+        .await
+        .expect("children")
+        .contains(&kubepods));
+
+    // a process placed in the pod's cgroup is found from the pod and from its ancestors
+    assert_eq!(sd.pids(&pod).await.expect("pids"), Vec::<u32>::new());
+    let procs_dir = match v {
+        CgroupVersion::V1 => Path::new("/sys/fs/cgroup/pids").join(cg.trim_start_matches('/')),
+        CgroupVersion::V2 => Path::new("/sys/fs/cgroup").join(cg.trim_start_matches('/')),
+    };
+    let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
+    std::fs::write(procs_dir.join("cgroup.procs"), sleeper.id().to_string()).expect("attach");
+    assert_eq!(sd.pids(&pod).await.expect("pids"), vec![sleeper.id()]);
+    assert!(sd
+        .pids(&kubepods)
+        .await
+        .expect("pids")
+        .contains(&sleeper.id()));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+
+    // destroy stops the slice and systemd removes its cgroup
+    sd.destroy(&pod).await.expect("destroy");
+    assert!(!sd.exists(&pod).await.expect("exists"));
+    assert!(
+        !shares.parent().expect("dir").exists(),
+        "pod cgroup removed"
+    );
+    assert!(sd.children(&burstable).await.expect("children").is_empty());
+    sd.destroy(&pod)
+        .await
+        .expect("destroying an absent slice is fine");
+    assert_eq!(sd.pids(&pod).await.expect("pids"), Vec::<u32>::new());
+    assert!(sd.exists(&burstable).await.expect("exists"), "parent kept");
+
+    // the harness leaves nothing behind
+    let cg_name = peer.var("RKUBELET_SYSTEMD_CGROUP_NAME");
+    let base = peer.base.clone();
+    drop(peer);
+    assert!(!base.exists(), "{} removed", base.display());
+    for h in ["cpu", "memory", "pids", "systemd"] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join(&cg_name);
+        assert!(!d.exists(), "{} removed", d.display());
+    }
+}
+
+#[tokio::test]
+async fn refusals_name_the_call_the_unit_and_the_bus_error() {
+    let Some(peer) = Peer::start("errors") else {
+        return;
+    };
+    let sd = peer.connect().await;
+    // a name systemd refuses as a unit name: the bus error comes back with the call and unit
+    let bad = name(&["bad name"]);
+    let Err(err) = sd.create(&bad, &ResourceConfig::default()).await else {
+        panic!("systemd accepted the unit \"bad name.slice\"");
+    };
+    match err {
+        CgroupError::Systemd { call, unit, reason } => {
+            assert_eq!(call, "StartTransientUnit");
+            assert_eq!(unit, "bad name.slice");
+            assert!(reason.starts_with("org.freedesktop."), "{reason}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert!(!sd.exists(&bad).await.expect("exists"));
+    let Err(err) = SystemdManager::connect(Some("unix:path=/nonexistent/bus")).await else {
+        panic!("connect to nothing succeeded");
+    };
+    assert!(
+        matches!(&err, CgroupError::Systemd { call: "connect", unit, .. } if unit == "unix:path=/nonexistent/bus"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn missing_parents_come_with_a_child_and_go_with_the_parent() {
+    let Some(peer) = Peer::start("parents") else {
+        return;
+    };
+    let sd = peer.connect().await;
+    let kubepods = name(&["kubepods"]);
+    let pod = name(&["kubepods", &format!("pod{POD_UID}")]);
+    sd.create(&pod, &ResourceConfig::default())
+        .await
+        .expect("pod slice without its parent");
+    assert!(
+        sd.exists(&kubepods).await.expect("exists"),
+        "systemd made the parent"
+    );
+    assert_eq!(
+        sd.children(&kubepods).await.expect("children"),
+        vec![pod.clone()]
+    );
+    // systemd stops a slice's children with it
+    sd.destroy(&kubepods).await.expect("destroy parent");
+    assert!(!sd.exists(&pod).await.expect("exists"));
+    assert!(!sd.exists(&kubepods).await.expect("exists"));
+}
