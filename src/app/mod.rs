@@ -4,5 +4,6 @@ pub mod cli;
 pub mod compose;
 pub mod cri_requests;
 pub mod logging;
+pub mod planner;
 pub mod pods;
 pub mod server;
