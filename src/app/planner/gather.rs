@@ -47,17 +47,19 @@ pub fn run(given: GivenFlags) -> u8 {
         }
     };
     let plan = runtime.block_on(plan_from_flags(given));
-    if format == "json" {
+    let text = if format == "json" {
         match serde_json::to_string_pretty(&plan) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => text + "\n",
             Err(e) => {
                 eprintln!("cannot encode the plan as JSON: {e}");
                 return EXIT_INVALID;
             }
         }
     } else {
-        print!("{}", render_text(&plan));
-    }
+        render_text(&plan)
+    };
+    // A closed stdout (`| head`) is the reader's choice, not a failure of the plan.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     plan.exit_code()
 }
 

@@ -372,10 +372,11 @@ fn start_of(pod: &Pod, index: usize, init: bool, reason: &str) -> Option<Contain
     })
 }
 
-fn actions_plan(pod: &Pod, a: &PodActions) -> (PodActionsPlan, usize) {
+fn actions_plan(pod: &Pod, a: &PodActions, status: &PodRuntimeStatus) -> (PodActionsPlan, usize) {
+    // As the sync does: killing a pod the runtime holds nothing of is no action.
+    let anything_left = !status.sandboxes.is_empty() || !status.containers.is_empty();
     let plan = PodActionsPlan {
-        kill_pod: a
-            .kill_pod
+        kill_pod: (a.kill_pod && anything_left)
             .then(|| a.kill_pod_reason.as_ref().map(kill_reason))
             .flatten(),
         create_sandbox: a.create_sandbox.then(|| SandboxCreation {
@@ -406,7 +407,7 @@ fn actions_plan(pod: &Pod, a: &PodActions) -> (PodActionsPlan, usize) {
                 .collect()
         },
     };
-    let count = usize::from(plan.kill_pod.is_some() || a.kill_pod)
+    let count = usize::from(plan.kill_pod.is_some())
         + usize::from(plan.create_sandbox.is_some())
         + plan.start_init_containers.len()
         + plan.start_containers.len()
@@ -421,7 +422,7 @@ fn pod_plan(pod: &Pod, status: Option<&PodRuntimeStatus>) -> PodPlan {
     };
     let status = status.unwrap_or(&empty);
     let actions = compute_pod_actions(pod, status);
-    let (actions, action_count) = actions_plan(pod, &actions);
+    let (actions, action_count) = actions_plan(pod, &actions, status);
     let mut running: Vec<String> = status
         .containers
         .iter()

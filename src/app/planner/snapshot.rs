@@ -162,6 +162,7 @@ system_uuid = ""
 uid = "u1"
 name = "web-node-a"
 namespace = "default"
+containers = []
 
 [[pods.sandboxes]]
 id = "sb1"
