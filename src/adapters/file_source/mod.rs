@@ -187,9 +187,13 @@ pub async fn read_manifests_once(
     for file in manifest_files(path).await {
         let origin = file.display().to_string();
         let decoded = match read_manifest(&file).await {
-            Ok(Manifest::Bytes(bytes)) => {
-                decode_static_pods(&origin, &bytes, node_name, PodSourceKind::File, seen_rfc3339)
-            }
+            Ok(Manifest::Bytes(bytes)) => decode_static_pods(
+                &origin,
+                &bytes,
+                node_name,
+                PodSourceKind::File,
+                seen_rfc3339,
+            ),
             Ok(Manifest::TooLarge(size)) => Err(ManifestError::TooLarge {
                 origin,
                 size,

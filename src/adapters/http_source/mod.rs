@@ -154,7 +154,13 @@ impl HttpSource {
             return Ok((Vec::new(), Vec::new()));
         }
         let seen = rfc3339_nanos(self.clock.now_unix_nanos());
-        match decode_static_pods(&self.url, &body, &self.node_name, PodSourceKind::Http, &seen) {
+        match decode_static_pods(
+            &self.url,
+            &body,
+            &self.node_name,
+            PodSourceKind::Http,
+            &seen,
+        ) {
             Ok(pods) => Ok((pods, Vec::new())),
             Err(error) => Ok((Vec::new(), vec![error])),
         }

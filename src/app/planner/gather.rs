@@ -102,9 +102,11 @@ pub async fn gather_inputs(
     deps: &Deps,
 ) -> Result<PlanInputs, Vec<String>> {
     let facts = node_facts(resolved, deps)?;
-    let (node_name, _) =
-        resolve_node_name(resolved.options.hostname_override.as_deref(), &facts.hostname)
-            .map_err(|e| vec![e.to_string()])?;
+    let (node_name, _) = resolve_node_name(
+        resolved.options.hostname_override.as_deref(),
+        &facts.hostname,
+    )
+    .map_err(|e| vec![e.to_string()])?;
     let c = &resolved.config;
     let seen = rfc3339_nanos(deps.clock.now_unix_nanos());
     let mut warnings = Vec::new();
@@ -114,7 +116,11 @@ pub async fn gather_inputs(
         let (pods, errors) =
             read_manifests_once(Path::new(&c.static_pod_path), &node_name, &seen).await;
         desired.extend(pods);
-        warnings.extend(errors.iter().map(|e| format!("skipping bad static pod manifest: {e}")));
+        warnings.extend(
+            errors
+                .iter()
+                .map(|e| format!("skipping bad static pod manifest: {e}")),
+        );
     }
     if !c.static_pod_url.is_empty() {
         let read = match HttpSource::new(

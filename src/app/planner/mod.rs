@@ -242,7 +242,9 @@ pub struct PodRemoval {
 }
 
 fn strings(list: &ResourceList) -> BTreeMap<String, String> {
-    list.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
+    list.iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect()
 }
 
 fn kill_reason(reason: &KillReason) -> Reason {
@@ -324,7 +326,11 @@ fn reserved_cpus_effect(
     effect
 }
 
-fn eviction_plan(resolved: &ResolvedConfig, s: &NodeSettings, stats: &BTreeMap<String, String>) -> EvictionPlan {
+fn eviction_plan(
+    resolved: &ResolvedConfig,
+    s: &NodeSettings,
+    stats: &BTreeMap<String, String>,
+) -> EvictionPlan {
     let c = &resolved.config;
     let defaults_not_applied: Vec<String> = if s.eviction_defaults_replaced {
         eviction::default_eviction_hard()
@@ -350,8 +356,16 @@ fn eviction_plan(resolved: &ResolvedConfig, s: &NodeSettings, stats: &BTreeMap<S
         "The default hard thresholds apply.".into()
     };
     EvictionPlan {
-        hard: s.hard_thresholds.iter().map(|t| threshold(t, stats)).collect(),
-        soft: s.soft_thresholds.iter().map(|t| threshold(t, stats)).collect(),
+        hard: s
+            .hard_thresholds
+            .iter()
+            .map(|t| threshold(t, stats))
+            .collect(),
+        soft: s
+            .soft_thresholds
+            .iter()
+            .map(|t| threshold(t, stats))
+            .collect(),
         merge_default_eviction_settings: c.merge_default_eviction_settings,
         defaults_replaced: s.eviction_defaults_replaced,
         defaults_not_applied,
@@ -481,9 +495,12 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     let resolved = &inputs.resolved;
     let c = &resolved.config;
     let mut problems = Vec::new();
-    let name = resolve_node_name(resolved.options.hostname_override.as_deref(), &inputs.hostname)
-        .map_err(|e| problems.push(e.to_string()))
-        .ok();
+    let name = resolve_node_name(
+        resolved.options.hostname_override.as_deref(),
+        &inputs.hostname,
+    )
+    .map_err(|e| problems.push(e.to_string()))
+    .ok();
     let settings = node_settings(c, &inputs.machine)
         .map_err(|errors| problems.extend(errors.iter().map(ToString::to_string)))
         .ok();
@@ -571,8 +588,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     if !problems.is_empty() {
         return Plan::invalid(problems);
     }
-    let action_count =
-        pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
+    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         valid: true,

@@ -148,7 +148,10 @@ mod tests {
         assert!(ro.run_pod_sandbox(&sandbox).await.is_err());
         assert!(ro.stop_pod_sandbox("sb1").await.is_err());
         assert!(ro.remove_pod_sandbox("sb1").await.is_err());
-        assert!(ro.create_container("sb1", &container, &sandbox).await.is_err());
+        assert!(ro
+            .create_container("sb1", &container, &sandbox)
+            .await
+            .is_err());
         assert!(ro.start_container("c1").await.is_err());
         assert!(ro.stop_container("c1", 30).await.is_err());
         assert!(ro.remove_container("c1").await.is_err());

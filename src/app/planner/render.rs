@@ -64,7 +64,11 @@ pub fn render_text(plan: &Plan) -> String {
 
     let _ = writeln!(out, "\nConfiguration (value <- source):");
     for entry in &plan.config {
-        let _ = writeln!(out, "  {} = {} <- {}", entry.field, entry.value, entry.source);
+        let _ = writeln!(
+            out,
+            "  {} = {} <- {}",
+            entry.field, entry.value, entry.source
+        );
     }
 
     if let Some(node) = &plan.node {
@@ -169,7 +173,11 @@ pub fn render_text(plan: &Plan) -> String {
             );
         }
         for start in &a.start_init_containers {
-            let _ = writeln!(out, "    start init container {} ({})", start.name, start.image);
+            let _ = writeln!(
+                out,
+                "    start init container {} ({})",
+                start.name, start.image
+            );
         }
         for start in &a.start_containers {
             let _ = writeln!(

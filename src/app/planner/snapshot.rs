@@ -90,7 +90,8 @@ pub fn parse_snapshot(path: &Path, text: &str) -> Result<Snapshot, SnapshotError
         format,
         reason,
     };
-    let json = |t: &str| serde_json::from_str::<Snapshot>(t).map_err(|e| decode("JSON", e.to_string()));
+    let json =
+        |t: &str| serde_json::from_str::<Snapshot>(t).map_err(|e| decode("JSON", e.to_string()));
     let toml = |t: &str| toml::from_str::<Snapshot>(t).map_err(|e| decode("TOML", e.to_string()));
     let snapshot = match path.extension().and_then(|e| e.to_str()) {
         Some("json") => json(text)?,
@@ -191,7 +192,10 @@ ip = "10.0.0.2"
         let bad = TOML.replace("num_cores = 2", "num_cores = \"two\"");
         let e = parse_snapshot(Path::new("/x/s.toml"), &bad).expect_err("refused");
         let text = e.to_string();
-        assert!(text.contains("/x/s.toml") && text.contains("num_cores"), "{text}");
+        assert!(
+            text.contains("/x/s.toml") && text.contains("num_cores"),
+            "{text}"
+        );
         let future = TOML.replace("version = 1", "version = 9");
         let e = parse_snapshot(Path::new("s.toml"), &future).expect_err("refused");
         assert!(e.to_string().contains('9'), "{e}");

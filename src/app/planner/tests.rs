@@ -63,7 +63,11 @@ fn running(pod: &Pod) -> PodRuntimeStatus {
     }
 }
 
-fn inputs(config: ResolvedConfig, desired: Vec<Pod>, observed: Vec<PodRuntimeStatus>) -> PlanInputs {
+fn inputs(
+    config: ResolvedConfig,
+    desired: Vec<Pod>,
+    observed: Vec<PodRuntimeStatus>,
+) -> PlanInputs {
     PlanInputs {
         resolved: config,
         hostname: "node-a".into(),
@@ -94,7 +98,10 @@ fn running_pods_need_nothing_and_a_new_one_gets_a_sandbox_and_its_containers() {
     assert_eq!(plan.pods[0].running, ["app"]);
     assert_eq!(plan.pods[1].action_count, 0);
     let new = &plan.pods[2].actions;
-    assert_eq!(new.kill_pod, None, "nothing to kill for a pod the runtime lacks");
+    assert_eq!(
+        new.kill_pod, None,
+        "nothing to kill for a pod the runtime lacks"
+    );
     assert_eq!(new.create_sandbox.as_ref().map(|s| s.attempt), Some(0));
     let started: Vec<(&str, &str)> = new
         .start_containers
@@ -116,7 +123,10 @@ fn a_changed_image_under_the_same_uid_kills_and_starts_with_the_reason() {
     assert_eq!(a.kill_containers.len(), 1);
     assert_eq!(a.kill_containers[0].id, "c-uw-app");
     assert_eq!(a.kill_containers[0].reason.code, "SpecChanged");
-    assert!(a.kill_containers[0].reason.message.contains("definition changed"));
+    assert!(a.kill_containers[0]
+        .reason
+        .message
+        .contains("definition changed"));
     assert_eq!(a.start_containers.len(), 1);
     assert_eq!(a.start_containers[0].image, "busybox:1.37");
     assert!(!a.start_containers[0].reason.is_empty());
@@ -140,7 +150,10 @@ fn a_pod_no_source_wants_is_removed_unless_a_source_was_not_read() {
     i.sources_complete = false;
     let plan = compute_plan(&i);
     assert!(plan.pods_to_remove.is_empty());
-    assert!(plan.warnings.iter().any(|w| w.contains("could not be read")));
+    assert!(plan
+        .warnings
+        .iter()
+        .any(|w| w.contains("could not be read")));
     assert_eq!(plan.exit_code(), EXIT_NO_ACTIONS);
 }
 
@@ -190,7 +203,10 @@ fn every_field_says_where_it_came_from() {
     let max_pods = entry("maxPods").expect("maxPods listed");
     assert_eq!(max_pods.value, serde_json::json!(7));
     assert_eq!(max_pods.source, Source::Flag("max-pods".into()));
-    assert_eq!(entry("healthzPort").map(|e| e.source), Some(Source::Default));
+    assert_eq!(
+        entry("healthzPort").map(|e| e.source),
+        Some(Source::Default)
+    );
 }
 
 #[test]
