@@ -21,3 +21,4 @@ cargo test --locked -- --test-threads="$(nproc)"
 
 echo "== benchmarks (figures printed, goals in each bench's header)"
 cargo bench --locked --bench startup
+cargo bench --locked --bench planner

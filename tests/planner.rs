@@ -544,3 +544,58 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         "the snapshot's plan differs from the live one"
     );
 }
+
+/// The documented schema and the plan agree on every object's fields (a drift check;
+/// the schema's `additionalProperties: false` makes extra fields a documentation bug).
+#[test]
+fn the_plan_has_exactly_the_fields_the_schema_documents() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/plan.schema.json"),
+        )
+        .expect("schema file"),
+    )
+    .expect("schema is JSON");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("m");
+    std::fs::create_dir_all(&manifests).expect("dir");
+    std::fs::write(manifests.join("a.yaml"), manifest("a", "busybox")).expect("write");
+    let (plan, code, _) = dry_run(&[
+        "--container-runtime-endpoint=fake://".into(),
+        snapshot_file(dir.path()),
+        format!("--pod-manifest-path={}", manifests.display()),
+    ]);
+    assert_eq!(code, 2, "{plan}");
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        k.sort();
+        k
+    };
+    let required = |v: &Value| -> Vec<String> {
+        let mut k = strs(&v["required"]);
+        k.sort();
+        k
+    };
+    let defs = &schema["$defs"];
+    assert_eq!(keys(&plan), required(&schema));
+    assert_eq!(keys(&plan["node"]), required(&defs["node"]));
+    assert_eq!(keys(&plan["pods"][0]), required(&defs["pod"]));
+    assert_eq!(
+        keys(&plan["pods"][0]["actions"]),
+        required(&defs["pod"]["properties"]["actions"])
+    );
+    assert_eq!(
+        keys(&plan["config"][0]),
+        required(&schema["properties"]["config"]["items"])
+    );
+    assert_eq!(
+        keys(&plan["node"]["eviction"]["hard"][0]),
+        required(&defs["threshold"])
+    );
+    if !plan["cgroups"].is_null() {
+        assert_eq!(keys(&plan["cgroups"]), required(&defs["cgroups"]));
+    }
+}

@@ -557,12 +557,14 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
 
     let mut warnings = inputs.warnings.clone();
     let pods_to_remove: Vec<PodRemoval> = if inputs.sources_complete {
-        inputs
+        let mut removals: Vec<PodRemoval> = inputs
             .observed
             .iter()
             .filter(|p| !seen.contains(p.uid.as_str()))
             .map(removal)
-            .collect()
+            .collect();
+        removals.sort_by(|a, b| a.uid.cmp(&b.uid));
+        removals
     } else {
         let unwanted = inputs
             .observed
