@@ -1,4 +1,5 @@
 //! One folder per backend.
+pub mod cgroupfs;
 pub mod cri;
 pub mod fake;
 pub mod file_source;

@@ -18,6 +18,7 @@ use crate::adapters::http_source::{
     HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
 };
 use crate::app::cri_requests::RequestContext;
+use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
@@ -64,6 +65,9 @@ pub enum StartupError {
     Directory { path: PathBuf, reason: String },
     #[error("failed to run the container runtime at {endpoint}: {reason}")]
     Runtime { endpoint: String, reason: String },
+    /// `--runonce`: these pods did not reach running.
+    #[error("error running pods: {}", .0.join("; "))]
+    RunOnce(Vec<String>),
     #[error("failed to serve healthz on {address}: {reason}")]
     Healthz { address: String, reason: String },
 }
@@ -279,6 +283,7 @@ pub struct Started {
 
 /// The start-up flow up to a connected runtime. Bad input returns before any effect.
 pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
+    crate::app::cli::warn_compatibility(&resolved);
     initialize_feature_gates(&resolved)?;
     let plan = resolve_node(&resolved, deps)?;
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
@@ -382,13 +387,9 @@ fn read_resolv_conf(config: &KubeletConfiguration) -> ResolvConf {
     }
 }
 
-/// Step: the sync loop that runs the pods of every source on the runtime.
-fn start_pod_loop(
-    started: &Started,
-    deps: &Deps,
-    store: PodStatusStore,
-    shutdown: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, StartupError> {
+/// What every pod sync shares: the runtime and image clients, the clock, and how
+/// requests are built.
+fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, StartupError> {
     let config = &started.resolved.config;
     let endpoint = if config.image_service_endpoint.is_empty() {
         &config.container_runtime_endpoint
@@ -401,13 +402,32 @@ fn start_pod_loop(
     })?;
     let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(config))
         .with_memory_capacity(started.plan.machine.memory_capacity_bytes);
-    let ctx = Arc::new(SyncContext::new(
+    Ok(Arc::new(SyncContext::new(
         Arc::clone(&started.runtime),
         images,
         Arc::clone(&deps.clock),
         requests,
         started.runtime_name.clone(),
-    ));
+    )))
+}
+
+fn sources_or_error(
+    started: &Started,
+    deps: &Deps,
+) -> Result<Vec<Box<dyn PodSource>>, StartupError> {
+    pod_sources(started, deps)
+        .map_err(|e| StartupError::Invalid(vec![format!("invalid --manifest-url: {e}")]))
+}
+
+/// Step: the sync loop that runs the pods of every source on the runtime.
+fn start_pod_loop(
+    started: &Started,
+    deps: &Deps,
+    store: PodStatusStore,
+    shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, StartupError> {
+    let config = &started.resolved.config;
+    let ctx = sync_context(started, deps)?;
     let settings = LoopSettings {
         resync_period: config
             .sync_frequency
@@ -416,11 +436,31 @@ fn start_pod_loop(
             .unwrap_or(LoopSettings::default().resync_period),
         ..LoopSettings::default()
     };
-    let sources = pod_sources(started, deps)
-        .map_err(|e| StartupError::Invalid(vec![format!("invalid --manifest-url: {e}")]))?;
+    let sources = sources_or_error(started, deps)?;
     Ok(tokio::spawn(
         PodLoop::new(ctx, store, settings).run(sources, shutdown),
     ))
+}
+
+/// `--runonce`: start the static pods once, wait until they run, report, return.
+async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
+    let ctx = sync_context(started, deps)?;
+    let sources = sources_or_error(started, deps)?;
+    let results = run_once(ctx, sources).await;
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.failure
+                .as_ref()
+                .map(|why| format!("pod {}: {why}", r.pod))
+        })
+        .collect();
+    info!(pods = results.len(), failed = failed.len(), "runonce: done");
+    if failed.is_empty() {
+        Ok(StopReason::RunOnceDone)
+    } else {
+        Err(StartupError::RunOnce(failed))
+    }
 }
 
 /// Why the kubelet stopped running.
@@ -440,8 +480,7 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> Result<StopReason, StartupError> {
     if started.resolved.options.runonce {
-        info!("runonce: no static pods to run in this pass; exiting");
-        return Ok(StopReason::RunOnceDone);
+        return run_pods_once(&started, deps).await;
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();

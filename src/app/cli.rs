@@ -5,8 +5,11 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command};
 use serde_json::Value;
+use tracing::warn;
 
-use crate::domain::config::flags::{FlagKind, FlagSpec, Target, FLAGS};
+use crate::domain::config::ResolvedConfig;
+
+use crate::domain::config::flags::{FlagKind, FlagSpec, State, Target, FLAGS};
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::model::KubeletConfiguration;
 
@@ -43,6 +46,15 @@ fn default_text(spec: &FlagSpec, defaults: &Value) -> String {
     }
 }
 
+/// `--help` groups the flags by what rkubelet does with them.
+pub fn heading(state: State) -> &'static str {
+    match state {
+        State::Implemented => "Implemented",
+        State::NotImplemented => "Accepted, not implemented (start-up warns when given)",
+        State::Refused => "Refused when the value asks for something unsafe",
+    }
+}
+
 fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
     let default = default_text(spec, defaults);
     let help = if default.is_empty() {
@@ -58,6 +70,7 @@ fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
     if let Some(short) = spec.short {
         arg = arg.short(short);
     }
+    arg = arg.help_heading(heading(spec.state));
     match spec.kind {
         // Go's pflag: `--flag` alone means true, `--flag=false` needs the `=`.
         FlagKind::Bool => arg
@@ -71,6 +84,7 @@ fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
             arg.num_args(1).value_name("key=value,...")
         }
         FlagKind::List => arg.num_args(1).value_name("a,b,..."),
+        FlagKind::ColonMultiMap => arg.num_args(1).value_name("key:value,..."),
         FlagKind::Str => arg.num_args(1).value_name("string"),
     }
 }
@@ -154,6 +168,7 @@ where
                 | FlagKind::FeatureGates
                 | FlagKind::Taints
                 | FlagKind::List
+                | FlagKind::ColonMultiMap
         );
         let text = if accumulates {
             values.join(",")
@@ -163,6 +178,19 @@ where
         given.push((spec, text));
     }
     Ok(given)
+}
+
+/// Start-up step: upstream's notice for each deprecated flag given, then one warning naming every
+/// accepted-but-not-implemented flag and field given, with its value.
+pub fn warn_compatibility(resolved: &ResolvedConfig) {
+    use crate::domain::config::states;
+    for notice in states::deprecation_notices(&resolved.options.given) {
+        warn!("{notice}");
+    }
+    let given = states::not_implemented_given(resolved);
+    if let Some(message) = states::not_implemented_warning(&given) {
+        warn!("{message}");
+    }
 }
 
 #[cfg(test)]

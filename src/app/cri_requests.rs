@@ -10,23 +10,11 @@ use crate::domain::cfs;
 use crate::domain::config::ResolvedConfig;
 use crate::domain::dns::{self, PodDns, ResolvConf};
 use crate::domain::pod::{self, Container, Pod};
+pub use crate::ports::runtime::labels::*;
 use crate::ports::runtime::{
     ContainerConfig, DnsConfig, LinuxResources, Mount, PortMapping, Protocol, SandboxConfig,
 };
 
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
-/// Read back by the CRI adapter (`spec_hash`) as hex.
-pub const CONTAINER_HASH_ANNOTATION: &str = crate::adapters::cri::CONTAINER_HASH_ANNOTATION;
-pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
-    "io.kubernetes.container.terminationMessagePath";
-pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
-    "io.kubernetes.container.terminationMessagePolicy";
-pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
-    "io.kubernetes.pod.terminationGracePeriod";
 /// The pod model has no terminationMessagePolicy field; this is the API default.
 const TERMINATION_MESSAGE_POLICY: &str = "File";
 /// A hostname is one DNS label (64 bytes with the terminating NUL).

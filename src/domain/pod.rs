@@ -448,28 +448,29 @@ pub fn apply_api_defaults(pod: &mut Pod) {
 /// limit, as API defaulting would have made it.
 pub fn qos_class(spec: &PodSpec) -> QosClass {
     const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
-    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
+    // Fixed slots per resource rather than maps: this runs for every pod on
+    // every cgroup and QoS pass, so it stays allocation-free.
+    let mut requests: [Option<Quantity>; 2] = [None, None];
+    let mut limits: [Option<Quantity>; 2] = [None, None];
     let mut guaranteed = true;
     let zero = Quantity::new(0, Format::DecimalSI);
-    let add = |sums: &mut BTreeMap<&'static str, Quantity>, name: &'static str, q: &Quantity| {
-        let sum = match sums.get(name) {
+    let add = |sum: &mut Option<Quantity>, q: &Quantity| {
+        *sum = Some(match sum {
             // Overflow needs ~1e29 units; keeping the old sum is harmless.
             Some(old) => old.checked_add(q).unwrap_or(*old),
             None => *q,
-        };
-        sums.insert(name, sum);
+        });
     };
     for container in all_containers(spec) {
         let res = &container.resources;
         let mut limited = 0;
-        for name in QOS_RESOURCES {
-            let request = res.requests.get(name).or_else(|| res.limits.get(name));
+        for (i, name) in QOS_RESOURCES.iter().enumerate() {
+            let request = res.requests.get(*name).or_else(|| res.limits.get(*name));
             if let Some(q) = request.filter(|q| **q > zero) {
-                add(&mut requests, name, q);
+                add(&mut requests[i], q);
             }
-            if let Some(q) = res.limits.get(name).filter(|q| **q > zero) {
-                add(&mut limits, name, q);
+            if let Some(q) = res.limits.get(*name).filter(|q| **q > zero) {
+                add(&mut limits[i], q);
                 limited += 1;
             }
         }
@@ -477,13 +478,15 @@ pub fn qos_class(spec: &PodSpec) -> QosClass {
             guaranteed = false;
         }
     }
-    if requests.is_empty() && limits.is_empty() {
+    let count = |slots: &[Option<Quantity>; 2]| slots.iter().filter(|s| s.is_some()).count();
+    if count(&requests) == 0 && count(&limits) == 0 {
         return QosClass::BestEffort;
     }
     let requests_match = requests
         .iter()
-        .all(|(name, req)| limits.get(name) == Some(req));
-    if guaranteed && requests_match && requests.len() == limits.len() {
+        .zip(&limits)
+        .all(|(req, lim)| req.is_none() || req == lim);
+    if guaranteed && requests_match && count(&requests) == count(&limits) {
         QosClass::Guaranteed
     } else {
         QosClass::Burstable

@@ -157,6 +157,25 @@ pub struct ContainerFilter {
 
 pub use crate::domain::cgroup::CgroupDriver;
 
+/// The labels and annotations the kubelet puts on what it creates, as upstream names
+/// them: how pods are found again in the runtime (after a restart too), and what
+/// crictl shows.
+pub mod labels {
+    pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+    pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+    pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+    pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+    /// The container spec hash, as hex; read back by the CRI adapter.
+    pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+    pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+    pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
+        "io.kubernetes.container.terminationMessagePath";
+    pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
+        "io.kubernetes.container.terminationMessagePolicy";
+    pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
+        "io.kubernetes.pod.terminationGracePeriod";
+}
+
 /// An image present on the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageInfo {
@@ -164,6 +183,29 @@ pub struct ImageInfo {
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
     pub size_bytes: u64,
+}
+
+/// What happened to a container, as the runtime streams it (CRI `GetContainerEvents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEventKind {
+    Created,
+    Started,
+    Stopped,
+    Deleted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    pub container_id: String,
+    pub kind: ContainerEventKind,
+    /// The uid of the pod the container belongs to; empty when the runtime did not say.
+    pub pod_uid: String,
+}
+
+/// A stream of container events; `None` once it has ended.
+#[async_trait]
+pub trait ContainerEventStream: Send {
+    async fn next(&mut self) -> Option<Result<ContainerEvent, RuntimeError>>;
 }
 
 /// The runtime's sandbox and container calls. Removal and stop calls are
@@ -204,6 +246,12 @@ pub trait RuntimeService: Send + Sync {
     /// The runtime's cgroup driver; `None` when the runtime does not report it
     /// (containerd 1.6 answers UNIMPLEMENTED, which is tolerated here).
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError>;
+
+    /// Container events as they happen. Runtimes without the call (containerd 1.6)
+    /// answer `Unimplemented`, which is the default here.
+    async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
+        Err(RuntimeError::Unimplemented("GetContainerEvents".into()))
+    }
 }
 
 /// The runtime's image calls.

@@ -14,9 +14,9 @@ use tower::service_fn;
 
 use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
 use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
-    Protocol, RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry,
-    SandboxFilter,
+    CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
+    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, Protocol, RuntimeError,
+    RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
 };
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
@@ -31,8 +31,7 @@ use proto::runtime_service_client::RuntimeServiceClient;
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The CRI API version the kubelet announces in `Version`.
 const KUBE_API_VERSION: &str = "0.1.0";
-/// Annotation carrying the hash of the container spec an instance was made from.
-pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+use crate::ports::runtime::labels::CONTAINER_HASH_ANNOTATION;
 
 /// A CRI runtime and image client on one unix socket (one HTTP/2 connection,
 /// established lazily on the first call).
@@ -97,6 +96,47 @@ impl CriRuntime {
             Ok(Err(status)) => Err(map_status(&self.endpoint, name, self.timeout, &status)),
             Err(_) => Err(deadline(name, self.timeout)),
         }
+    }
+}
+
+struct CriEventStream {
+    stream: tonic::Streaming<proto::ContainerEventResponse>,
+    endpoint: String,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl ContainerEventStream for CriEventStream {
+    async fn next(&mut self) -> Option<Result<ContainerEvent, RuntimeError>> {
+        match self.stream.message().await {
+            Ok(Some(event)) => Some(Ok(container_event_from_wire(event))),
+            Ok(None) => None,
+            Err(status) => Some(Err(map_status(
+                &self.endpoint,
+                "GetContainerEvents",
+                self.timeout,
+                &status,
+            ))),
+        }
+    }
+}
+
+fn container_event_from_wire(event: proto::ContainerEventResponse) -> ContainerEvent {
+    let kind = match proto::ContainerEventType::try_from(event.container_event_type) {
+        Ok(proto::ContainerEventType::ContainerCreatedEvent) => ContainerEventKind::Created,
+        Ok(proto::ContainerEventType::ContainerStartedEvent) => ContainerEventKind::Started,
+        Ok(proto::ContainerEventType::ContainerDeletedEvent) => ContainerEventKind::Deleted,
+        _ => ContainerEventKind::Stopped,
+    };
+    let pod_uid = event
+        .pod_sandbox_status
+        .and_then(|s| s.metadata)
+        .map(|m| m.uid)
+        .unwrap_or_default();
+    ContainerEvent {
+        container_id: event.container_id,
+        kind,
+        pod_uid,
     }
 }
 
@@ -569,6 +609,29 @@ impl RuntimeService for CriRuntime {
                 }
             })
             .collect())
+    }
+
+    async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        // A stream lives on: no request timeout, only the connect is bounded.
+        let call = c.get_container_events(tonic::Request::new(proto::GetEventsRequest {}));
+        let stream = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(response)) => response.into_inner(),
+            Ok(Err(status)) => {
+                return Err(map_status(
+                    &self.endpoint,
+                    "GetContainerEvents",
+                    self.timeout,
+                    &status,
+                ))
+            }
+            Err(_) => return Err(deadline("GetContainerEvents", self.timeout)),
+        };
+        Ok(Box::new(CriEventStream {
+            stream,
+            endpoint: self.endpoint.clone(),
+            timeout: self.timeout,
+        }))
     }
 
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {

@@ -8,9 +8,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use tokio::sync::mpsc;
+
 use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
-    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+    labels, CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
+    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, RuntimeError, RuntimeService,
+    RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
 };
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
@@ -27,6 +30,38 @@ struct State {
     journal: Vec<String>,
     /// When set, every pull fails with this reason (a node with no registry).
     pull_failure: Option<String>,
+    /// `Some` once events are switched on: the subscribers of `container_events`.
+    event_subscribers: Option<Vec<mpsc::UnboundedSender<ContainerEvent>>>,
+}
+
+impl State {
+    fn emit(&mut self, container_id: &str, kind: ContainerEventKind) {
+        let Some(subscribers) = self.event_subscribers.as_mut() else {
+            return;
+        };
+        let pod_uid = self
+            .containers
+            .get(container_id)
+            .and_then(|c| c.labels.get(labels::POD_UID_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        let event = ContainerEvent {
+            container_id: container_id.to_owned(),
+            kind,
+            pod_uid,
+        };
+        subscribers.retain(|s| s.send(event.clone()).is_ok());
+    }
+}
+
+/// Events to one subscriber of the fake runtime.
+struct FakeEventStream(mpsc::UnboundedReceiver<ContainerEvent>);
+
+#[async_trait]
+impl ContainerEventStream for FakeEventStream {
+    async fn next(&mut self) -> Option<Result<ContainerEvent, RuntimeError>> {
+        self.0.recv().await.map(Ok)
+    }
 }
 
 impl State {
@@ -63,6 +98,12 @@ impl FakeRuntime {
         self.state().journal.push(call);
     }
 
+    /// Streams container events from now on, as containerd 1.7+ does; without this
+    /// the fake answers `Unimplemented`, as containerd 1.6 does.
+    pub fn stream_events(&self) {
+        self.state().event_subscribers.get_or_insert_with(Vec::new);
+    }
+
     /// The calls that changed something, in order.
     pub fn journal(&self) -> Vec<String> {
         self.state().journal.clone()
@@ -78,6 +119,7 @@ impl FakeRuntime {
             c.status.reason = if exit_code == 0 { "Completed" } else { "Error" }.into();
             c.status.finished_at_nanos = now;
         }
+        s.emit(container_id, ContainerEventKind::Stopped);
     }
 
     /// Makes the image present, as if imported.
@@ -212,7 +254,7 @@ impl RuntimeService for FakeRuntime {
         status.created_at_nanos = created;
         status.hash = config
             .annotations
-            .get(crate::adapters::cri::CONTAINER_HASH_ANNOTATION)
+            .get(labels::CONTAINER_HASH_ANNOTATION)
             .and_then(|h| u64::from_str_radix(h, 16).ok())
             .unwrap_or(0);
         s.containers.insert(
@@ -242,6 +284,7 @@ impl RuntimeService for FakeRuntime {
         }
         c.status.state = ContainerState::Running;
         c.status.started_at_nanos = now;
+        s.emit(container_id, ContainerEventKind::Started);
         Ok(())
     }
 
@@ -298,6 +341,16 @@ impl RuntimeService for FakeRuntime {
 
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
         Ok(Some(CgroupDriver::Cgroupfs))
+    }
+
+    async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
+        let mut s = self.state();
+        let Some(subscribers) = s.event_subscribers.as_mut() else {
+            return Err(RuntimeError::Unimplemented("GetContainerEvents".into()));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        subscribers.push(tx);
+        Ok(Box::new(FakeEventStream(rx)))
     }
 }
 

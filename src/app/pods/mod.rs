@@ -4,6 +4,7 @@
 //! holds that no source wants are terminated once every source has spoken.
 
 pub mod manager;
+pub mod run_once;
 pub mod runtime_state;
 pub mod sync;
 
@@ -20,6 +21,7 @@ use crate::app::server::shutdown_requested;
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::pod_status::{api_pod_status, ApiPodStatus};
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
+use crate::ports::runtime::RuntimeError;
 use manager::{PodChange, PodManager};
 use runtime_state::{changed_pods, relist, PodFingerprint};
 use sync::{sync_pod, terminate_pod, SyncContext};
@@ -178,6 +180,43 @@ async fn worker_loop(
     }
 }
 
+/// Forwards the pod uid of each container event the runtime streams, so a change is
+/// synced at once rather than at the next relist. The relist stays either way: it is
+/// the only source on runtimes without the call (containerd 1.6) and the safety net
+/// for a lost event on the others.
+async fn forward_container_events(
+    runtime: Arc<dyn crate::ports::runtime::RuntimeService>,
+    uids: mpsc::Sender<String>,
+) {
+    let mut stream = match runtime.container_events().await {
+        Ok(stream) => stream,
+        Err(RuntimeError::Unimplemented(_)) => {
+            info!("the runtime does not stream container events (GetContainerEvents); the PLEG relists every second");
+            return;
+        }
+        Err(error) => {
+            warn!(%error, "cannot subscribe to container events; the PLEG relists every second");
+            return;
+        }
+    };
+    info!("subscribed to the runtime's container events");
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) if !event.pod_uid.is_empty() => {
+                debug!(container = %event.container_id, kind = ?event.kind, uid = %event.pod_uid, "container event");
+                if uids.send(event.pod_uid).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                warn!(%error, "container event stream failed; the PLEG relists every second");
+                return;
+            }
+        }
+    }
+}
+
 /// The loop's state; see the module documentation.
 pub struct PodLoop {
     shared: Arc<WorkerShared>,
@@ -300,6 +339,11 @@ impl PodLoop {
             }));
         }
         drop(update_tx);
+        let (event_tx, mut events) = mpsc::channel::<String>(64);
+        let event_feeder = tokio::spawn(forward_container_events(
+            Arc::clone(&self.shared.ctx.runtime),
+            event_tx,
+        ));
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut sources_open = true;
         let mut ticker = tokio::time::interval(self.settings.relist_period);
@@ -316,6 +360,11 @@ impl PodLoop {
                     None => sources_open = false,
                 },
                 Some(uid) = self.done.recv() => self.worker_done(&uid),
+                Some(uid) = events.recv() => {
+                    if let Some(worker) = self.workers.get(&uid) {
+                        worker.poke.notify_one();
+                    }
+                }
                 _ = ticker.tick() => {
                     let ready = seen.len() >= expected;
                     self.relist(ready).await;
@@ -325,6 +374,7 @@ impl PodLoop {
         for feeder in feeders {
             feeder.abort();
         }
+        event_feeder.abort();
         for (_, worker) in self.workers.drain() {
             worker.task.abort();
         }

@@ -330,3 +330,73 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn container_events_wake_the_pod_without_waiting_for_a_relist() {
+    let w = world();
+    w.runtime.stream_events();
+    let store = PodStatusStore::new();
+    let (tx, rx) = mpsc::channel(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // A relist period far beyond the test: only events can wake the worker.
+    let settings = LoopSettings {
+        relist_period: Duration::from_secs(3600),
+        ..LoopSettings::default()
+    };
+    let task = tokio::spawn(
+        PodLoop::new(w.ctx.clone(), store.clone(), settings)
+            .run(vec![Box::new(ChannelSource(rx))], stop_rx),
+    );
+    tx.send(set(vec![pod("ev", RestartPolicy::Always, IMAGE)]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    wait_until("the container is running", || {
+        phase_of(&store, "web-ev").as_deref() == Some("Running")
+    })
+    .await;
+
+    let first = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&first, 1);
+    let runtime = w.runtime.clone();
+    let mut restarted = false;
+    for _ in 0..50 {
+        let list = containers(&runtime).await;
+        if list
+            .iter()
+            .any(|c| c.attempt == 1 && c.state == ContainerState::Running)
+        {
+            restarted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        restarted,
+        "the exit event led to a restart within 5 s, long before any relist"
+    );
+    let _ = stop_tx.send(true);
+    task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_once_starts_the_first_set_and_reports_pods_that_never_run() {
+    let w = world();
+    w.runtime.fail_pulls(Some("no registry"));
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(set(vec![
+        pod("good", RestartPolicy::Always, IMAGE),
+        pod("bad", RestartPolicy::Always, "example.com/missing:1"),
+    ]))
+    .await
+    .unwrap_or_else(|e| panic!("send: {e}"));
+    let results = run_once::run_once(w.ctx.clone(), vec![Box::new(ChannelSource(rx))]).await;
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].pod, "web-bad_default");
+    let why = results[0].failure.clone().unwrap_or_default();
+    assert!(
+        why.contains("app: ImagePullBackOff") || why.contains("app: ErrImagePull"),
+        "{why}"
+    );
+    assert_eq!(results[1].pod, "web-good_default");
+    assert_eq!(results[1].failure, None);
+}

@@ -1,8 +1,14 @@
 //! The kubelet's cgroups as pure values: names in both drivers' spellings and the
 //! resource settings each cgroup gets.
 
+pub mod config;
 pub mod name;
 
+pub use config::{
+    kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config, pod_uid_of,
+    qos_cgroup_name, qos_resource_configs, shares_to_weight, CgroupSettings, WeightCurve,
+    POD_CGROUP_PREFIX,
+};
 pub use name::{expand_slice, CgroupDriver, CgroupName, CgroupNameError};
 
 /// The limits one cgroup is given; `None` leaves a setting as it is (unlimited

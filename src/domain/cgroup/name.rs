@@ -77,6 +77,16 @@ impl CgroupName {
         Ok(Self(parts))
     }
 
+    /// Appends one checked component in place; on error the name is unchanged.
+    /// (Pod names are built for every pod on every pass; `new` would copy.)
+    pub fn push(&mut self, component: String) -> Result<(), CgroupNameError> {
+        if component.is_empty() || component.contains(['/', '_']) {
+            return Err(CgroupNameError::InvalidComponent { component });
+        }
+        self.0.push(component);
+        Ok(())
+    }
+
     pub fn components(&self) -> &[String] {
         &self.0
     }
@@ -207,6 +217,15 @@ mod tests {
                 })
             );
         }
+    }
+
+    #[test]
+    fn push_checks_and_appends_in_place() {
+        let mut n = name(&["kubepods"]);
+        assert!(n.push("a_b".to_owned()).is_err());
+        assert_eq!(n, name(&["kubepods"]));
+        assert_eq!(n.push("pod1".to_owned()), Ok(()));
+        assert_eq!(n, name(&["kubepods", "pod1"]));
     }
 
     #[test]

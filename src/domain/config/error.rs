@@ -31,6 +31,13 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    /// A value rkubelet accepts only when it asks for nothing unsafe (see `states`).
+    #[error("refused: {field} = {value}: rkubelet cannot honour it safely: {why}")]
+    Refused {
+        field: String,
+        value: String,
+        why: String,
+    },
     /// A semantic rule, in upstream's words ("invalid configuration: ...").
     #[error("{0}")]
     Invalid(String),

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::ConfigError;
+pub use super::states::State;
 use crate::domain::duration::GoDuration;
 use crate::domain::{eviction, reserved};
 
@@ -28,6 +29,8 @@ pub enum FlagKind {
     FeatureGates,
     /// `key=value:Effect,key:Effect`.
     Taints,
+    /// `key:value,...` into a map of lists (`--manifest-url-header`); repeats add values.
+    ColonMultiMap,
 }
 
 /// Where a flag's value goes.
@@ -49,6 +52,41 @@ pub struct FlagSpec {
     /// configuration's default).
     pub flag_default: &'static str,
     pub help: &'static str,
+    /// What rkubelet does with it; see `states`.
+    pub state: State,
+    /// Upstream's deprecation notice (the `MarkDeprecated` text), printed when given.
+    pub deprecated: Option<&'static str>,
+}
+
+/// The notice upstream gives every flag that sets a `KubeletConfiguration` field.
+pub const CONFIG_FLAG_DEPRECATED: &str = "This parameter should be set via the config file specified by the Kubelet's --config flag. See https://kubernetes.io/docs/tasks/administer-cluster/kubelet-config-file/ for more information.";
+const CADVISOR_DEPRECATED: &str = "This is a cadvisor flag that was mistakenly registered with the Kubelet. Due to legacy concerns, it will follow the standard CLI deprecation timeline before being removed.";
+const GC_DEPRECATED: &str =
+    "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.";
+
+impl FlagSpec {
+    /// Accepted and type-checked, not acted on: warned about at start-up.
+    const fn ni(mut self) -> Self {
+        self.state = State::NotImplemented;
+        self
+    }
+
+    /// Refused when its value asks for something rkubelet cannot do safely.
+    const fn refused(mut self) -> Self {
+        self.state = State::Refused;
+        self
+    }
+
+    const fn deprecated(mut self, notice: &'static str) -> Self {
+        self.deprecated = Some(notice);
+        self
+    }
+
+    /// Not deprecated upstream, or rkubelet's own flag.
+    const fn current(mut self) -> Self {
+        self.deprecated = None;
+        self
+    }
 }
 
 const fn cfg(
@@ -64,6 +102,8 @@ const fn cfg(
         target: Target::Config(path),
         flag_default: "",
         help,
+        state: State::Implemented,
+        deprecated: Some(CONFIG_FLAG_DEPRECATED),
     }
 }
 
@@ -80,80 +120,79 @@ const fn opt(
         target: Target::FlagOnly,
         flag_default,
         help,
+        state: State::Implemented,
+        deprecated: None,
     }
 }
 
 use FlagKind::*;
 
-/// Every flag rkubelet knows, in the order `--help` lists them.
+/// Every flag rkubelet knows (upstream's, Kubernetes 1.26 to 1.36, and rkubelet's own),
+/// in the order `--help` lists them within each state.
 pub const FLAGS: &[FlagSpec] = &[
+    // Command-line-only options.
     opt("config", Str, "", "Path to a KubeletConfiguration file (YAML, JSON or TOML). Flags given on the command line override its values."),
     opt("config-dir", Str, "", "Folder of drop-in configuration files (*.conf), merged in name order over --config."),
-    opt("kubeconfig", Str, "", "Path to a kubeconfig for the API server. Without it rkubelet runs standalone."),
-    opt("bootstrap-kubeconfig", Str, "", "Path to a kubeconfig used to obtain a client certificate."),
+    opt("kubeconfig", Str, "", "Path to a kubeconfig for the API server. rkubelet has no API client yet: it runs standalone either way.").ni(),
+    opt("bootstrap-kubeconfig", Str, "", "Path to a kubeconfig used to obtain a client certificate (no API client yet).").ni(),
+    opt("cert-dir", Str, "/var/lib/kubelet/pki", "Folder of the kubelet's TLS certificates (no kubelet API server yet).").ni(),
     opt("hostname-override", Str, "", "Use this name as the node name instead of the hostname (trimmed, lower-cased)."),
-    opt("node-ip", Str, "", "IP addresses of the node, comma-separated."),
+    opt("node-ip", Str, "", "IP addresses of the node, comma-separated (used when registering the node: no API client yet).").ni(),
     opt("root-dir", Str, "/var/lib/kubelet", "Directory for the kubelet's files."),
     opt("lock-file", Str, "", "Path to a lock file the kubelet holds while it runs."),
     opt("exit-on-lock-contention", Bool, "false", "Exit when another process opens the lock file."),
-    opt("runonce", Bool, "false", "Start the static pods once, then exit; the API server and HTTP server are not used."),
-    opt("node-labels", Str, "", "Labels to add when registering the node, key=value pairs separated by commas."),
+    opt("runonce", Bool, "false", "Start the static pods once, then exit; the API server and HTTP server are not used.").deprecated(CONFIG_FLAG_DEPRECATED),
+    opt("node-labels", Str, "", "Labels to add when registering the node, key=value pairs separated by commas (no API client yet).").ni(),
     opt("dry-run", Bool, "false", "Print what rkubelet would do with this configuration, change nothing, and exit."),
     opt("dry-run-output", Str, "text", "Format of the --dry-run plan: text or json."),
     opt("dry-run-snapshot", Str, "", "Plan against this recorded node state (TOML or JSON) instead of the live runtime."),
+    opt("cloud-provider", Str, "", "The provider for cloud services; empty or external.").ni(),
+    opt("cloud-config", Str, "", "Path to the cloud provider configuration file.").ni().deprecated("will be removed in 1.25 or later, in favor of removing cloud provider code from Kubelet."),
+    opt("container-runtime", Str, "remote", "The container runtime to use; only remote exists.").ni().deprecated("will be removed in 1.27 as the only valid value is 'remote'"),
+    opt("runtime-cgroups", Str, "", "Cgroup the container runtime is expected to run in.").ni(),
+    opt("pod-infra-container-image", Str, "", "Sandbox image kept from image garbage collection; the runtime's own setting chooses the sandbox image.").ni().deprecated("will be removed in 1.35. Image garbage collector will get sandbox image information from CRI."),
+    opt("image-credential-provider-config", Str, "", "Credential provider plugin configuration file or folder.").ni(),
+    opt("image-credential-provider-bin-dir", Str, "", "Folder of credential provider plugin binaries.").ni(),
+    opt("azure-container-registry-config", Str, "", "Azure container registry configuration file.").ni().deprecated("Use --image-credential-provider-config and --image-credential-provider-bin-dir to setup acr credential provider instead. Will be removed in a future release."),
+    opt("master-service-namespace", Str, "default", "Namespace whose master services are injected into pods.").ni().deprecated("This flag will be removed in a future version."),
+    opt("minimum-container-ttl-duration", Duration, "0s", "Minimum age of a finished container before garbage collection.").ni().deprecated(GC_DEPRECATED),
+    opt("maximum-dead-containers-per-container", Int, "1", "Old instances kept per container.").ni().deprecated(GC_DEPRECATED),
+    opt("maximum-dead-containers", Int, "-1", "Old container instances kept in all.").ni().deprecated(GC_DEPRECATED),
+    opt("register-schedulable", Bool, "true", "Register the node as schedulable.").ni().deprecated("will be removed in a future version"),
+    opt("keep-terminated-pod-volumes", Bool, "false", "Keep terminated pods' volumes mounted.").ni().deprecated("will be removed in a future version"),
+    opt("experimental-mounter-path", Str, "", "Path of the mount binary.").ni().deprecated("will be removed in 1.25 or later. in favor of using CSI."),
+    opt("experimental-allocatable-ignore-eviction", Bool, "false", "Leave hard eviction thresholds out of node allocatable.").ni().deprecated("will be removed in 1.25 or later."),
+    // Flags that set a KubeletConfiguration field.
     cfg("pod-manifest-path", Str, &["staticPodPath"], "Path to a static pod manifest file or a folder of them."),
     cfg("manifest-url", Str, &["staticPodURL"], "URL to fetch static pod manifests from."),
+    cfg("manifest-url-header", ColonMultiMap, &["staticPodURLHeader"], "HTTP headers for --manifest-url, key:value pairs separated by commas; may repeat."),
     cfg("file-check-frequency", Duration, &["fileCheckFrequency"], "How often the manifest path is re-read."),
     cfg("http-check-frequency", Duration, &["httpCheckFrequency"], "How often the manifest URL is re-read."),
     cfg("sync-frequency", Duration, &["syncFrequency"], "Longest time between syncs of a running pod."),
     cfg("container-runtime-endpoint", Str, &["containerRuntimeEndpoint"], "CRI endpoint: unix:///path/to/socket, or fake:// for the embedded simulated runtime."),
     cfg("image-service-endpoint", Str, &["imageServiceEndpoint"], "CRI image service endpoint; the runtime endpoint when empty."),
     cfg("runtime-request-timeout", Duration, &["runtimeRequestTimeout"], "Timeout of every runtime request except long-running ones."),
-    cfg("pod-logs-dir", Str, &["podLogsDir"], "Folder of pod logs."),
+    cfg("pod-logs-dir", Str, &["podLogsDir"], "Folder of pod logs (rkubelet's flag; upstream has the field only).").current(),
     cfg("cgroup-driver", Str, &["cgroupDriver"], "Driver used to manage cgroups: cgroupfs or systemd."),
     cfg("cgroup-root", Str, &["cgroupRoot"], "Root cgroup for pods."),
     cfg("cgroups-per-qos", Bool, &["cgroupsPerQOS"], "Create the QoS cgroup hierarchy (kubepods, burstable, besteffort)."),
-    cfg("kube-reserved-cgroup", Str, &["kubeReservedCgroup"], "Cgroup of the Kubernetes node components, for kube-reserved enforcement."),
-    cfg("system-reserved-cgroup", Str, &["systemReservedCgroup"], "Cgroup of the system daemons, for system-reserved enforcement."),
     cfg("kube-reserved", EqualsMap, &["kubeReserved"], "Resources reserved for Kubernetes components: cpu, memory, ephemeral-storage, pid (e.g. cpu=200m,memory=500Mi)."),
     cfg("system-reserved", EqualsMap, &["systemReserved"], "Resources reserved for system daemons: cpu, memory, ephemeral-storage, pid."),
     cfg("reserved-cpus", Str, &["reservedSystemCPUs"], "CPUs reserved for system and Kubernetes daemons (e.g. 0-1,6); overrides the cpu of --system-reserved and --kube-reserved."),
-    cfg("qos-reserved", EqualsMap, &["qosReserved"], "Percentage of memory requests reserved per QoS tier (e.g. memory=50%)."),
     cfg("enforce-node-allocatable", List, &["enforceNodeAllocatable"], "Levels of node allocatable to enforce: pods, system-reserved, kube-reserved, their -compressible forms, or none."),
-    cfg("eviction-hard", LessThanMap, &["evictionHard"], "Hard eviction thresholds (e.g. memory.available<1Gi). Replaces the defaults unless mergeDefaultEvictionSettings is true."),
-    cfg("eviction-soft", LessThanMap, &["evictionSoft"], "Soft eviction thresholds (e.g. memory.available<1.5Gi); each needs a grace period."),
-    cfg("eviction-soft-grace-period", EqualsMap, &["evictionSoftGracePeriod"], "Grace periods of the soft thresholds (e.g. memory.available=1m30s)."),
-    cfg("eviction-minimum-reclaim", EqualsMap, &["evictionMinimumReclaim"], "Least amount to reclaim once eviction starts (e.g. imagefs.available=2Gi)."),
-    cfg("eviction-pressure-transition-period", Duration, &["evictionPressureTransitionPeriod"], "How long to wait before leaving an eviction pressure condition."),
-    cfg("eviction-max-pod-grace-period", Int, &["evictionMaxPodGracePeriod"], "Longest grace period given to pods evicted on a soft threshold."),
+    cfg("eviction-hard", LessThanMap, &["evictionHard"], "Hard eviction thresholds (e.g. memory.available<1Gi), subtracted from node allocatable. Replaces the defaults unless mergeDefaultEvictionSettings is true."),
     cfg("healthz-bind-address", Str, &["healthzBindAddress"], "Address of the healthz server."),
     cfg("healthz-port", Int, &["healthzPort"], "Port of the healthz server; 0 disables it."),
-    cfg("address", Str, &["address"], "Address the kubelet's API serves on."),
-    cfg("port", Int, &["port"], "Port the kubelet's API serves on."),
-    cfg("read-only-port", Int, &["readOnlyPort"], "Port of the unauthenticated read-only API; 0 (the default here) disables it."),
-    cfg("enable-server", Bool, &["enableServer"], "Serve the kubelet's API."),
-    cfg("anonymous-auth", Bool, &["authentication", "anonymous", "enabled"], "Allow anonymous requests to the kubelet's API (off by default here)."),
-    cfg("authorization-mode", Str, &["authorization", "mode"], "Authorization mode of the kubelet's API: AlwaysAllow or Webhook."),
-    cfg("client-ca-file", Str, &["authentication", "x509", "clientCAFile"], "CA bundle for client certificates."),
-    cfg("tls-cert-file", Str, &["tlsCertFile"], "Serving certificate."),
-    cfg("tls-private-key-file", Str, &["tlsPrivateKeyFile"], "Serving certificate's key."),
     cfg("oom-score-adj", Int, &["oomScoreAdj"], "OOM score adjustment of the kubelet process, in [-1000, 1000]."),
     cfg("feature-gates", FeatureGates, &["featureGates"], "Feature gates, Name=true|false pairs separated by commas; merged key by key over the file's."),
-    cfg("fail-swap-on", Bool, &["failSwapOn"], "Refuse to start when swap is on."),
     cfg("max-pods", Int, &["maxPods"], "Most pods this node runs."),
-    cfg("pod-max-pids", Int, &["podPidsLimit"], "Most processes per pod; -1 means unlimited."),
-    cfg("pod-pids-limit", Int, &["podPidsLimit"], "Same as --pod-max-pids, named after the podPidsLimit field."),
     cfg("cpu-cfs-quota", Bool, &["cpuCFSQuota"], "Enforce CPU limits with CFS quota."),
     cfg("cpu-cfs-quota-period", Duration, &["cpuCFSQuotaPeriod"], "CFS quota period (needs the CustomCPUCFSQuotaPeriod feature gate to change)."),
     cfg("cluster-domain", Str, &["clusterDomain"], "Cluster DNS domain added to pods' search paths."),
     cfg("cluster-dns", List, &["clusterDNS"], "DNS server addresses given to pods."),
     cfg("resolv-conf", Str, &["resolvConf"], "Resolver configuration file pods with the Default DNS policy inherit; empty disables it."),
-    cfg("register-node", Bool, &["registerNode"], "Register the node with the API server."),
-    cfg("register-with-taints", Taints, &["registerWithTaints"], "Taints to register the node with (key=value:Effect, comma-separated)."),
-    cfg("node-status-update-frequency", Duration, &["nodeStatusUpdateFrequency"], "How often node status is computed and posted."),
-    cfg("serialize-image-pulls", Bool, &["serializeImagePulls"], "Pull one image at a time."),
-    cfg("max-parallel-image-pulls", Int, &["maxParallelImagePulls"], "Most image pulls at once."),
     cfg("logging-format", Str, &["logging", "format"], "Log format: text or json."),
+    cfg("log-flush-frequency", Duration, &["logging", "flushFrequency"], "Longest time between log flushes.").current(),
     FlagSpec {
         name: "v",
         short: Some('v'),
@@ -161,7 +200,111 @@ pub const FLAGS: &[FlagSpec] = &[
         target: Target::Config(&["logging", "verbosity"]),
         flag_default: "",
         help: "Log verbosity: 0-1 info, 2-4 debug, 5 and more trace.",
+        state: State::Implemented,
+        deprecated: None,
     },
+    // Config-backed flags rkubelet accepts without acting on them.
+    cfg("enable-server", Bool, &["enableServer"], "Serve the kubelet's API (rkubelet serves only healthz).").ni(),
+    cfg("address", Str, &["address"], "Address the kubelet's API serves on (no kubelet API server yet).").ni(),
+    cfg("port", Int, &["port"], "Port the kubelet's API serves on (no kubelet API server yet).").ni(),
+    cfg("read-only-port", Int, &["readOnlyPort"], "Port of the unauthenticated read-only API; 0 (the default here) disables it, and rkubelet never serves it.").ni(),
+    cfg("anonymous-auth", Bool, &["authentication", "anonymous", "enabled"], "Allow anonymous requests to the kubelet's API.").ni(),
+    cfg("authentication-token-webhook", Bool, &["authentication", "webhook", "enabled"], "Authenticate bearer tokens with the TokenReview API.").ni(),
+    cfg("authentication-token-webhook-cache-ttl", Duration, &["authentication", "webhook", "cacheTTL"], "How long webhook authentication answers are cached.").ni(),
+    cfg("client-ca-file", Str, &["authentication", "x509", "clientCAFile"], "CA bundle for client certificates.").ni(),
+    cfg("authorization-mode", Str, &["authorization", "mode"], "Authorization mode of the kubelet's API: AlwaysAllow or Webhook.").ni(),
+    cfg("authorization-webhook-cache-authorized-ttl", Duration, &["authorization", "webhook", "cacheAuthorizedTTL"], "How long 'authorized' webhook answers are cached.").ni(),
+    cfg("authorization-webhook-cache-unauthorized-ttl", Duration, &["authorization", "webhook", "cacheUnauthorizedTTL"], "How long 'unauthorized' webhook answers are cached.").ni(),
+    cfg("tls-cert-file", Str, &["tlsCertFile"], "Serving certificate.").ni(),
+    cfg("tls-private-key-file", Str, &["tlsPrivateKeyFile"], "Serving certificate's key.").ni(),
+    cfg("rotate-server-certificates", Bool, &["serverTLSBootstrap"], "Request and rotate serving certificates from the API server.").ni(),
+    cfg("tls-cipher-suites", List, &["tlsCipherSuites"], "Cipher suites of the kubelet's API server.").ni(),
+    cfg("tls-min-version", Str, &["tlsMinVersion"], "Minimum TLS version of the kubelet's API server.").ni(),
+    cfg("rotate-certificates", Bool, &["rotateCertificates"], "Rotate the client certificate.").ni(),
+    cfg("registry-qps", Int, &["registryPullQPS"], "Image pulls per second; 0 is unlimited.").ni(),
+    cfg("registry-burst", Int, &["registryBurst"], "Burst of image pulls.").ni(),
+    cfg("event-qps", Int, &["eventRecordQPS"], "Events created per second.").ni(),
+    cfg("event-burst", Int, &["eventBurst"], "Burst of events.").ni(),
+    cfg("enable-debugging-handlers", Bool, &["enableDebuggingHandlers"], "Serve logs, exec and attach endpoints.").ni(),
+    cfg("contention-profiling", Bool, &["enableContentionProfiling"], "Block profiling, when profiling is on.").ni(),
+    cfg("volume-plugin-dir", Str, &["volumePluginDir"], "Folder of third-party (flexvolume) volume plugins.").ni(),
+    cfg("streaming-connection-idle-timeout", Duration, &["streamingConnectionIdleTimeout"], "Idle time before a streaming connection closes.").ni(),
+    cfg("node-status-update-frequency", Duration, &["nodeStatusUpdateFrequency"], "How often node status is computed and posted (no API client yet).").ni(),
+    cfg("minimum-image-ttl-duration", Duration, &["imageMinimumGCAge"], "Minimum age of an unused image before garbage collection.").ni(),
+    cfg("image-gc-high-threshold", Int, &["imageGCHighThresholdPercent"], "Disk usage percent above which image garbage collection always runs.").ni(),
+    cfg("image-gc-low-threshold", Int, &["imageGCLowThresholdPercent"], "Disk usage percent image garbage collection frees down to.").ni(),
+    cfg("volume-stats-agg-period", Duration, &["volumeStatsAggPeriod"], "How often volume disk usage is computed.").ni(),
+    cfg("kubelet-cgroups", Str, &["kubeletCgroups"], "Cgroup to run the kubelet in.").ni(),
+    cfg("system-cgroups", Str, &["systemCgroups"], "Cgroup for non-kernel processes not yet in a cgroup.").ni(),
+    cfg("provider-id", Str, &["providerID"], "The node's identifier in the machine database.").ni().current(),
+    cfg("kube-reserved-cgroup", Str, &["kubeReservedCgroup"], "Cgroup of the Kubernetes node components, for kube-reserved enforcement.").ni(),
+    cfg("system-reserved-cgroup", Str, &["systemReservedCgroup"], "Cgroup of the system daemons, for system-reserved enforcement.").ni(),
+    cfg("qos-reserved", EqualsMap, &["qosReserved"], "Percentage of memory requests reserved per QoS tier (e.g. memory=50%).").ni(),
+    cfg("cpu-manager-policy", Str, &["cpuManagerPolicy"], "CPU manager policy: none or static.").ni(),
+    cfg("cpu-manager-policy-options", EqualsMap, &["cpuManagerPolicyOptions"], "CPU manager policy options, key=value pairs.").ni(),
+    cfg("cpu-manager-reconcile-period", Duration, &["cpuManagerReconcilePeriod"], "CPU manager reconciliation period.").ni(),
+    cfg("memory-manager-policy", Str, &["memoryManagerPolicy"], "Memory manager policy: None or Static.").ni(),
+    opt("reserved-memory", Str, "", "Memory reserved per NUMA node (e.g. 0:memory=1Gi,hugepages-1M=2Gi); sets reservedMemory.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    cfg("topology-manager-policy", Str, &["topologyManagerPolicy"], "Topology manager policy: none, best-effort, restricted or single-numa-node.").ni(),
+    cfg("topology-manager-scope", Str, &["topologyManagerScope"], "Topology manager scope: container or pod.").ni(),
+    cfg("topology-manager-policy-options", EqualsMap, &["topologyManagerPolicyOptions"], "Topology manager policy options, key=value pairs.").ni(),
+    cfg("hairpin-mode", Str, &["hairpinMode"], "Hairpin NAT setup: promiscuous-bridge, hairpin-veth or none.").ni(),
+    cfg("pod-cidr", Str, &["podCIDR"], "Pod IP range in standalone mode.").ni(),
+    cfg("enable-controller-attach-detach", Bool, &["enableControllerAttachDetach"], "Let the attach/detach controller manage volumes.").ni(),
+    cfg("make-iptables-util-chains", Bool, &["makeIPTablesUtilChains"], "Ensure the iptables utility chains exist; rkubelet creates none.").ni(),
+    cfg("iptables-masquerade-bit", Int, &["iptablesMasqueradeBit"], "Has no effect upstream either.").ni().deprecated("This flag has no effect and will be removed in a future version."),
+    cfg("iptables-drop-bit", Int, &["iptablesDropBit"], "Has no effect upstream either.").ni().deprecated("This flag has no effect and will be removed in a future version."),
+    cfg("container-log-max-size", Str, &["containerLogMaxSize"], "Size at which a container log is rotated (e.g. 10Mi).").ni(),
+    cfg("container-log-max-files", Int, &["containerLogMaxFiles"], "Log files kept per container (at least 2).").ni(),
+    cfg("allowed-unsafe-sysctls", List, &["allowedUnsafeSysctls"], "Unsafe sysctls (or patterns ending in *) pods may set.").ni(),
+    cfg("node-status-max-images", Int, &["nodeStatusMaxImages"], "Most images reported in node status; -1 is no cap.").ni(),
+    cfg("kernel-memcg-notification", Bool, &["kernelMemcgNotification"], "Use kernel memcg notifications for memory eviction.").ni(),
+    cfg("local-storage-capacity-isolation", Bool, &["localStorageCapacityIsolation"], "Local ephemeral storage isolation.").ni(),
+    cfg("max-open-files", Int, &["maxOpenFiles"], "Files the kubelet process may open.").ni(),
+    cfg("kube-api-content-type", Str, &["contentType"], "Content type of requests to the API server.").ni(),
+    cfg("kube-api-qps", Int, &["kubeAPIQPS"], "Requests per second to the API server.").ni(),
+    cfg("kube-api-burst", Int, &["kubeAPIBurst"], "Burst of requests to the API server.").ni(),
+    cfg("serialize-image-pulls", Bool, &["serializeImagePulls"], "Pull one image at a time.").ni(),
+    cfg("max-parallel-image-pulls", Int, &["maxParallelImagePulls"], "Most image pulls at once (rkubelet's flag; upstream has the field only).").ni().current(),
+    cfg("eviction-soft", LessThanMap, &["evictionSoft"], "Soft eviction thresholds (e.g. memory.available<1.5Gi); each needs a grace period.").ni(),
+    cfg("eviction-soft-grace-period", EqualsMap, &["evictionSoftGracePeriod"], "Grace periods of the soft thresholds (e.g. memory.available=1m30s).").ni(),
+    cfg("eviction-minimum-reclaim", EqualsMap, &["evictionMinimumReclaim"], "Least amount to reclaim once eviction starts (e.g. imagefs.available=2Gi).").ni(),
+    cfg("eviction-pressure-transition-period", Duration, &["evictionPressureTransitionPeriod"], "How long to wait before leaving an eviction pressure condition.").ni(),
+    cfg("eviction-max-pod-grace-period", Int, &["evictionMaxPodGracePeriod"], "Longest grace period given to pods evicted on a soft threshold.").ni(),
+    cfg("pods-per-core", Int, &["podsPerCore"], "Most pods per core; 0 disables the limit.").ni(),
+    cfg("fail-cgroupv1", Bool, &["failCgroupV1"], "Refuse to start on a cgroup v1 host.").ni().current(),
+    cfg("fail-swap-on", Bool, &["failSwapOn"], "Refuse to start when swap is on.").ni(),
+    cfg("register-node", Bool, &["registerNode"], "Register the node with the API server (no API client yet).").ni(),
+    cfg("register-with-taints", Taints, &["registerWithTaints"], "Taints to register the node with (key=value:Effect, comma-separated).").ni(),
+    opt("vmodule", Str, "", "Per-file log verbosity, pattern=N pairs separated by commas.").ni(),
+    opt("log-json-split-stream", Bool, "false", "JSON logs: info to stdout, errors to stderr.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    opt("log-json-info-buffer-size", Str, "0", "JSON logs: size of the info stream's buffer.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    opt("log-text-split-stream", Bool, "false", "Text logs: info to stdout, errors to stderr.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    opt("log-text-info-buffer-size", Str, "0", "Text logs: size of the info stream's buffer.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    opt("housekeeping-interval", Duration, "10s", "cAdvisor housekeeping interval.").ni(),
+    opt("application-metrics-count-limit", Int, "100", "cAdvisor: application metrics stored per container.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("boot-id-file", Str, "/proc/sys/kernel/random/boot_id", "cAdvisor: files to read the boot id from.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("container-hints", Str, "/etc/cadvisor/container_hints.json", "cAdvisor: container hints file.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("containerd", Str, "/run/containerd/containerd.sock", "cAdvisor: containerd endpoint.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("containerd-namespace", Str, "k8s.io", "cAdvisor: containerd namespace.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("enable-load-reader", Bool, "false", "cAdvisor: CPU load reader.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("event-storage-age-limit", Str, "default=0", "cAdvisor: how long events are kept, per type.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("event-storage-event-limit", Str, "default=0", "cAdvisor: most events kept, per type.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("global-housekeeping-interval", Duration, "1m0s", "cAdvisor: global housekeeping interval.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("log-cadvisor-usage", Bool, "false", "cAdvisor: log the cAdvisor container's usage.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("machine-id-file", Str, "/etc/machine-id,/var/lib/dbus/machine-id", "cAdvisor: files to read the machine id from.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-user", Str, "root", "cAdvisor: storage driver user.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-password", Str, "root", "cAdvisor: storage driver password.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-host", Str, "localhost:8086", "cAdvisor: storage driver host.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-db", Str, "cadvisor", "cAdvisor: storage driver database.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-table", Str, "stats", "cAdvisor: storage driver table.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-secure", Bool, "false", "cAdvisor: storage driver over TLS.").ni().deprecated(CADVISOR_DEPRECATED),
+    opt("storage-driver-buffer-duration", Duration, "1m0s", "cAdvisor: storage driver buffering.").ni().deprecated(CADVISOR_DEPRECATED),
+    // Refused when the value asks for what rkubelet cannot do safely (see `states`).
+    cfg("protect-kernel-defaults", Bool, &["protectKernelDefaults"], "Fail when kernel tunables differ from the kubelet's defaults. Refused when true: rkubelet does not check them.").refused(),
+    cfg("seccomp-default", Bool, &["seccompDefault"], "RuntimeDefault seccomp profile for every workload. Refused when true: rkubelet does not apply it.").refused().current(),
+    cfg("pod-max-pids", Int, &["podPidsLimit"], "Most processes per pod; -1 is unlimited. Refused when positive: rkubelet does not set pids.max yet.").refused(),
+    cfg("pod-pids-limit", Int, &["podPidsLimit"], "Same as --pod-max-pids, named after the podPidsLimit field (rkubelet's flag).").refused().current(),
 ];
 
 /// The flag with this long name.
@@ -231,6 +374,7 @@ pub fn flag_value(spec: &FlagSpec, text: &str) -> Result<Value, ConfigError> {
         Taints => parse_taints(text)
             .map(Value::Array)
             .map_err(|reason| invalid(spec, text, reason)),
+        ColonMultiMap => parse_colon_multimap(text).map_err(|reason| invalid(spec, text, reason)),
     }
 }
 
@@ -261,6 +405,22 @@ pub fn parse_feature_gates(text: &str) -> Result<BTreeMap<String, bool>, String>
         gates.insert(name.to_string(), enabled);
     }
     Ok(gates)
+}
+
+/// `a:hello,b:again,b:more` into `{"a": ["hello"], "b": ["again", "more"]}`.
+pub fn parse_colon_multimap(text: &str) -> Result<Value, String> {
+    let mut map: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for pair in split_list(text) {
+        let (key, value) = pair
+            .split_once(':')
+            .ok_or_else(|| format!("malformed pair, expect string:string, got {pair:?}"))?;
+        map.entry(key.trim().to_string())
+            .or_default()
+            .push(Value::String(value.trim().to_string()));
+    }
+    Ok(Value::Object(
+        map.into_iter().map(|(k, v)| (k, Value::Array(v))).collect(),
+    ))
 }
 
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

@@ -157,6 +157,7 @@ pub fn file_layer(path: &Path, text: &str, role: FileRole) -> Result<Layer, Vec<
 
     let base = path.parent().unwrap_or_else(|| Path::new("."));
     resolve_relative_paths(&mut values, base);
+    drop_zero_defaults(&mut values);
 
     let source = match role {
         FileRole::Main => Source::File(path.to_path_buf()),
@@ -171,6 +172,52 @@ pub fn file_layer(path: &Path, text: &str, role: FileRole) -> Result<Layer, Vec<
         })
     } else {
         Err(problems)
+    }
+}
+
+/// Fields upstream's defaulting fills when a file gives them as zero (`0s`, `0`), as
+/// `kubeadm` writes them: zero there means "the default", not "zero".
+const DEFAULTED_WHEN_ZERO: &[&[&str]] = &[
+    &["syncFrequency"],
+    &["fileCheckFrequency"],
+    &["httpCheckFrequency"],
+    &["runtimeRequestTimeout"],
+    &["nodeStatusUpdateFrequency"],
+    &["nodeStatusReportFrequency"],
+    &["nodeLeaseDurationSeconds"],
+    &["evictionPressureTransitionPeriod"],
+    &["authentication", "webhook", "cacheTTL"],
+    &["authorization", "webhook", "cacheAuthorizedTTL"],
+    &["authorization", "webhook", "cacheUnauthorizedTTL"],
+    &["logging", "flushFrequency"],
+];
+
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => {
+            crate::domain::duration::GoDuration::parse(s).is_ok_and(|d| d.as_nanos() == 0)
+        }
+        _ => false,
+    }
+}
+
+fn drop_zero_defaults(values: &mut Map<String, Value>) {
+    for field_path in DEFAULTED_WHEN_ZERO {
+        let Some((last, parents)) = field_path.split_last() else {
+            continue;
+        };
+        let mut object = Some(&mut *values);
+        for key in parents {
+            object = object
+                .and_then(|o| o.get_mut(*key))
+                .and_then(Value::as_object_mut);
+        }
+        if let Some(object) = object {
+            if object.get(*last).is_some_and(is_zero) {
+                object.remove(*last);
+            }
+        }
     }
 }
 
@@ -254,6 +301,14 @@ pub fn flag_layer(
     for (spec, text) in given {
         let path = match spec.target {
             Target::FlagOnly => {
+                // The implemented ones are checked where they are used; the others only
+                // here, so a bad value is still an error.
+                if spec.state != super::states::State::Implemented {
+                    if let Err(e) = flag_value(spec, text) {
+                        problems.push(e);
+                        continue;
+                    }
+                }
                 options.insert(spec.name.to_string(), text.clone());
                 continue;
             }
@@ -528,6 +583,31 @@ mod tests {
         assert_eq!(
             layer.values["authentication"]["x509"]["clientCAFile"],
             "/etc/kubernetes/pki/ca.crt"
+        );
+    }
+
+    #[test]
+    fn zero_durations_in_a_file_mean_the_default_as_upstream() {
+        let layer = file_layer(
+            Path::new("/k.yaml"),
+            &yaml("syncFrequency: 0s\nruntimeRequestTimeout: 0s\nlogging:\n  flushFrequency: 0\nfileCheckFrequency: 5s\n"),
+            FileRole::Main,
+        )
+        .expect("parses");
+        let merged = merge(&[layer], &GivenFlags::new()).expect("merges");
+        let defaults = KubeletConfiguration::default();
+        assert_eq!(merged.config.sync_frequency, defaults.sync_frequency);
+        assert_eq!(
+            merged.config.runtime_request_timeout,
+            defaults.runtime_request_timeout
+        );
+        assert_eq!(
+            merged.config.logging.flush_frequency,
+            defaults.logging.flush_frequency
+        );
+        assert_eq!(
+            merged.config.file_check_frequency,
+            crate::domain::duration::GoDuration::from_secs(5)
         );
     }
 

@@ -5,6 +5,7 @@ pub mod fields;
 pub mod flags;
 pub mod layers;
 pub mod model;
+pub mod states;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,9 @@ pub struct FlagOptions {
     pub dry_run: bool,
     pub dry_run_output: String,
     pub dry_run_snapshot: Option<PathBuf>,
+    /// Every flag given on the command line (long name, text), to report deprecated and
+    /// not-implemented ones.
+    pub given: Vec<(String, String)>,
 }
 
 impl Default for FlagOptions {
@@ -52,6 +56,7 @@ impl Default for FlagOptions {
             dry_run: false,
             dry_run_output: "text".into(),
             dry_run_snapshot: None,
+            given: Vec::new(),
         }
     }
 }
@@ -135,6 +140,7 @@ impl FlagOptions {
             dry_run,
             dry_run_output,
             dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
+            given: Vec::new(),
         };
         if problems.is_empty() {
             Ok(options)
@@ -230,12 +236,23 @@ pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>
             eviction::effective_eviction_hard(Some(&merged.config.eviction_hard), true);
     }
     problems.extend(validate::validate(&merged.config));
-    match options {
-        Some(options) if problems.is_empty() => Ok(ResolvedConfig {
-            config: merged.config,
-            origins: merged.origins,
-            options,
-        }),
-        _ => Err(problems),
+    let Some(mut options) = options else {
+        return Err(problems);
+    };
+    options.given = inputs
+        .flags
+        .iter()
+        .map(|(spec, text)| (spec.name.to_string(), text.clone()))
+        .collect();
+    let resolved = ResolvedConfig {
+        config: merged.config,
+        origins: merged.origins,
+        options,
+    };
+    problems.extend(states::check(&resolved));
+    if problems.is_empty() {
+        Ok(resolved)
+    } else {
+        Err(problems)
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::domain::duration::GoDuration;
 
@@ -18,6 +19,9 @@ pub struct Taint {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
     pub effect: String,
+    /// Part of upstream's `v1.Taint`; accepted, kept as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +104,12 @@ pub struct Logging {
     pub format: String,
     pub flush_frequency: GoDuration,
     pub verbosity: u32,
+    /// Accepted, not implemented: per-file verbosity (`[{filePattern, verbosity}]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vmodule: Option<Vec<Map<String, Value>>>,
+    /// Accepted, not implemented: format-specific options (`json`, `text`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<Map<String, Value>>,
 }
 
 impl Default for Logging {
@@ -108,6 +118,8 @@ impl Default for Logging {
             format: "text".into(),
             flush_frequency: GoDuration::from_secs(5),
             verbosity: 0,
+            vmodule: None,
+            options: None,
         }
     }
 }
@@ -185,6 +197,163 @@ pub struct KubeletConfiguration {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_parallel_image_pulls: Option<i32>,
     pub logging: Logging,
+    // Upstream fields rkubelet accepts without acting on them (or refuses some values
+    // of, see `states`): typed so a bad value is still an error, `None` when not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cipher_suites: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_curve_preferences: Option<Vec<i32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_min_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotate_certificates: Option<bool>,
+    #[serde(rename = "serverTLSBootstrap", skip_serializing_if = "Option::is_none")]
+    pub server_tls_bootstrap: Option<bool>,
+    #[serde(rename = "registryPullQPS", skip_serializing_if = "Option::is_none")]
+    pub registry_pull_qps: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_burst: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_pull_credentials_verification_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preloaded_images_verification_allowlist: Option<Vec<String>>,
+    #[serde(rename = "eventRecordQPS", skip_serializing_if = "Option::is_none")]
+    pub event_record_qps: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_burst: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_debugging_handlers: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_contention_profiling: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming_connection_idle_timeout: Option<GoDuration>,
+    #[serde(rename = "imageMinimumGCAge", skip_serializing_if = "Option::is_none")]
+    pub image_minimum_gc_age: Option<GoDuration>,
+    #[serde(rename = "imageMaximumGCAge", skip_serializing_if = "Option::is_none")]
+    pub image_maximum_gc_age: Option<GoDuration>,
+    #[serde(
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_high_threshold_percent: Option<i32>,
+    #[serde(
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_low_threshold_percent: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume_stats_agg_period: Option<GoDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet_cgroups: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_cgroups: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_manager_policy: Option<String>,
+    #[serde(
+        rename = "singleProcessOOMKill",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub single_process_oom_kill: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_manager_policy_options: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_manager_reconcile_period: Option<GoDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_manager_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_manager_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_manager_scope: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_manager_policy_options: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hairpin_mode: Option<String>,
+    #[serde(rename = "podCIDR", skip_serializing_if = "Option::is_none")]
+    pub pod_cidr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_once: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_status_max_images: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_open_files: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    #[serde(rename = "kubeAPIQPS", skip_serializing_if = "Option::is_none")]
+    pub kube_api_qps: Option<i32>,
+    #[serde(rename = "kubeAPIBurst", skip_serializing_if = "Option::is_none")]
+    pub kube_api_burst: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods_per_core: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_controller_attach_detach: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protect_kernel_defaults: Option<bool>,
+    #[serde(
+        rename = "makeIPTablesUtilChains",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub make_iptables_util_chains: Option<bool>,
+    #[serde(
+        rename = "iptablesMasqueradeBit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub iptables_masquerade_bit: Option<i32>,
+    #[serde(rename = "iptablesDropBit", skip_serializing_if = "Option::is_none")]
+    pub iptables_drop_bit: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_swap: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_log_max_size: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_log_max_files: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_log_max_workers: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_log_monitor_interval: Option<GoDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_and_secret_change_detection_strategy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub show_hidden_metrics_for_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_unsafe_sysctls: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume_plugin_dir: Option<String>,
+    #[serde(rename = "providerID", skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_memcg_notification: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_system_log_handler: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_system_log_query: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period: Option<GoDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period_critical_pods: Option<GoDuration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period_by_pod_priority: Option<Vec<Map<String, Value>>>,
+    #[serde(rename = "crashLoopBackOff", skip_serializing_if = "Option::is_none")]
+    pub crash_loop_back_off: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_memory: Option<Vec<Map<String, Value>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_profiling_handler: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_debug_flags_handler: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_default: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_throttling_factor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_reservation_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_storage_capacity_isolation: Option<bool>,
+    #[serde(rename = "failCgroupV1", skip_serializing_if = "Option::is_none")]
+    pub fail_cgroup_v1: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_namespaces: Option<Map<String, Value>>,
 }
 
 impl Default for KubeletConfiguration {
@@ -248,6 +417,76 @@ impl Default for KubeletConfiguration {
             serialize_image_pulls: true,
             max_parallel_image_pulls: None,
             logging: Logging::default(),
+            tls_cipher_suites: None,
+            tls_curve_preferences: None,
+            tls_min_version: None,
+            rotate_certificates: None,
+            server_tls_bootstrap: None,
+            registry_pull_qps: None,
+            registry_burst: None,
+            image_pull_credentials_verification_policy: None,
+            preloaded_images_verification_allowlist: None,
+            event_record_qps: None,
+            event_burst: None,
+            enable_debugging_handlers: None,
+            enable_contention_profiling: None,
+            streaming_connection_idle_timeout: None,
+            image_minimum_gc_age: None,
+            image_maximum_gc_age: None,
+            image_gc_high_threshold_percent: None,
+            image_gc_low_threshold_percent: None,
+            volume_stats_agg_period: None,
+            kubelet_cgroups: None,
+            system_cgroups: None,
+            cpu_manager_policy: None,
+            single_process_oom_kill: None,
+            cpu_manager_policy_options: None,
+            cpu_manager_reconcile_period: None,
+            memory_manager_policy: None,
+            topology_manager_policy: None,
+            topology_manager_scope: None,
+            topology_manager_policy_options: None,
+            hairpin_mode: None,
+            pod_cidr: None,
+            run_once: None,
+            node_status_max_images: None,
+            max_open_files: None,
+            content_type: None,
+            kube_api_qps: None,
+            kube_api_burst: None,
+            pods_per_core: None,
+            enable_controller_attach_detach: None,
+            protect_kernel_defaults: None,
+            make_iptables_util_chains: None,
+            iptables_masquerade_bit: None,
+            iptables_drop_bit: None,
+            memory_swap: None,
+            container_log_max_size: None,
+            container_log_max_files: None,
+            container_log_max_workers: None,
+            container_log_monitor_interval: None,
+            config_map_and_secret_change_detection_strategy: None,
+            show_hidden_metrics_for_version: None,
+            allowed_unsafe_sysctls: None,
+            volume_plugin_dir: None,
+            provider_id: None,
+            kernel_memcg_notification: None,
+            enable_system_log_handler: None,
+            enable_system_log_query: None,
+            shutdown_grace_period: None,
+            shutdown_grace_period_critical_pods: None,
+            shutdown_grace_period_by_pod_priority: None,
+            crash_loop_back_off: None,
+            reserved_memory: None,
+            enable_profiling_handler: None,
+            enable_debug_flags_handler: None,
+            seccomp_default: None,
+            memory_throttling_factor: None,
+            memory_reservation_policy: None,
+            tracing: None,
+            local_storage_capacity_isolation: None,
+            fail_cgroup_v1: None,
+            user_namespaces: None,
         }
     }
 }
@@ -260,4 +499,5 @@ pub const PATH_FIELDS: &[&[&str]] = &[
     &["authentication", "x509", "clientCAFile"],
     &["podLogsDir"],
     &["resolvConf"],
+    &["volumePluginDir"],
 ];

@@ -1,0 +1,710 @@
+//! What rkubelet does with each upstream flag and `KubeletConfiguration` field: one of
+//! three honest states. Flags carry their state in the flag table; fields carry theirs
+//! here. Both tables are checked against each other and against the model by tests,
+//! and `docs/flags.md` is generated from them.
+
+use serde_json::Value;
+
+use super::error::ConfigError;
+use super::flags::{FlagSpec, Target, FLAGS};
+use super::layers::Source;
+use super::ResolvedConfig;
+
+/// What rkubelet does with a flag or field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    /// It works as upstream documents.
+    Implemented,
+    /// Parsed and type-checked; when given, start-up warns and runs without it.
+    NotImplemented,
+    /// Accepted only with values that ask for nothing unsafe; otherwise start-up fails.
+    Refused,
+}
+
+impl State {
+    pub fn label(self) -> &'static str {
+        match self {
+            State::Implemented => "implemented",
+            State::NotImplemented => "accepted, not implemented",
+            State::Refused => "refused when unsafe",
+        }
+    }
+}
+
+/// A top-level `KubeletConfiguration` field (or a dotted sub-field) and its state.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldSpec {
+    pub name: &'static str,
+    pub state: State,
+    /// Why it is not implemented, or what part is.
+    pub note: &'static str,
+}
+
+const fn done(name: &'static str) -> FieldSpec {
+    FieldSpec {
+        name,
+        state: State::Implemented,
+        note: "",
+    }
+}
+
+const fn ni(name: &'static str, note: &'static str) -> FieldSpec {
+    FieldSpec {
+        name,
+        state: State::NotImplemented,
+        note,
+    }
+}
+
+const fn refused(name: &'static str) -> FieldSpec {
+    FieldSpec {
+        name,
+        state: State::Refused,
+        note: "",
+    }
+}
+
+const NO_API_CLIENT: &str = "no API server client yet";
+const NO_SERVER: &str = "no kubelet API server yet (only healthz is served), so nothing is exposed";
+const NO_GC: &str = "no image or container garbage collection yet";
+const NO_EVICTION: &str = "no eviction manager yet";
+const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
+const NO_LOG_ROTATION: &str = "container logs are not rotated yet";
+
+/// Every `KubeletConfiguration` v1beta1 field (Kubernetes 1.26 to 1.36), in upstream's order.
+pub const FIELDS: &[FieldSpec] = &[
+    ni("enableServer", NO_SERVER),
+    done("staticPodPath"),
+    done("podLogsDir"),
+    done("syncFrequency"),
+    done("fileCheckFrequency"),
+    done("httpCheckFrequency"),
+    done("staticPodURL"),
+    done("staticPodURLHeader"),
+    ni("address", NO_SERVER),
+    ni("port", NO_SERVER),
+    ni("readOnlyPort", NO_SERVER),
+    ni("tlsCertFile", NO_SERVER),
+    ni("tlsPrivateKeyFile", NO_SERVER),
+    ni("tlsCipherSuites", NO_SERVER),
+    ni("tlsCurvePreferences", NO_SERVER),
+    ni("tlsMinVersion", NO_SERVER),
+    ni("rotateCertificates", NO_API_CLIENT),
+    ni("serverTLSBootstrap", NO_API_CLIENT),
+    ni("authentication", NO_SERVER),
+    ni("authorization", NO_SERVER),
+    ni("registryPullQPS", "image pulls are not rate-limited"),
+    ni("registryBurst", "image pulls are not rate-limited"),
+    refused("imagePullCredentialsVerificationPolicy"),
+    ni(
+        "preloadedImagesVerificationAllowlist",
+        "pulled-image credential checks are not implemented",
+    ),
+    ni("eventRecordQPS", NO_API_CLIENT),
+    ni("eventBurst", NO_API_CLIENT),
+    ni("enableDebuggingHandlers", NO_SERVER),
+    ni("enableContentionProfiling", NO_SERVER),
+    done("healthzPort"),
+    done("healthzBindAddress"),
+    done("oomScoreAdj"),
+    done("clusterDomain"),
+    done("clusterDNS"),
+    ni("streamingConnectionIdleTimeout", NO_SERVER),
+    ni("nodeStatusUpdateFrequency", NO_API_CLIENT),
+    ni("nodeStatusReportFrequency", NO_API_CLIENT),
+    ni("nodeLeaseDurationSeconds", NO_API_CLIENT),
+    ni("imageMinimumGCAge", NO_GC),
+    ni("imageMaximumGCAge", NO_GC),
+    ni("imageGCHighThresholdPercent", NO_GC),
+    ni("imageGCLowThresholdPercent", NO_GC),
+    ni("volumeStatsAggPeriod", "no volume stats yet"),
+    ni(
+        "kubeletCgroups",
+        "the kubelet stays in the cgroup it was started in",
+    ),
+    ni("systemCgroups", "system processes are not moved"),
+    done("cgroupRoot"),
+    done("cgroupsPerQOS"),
+    done("cgroupDriver"),
+    ni("cpuManagerPolicy", NO_MANAGERS),
+    ni(
+        "singleProcessOOMKill",
+        "the runtime's default OOM behaviour applies",
+    ),
+    ni("cpuManagerPolicyOptions", NO_MANAGERS),
+    ni("cpuManagerReconcilePeriod", NO_MANAGERS),
+    ni("memoryManagerPolicy", NO_MANAGERS),
+    ni("topologyManagerPolicy", NO_MANAGERS),
+    ni("topologyManagerScope", NO_MANAGERS),
+    ni("topologyManagerPolicyOptions", NO_MANAGERS),
+    ni("qosReserved", "QoS memory reservation is not applied"),
+    done("runtimeRequestTimeout"),
+    ni("hairpinMode", "pod networking is the runtime's CNI setup"),
+    done("maxPods"),
+    ni("podCIDR", "pod networking is the runtime's CNI setup"),
+    refused("podPidsLimit"),
+    done("resolvConf"),
+    ni("runOnce", "use the --runonce flag"),
+    done("cpuCFSQuota"),
+    done("cpuCFSQuotaPeriod"),
+    ni("nodeStatusMaxImages", NO_API_CLIENT),
+    ni("maxOpenFiles", "the process limit is left as started"),
+    ni("contentType", NO_API_CLIENT),
+    ni("kubeAPIQPS", NO_API_CLIENT),
+    ni("kubeAPIBurst", NO_API_CLIENT),
+    ni("serializeImagePulls", "images are pulled as pods need them"),
+    ni(
+        "maxParallelImagePulls",
+        "images are pulled as pods need them",
+    ),
+    FieldSpec {
+        name: "evictionHard",
+        state: State::Implemented,
+        note: "subtracted from node allocatable; no pods are evicted yet",
+    },
+    ni("evictionSoft", NO_EVICTION),
+    ni("evictionSoftGracePeriod", NO_EVICTION),
+    ni("evictionPressureTransitionPeriod", NO_EVICTION),
+    ni("evictionMaxPodGracePeriod", NO_EVICTION),
+    ni("evictionMinimumReclaim", NO_EVICTION),
+    done("mergeDefaultEvictionSettings"),
+    ni("podsPerCore", "only maxPods limits pods"),
+    ni("enableControllerAttachDetach", "no volume attach/detach"),
+    refused("protectKernelDefaults"),
+    ni(
+        "makeIPTablesUtilChains",
+        "rkubelet creates no iptables chains",
+    ),
+    ni("iptablesMasqueradeBit", "no effect upstream either"),
+    ni("iptablesDropBit", "no effect upstream either"),
+    done("featureGates"),
+    ni("failSwapOn", "swap is not checked"),
+    ni("memorySwap", "swap is not configured for containers"),
+    ni("containerLogMaxSize", NO_LOG_ROTATION),
+    ni("containerLogMaxFiles", NO_LOG_ROTATION),
+    ni("containerLogMaxWorkers", NO_LOG_ROTATION),
+    ni("containerLogMonitorInterval", NO_LOG_ROTATION),
+    ni(
+        "configMapAndSecretChangeDetectionStrategy",
+        "no ConfigMap or Secret volumes yet",
+    ),
+    done("systemReserved"),
+    done("kubeReserved"),
+    done("reservedSystemCPUs"),
+    ni("showHiddenMetricsForVersion", "no metrics endpoint yet"),
+    ni(
+        "systemReservedCgroup",
+        "reserved cgroups are not enforced yet",
+    ),
+    ni(
+        "kubeReservedCgroup",
+        "reserved cgroups are not enforced yet",
+    ),
+    done("enforceNodeAllocatable"),
+    ni(
+        "allowedUnsafeSysctls",
+        "pod sysctls are passed to the runtime unchecked",
+    ),
+    ni("volumePluginDir", "no flexvolume plugins"),
+    ni("providerID", NO_API_CLIENT),
+    ni("kernelMemcgNotification", NO_EVICTION),
+    done("logging"),
+    ni("logging.vmodule", "one verbosity applies to all code"),
+    ni("logging.options", "logs go to stderr unbuffered"),
+    ni("enableSystemLogHandler", NO_SERVER),
+    ni("enableSystemLogQuery", NO_SERVER),
+    ni("shutdownGracePeriod", "no graceful node shutdown yet"),
+    ni(
+        "shutdownGracePeriodCriticalPods",
+        "no graceful node shutdown yet",
+    ),
+    ni(
+        "shutdownGracePeriodByPodPriority",
+        "no graceful node shutdown yet",
+    ),
+    ni("crashLoopBackOff", "the built-in back-off applies"),
+    ni("reservedMemory", NO_MANAGERS),
+    ni("enableProfilingHandler", NO_SERVER),
+    ni("enableDebugFlagsHandler", NO_SERVER),
+    refused("seccompDefault"),
+    ni("memoryThrottlingFactor", "memory.high is not set"),
+    ni("memoryReservationPolicy", NO_MANAGERS),
+    ni("registerWithTaints", NO_API_CLIENT),
+    ni("registerNode", NO_API_CLIENT),
+    ni("tracing", "no tracing export"),
+    ni(
+        "localStorageCapacityIsolation",
+        "ephemeral storage is not isolated",
+    ),
+    done("containerRuntimeEndpoint"),
+    done("imageServiceEndpoint"),
+    ni("failCgroupV1", "cgroup v1 hosts are not refused"),
+    ni(
+        "userNamespaces",
+        "pods' user namespaces are the runtime's default mapping",
+    ),
+];
+
+/// When a refused field's value asks for the unsafe thing, and why that is refused.
+pub struct Refusal {
+    pub field: &'static str,
+    /// The values refused, in words.
+    pub when: &'static str,
+    pub why: &'static str,
+    pub refuses: fn(&Value) -> bool,
+}
+
+pub const REFUSALS: &[Refusal] = &[
+    Refusal {
+        field: "protectKernelDefaults",
+        when: "true",
+        why: "the operator asks the kubelet to fail on a kernel whose tunables differ from the kubelet's defaults; rkubelet does not check them, so running would hide exactly the condition that was meant to stop the node",
+        refuses: |v| v.as_bool() == Some(true),
+    },
+    Refusal {
+        field: "seccompDefault",
+        when: "true",
+        why: "every container is meant to get the RuntimeDefault seccomp profile; rkubelet does not set it, so containers would run unconfined",
+        refuses: |v| v.as_bool() == Some(true),
+    },
+    Refusal {
+        field: "podPidsLimit",
+        when: "greater than 0",
+        why: "a per-pod process limit contains fork bombs; rkubelet does not set pids.max on pod cgroups yet, so one pod could exhaust the node's PIDs",
+        refuses: |v| v.as_i64().is_some_and(|n| n > 0),
+    },
+    Refusal {
+        field: "imagePullCredentialsVerificationPolicy",
+        when: "anything but NeverVerify",
+        why: "these policies make pods prove they may use an image another pod pulled with credentials; rkubelet does not check, so a pod could run a private image it has no credentials for",
+        refuses: |v| v.as_str().is_some_and(|s| s != "NeverVerify"),
+    },
+];
+
+/// Values of not-implemented fields that ask for what rkubelet does anyway; giving them
+/// is not worth a warning.
+/// A field, the value in words, and the test for it.
+type Anyway = (&'static str, &'static str, fn(&Value) -> bool);
+
+const ANYWAY: &[Anyway] = &[
+    ("readOnlyPort", "0", |v| v.as_i64() == Some(0)),
+    ("makeIPTablesUtilChains", "false", |v| {
+        v.as_bool() == Some(false)
+    }),
+    ("enableServer", "false", |v| v.as_bool() == Some(false)),
+    ("failSwapOn", "false", |v| v.as_bool() == Some(false)),
+    ("registerNode", "false", |v| v.as_bool() == Some(false)),
+];
+
+fn matches_behaviour(field: &str, value: &Value) -> bool {
+    ANYWAY
+        .iter()
+        .any(|(name, _, same)| *name == field && same(value))
+}
+
+/// Allowed values of the not-implemented string fields that upstream checks, in
+/// upstream's words where it has them.
+const ALLOWED: &[(&str, &[&str])] = &[
+    (
+        "hairpinMode",
+        &["promiscuous-bridge", "hairpin-veth", "none"],
+    ),
+    ("cpuManagerPolicy", &["none", "static"]),
+    ("memoryManagerPolicy", &["None", "Static"]),
+    (
+        "topologyManagerPolicy",
+        &["none", "best-effort", "restricted", "single-numa-node"],
+    ),
+    ("topologyManagerScope", &["container", "pod"]),
+    (
+        "configMapAndSecretChangeDetectionStrategy",
+        &["Get", "Cache", "Watch"],
+    ),
+    (
+        "imagePullCredentialsVerificationPolicy",
+        &[
+            "NeverVerify",
+            "NeverVerifyPreloadedImages",
+            "NeverVerifyAllowlistedImages",
+            "AlwaysVerify",
+        ],
+    ),
+    (
+        "tlsMinVersion",
+        &[
+            "",
+            "VersionTLS10",
+            "VersionTLS11",
+            "VersionTLS12",
+            "VersionTLS13",
+        ],
+    ),
+    ("memoryReservationPolicy", &["None", "TieredReservation"]),
+];
+
+pub fn field(name: &str) -> Option<&'static FieldSpec> {
+    FIELDS.iter().find(|f| f.name == name)
+}
+
+/// The value at a dotted path of the configuration's JSON form, `None` when absent or null.
+fn value_at<'a>(tree: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted
+        .split('.')
+        .try_fold(tree, |v, key| v.get(key))
+        .filter(|v| !v.is_null())
+}
+
+/// The name a given value is reported under: the flag when a flag set it.
+fn given_as(resolved: &ResolvedConfig, field: &str) -> Option<String> {
+    let top = field.split('.').next().unwrap_or(field);
+    match resolved.origins.get(top) {
+        None | Some(Source::Default) => None,
+        Some(Source::Flag(flag)) if !field.contains('.') => Some(format!("--{flag}")),
+        Some(_) => Some(field.to_string()),
+    }
+}
+
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Each not-implemented flag or field that was given, with its value as given, in
+/// table order: what start-up warns about and the planner lists.
+pub fn not_implemented_given(resolved: &ResolvedConfig) -> Vec<(String, String)> {
+    let tree = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
+    let mut found = Vec::new();
+    for spec in FLAGS.iter().filter(|f| f.state == State::NotImplemented) {
+        if spec.target != Target::FlagOnly {
+            continue;
+        }
+        if let Some((_, text)) = resolved.options.given.iter().find(|(n, _)| n == spec.name) {
+            // The warning goes to the journal: never copy a secret there.
+            let shown = if spec.name.contains("password") {
+                "(redacted)".to_string()
+            } else {
+                text.clone()
+            };
+            found.push((format!("--{}", spec.name), shown));
+        }
+    }
+    for spec in FIELDS.iter().filter(|f| f.state == State::NotImplemented) {
+        let Some(value) = value_at(&tree, spec.name) else {
+            continue;
+        };
+        let Some(name) = given_as(resolved, spec.name) else {
+            continue;
+        };
+        if matches_behaviour(spec.name, value) {
+            continue;
+        }
+        // A flag gives its text; a file gives its value.
+        let text = name
+            .strip_prefix("--")
+            .and_then(|flag| resolved.options.given.iter().find(|(n, _)| n == flag))
+            .map_or_else(|| show(value), |(_, text)| text.clone());
+        found.push((name, text));
+    }
+    found
+}
+
+/// The one start-up warning about not-implemented flags and fields, if any were given.
+pub fn not_implemented_warning(given: &[(String, String)]) -> Option<String> {
+    if given.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = given.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    Some(format!(
+        "accepted but not implemented, running without them: {}",
+        items.join(", ")
+    ))
+}
+
+/// Upstream's notice for each deprecated flag given (pflag's wording).
+pub fn deprecation_notices(given: &[(String, String)]) -> Vec<String> {
+    given
+        .iter()
+        .filter_map(|(name, _)| {
+            let spec = FLAGS.iter().find(|f| f.name == name)?;
+            spec.deprecated
+                .map(|notice| format!("Flag --{name} has been deprecated, {notice}"))
+        })
+        .collect()
+}
+
+/// Refused values and values outside a field's allowed set, as problems.
+pub fn check(resolved: &ResolvedConfig) -> Vec<ConfigError> {
+    let tree = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
+    let mut problems = Vec::new();
+    for (name, allowed) in ALLOWED {
+        if let Some(Value::String(s)) = value_at(&tree, name) {
+            // Empty means unset: upstream's default applies.
+            if !s.is_empty() && !allowed.contains(&s.as_str()) {
+                problems.push(ConfigError::Invalid(format!(
+                    "invalid configuration: {name}{} {s:?} is not supported: must be one of {}",
+                    flag_hint(name),
+                    allowed
+                        .iter()
+                        .map(|a| format!("{a:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
+    for refusal in REFUSALS {
+        let Some(value) = value_at(&tree, refusal.field) else {
+            continue;
+        };
+        if given_as(resolved, refusal.field).is_some() && (refusal.refuses)(value) {
+            problems.push(ConfigError::Refused {
+                field: format!("{}{}", refusal.field, flag_hint(refusal.field)),
+                value: show(value),
+                why: refusal.why.to_string(),
+            });
+        }
+    }
+    problems
+}
+
+/// ` (--flag)` for the flags that set this field.
+fn flag_hint(field: &str) -> String {
+    let flags: Vec<String> = flags_for(field).map(|f| format!("--{}", f.name)).collect();
+    if flags.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", flags.join(", "))
+    }
+}
+
+fn flags_for(field: &str) -> impl Iterator<Item = &'static FlagSpec> + '_ {
+    FLAGS
+        .iter()
+        .filter(move |f| matches!(f.target, Target::Config(p) if p.first() == Some(&field)))
+}
+
+/// A field's note and the values not warned about, for the table.
+fn field_notes(name: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(spec) = field(name).filter(|s| !s.note.is_empty()) {
+        notes.push(spec.note.to_string());
+    }
+    for (_, value, _) in ANYWAY.iter().filter(|(n, _, _)| *n == name) {
+        notes.push(format!(
+            "no warning for {value}, which is what rkubelet does"
+        ));
+    }
+    notes
+}
+
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+/// `docs/flags.md`: every flag and field with its state, generated from the tables.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "# Flags and configuration fields\n\n\
+         Generated from `src/domain/config/flags.rs` and `src/domain/config/states.rs`; do not \
+         edit by hand. Regenerate with `UPDATE_FLAG_TABLE=1 cargo test --test flag_table`.\n\n\
+         Each upstream kubelet flag (Kubernetes 1.26 to 1.36) and `KubeletConfiguration` \
+         v1beta1 field is in one state:\n\n\
+         - **implemented**: it works as upstream documents.\n\
+         - **accepted, not implemented**: parsed and type-checked (a bad value is an error); \
+         when given, start-up logs one warning listing each such flag or field with its value, \
+         and rkubelet runs without it.\n\
+         - **refused when unsafe**: accepted with safe values; a value asking for what rkubelet \
+         cannot do safely stops start-up, naming it and why.\n\n\
+         Any other flag or field is an error naming it, with the closest known name as a hint.\n\n",
+    );
+    let count = |state: State| FLAGS.iter().filter(|f| f.state == state).count();
+    let field_count = |state: State| FIELDS.iter().filter(|f| f.state == state).count();
+    out.push_str(&format!(
+        "Flags: {} implemented, {} accepted but not implemented, {} refused when unsafe. \
+         Fields: {} implemented, {} accepted but not implemented, {} refused when unsafe.\n\n",
+        count(State::Implemented),
+        count(State::NotImplemented),
+        count(State::Refused),
+        field_count(State::Implemented),
+        field_count(State::NotImplemented),
+        field_count(State::Refused),
+    ));
+    out.push_str("## Refused values\n\n| Field | Refused when | Why |\n| --- | --- | --- |\n");
+    for r in REFUSALS {
+        out.push_str(&format!(
+            "| `{}`{} | {} | {} |\n",
+            r.field,
+            escape(&flag_hint(r.field)),
+            r.when,
+            escape(r.why)
+        ));
+    }
+    out.push_str("\n## Flags\n\n| Flag | Sets | State | Notes |\n| --- | --- | --- | --- |\n");
+    let mut flags: Vec<&FlagSpec> = FLAGS.iter().collect();
+    flags.sort_by_key(|f| f.name);
+    for f in flags {
+        let sets = match f.target {
+            Target::FlagOnly => "(flag only)".to_string(),
+            Target::Config(path) => format!("`{}`", path.join(".")),
+        };
+        let mut notes = Vec::new();
+        if let Target::Config(path) = f.target {
+            notes.extend(field_notes(path[0]));
+        }
+        if let Some(d) = f.deprecated {
+            notes.push(format!("Deprecated upstream: {d}"));
+        }
+        out.push_str(&format!(
+            "| `--{}` | {} | {} | {} |\n",
+            f.name,
+            sets,
+            f.state.label(),
+            escape(&notes.join(". "))
+        ));
+    }
+    out.push_str("\n## KubeletConfiguration fields\n\n| Field | Flags | State | Notes |\n| --- | --- | --- | --- |\n");
+    let mut fields: Vec<&FieldSpec> = FIELDS.iter().collect();
+    fields.sort_by_key(|f| f.name);
+    for f in fields {
+        let flags: Vec<String> = flags_for(f.name)
+            .map(|s| format!("`--{}`", s.name))
+            .collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.name,
+            flags.join(", "),
+            f.state.label(),
+            escape(&field_notes(f.name).join(". "))
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::config::fields::struct_fields;
+    use crate::domain::config::model::KubeletConfiguration;
+
+    #[test]
+    fn every_model_field_has_exactly_one_state_and_the_reverse() {
+        let model: Vec<&str> = struct_fields::<KubeletConfiguration>()
+            .iter()
+            .copied()
+            .filter(|f| !["apiVersion", "kind"].contains(f))
+            .collect();
+        for name in &model {
+            assert_eq!(
+                FIELDS.iter().filter(|f| f.name == *name).count(),
+                1,
+                "{name} needs exactly one state"
+            );
+        }
+        for f in FIELDS {
+            let top = f.name.split('.').next().unwrap_or(f.name);
+            assert!(model.contains(&top), "{} is not in the model", f.name);
+        }
+    }
+
+    #[test]
+    fn a_config_flag_is_in_its_fields_state() {
+        for spec in FLAGS {
+            if let Target::Config(path) = spec.target {
+                let field = field(path[0]).expect("field has a state");
+                assert_eq!(
+                    spec.state, field.state,
+                    "--{} and {}",
+                    spec.name, field.name
+                );
+            }
+        }
+    }
+
+    fn resolve(args: &[(&str, &str)], file: Option<&str>) -> ResolvedConfig {
+        use crate::domain::config::{resolve, ConfigInputs, FileInput};
+        let flags = args
+            .iter()
+            .map(|(n, v)| {
+                (
+                    crate::domain::config::flags::flag(n).expect("known"),
+                    v.to_string(),
+                )
+            })
+            .collect();
+        let main_file = file.map(|body| FileInput {
+            path: "/etc/kubelet.yaml".into(),
+            text: Ok(format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}"
+            )),
+        });
+        resolve(&ConfigInputs {
+            main_file,
+            drop_ins: Vec::new(),
+            flags,
+        })
+        .unwrap_or_else(|p| panic!("{p:?}"))
+    }
+
+    #[test]
+    fn lists_what_was_given_by_flag_or_file_with_its_value() {
+        let resolved = resolve(
+            &[
+                ("pod-infra-container-image", "pause:3.10"),
+                ("storage-driver-password", "hunter2"),
+                ("port", "10250"),
+                ("read-only-port", "0"),
+                ("max-pods", "10"),
+            ],
+            Some("hairpinMode: none\nlogging:\n  vmodule: []\nmaxPods: 20\n"),
+        );
+        let listed = not_implemented_given(&resolved);
+        let pairs: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("--pod-infra-container-image", "pause:3.10"),
+                ("--storage-driver-password", "(redacted)"),
+                ("--port", "10250"),
+                ("hairpinMode", "none"),
+                ("logging.vmodule", "[]"),
+            ]
+        );
+        let warning = not_implemented_warning(&listed).expect("a warning");
+        assert!(
+            warning.contains("--port=10250, hairpinMode=none"),
+            "{warning}"
+        );
+        assert!(not_implemented_warning(&[]).is_none());
+    }
+
+    #[test]
+    fn deprecated_flags_get_upstreams_notice() {
+        let given = vec![
+            ("pod-infra-container-image".to_string(), "x".to_string()),
+            ("hostname-override".to_string(), "n".to_string()),
+            ("max-pods".to_string(), "3".to_string()),
+        ];
+        assert_eq!(
+            deprecation_notices(&given),
+            [
+                "Flag --pod-infra-container-image has been deprecated, will be removed in 1.35. Image garbage collector will get sandbox image information from CRI.".to_string(),
+                format!("Flag --max-pods has been deprecated, {}", crate::domain::config::flags::CONFIG_FLAG_DEPRECATED),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_refused_field_has_a_refusal_and_the_reverse() {
+        for f in FIELDS.iter().filter(|f| f.state == State::Refused) {
+            assert!(REFUSALS.iter().any(|r| r.field == f.name), "{}", f.name);
+        }
+        for r in REFUSALS {
+            assert_eq!(field(r.field).map(|f| f.state), Some(State::Refused));
+        }
+    }
+}
