@@ -402,8 +402,6 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         format!("--pod-logs-dir={}", ctrd.var("RKUBELET_POD_LOG_ROOT")),
         format!("--pod-manifest-path={}", manifests.display()),
         "--hostname-override=plan-node".to_string(),
-        "--cgroups-per-qos=false".to_string(),
-        "--enforce-node-allocatable=".to_string(),
     ];
 
     // rkubelet runs the two pods, then stops (pods keep running).
@@ -598,4 +596,124 @@ fn the_plan_has_exactly_the_fields_the_schema_documents() {
     if !plan["cgroups"].is_null() {
         assert_eq!(keys(&plan["cgroups"]), required(&defs["cgroups"]));
     }
+}
+
+fn burstable_manifest_dir(dir: &Path) -> PathBuf {
+    let manifests = dir.join("m");
+    std::fs::create_dir_all(&manifests).expect("dir");
+    std::fs::write(
+        manifests.join("web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox\n    resources:\n      requests: {cpu: 250m, memory: 64Mi}\n      limits: {cpu: 500m, memory: 128Mi}\n",
+    )
+    .expect("write");
+    manifests
+}
+
+fn cgroup_entries(plan: &Value) -> Vec<(String, String, BTreeMap<String, String>)> {
+    plan["cgroups"]["entries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    let values = e["values"]
+                        .as_array()
+                        .map(|v| {
+                            v.iter()
+                                .map(|kv| {
+                                    (
+                                        kv["key"].as_str().unwrap_or("").to_string(),
+                                        kv["value"].as_str().unwrap_or("").to_string(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (
+                        e["role"].as_str().unwrap_or("").to_string(),
+                        e["name"].as_str().unwrap_or("").to_string(),
+                        values,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn cgroupfs_shows_paths_and_file_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = burstable_manifest_dir(dir.path());
+    let (plan, code, _) = dry_run(&[
+        "--container-runtime-endpoint=fake://".into(),
+        snapshot_file(dir.path()),
+        "--cgroup-driver=cgroupfs".into(),
+        format!("--pod-manifest-path={}", manifests.display()),
+    ]);
+    assert_eq!(code, 2, "{plan}");
+    assert_eq!(plan["cgroups"]["driver"], "cgroupfs");
+    assert_eq!(plan["cgroups"]["cgroupVersion"], "v2");
+    let entries = cgroup_entries(&plan);
+    let names: Vec<&str> = entries.iter().map(|(_, n, _)| n.as_str()).collect();
+    let uid = plan["pods"][0]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let pod_path = format!("/kubepods/burstable/pod{uid}");
+    assert_eq!(
+        names,
+        [
+            "/kubepods",
+            "/kubepods/burstable",
+            "/kubepods/besteffort",
+            pod_path.as_str()
+        ]
+    );
+    assert_eq!(plan["pods"][0]["cgroup"], pod_path);
+    // kubepods: allocatable without eviction (8Gi machine, nothing reserved), 2 CPUs.
+    let kubepods = &entries[0].2;
+    assert_eq!(kubepods["memory.max"], "8589934592");
+    assert!(kubepods.contains_key("cpu.weight"), "{kubepods:?}");
+    let pod = &entries[3].2;
+    assert_eq!(pod["cpu.max"], "50000 100000");
+    assert_eq!(pod["memory.max"], "134217728");
+    assert_eq!(
+        entries[2].2.get("cpu.weight").map(String::as_str),
+        Some("1")
+    );
+}
+
+#[test]
+fn systemd_shows_slice_names_and_properties() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = burstable_manifest_dir(dir.path());
+    let (plan, code, _) = dry_run(&[
+        "--container-runtime-endpoint=fake://".into(),
+        snapshot_file(dir.path()),
+        "--cgroup-driver=systemd".into(),
+        format!("--pod-manifest-path={}", manifests.display()),
+    ]);
+    assert_eq!(code, 2, "{plan}");
+    assert_eq!(plan["cgroups"]["driver"], "systemd");
+    let entries = cgroup_entries(&plan);
+    let uid = plan["pods"][0]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let names: Vec<&str> = entries.iter().map(|(_, n, _)| n.as_str()).collect();
+    let pod_unit = format!("kubepods-burstable-pod{uid}.slice");
+    assert_eq!(
+        names,
+        [
+            "kubepods.slice",
+            "kubepods-burstable.slice",
+            "kubepods-besteffort.slice",
+            pod_unit.as_str()
+        ]
+    );
+    assert_eq!(
+        plan["pods"][0]["cgroup"],
+        format!("/kubepods.slice/kubepods-burstable.slice/{pod_unit}")
+    );
+    let pod = &entries[3].2;
+    assert!(!pod.is_empty(), "{pod:?}");
 }
