@@ -39,7 +39,7 @@ fn pod(i: usize) -> Pod {
 /// Most pods run as specified; every 10th is missing from the runtime, every 7th
 /// runs an older spec of one container.
 fn observed(pod: &Pod, i: usize) -> Option<PodRuntimeStatus> {
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         return None;
     }
     let containers = pod
@@ -48,7 +48,7 @@ fn observed(pod: &Pod, i: usize) -> Option<PodRuntimeStatus> {
         .iter()
         .enumerate()
         .map(|(n, c)| ContainerStatus {
-            hash: if i % 7 == 0 && n == 0 {
+            hash: if i.is_multiple_of(7) && n == 0 {
                 1
             } else {
                 container_hash(c)
