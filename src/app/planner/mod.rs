@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::config::layers::Source;
+use crate::domain::config::states;
 use crate::domain::config::ResolvedConfig;
 use crate::domain::eviction::{self, Threshold};
 use crate::domain::machine::MachineInfo;
@@ -72,6 +73,8 @@ pub struct Plan {
     /// Number of runtime actions (sandboxes, containers, pods to kill or start).
     pub action_count: usize,
     pub config: Vec<ConfigEntry>,
+    /// Flags and fields given that rkubelet accepts but does not act on.
+    pub not_implemented: Vec<NotImplemented>,
     pub node: Option<NodePlan>,
     pub cgroups: Option<cgroups::CgroupPlan>,
     pub pods: Vec<PodPlan>,
@@ -88,6 +91,7 @@ impl Plan {
             warnings: Vec::new(),
             action_count: 0,
             config: Vec::new(),
+            not_implemented: Vec::new(),
             node: None,
             cgroups: None,
             pods: Vec::new(),
@@ -114,6 +118,15 @@ pub struct ConfigEntry {
     pub field: String,
     pub value: Value,
     pub source: Source,
+}
+
+/// A flag (`--name`) or field given that is accepted but not implemented, with the
+/// value given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotImplemented {
+    pub name: String,
+    pub value: String,
 }
 
 /// A reservation as given and as in force.
@@ -598,6 +611,10 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         warnings,
         action_count,
         config: config_entries(resolved),
+        not_implemented: states::not_implemented_given(resolved)
+            .into_iter()
+            .map(|(name, value)| NotImplemented { name, value })
+            .collect(),
         node: Some(node),
         cgroups,
         pods,

@@ -62,6 +62,13 @@ pub fn render_text(plan: &Plan) -> String {
         return out;
     }
 
+    for item in &plan.not_implemented {
+        let _ = writeln!(
+            out,
+            "  not implemented (accepted, ignored): {}={}",
+            item.name, item.value
+        );
+    }
     let _ = writeln!(out, "\nConfiguration (value <- source):");
     for entry in &plan.config {
         let _ = writeln!(

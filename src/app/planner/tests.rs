@@ -218,3 +218,19 @@ fn the_text_form_names_each_decision() {
     assert!(text.contains("start container app (busybox)"), "{text}");
     assert!(text.contains("exit 2"), "{text}");
 }
+
+#[test]
+fn accepted_but_not_implemented_flags_are_listed() {
+    let plan = compute_plan(&inputs(
+        resolved(&["--node-ip=10.0.0.9"]),
+        Vec::new(),
+        Vec::new(),
+    ));
+    assert!(
+        plan.not_implemented
+            .iter()
+            .any(|n| n.name == "--node-ip" && n.value == "10.0.0.9"),
+        "{:?}",
+        plan.not_implemented
+    );
+}
