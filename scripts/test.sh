@@ -21,5 +21,6 @@ cargo test --locked -- --test-threads="$(nproc)"
 
 echo "== benchmarks (figures printed, goals in each bench's header)"
 cargo bench --locked --bench startup
+cargo bench --locked --bench pods
 cargo bench --locked --bench cgroups
 cargo bench --locked --bench planner

@@ -1,9 +1,7 @@
 //! The CRI adapter against a real, private containerd (one per test, so tests run in
 //! parallel). Skips, saying why, only when not root or containerd is not installed.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
@@ -14,74 +12,8 @@ use rkubelet::ports::runtime::{
 
 mod common;
 
+use common::containerd::Containerd;
 use common::{http_get, start_daemon};
-
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// A private containerd under its own base directory, torn down on drop.
-struct Containerd {
-    base: PathBuf,
-    env: BTreeMap<String, String>,
-}
-
-impl Containerd {
-    /// `None` (with the reason printed) when this machine cannot run one.
-    fn start(name: &str) -> Option<Containerd> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private containerd needs root");
-            return None;
-        }
-        let installed = Command::new("sh")
-            .args(["-c", "command -v containerd"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            eprintln!("SKIP: containerd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
-        }
-        let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
-        let mut guard = Containerd {
-            base: base.clone(),
-            env: BTreeMap::new(),
-        };
-        let out = Command::new(scripts().join("containerd-up.sh"))
-            .arg(&base)
-            .output()
-            .expect("containerd-up.sh runs");
-        assert!(
-            out.status.success(),
-            "containerd-up.sh failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(base.join("env")).expect("env file");
-        guard.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
-            .collect();
-        Some(guard)
-    }
-
-    fn var(&self, key: &str) -> String {
-        self.env
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| panic!("{key} missing from env"))
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("containerd-down.sh"))
-            .arg(&self.base)
-            .status();
-        let _ = std::fs::remove_dir_all(&self.base);
-    }
-}
 
 #[tokio::test]
 async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {

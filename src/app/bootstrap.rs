@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use serde_json::{json, Value};
@@ -17,11 +18,13 @@ use crate::adapters::file_source::{FileSource, DEFAULT_CHECK_FREQUENCY};
 use crate::adapters::http_source::{
     HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
 };
+use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::cri_requests::RequestContext;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
+use crate::domain::cgroup::CgroupDriver;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
@@ -29,6 +32,7 @@ use crate::domain::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::feature_gates::FeatureGates;
 use crate::domain::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
+use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
 use crate::ports::host::{ContentionWait, Host, LockHandle};
 use crate::ports::machine::MachineInfoProvider;
@@ -43,12 +47,24 @@ pub type RuntimeFactory =
 pub type ImageFactory =
     Box<dyn Fn(&str) -> Result<Arc<dyn ImageService>, RuntimeError> + Send + Sync>;
 
+/// Builds the cgroup manager for a driver (the endpoint tells the simulated node apart).
+pub type CgroupFactory = Box<
+    dyn Fn(
+            CgroupDriver,
+            &str,
+        )
+            -> Pin<Box<dyn Future<Output = Result<Arc<dyn CgroupManager>, CgroupError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The world as start-up sees it.
 pub struct Deps {
     pub host: Arc<dyn Host>,
     pub machine: Arc<dyn MachineInfoProvider>,
     pub runtime_for: RuntimeFactory,
     pub images_for: ImageFactory,
+    pub cgroups_for: CgroupFactory,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -65,6 +81,8 @@ pub enum StartupError {
     Directory { path: PathBuf, reason: String },
     #[error("failed to run the container runtime at {endpoint}: {reason}")]
     Runtime { endpoint: String, reason: String },
+    #[error("failed to start the container manager: {0}")]
+    Cgroups(String),
     /// `--runonce`: these pods did not reach running.
     #[error("error running pods: {}", .0.join("; "))]
     RunOnce(Vec<String>),
@@ -268,6 +286,50 @@ pub async fn start_runtime(
     Ok((runtime, version.runtime_name))
 }
 
+/// Step: the cgroup driver (checked against the runtime's where it says), then the
+/// container manager's tree: `kubepods` with node allocatable and the QoS cgroups.
+pub async fn start_container_manager(
+    resolved: &ResolvedConfig,
+    plan: &NodePlan,
+    deps: &Deps,
+    runtime: &dyn RuntimeService,
+) -> Result<Arc<ContainerManager>, StartupError> {
+    let config = &resolved.config;
+    let driver = CgroupDriver::parse(&config.cgroup_driver).ok_or_else(|| {
+        StartupError::Invalid(vec![format!(
+            "invalid configuration: cgroupDriver (--cgroup-driver) {:?}: must be \"cgroupfs\" or \"systemd\"",
+            config.cgroup_driver
+        )])
+    })?;
+    match runtime.cgroup_driver().await {
+        Ok(Some(reported)) if reported != driver => {
+            return Err(StartupError::Invalid(vec![format!(
+                "misconfiguration: kubelet cgroup driver: {:?} is different from the container runtime's cgroup driver: {:?}; set --cgroup-driver (cgroupDriver) to {:?} or change the runtime's",
+                driver.as_str(),
+                reported.as_str(),
+                reported.as_str()
+            )]))
+        }
+        Ok(Some(_)) => info!(%driver, "the container runtime uses the same cgroup driver"),
+        Ok(None) => info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver"),
+        Err(e) => warn!(%driver, error = %e, "cannot ask the container runtime for its cgroup driver; using the configured one"),
+    }
+    let cgroups = (deps.cgroups_for)(driver, &config.container_runtime_endpoint)
+        .await
+        .map_err(|e| StartupError::Cgroups(e.to_string()))?;
+    let containers = ContainerManager::new(cgroups, resolved)
+        .map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
+    let enforce_pods = config.enforce_node_allocatable.iter().any(|e| e == "pods");
+    containers
+        .setup(&plan.settings, enforce_pods)
+        .await
+        .map_err(|e| match e {
+            ContainerManagerError::Setup { .. } => StartupError::Cgroups(e.to_string()),
+            _ => StartupError::Invalid(vec![e.to_string()]),
+        })?;
+    Ok(Arc::new(containers))
+}
+
 /// Everything start-up produced that the running kubelet keeps.
 pub struct Started {
     pub resolved: ResolvedConfig,
@@ -276,6 +338,7 @@ pub struct Started {
     pub runtime: Arc<dyn RuntimeService>,
     /// The runtime's name (`containerd`), which prefixes container ids in pod status.
     pub runtime_name: String,
+    pub containers: Arc<ContainerManager>,
     pub lock: Option<LockHandle>,
     /// With `--exit-on-lock-contention`: resolves when another process opens the lock.
     pub contention: Option<ContentionWait>,
@@ -301,12 +364,14 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     apply_oom_score_adj(deps.host.as_ref(), resolved.config.oom_score_adj);
     let (runtime, runtime_name) =
         start_runtime(deps, &resolved.config.container_runtime_endpoint).await?;
+    let containers = start_container_manager(&resolved, &plan, deps, runtime.as_ref()).await?;
     Ok(Started {
         resolved,
         plan,
         configz,
         runtime,
         runtime_name,
+        containers,
         lock,
         contention,
     })
@@ -408,6 +473,7 @@ fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, Star
         Arc::clone(&deps.clock),
         requests,
         started.runtime_name.clone(),
+        Arc::clone(&started.containers),
     )))
 }
 
@@ -572,6 +638,11 @@ mod tests {
             machine: Arc::new(FakeMachine::default()),
             runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),
             images_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn ImageService>)),
+            cgroups_for: Box::new(|driver, _| {
+                let cgroups: Arc<dyn CgroupManager> =
+                    Arc::new(crate::adapters::fake::FakeCgroupManager::new(driver));
+                Box::pin(std::future::ready(Ok(cgroups)))
+            }),
             clock: Arc::new(crate::adapters::fake::FakeClock::new(0)),
         }
     }

@@ -3,12 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::path::Path;
+
+use crate::adapters::cgroupfs::CgroupfsManager;
 use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
+use crate::adapters::fake::FakeCgroupManager;
 use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::app::bootstrap::Deps;
+use crate::domain::cgroup::CgroupDriver;
 use crate::domain::config::ResolvedConfig;
+use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// The default `--runtime-request-timeout`.
@@ -64,6 +70,30 @@ fn request_timeout(resolved: &ResolvedConfig) -> Duration {
         .unwrap_or(DEFAULT_RUNTIME_REQUEST_TIMEOUT)
 }
 
+/// The cgroup manager for a driver: the kernel's cgroup filesystem or systemd over
+/// D-Bus; the simulated node (`fake://`) gets an in-memory tree so it touches no cgroup.
+pub async fn cgroup_manager_for(
+    driver: CgroupDriver,
+    simulated: bool,
+) -> Result<Arc<dyn CgroupManager>, CgroupError> {
+    if simulated {
+        return Ok(Arc::new(FakeCgroupManager::new(driver)));
+    }
+    match driver {
+        CgroupDriver::Cgroupfs => Ok(Arc::new(CgroupfsManager::detect(Path::new(
+            CGROUP_MOUNT_ROOT,
+        ))?)),
+        CgroupDriver::Systemd => Err(CgroupError::Systemd {
+            call: "connect",
+            unit: String::new(),
+            reason: "the systemd cgroup driver is not built into this version yet".into(),
+        }),
+    }
+}
+
+/// Where the cgroup hierarchies are mounted.
+const CGROUP_MOUNT_ROOT: &str = "/sys/fs/cgroup";
+
 /// The adapters of a real node.
 pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
     Deps {
@@ -79,6 +109,10 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
             let timeout = request_timeout(resolved);
             Box::new(move |endpoint: &str| image_service_with_timeout(endpoint, timeout))
         },
+        cgroups_for: Box::new(|driver, endpoint| {
+            let simulated = endpoint.starts_with("fake://");
+            Box::pin(cgroup_manager_for(driver, simulated))
+        }),
         clock: Arc::new(SystemClock::new()),
     }
 }

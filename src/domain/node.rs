@@ -45,7 +45,7 @@ pub fn resolve_node_name(
 }
 
 /// What the container manager works with, computed once at start-up.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeSettings {
     pub capacity: ResourceList,
     pub online_cpus: CpuSet,

@@ -33,6 +33,7 @@ pub enum CgroupError {
 
 /// Creates, updates and removes the kubelet's cgroups. Names are driver-neutral;
 /// each driver spells them its own way (see [`CgroupManager::driver_name`]).
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait CgroupManager: Send + Sync {
     fn driver(&self) -> CgroupDriver;

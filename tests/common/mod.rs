@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod containerd;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 
 pub fn free_port() -> u16 {
@@ -51,6 +53,23 @@ impl Daemon {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits"));
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
         self.child.wait().expect("exits")
+    }
+
+    /// SIGTERM, then the exit status if it exits within `grace`; SIGKILL and `None`
+    /// otherwise.
+    pub fn terminate_within(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
     }
 }
 

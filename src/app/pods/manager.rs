@@ -73,6 +73,11 @@ impl PodManager {
         self.pods.contains_key(uid)
     }
 
+    /// Every desired pod, in uid order.
+    pub fn pods(&self) -> Vec<Pod> {
+        self.pods.values().map(|(_, pod)| pod.clone()).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.pods.len()
     }

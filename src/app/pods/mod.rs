@@ -225,6 +225,7 @@ pub struct PodLoop {
     workers: HashMap<String, Worker>,
     done: mpsc::UnboundedReceiver<String>,
     last_relist: BTreeMap<String, PodFingerprint>,
+    stale_cgroups_checked: bool,
 }
 
 impl PodLoop {
@@ -243,6 +244,7 @@ impl PodLoop {
             workers: HashMap::new(),
             done,
             last_relist: BTreeMap::new(),
+            stale_cgroups_checked: false,
         }
     }
 
@@ -269,8 +271,22 @@ impl PodLoop {
         );
     }
 
-    fn apply(&mut self, update: PodSetUpdate) {
-        for change in self.manager.apply(update) {
+    async fn apply(&mut self, update: PodSetUpdate) {
+        let changes = self.manager.apply(update);
+        if changes.is_empty() {
+            return;
+        }
+        // The QoS cgroups follow the desired pods (burstable shares sum their requests).
+        if let Err(error) = self
+            .shared
+            .ctx
+            .containers
+            .update_qos(&self.manager.pods())
+            .await
+        {
+            warn!(%error, "failed to update the QoS cgroups");
+        }
+        for change in changes {
             match change {
                 PodChange::Upsert(pod) => {
                     let uid = pod.metadata.uid.clone();
@@ -307,6 +323,18 @@ impl PodLoop {
                 debug!(%uid, "PLEG: pod changed in the runtime");
                 worker.poke.notify_one();
             }
+        }
+        if sources_ready && !self.stale_cgroups_checked {
+            // Once, when every source has spoken: cgroups of pods that are neither
+            // wanted nor in the runtime were left by a kubelet that was killed.
+            self.stale_cgroups_checked = true;
+            let keep: BTreeSet<String> = now
+                .keys()
+                .cloned()
+                .chain(self.workers.keys().cloned())
+                .chain(self.manager.pods().into_iter().map(|p| p.metadata.uid))
+                .collect();
+            self.shared.ctx.containers.remove_stale_pods(&keep).await;
         }
         if sources_ready {
             let orphans: Vec<String> = now
@@ -355,7 +383,7 @@ impl PodLoop {
                 update = updates.recv(), if sources_open => match update {
                     Some(update) => {
                         seen.insert(update.source.clone());
-                        self.apply(update);
+                        self.apply(update).await;
                     }
                     None => sources_open = false,
                 },

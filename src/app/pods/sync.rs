@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use crate::app::container_manager::ContainerManager;
 use crate::app::cri_requests::{
     container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, sandbox_dns,
     RequestContext,
@@ -40,6 +41,8 @@ pub struct SyncContext {
     pub runtime_name: String,
     pub crash_backoff: Mutex<CrashLoopBackoff>,
     pub image_backoff: Mutex<CrashLoopBackoff>,
+    /// The pods' cgroups.
+    pub containers: Arc<ContainerManager>,
 }
 
 impl SyncContext {
@@ -49,6 +52,7 @@ impl SyncContext {
         clock: Arc<dyn Clock>,
         requests: RequestContext,
         runtime_name: String,
+        containers: Arc<ContainerManager>,
     ) -> Self {
         Self {
             runtime,
@@ -58,6 +62,7 @@ impl SyncContext {
             runtime_name,
             crash_backoff: Mutex::new(CrashLoopBackoff::new(BackoffPolicy::CRASH_LOOP)),
             image_backoff: Mutex::new(CrashLoopBackoff::new(BackoffPolicy::CRASH_LOOP)),
+            containers,
         }
     }
 
@@ -137,7 +142,14 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         }
     }
 
-    let sandbox = sandbox_config(&ctx.requests, pod, actions.attempt);
+    // The pod's cgroup exists before its sandbox is asked for (upstream EnsureExists).
+    if let Err(error) = ctx.containers.ensure_pod(pod).await {
+        warn!(%error, "failed to create the pod's cgroup; retrying");
+        outcome.retry(RETRY_AFTER_ERROR);
+        return outcome;
+    }
+    let mut sandbox = sandbox_config(&ctx.requests, pod, actions.attempt);
+    sandbox.cgroup_parent = ctx.containers.cgroup_parent(pod);
     let sandbox_id = if actions.create_sandbox {
         let reason = actions.create_sandbox_reason.clone().unwrap_or_default();
         match create_sandbox(ctx, pod, &sandbox).await {
@@ -382,6 +394,13 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     for s in &view.status.sandboxes {
         if let Err(error) = ctx.runtime.remove_pod_sandbox(&s.id).await {
             warn!(sandbox = %s.id, %error, "failed to remove pod sandbox");
+            clean = false;
+        }
+    }
+    // Only now that its containers are gone may the pod's cgroup go.
+    if clean {
+        if let Err(error) = ctx.containers.remove_pod(uid).await {
+            warn!(%error, "failed to remove the pod's cgroup");
             clean = false;
         }
     }

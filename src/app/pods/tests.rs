@@ -9,8 +9,10 @@ use tokio::sync::mpsc;
 use super::sync::{sync_pod, terminate_pod, SyncContext};
 use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
-use crate::adapters::fake::FakeClock;
+use crate::adapters::fake::{FakeCgroupManager, FakeClock};
+use crate::app::container_manager::ContainerManager;
 use crate::app::cri_requests::RequestContext;
+use crate::domain::cgroup::CgroupDriver;
 use crate::domain::dns::ResolvConf;
 use crate::domain::pod::{Container, RestartPolicy};
 use crate::domain::pod_status::ApiContainerState;
@@ -21,9 +23,16 @@ const IMAGE: &str = "docker.io/library/busybox:1.36";
 
 struct World {
     runtime: Arc<FakeRuntime>,
+    cgroups: Arc<FakeCgroupManager>,
     clock: Arc<FakeClock>,
     ctx: Arc<SyncContext>,
     _dir: tempfile::TempDir,
+}
+
+fn resolved() -> crate::domain::config::ResolvedConfig {
+    let given = crate::app::cli::parse(["rkubelet", "--container-runtime-endpoint=fake://"])
+        .unwrap_or_else(|e| panic!("flags: {e}"));
+    crate::app::bootstrap::load_configuration(given).unwrap_or_else(|e| panic!("config: {e}"))
 }
 
 fn world() -> World {
@@ -41,15 +50,22 @@ fn world() -> World {
         cpu_cfs_quota_period_us: 100_000,
         memory_capacity_bytes: 1 << 30,
     };
+    let cgroups = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
+    let containers = Arc::new(
+        ContainerManager::new(cgroups.clone(), &resolved())
+            .unwrap_or_else(|e| panic!("container manager: {e}")),
+    );
     let ctx = Arc::new(SyncContext::new(
         runtime.clone(),
         runtime.clone(),
         clock.clone(),
         requests,
         "fake".into(),
+        containers,
     ));
     World {
         runtime,
+        cgroups,
         clock,
         ctx,
         _dir: dir,
@@ -314,6 +330,19 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(sandbox_names().await, ["web-a"], "the orphan is removed");
+    let pod_cgroups = |w: &World| {
+        w.cgroups
+            .names()
+            .iter()
+            .map(|n| n.to_cgroupfs())
+            .filter(|n| n.contains("/pod"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pod_cgroups(&w),
+        ["/kubepods/besteffort/poda"],
+        "the orphan's cgroup went with it"
+    );
 
     tx.send(set(vec![]))
         .await
@@ -326,6 +355,10 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
     }
     assert!(sandbox_names().await.is_empty(), "the removed pod is gone");
     wait_until("status forgotten", || phase_of(&store, "web-a").is_none()).await;
+    assert!(
+        pod_cgroups(&w).is_empty(),
+        "the removed pod's cgroup is gone"
+    );
 
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
@@ -399,4 +432,56 @@ async fn run_once_starts_the_first_set_and_reports_pods_that_never_run() {
     );
     assert_eq!(results[1].pod, "web-good_default");
     assert_eq!(results[1].failure, None);
+}
+
+#[tokio::test]
+async fn a_pods_cgroup_exists_before_its_sandbox_and_goes_only_after_its_containers() {
+    let w = world();
+    let mut cgroups = crate::ports::cgroup::MockCgroupManager::new();
+    let runtime = w.runtime.clone();
+    cgroups.expect_driver().return_const(CgroupDriver::Cgroupfs);
+    cgroups
+        .expect_driver_name()
+        .returning(|name| name.to_cgroupfs());
+    cgroups.expect_exists().returning(|_| Ok(false));
+    let seen = runtime.clone();
+    cgroups
+        .expect_create()
+        .times(1)
+        .returning(move |name, resources| {
+            // The sandbox has not been asked for yet.
+            assert!(seen.journal().is_empty(), "{:?}", seen.journal());
+            assert_eq!(name.to_cgroupfs(), "/kubepods/besteffort/podorder");
+            assert_eq!(resources.cpu_shares, Some(2));
+            Ok(())
+        });
+    let seen = runtime.clone();
+    cgroups.expect_destroy().returning(move |_| {
+        let journal = seen.journal();
+        let removed_all = journal
+            .iter()
+            .filter(|c| c.starts_with("RemoveContainer"))
+            .count()
+            == 1
+            && journal.iter().any(|c| c.starts_with("RemovePodSandbox"));
+        assert!(removed_all, "containers still there: {journal:?}");
+        Ok(())
+    });
+    let containers = Arc::new(
+        ContainerManager::new(Arc::new(cgroups), &resolved())
+            .unwrap_or_else(|e| panic!("container manager: {e}")),
+    );
+    let ctx = SyncContext::new(
+        w.runtime.clone(),
+        w.runtime.clone(),
+        w.clock.clone(),
+        RequestContext::from_config(&resolved(), ResolvConf::default()),
+        "fake".into(),
+        containers,
+    );
+    let p = pod("order", RestartPolicy::Always, IMAGE);
+    sync_pod(&ctx, &p).await;
+    assert_eq!(w.runtime.journal()[0], "RunPodSandbox web-order");
+    // The sandbox was created under the pod's cgroup.
+    assert!(terminate_pod(&ctx, "order", Some(&p)).await);
 }

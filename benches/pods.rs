@@ -1,0 +1,484 @@
+//! Pod start-up benchmark on a private containerd (scripts/test-env/containerd-up.sh).
+//! Figures, each printed with its goal:
+//! - bare CRI: RunPodSandbox + CreateContainer + StartContainer, median of 5;
+//! - rkubelet start to its one static pod's container running, median of 5 fresh starts
+//!   (runtime polled every 10 ms); goal within 20 % of bare CRI;
+//! - rkubelet start to 30 static pods running (goal <= 3 s, upstream ~6 s) and to 100
+//!   (goal ~15 s, limited by containerd);
+//! - with those 30 pods running, rkubelet's resident memory and CPU time over 60 s idle
+//!   (goals < 14 MiB and < 0.2 s; upstream ~110 MiB and ~1 s).
+//!
+//! rkubelet runs with its default flags but for the runtime and the directories (so the
+//! manifest folder is re-read every 20 s, as upstream's default; the tests use 1 s).
+//! `RKUBELET_BENCH_IDLE_SECS` shortens the idle wait. Skips, saying why, when not root or
+//! containerd is not installed.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::runtime::ContainerState;
+use rkubelet::ports::runtime::{
+    ContainerConfig, ContainerFilter, RuntimeService, SandboxConfig, SandboxFilter,
+};
+
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/containerd.rs"]
+mod containerd;
+
+use containerd::Containerd;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+const NODE: &str = "n1";
+const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+const RUNS: usize = 5;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(10348)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times.get(times.len() / 2).copied().unwrap_or_default()
+}
+
+/// One private containerd with a CRI client.
+struct Env {
+    ctrd: Containerd,
+    cri: CriRuntime,
+    endpoint: String,
+    busybox: String,
+    logs: PathBuf,
+}
+
+impl Env {
+    fn start(name: &str) -> Result<Env, String> {
+        let ctrd = Containerd::try_start(name)?.ok_or("containerd unavailable")?;
+        let var = |k: &str| {
+            ctrd.get(k)
+                .map(str::to_string)
+                .ok_or_else(|| format!("{k} missing from containerd's env file"))
+        };
+        let endpoint = var("CRI_ENDPOINT")?;
+        let busybox = var("BUSYBOX_IMAGE")?;
+        let logs = PathBuf::from(var("RKUBELET_POD_LOG_ROOT")?);
+        let cri = CriRuntime::connect(&endpoint, Duration::from_secs(60))
+            .map_err(|e| format!("CRI client: {e}"))?;
+        Ok(Env {
+            ctrd,
+            cri,
+            endpoint,
+            busybox,
+            logs,
+        })
+    }
+
+    /// RunPodSandbox + CreateContainer + StartContainer, timed, then removed again.
+    async fn bare_run(&self, i: usize) -> Result<Duration, String> {
+        let t = Instant::now();
+        let name = self.bare_run_kept(i).await?;
+        let elapsed = t.elapsed();
+        self.remove_pod(&name).await?;
+        Ok(elapsed)
+    }
+
+    async fn bare_run_kept(&self, i: usize) -> Result<String, String> {
+        bare_pod(&self.cri, &self.busybox, &self.logs, i).await
+    }
+
+    /// `n` bare runs at once (as a kubelet with one worker per pod would issue them):
+    /// the time until all containers are started.
+    async fn bare_concurrent(&self, n: usize) -> Result<Duration, String> {
+        let t = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let (cri, busybox, logs) = (self.cri.clone(), self.busybox.clone(), self.logs.clone());
+            set.spawn(async move { bare_pod(&cri, &busybox, &logs, 1000 + i).await });
+        }
+        let mut names = Vec::new();
+        while let Some(done) = set.join_next().await {
+            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
+        }
+        let elapsed = t.elapsed();
+        for name in names {
+            self.remove_pod(&name).await?;
+        }
+        Ok(elapsed)
+    }
+
+    /// Stops and removes every sandbox (with its containers) of the pod called `pod`.
+    async fn remove_pod(&self, pod: &str) -> Result<(), String> {
+        let filter = SandboxFilter {
+            labels: [(POD_NAME_LABEL.to_string(), pod.to_string())].into(),
+            ..Default::default()
+        };
+        let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("removing {pod}: {e}");
+        for sb in self.cri.list_pod_sandboxes(&filter).await.map_err(fail)? {
+            self.cri
+                .stop_pod_sandbox(&sb.status.id)
+                .await
+                .map_err(fail)?;
+            self.cri
+                .remove_pod_sandbox(&sb.status.id)
+                .await
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// Names of the pods (by label) with a running container.
+    async fn running_pods(&self) -> Result<Vec<String>, String> {
+        let filter = ContainerFilter {
+            state: Some(ContainerState::Running),
+            ..Default::default()
+        };
+        let containers = self
+            .cri
+            .list_containers(&filter)
+            .await
+            .map_err(|e| format!("ListContainers: {e}"))?;
+        Ok(containers
+            .into_iter()
+            .filter_map(|c| c.labels.get(POD_NAME_LABEL).cloned())
+            .collect())
+    }
+}
+
+/// RunPodSandbox + CreateContainer + StartContainer; returns the pod's name.
+/// RunPodSandbox + CreateContainer + StartContainer for pod `bare<i>`; returns its name.
+async fn bare_pod(
+    cri: &CriRuntime,
+    busybox: &str,
+    logs: &Path,
+    i: usize,
+) -> Result<String, String> {
+    let uid = format!("bench-bare-{i}");
+    let name = format!("bare{i}");
+    let log_dir = logs.join(format!("default_{name}_{uid}"));
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("log dir: {e}"))?;
+    let sandbox = SandboxConfig {
+        name: name.clone(),
+        uid: uid.clone(),
+        namespace: "default".into(),
+        hostname: name.clone(),
+        log_directory: log_dir.display().to_string(),
+        labels: [
+            ("io.kubernetes.pod.uid".to_string(), uid.clone()),
+            (POD_NAME_LABEL.to_string(), name.clone()),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let container = ContainerConfig {
+        name: "main".into(),
+        image: busybox.to_string(),
+        command: vec!["sleep".into(), "3600".into()],
+        log_path: "main/0.log".into(),
+        ..Default::default()
+    };
+    let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("bare CRI run: {e}");
+    let sb = cri.run_pod_sandbox(&sandbox).await.map_err(fail)?;
+    let ctr = cri
+        .create_container(&sb, &container, &sandbox)
+        .await
+        .map_err(fail)?;
+    cri.start_container(&ctr).await.map_err(fail)?;
+    Ok(name)
+}
+
+/// A running rkubelet with its own directories; killed on drop.
+struct Kubelet {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// Wall clock at the spawn, in the runtime's unit (nanoseconds since the epoch).
+    spawned_at_nanos: i64,
+}
+
+impl Kubelet {
+    /// Writes `pods` (names) as static pod manifests, then starts rkubelet; returns it
+    /// and the instant just before the spawn.
+    fn start(env: &Env, pods: &[String]) -> Result<(Kubelet, Instant), String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let manifests = dir.path().join("manifests");
+        let root = dir.path().join("root");
+        for d in [&manifests, &root] {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        for name in pods {
+            let text = format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n",
+                env.busybox
+            );
+            let path = manifests.join(format!("{name}.yaml"));
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let log = File::create(dir.path().join("rkubelet.log"))
+            .map_err(|e| format!("rkubelet log file: {e}"))?;
+        let args = [
+            format!("--container-runtime-endpoint={}", env.endpoint),
+            format!("--pod-manifest-path={}", manifests.display()),
+            format!("--root-dir={}", root.display()),
+            format!("--pod-logs-dir={}", env.logs.display()),
+            format!("--hostname-override={NODE}"),
+            format!("--healthz-port={}", free_port()),
+        ];
+        let spawned_at_nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let t = Instant::now();
+        let child = Command::new(BIN)
+            .args(&args)
+            .env_remove("NOTIFY_SOCKET")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("rkubelet does not start: {e}"))?;
+        Ok((
+            Kubelet {
+                child,
+                dir,
+                spawned_at_nanos,
+            },
+            t,
+        ))
+    }
+
+    fn log_tail(&self) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("rkubelet.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Whether rkubelet is still running (its exit, if any, is reported in the error).
+    fn alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!(
+                "rkubelet exited ({status}); log:\n{}",
+                self.log_tail()
+            )),
+            Err(e) => Err(format!("rkubelet wait: {e}")),
+        }
+    }
+
+    /// User plus system CPU seconds so far (USER_HZ is 100 on Linux).
+    fn cpu_secs(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        // fields[0] is the state (field 3): utime and stime are fields 14 and 15.
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        Some((utime + stime) as f64 / 100.0)
+    }
+
+    fn rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
+        Some(kib as f64 / 1024.0)
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts rkubelet with `pods` and waits until every one has a running container,
+/// polling the runtime every `poll`. Returns the time from spawn and the kubelet.
+async fn start_until_running(
+    env: &Env,
+    pods: &[String],
+    poll: Duration,
+) -> Result<(Duration, Kubelet), String> {
+    let (mut kubelet, t) = Kubelet::start(env, pods)?;
+    let want: Vec<String> = pods.iter().map(|p| format!("{p}-{NODE}")).collect();
+    let deadline = t + Duration::from_secs(180);
+    loop {
+        let running = env.running_pods().await?;
+        if want.iter().all(|p| running.contains(p)) {
+            return Ok((t.elapsed(), kubelet));
+        }
+        kubelet.alive()?;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} of {} pods running after 180 s; rkubelet log:\n{}",
+                want.iter().filter(|p| running.contains(p)).count(),
+                want.len(),
+                kubelet.log_tail()
+            ));
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// When, after the spawn, the sandboxes and containers of the pods named `<prefix>...`
+/// were created: first and last of each, in ms.
+async fn spread(env: &Env, kubelet: &Kubelet, prefix: &str) -> Result<String, String> {
+    let after = |nanos: i64| (nanos - kubelet.spawned_at_nanos) as f64 / 1e6;
+    let sandboxes = env
+        .cri
+        .list_pod_sandboxes(&SandboxFilter::default())
+        .await
+        .map_err(|e| format!("ListPodSandbox: {e}"))?;
+    let mut sb: Vec<f64> = sandboxes
+        .iter()
+        .filter(|s| s.name.starts_with(prefix))
+        .map(|s| after(s.status.created_at_nanos))
+        .collect();
+    let containers = env
+        .cri
+        .list_containers(&ContainerFilter::default())
+        .await
+        .map_err(|e| format!("ListContainers: {e}"))?;
+    let mut ctr: Vec<f64> = containers
+        .iter()
+        .filter(|c| {
+            c.labels
+                .get(POD_NAME_LABEL)
+                .is_some_and(|p| p.starts_with(prefix))
+        })
+        .map(|c| after(c.status.created_at_nanos))
+        .collect();
+    sb.sort_by(f64::total_cmp);
+    ctr.sort_by(f64::total_cmp);
+    let range = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) => format!("{a:.0}..{b:.0} ms"),
+        _ => "none".to_string(),
+    };
+    Ok(format!(
+        "{} sandboxes created {} after spawn, {} containers created {}",
+        sb.len(),
+        range(&sb),
+        ctr.len(),
+        range(&ctr)
+    ))
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:03}")).collect()
+}
+
+async fn run() -> Result<(), String> {
+    let idle = env_number("RKUBELET_BENCH_IDLE_SECS", 60);
+    let env = Env::start("bench")?;
+
+    // One run of each path first, not counted: the first sandbox pays one-off costs.
+    env.bare_run(99).await?;
+    let (_, warm) = start_until_running(&env, &names("warm", 1), Duration::from_millis(10)).await?;
+    drop(warm);
+    env.remove_pod("warm000-n1").await?;
+    // Alternating, so that load from elsewhere on the machine hits both alike.
+    let (mut bare, mut single) = (Vec::new(), Vec::new());
+    for i in 0..RUNS {
+        bare.push(env.bare_run(i).await?);
+        let pod = format!("solo{i}");
+        let (elapsed, kubelet) =
+            start_until_running(&env, std::slice::from_ref(&pod), Duration::from_millis(10))
+                .await?;
+        drop(kubelet);
+        env.remove_pod(&format!("{pod}-{NODE}")).await?;
+        single.push(elapsed);
+    }
+    let (bare, single) = (median(bare), median(single));
+    println!(
+        "pods: bare CRI RunPodSandbox+CreateContainer+StartContainer: median {:.1} ms over {RUNS} runs (the baseline)",
+        ms(bare)
+    );
+    println!(
+        "pods: rkubelet start to its static pod's container running: median {:.1} ms over {RUNS} runs, {:.2}x bare CRI (goal <= 1.20x)",
+        ms(single),
+        single.as_secs_f64() / bare.as_secs_f64().max(1e-9)
+    );
+
+    let bare30 = env.bare_concurrent(30).await?;
+    println!(
+        "pods: bare CRI, 30 pods' sandbox+create+start issued concurrently: {:.2} s (what containerd allows here)",
+        bare30.as_secs_f64()
+    );
+    let (t30, kubelet) =
+        start_until_running(&env, &names("p", 30), Duration::from_millis(100)).await?;
+    println!(
+        "pods: rkubelet start to 30 static pods running: {:.2} s (goal <= 3 s; upstream ~6 s)",
+        t30.as_secs_f64()
+    );
+    println!("pods:   of which: {}", spread(&env, &kubelet, "p0").await?);
+    let cpu_before = kubelet.cpu_secs();
+    tokio::time::sleep(Duration::from_secs(idle)).await;
+    let cpu_after = kubelet.cpu_secs();
+    match kubelet.rss_mib() {
+        Some(mib) => println!(
+            "pods: resident memory with 30 pods after {idle} s idle: {mib:.2} MiB (goal < 14 MiB; upstream ~110 MiB)"
+        ),
+        None => println!("pods: resident memory unavailable"),
+    }
+    match cpu_before.zip(cpu_after) {
+        Some((before, after)) => println!(
+            "pods: CPU time with 30 pods over {idle} s idle: {:.2} s (goal < 0.2 s per 60 s; upstream ~1 s; manifests re-read every 20 s)",
+            after - before
+        ),
+        None => println!("pods: CPU time unavailable"),
+    }
+    drop(kubelet);
+    // A fresh containerd for the 100 pods, rather than removing the 30 one by one.
+    drop(env);
+
+    let env = Env::start("bench100")?;
+    let (t100, kubelet) =
+        start_until_running(&env, &names("q", 100), Duration::from_millis(100)).await?;
+    println!(
+        "pods: rkubelet start to 100 static pods running: {:.2} s (goal ~15 s, limited by containerd)",
+        t100.as_secs_f64()
+    );
+    println!("pods:   of which: {}", spread(&env, &kubelet, "q").await?);
+    drop(kubelet);
+    let mut ctrd = env.ctrd;
+    let left = ctrd.down();
+    if !left.is_empty() {
+        return Err(format!("containerd teardown left: {left:?}"));
+    }
+    Ok(())
+}
+
+fn main() {
+    if let Some(why) = Containerd::unavailable() {
+        println!("pods: SKIP: {why}");
+        return;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pods bench: no tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run()) {
+        eprintln!("pods bench: {e}");
+        std::process::exit(1);
+    }
+}

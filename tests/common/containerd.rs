@@ -1,0 +1,156 @@
+//! A private containerd (CRI plugin) for one test or benchmark, started with
+//! `scripts/test-env/containerd-up.sh BASE` and torn down with `containerd-down.sh BASE`
+//! when the guard is dropped. Every instance has its own base directory, socket, bridge
+//! and subnet, so tests run in parallel.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
+}
+
+/// A private containerd under its own base directory, torn down on drop.
+pub struct Containerd {
+    pub base: PathBuf,
+    env: BTreeMap<String, String>,
+    down: bool,
+}
+
+impl Containerd {
+    /// `None` (with the reason printed) when this machine cannot run one; panics when
+    /// it could but containerd did not come up.
+    pub fn start(name: &str) -> Option<Containerd> {
+        Containerd::try_start(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like `start`, but a failed start-up is an error rather than a panic.
+    pub fn try_start(name: &str) -> Result<Option<Containerd>, String> {
+        if let Some(reason) = Containerd::unavailable() {
+            eprintln!("SKIP: {reason}");
+            return Ok(None);
+        }
+        let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
+        // The guard exists before the script runs, so a half-started instance is torn down.
+        let mut guard = Containerd {
+            base: base.clone(),
+            env: BTreeMap::new(),
+            down: false,
+        };
+        let out = Command::new(scripts().join("containerd-up.sh"))
+            .arg(&base)
+            .output()
+            .map_err(|e| format!("containerd-up.sh does not run: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "containerd-up.sh failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = std::fs::read_to_string(base.join("env"))
+            .map_err(|e| format!("{}/env unreadable: {e}", base.display()))?;
+        guard.env = text
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
+            .collect();
+        Ok(Some(guard))
+    }
+
+    /// Why this machine cannot run a private containerd, if it cannot.
+    pub fn unavailable() -> Option<&'static str> {
+        if !nix::unistd::Uid::effective().is_root() {
+            return Some("not root; a private containerd needs root");
+        }
+        let installed = Command::new("sh")
+            .args(["-c", "command -v containerd"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            return Some("containerd is not installed (scripts/test-env/install-deps.sh)");
+        }
+        None
+    }
+
+    /// A variable of `BASE/env`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
+
+    /// A variable of `BASE/env`; panics when missing.
+    pub fn var(&self, key: &str) -> String {
+        self.get(key)
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{key} missing from env"))
+    }
+
+    /// The socket path (without `unix://`).
+    pub fn socket(&self) -> PathBuf {
+        self.base.join("containerd.sock")
+    }
+
+    /// Tear down now and report what was left behind: containerd-down.sh's failure,
+    /// shims still serving this instance, mounts below the base directory, or the base
+    /// directory itself. Empty when everything is gone.
+    pub fn down(&mut self) -> Vec<String> {
+        self.down = true;
+        let mut left = Vec::new();
+        match Command::new(scripts().join("containerd-down.sh"))
+            .arg(&self.base)
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => left.push(format!(
+                "containerd-down.sh failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )),
+            Err(e) => left.push(format!("containerd-down.sh does not run: {e}")),
+        }
+        let socket = self.socket();
+        let socket = socket.to_string_lossy();
+        for pid in processes_with_argument(&socket) {
+            left.push(format!("process {pid} still serves {socket}"));
+        }
+        let base = format!("{}/", self.base.display());
+        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+            for m in mounts.lines().filter_map(|l| l.split(' ').nth(4)) {
+                if m.starts_with(&base) {
+                    left.push(format!("mount {m} left"));
+                }
+            }
+        }
+        if self.base.exists() {
+            left.push(format!("{} left", self.base.display()));
+        }
+        left
+    }
+}
+
+/// Processes (shims, containerd) with `arg` as one whole command-line argument.
+fn processes_with_argument(arg: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+        })
+        .collect()
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        if !self.down {
+            let left = self.down();
+            if !left.is_empty() {
+                eprintln!("containerd teardown left: {left:?}");
+            }
+        }
+    }
+}
