@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
+
+use common::containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const SNAPSHOT_BIN: &str = env!("CARGO_BIN_EXE_rkubelet-snapshot");
@@ -253,73 +255,6 @@ fn a_given_hard_eviction_map_replaces_the_defaults_unless_merged() {
 }
 
 // ---- against a real containerd ----
-
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// A private containerd under its own base directory, torn down on drop.
-struct Containerd {
-    base: PathBuf,
-    env: BTreeMap<String, String>,
-}
-
-impl Containerd {
-    /// `None` (with the reason printed) when this machine cannot run one.
-    fn start(name: &str) -> Option<Containerd> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private containerd needs root");
-            return None;
-        }
-        let installed = Command::new("sh")
-            .args(["-c", "command -v containerd"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            eprintln!("SKIP: containerd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
-        }
-        let base = PathBuf::from(format!("/tmp/rkplan-{}-{name}", std::process::id()));
-        let mut guard = Containerd {
-            base: base.clone(),
-            env: BTreeMap::new(),
-        };
-        let out = Command::new(scripts().join("containerd-up.sh"))
-            .arg(&base)
-            .output()
-            .expect("containerd-up.sh runs");
-        assert!(
-            out.status.success(),
-            "containerd-up.sh failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(base.join("env")).expect("env file");
-        guard.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
-            .collect();
-        Some(guard)
-    }
-
-    fn var(&self, key: &str) -> String {
-        self.env
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| panic!("{key} missing from env"))
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("containerd-down.sh"))
-            .arg(&self.base)
-            .status();
-        let _ = std::fs::remove_dir_all(&self.base);
-    }
-}
 
 fn manifest(name: &str, image: &str) -> String {
     format!(
