@@ -650,5 +650,7 @@ fn systemd_shows_slice_names_and_properties() {
         format!("/kubepods.slice/kubepods-burstable.slice/{pod_unit}")
     );
     let pod = &entries[3].2;
-    assert!(!pod.is_empty(), "{pod:?}");
+    assert_eq!(pod["cpuShares"], "256");
+    assert_eq!(pod["cpuQuotaUs"], "50000");
+    assert_eq!(pod["memoryLimitBytes"], "134217728");
 }

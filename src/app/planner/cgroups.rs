@@ -117,14 +117,31 @@ fn cgroupfs_values(r: &ResourceConfig, version: CgroupVersion) -> Vec<CgroupValu
 fn values(driver: CgroupDriver, r: &ResourceConfig, version: CgroupVersion) -> Vec<CgroupValue> {
     match driver {
         CgroupDriver::Cgroupfs => cgroupfs_values(r, version),
-        CgroupDriver::Systemd => systemd_values(r, version),
+        CgroupDriver::Systemd => systemd_values(r),
     }
 }
 
-/// The unit properties the systemd driver sets for `r`.
-fn systemd_values(r: &ResourceConfig, version: CgroupVersion) -> Vec<CgroupValue> {
-    // Until the systemd driver's property lists land, the cgroup values stand in.
-    cgroupfs_values(r, version)
+/// What the systemd driver is asked to set for `r`, as the driver-neutral settings it
+/// converts into unit properties. The systemd adapter's property lists are not on the
+/// main line yet; they replace these once they land rather than being copied here.
+fn systemd_values(r: &ResourceConfig) -> Vec<CgroupValue> {
+    let mut out = Vec::new();
+    if let Some(shares) = r.cpu_shares {
+        out.push(value("cpuShares", shares.to_string()));
+    }
+    if let Some(period) = r.cpu_period {
+        out.push(value("cpuPeriodUs", period.to_string()));
+    }
+    if let Some(quota) = r.cpu_quota {
+        out.push(value("cpuQuotaUs", limit(quota, "max")));
+    }
+    if let Some(memory) = r.memory_limit {
+        out.push(value("memoryLimitBytes", limit(memory, "max")));
+    }
+    if let Some(pids) = r.pids_limit {
+        out.push(value("pidsLimit", limit(pids, "max")));
+    }
+    out
 }
 
 /// The tree for the desired pods; `None` when `cgroupsPerQOS` is off (pods then go
