@@ -66,6 +66,7 @@ struct Env {
     endpoint: String,
     busybox: String,
     logs: PathBuf,
+    cgroup_root: String,
 }
 
 impl Env {
@@ -79,6 +80,7 @@ impl Env {
         let endpoint = var("CRI_ENDPOINT")?;
         let busybox = var("BUSYBOX_IMAGE")?;
         let logs = PathBuf::from(var("RKUBELET_POD_LOG_ROOT")?);
+        let cgroup_root = var("RKUBELET_CGROUP_ROOT")?;
         let cri = CriRuntime::connect(&endpoint, Duration::from_secs(60))
             .map_err(|e| format!("CRI client: {e}"))?;
         Ok(Env {
@@ -87,6 +89,7 @@ impl Env {
             endpoint,
             busybox,
             logs,
+            cgroup_root,
         })
     }
 
@@ -236,6 +239,7 @@ impl Kubelet {
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--root-dir={}", root.display()),
             format!("--pod-logs-dir={}", env.logs.display()),
+            format!("--cgroup-root={}", env.cgroup_root),
             format!("--hostname-override={NODE}"),
             format!("--healthz-port={}", free_port()),
         ];

@@ -38,7 +38,7 @@ if [[ "$endpoint" == containerd ]]; then
     # shellcheck disable=SC1091
     . "$base/env"
     endpoint=$CRI_ENDPOINT
-    args+=(--pod-logs-dir="$state/logs")
+    args+=(--pod-logs-dir="$state/logs" --cgroup-root="$RKUBELET_CGROUP_ROOT")
     # The demo manifests unless the caller names a manifest path.
     if [[ " $* " != *" --pod-manifest-path"* ]]; then
         args+=(--pod-manifest-path="$root/fixtures/manifests/demo")

@@ -10,7 +10,9 @@
 #        CONTAINERD_LOG_LEVEL  containerd log level (default info)
 # Prints the path of $BASE/env, a file to source:
 #   CRI_ENDPOINT=unix://$BASE/containerd.sock, CONTAINERD_ADDRESS, RKUBELET_CONTAINERD_BASE,
-#   RKUBELET_POD_LOG_ROOT, RKUBELET_CNI_BRIDGE, RKUBELET_CNI_SUBNET, PAUSE_IMAGE, BUSYBOX_IMAGE
+#   RKUBELET_POD_LOG_ROOT, RKUBELET_CNI_BRIDGE, RKUBELET_CNI_SUBNET, PAUSE_IMAGE, BUSYBOX_IMAGE,
+#   RKUBELET_CGROUP_ROOT: a cgroup made for this instance in every hierarchy, for rkubelet's
+#   --cgroup-root (so parallel kubelets never share /kubepods); removed by containerd-down.sh
 #
 # Host state outside $BASE that containerd 1.6 / the CNI plugins still create (all removed
 # by containerd-down.sh): the bridge, iptables rules tagged with the CNI network name,
@@ -188,6 +190,18 @@ t1=$(date +%s%N)
 "$HERE/build-images.sh" --import "$SOCK" >&2
 t2=$(date +%s%N)
 
+# ---- a cgroup root of our own in every hierarchy (registered for containerd-down.sh) ----
+CGROOT=/rkubelet-$ID
+echo "$CGROOT" >> "$BASE/cgroup-roots"
+while read -r h; do
+    mkdir -p "$h$CGROOT"
+    # a new cpuset cgroup admits no process until it has cpus and mems
+    if [ -f "$h$CGROOT/cpuset.cpus" ] && [ -z "$(cat "$h$CGROOT/cpuset.cpus")" ]; then
+        cat "$h/cpuset.cpus" > "$h$CGROOT/cpuset.cpus"
+        cat "$h/cpuset.mems" > "$h$CGROOT/cpuset.mems"
+    fi
+done < <(awk '($3 == "cgroup" || $3 == "cgroup2") && $2 ~ "^/sys/fs/cgroup" {print $2}' /proc/self/mounts | sort -u)
+
 cat > "$BASE/env" <<EOT
 export RKUBELET_CONTAINERD_BASE=$BASE
 export CONTAINERD_ADDRESS=$SOCK
@@ -198,6 +212,7 @@ export RKUBELET_CNI_BRIDGE=$BRIDGE
 export RKUBELET_CNI_SUBNET=$SUBNET
 export PAUSE_IMAGE=$PAUSE_IMAGE
 export BUSYBOX_IMAGE=$BUSYBOX_IMAGE
+export RKUBELET_CGROUP_ROOT=$CGROOT
 EOT
 echo "containerd-up.sh: pid $(cat "$PIDFILE"), socket $SOCK, bridge $BRIDGE, subnet $SUBNET" \
      "(containerd $(( (t1 - t0) / 1000000 )) ms, images $(( (t2 - t1) / 1000000 )) ms)" >&2

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod containerd;
+pub mod node;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 

@@ -1,0 +1,314 @@
+//! One node under test: a private containerd, a manifest folder and rkubelet, with
+//! helpers to write manifests and read what the runtime and `/pods` report.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::runtime::{ContainerState, ContainerStatus};
+use rkubelet::ports::runtime::{
+    ContainerEntry, ContainerFilter, RuntimeError, RuntimeService, SandboxEntry, SandboxFilter,
+};
+use serde_json::Value;
+
+use super::containerd::Containerd;
+use super::{http_get, start_daemon, Daemon};
+
+pub const NODE: &str = "n1";
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub const POLL: Duration = Duration::from_millis(150);
+
+/// Poll `probe` (an expression, awaited inside) every `POLL` until it yields `Some`;
+/// fail with `what` after `secs` seconds.
+#[allow(unused_macros)]
+macro_rules! eventually {
+    ($secs:expr, $what:expr, $probe:expr) => {{
+        let deadline = Instant::now() + Duration::from_secs($secs);
+        loop {
+            if let Some(v) = $probe {
+                break v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {} s waiting for {}",
+                $secs,
+                $what
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }};
+}
+
+#[allow(unused_imports)]
+pub(crate) use eventually;
+
+/// One node under test: a private containerd, a manifest folder, and rkubelet.
+pub struct Node {
+    pub daemon: Option<Daemon>,
+    pub rt: CriRuntime,
+    pub busybox: String,
+    pub endpoint: String,
+    pub manifests: PathBuf,
+    pub root: PathBuf,
+    pub logs: PathBuf,
+    pub _dirs: tempfile::TempDir,
+    pub ctrd: Containerd,
+}
+
+impl Node {
+    pub fn start(name: &str) -> Option<Node> {
+        let ctrd = Containerd::start(name)?;
+        let dirs = tempfile::tempdir().expect("temp dir");
+        let manifests = dirs.path().join("manifests");
+        let root = dirs.path().join("root");
+        std::fs::create_dir_all(&manifests).expect("manifest dir");
+        std::fs::create_dir_all(&root).expect("root dir");
+        let logs = PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT"));
+        let endpoint = ctrd.var("CRI_ENDPOINT");
+        let rt = CriRuntime::connect(&endpoint, Duration::from_secs(30)).expect("CRI client");
+        Some(Node {
+            daemon: None,
+            rt,
+            busybox: ctrd.var("BUSYBOX_IMAGE"),
+            endpoint,
+            manifests,
+            root,
+            logs,
+            _dirs: dirs,
+            ctrd,
+        })
+    }
+
+    /// Start rkubelet (again) with the contract's flags; returns once it serves /healthz.
+    pub fn kubelet(&mut self) {
+        self.kubelet_with(&[]);
+    }
+
+    /// `kubelet` with further flags.
+    pub fn kubelet_with(&mut self, extra: &[&str]) {
+        assert!(self.daemon.is_none(), "rkubelet already running");
+        let mut args = vec![
+            format!("--container-runtime-endpoint={}", self.endpoint),
+            format!("--pod-manifest-path={}", self.manifests.display()),
+            format!("--root-dir={}", self.root.display()),
+            format!("--pod-logs-dir={}", self.logs.display()),
+            format!("--cgroup-root={}", self.ctrd.var("RKUBELET_CGROUP_ROOT")),
+            format!("--hostname-override={NODE}"),
+            "--file-check-frequency=1s".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_string()));
+        self.daemon = Some(start_daemon(&args, false));
+    }
+
+    /// SIGKILL rkubelet (its pods keep running in containerd).
+    pub fn kill9(&mut self) {
+        let mut daemon = self.daemon.take().expect("rkubelet running");
+        daemon.child.kill().expect("SIGKILL sent");
+        let status = daemon.child.wait().expect("reaped");
+        eprintln!(
+            "rkubelet killed: {status:?}; its log:\n{}",
+            daemon.log_text()
+        );
+    }
+
+    pub fn port(&self) -> u16 {
+        self.daemon.as_ref().map_or(0, |d| d.port)
+    }
+
+    pub fn log_text(&self) -> String {
+        self.daemon
+            .as_ref()
+            .map(Daemon::log_text)
+            .unwrap_or_default()
+    }
+
+    /// Write a manifest atomically (a hidden temp file renamed into place), as a
+    /// config management tool would, so rkubelet never reads half a file.
+    pub fn write(&self, file: &str, text: &str) {
+        let tmp = self.manifests.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).expect("manifest written");
+        std::fs::rename(&tmp, self.manifests.join(file)).expect("manifest renamed");
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.manifests.join(file)).expect("manifest removed");
+    }
+
+    pub fn pod_label(pod: &str) -> BTreeMap<String, String> {
+        [(POD_NAME_LABEL.to_string(), pod.to_string())].into()
+    }
+
+    pub async fn sandboxes(&self, pod: &str) -> Vec<SandboxEntry> {
+        self.rt
+            .list_pod_sandboxes(&SandboxFilter {
+                labels: Node::pod_label(pod),
+                ..Default::default()
+            })
+            .await
+            .expect("ListPodSandbox")
+    }
+
+    pub async fn all_sandboxes(&self) -> Vec<SandboxEntry> {
+        self.rt
+            .list_pod_sandboxes(&SandboxFilter::default())
+            .await
+            .expect("ListPodSandbox")
+    }
+
+    pub async fn containers(&self, pod: &str) -> Vec<ContainerEntry> {
+        self.rt
+            .list_containers(&ContainerFilter {
+                labels: Node::pod_label(pod),
+                ..Default::default()
+            })
+            .await
+            .expect("ListContainers")
+    }
+
+    /// The full status of a container; `None` once it is gone.
+    pub async fn status(&self, id: &str) -> Option<ContainerStatus> {
+        match self.rt.container_status(id).await {
+            Ok(s) => Some(s),
+            Err(RuntimeError::NotFound(_)) => None,
+            Err(e) => panic!("ContainerStatus {id}: {e}"),
+        }
+    }
+
+    pub async fn running(&self, pod: &str, container: &str) -> Option<ContainerEntry> {
+        self.containers(pod)
+            .await
+            .into_iter()
+            .find(|c| c.status.name == container && c.status.state == ContainerState::Running)
+    }
+
+    pub async fn wait_running(&self, pod: &str, container: &str, secs: u64) -> ContainerEntry {
+        eventually!(
+            secs,
+            format!("container {container} of pod {pod} running"),
+            self.running(pod, container).await
+        )
+    }
+
+    /// The pod called `pod` in rkubelet's `GET /pods`, if listed.
+    pub fn pod_json(&self, pod: &str) -> Option<Value> {
+        let (code, body) = http_get(self.port(), "/pods")?;
+        if code != 200 {
+            return None;
+        }
+        let list: Value = serde_json::from_str(&body).ok()?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["metadata"]["name"] == pod)
+            .cloned()
+    }
+
+    pub fn pods_body(&self) -> String {
+        http_get(self.port(), "/pods")
+            .map(|(code, body)| format!("{code} {body}"))
+            .unwrap_or_else(|| "no answer".to_string())
+    }
+
+    /// The first line of any container log under the pod log root whose text (after
+    /// `<time> <stream> <tag> `) is `text`, with its file.
+    pub fn log_line(&self, text: &str) -> Option<(PathBuf, String)> {
+        let mut found = None;
+        walk(&self.logs, &mut |path| {
+            if found.is_some() {
+                return;
+            }
+            let content = std::fs::read_to_string(path).unwrap_or_default();
+            if let Some(line) = content
+                .lines()
+                .find(|l| cri_log_text(l).is_some_and(|t| t == text))
+            {
+                found = Some((path.to_path_buf(), line.to_string()));
+            }
+        });
+        found
+    }
+
+    /// Stop rkubelet and containerd and check nothing is left behind.
+    pub fn finish(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            let status = daemon.terminate_within(Duration::from_secs(15));
+            assert!(
+                status.is_some_and(|s| s.success()),
+                "rkubelet did not exit cleanly within 15 s of SIGTERM: {status:?}; log:\n{}",
+                daemon.log_text()
+            );
+        }
+        let left = self.ctrd.down();
+        assert!(left.is_empty(), "containerd teardown left: {left:?}");
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- rkubelet log ----\n{}\n---- end ----", self.log_text());
+            let log =
+                std::fs::read_to_string(self.ctrd.base.join("containerd.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "---- containerd log (last 40 lines) ----\n{}\n---- end ----",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        if let Some(mut daemon) = self.daemon.take() {
+            let _ = daemon.terminate_within(Duration::from_secs(10));
+        }
+    }
+}
+
+pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, f);
+        } else {
+            f(&path);
+        }
+    }
+}
+
+/// The text of a CRI log line `<rfc3339nano> <stdout|stderr> <F|P> <text>`, if the
+/// line has that form.
+pub fn cri_log_text(line: &str) -> Option<&str> {
+    let mut parts = line.splitn(4, ' ');
+    let (time, stream, tag, text) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let time_ok = time.len() >= 20
+        && time.as_bytes().get(10) == Some(&b'T')
+        && (time.ends_with('Z') || time[19..].contains(['+', '-']));
+    (time_ok && matches!(stream, "stdout" | "stderr") && matches!(tag, "F" | "P")).then_some(text)
+}
+
+/// One container of a manifest: `sh -c script` in `image`.
+pub fn container(name: &str, image: &str, script: &str) -> String {
+    let script = serde_json::to_string(script).expect("a JSON string");
+    format!(
+        "  - name: {name}\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
+    )
+}
+
+/// A pod manifest; `spec_extra` are further `spec` lines (two-space indented).
+pub fn pod(name: &str, spec_extra: &str, init: &[String], containers: &[String]) -> String {
+    let mut text = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n{spec_extra}"
+    );
+    if !init.is_empty() {
+        text.push_str("  initContainers:\n");
+        text.push_str(&init.concat());
+    }
+    text.push_str("  containers:\n");
+    text.push_str(&containers.concat());
+    text
+}
+
+pub fn secs_between(from_nanos: i64, to_nanos: i64) -> f64 {
+    (to_nanos - from_nanos) as f64 / 1e9
+}
