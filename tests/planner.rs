@@ -337,6 +337,8 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         format!("--pod-logs-dir={}", ctrd.var("RKUBELET_POD_LOG_ROOT")),
         format!("--pod-manifest-path={}", manifests.display()),
         "--hostname-override=plan-node".to_string(),
+        // The instance's own cgroup root: parallel kubelets never share /kubepods.
+        format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
     ];
 
     // rkubelet runs the two pods, then stops (pods keep running).
@@ -403,6 +405,16 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
     }
     assert_eq!(live["podsToRemove"], serde_json::json!([]));
     assert_eq!(live["actionCount"], 2);
+    // kubepods, two QoS cgroups and one per pod, under the instance's cgroup root.
+    let root = ctrd.var("RKUBELET_CGROUP_ROOT");
+    let entries = live["cgroups"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entries.len(), 6, "{}", live["cgroups"]);
+    assert!(entries.iter().all(|e| e["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with(root.trim_end_matches('/')))));
 
     // A snapshot of this state, recorded through read calls only.
     let snap = Command::new(SNAPSHOT_BIN)
