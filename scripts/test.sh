@@ -24,3 +24,4 @@ cargo bench --locked --bench startup
 cargo bench --locked --bench pods
 cargo bench --locked --bench cgroups
 cargo bench --locked --bench cgroups_systemd
+cargo bench --locked --bench planner

@@ -16,6 +16,11 @@ fn main() -> ExitCode {
             };
         }
     };
+    // The dry run decides from the flag-only options alone, so even an invalid
+    // configuration is reported as a plan (all problems, exit 1).
+    if rkubelet::domain::config::flag_options(&given).is_ok_and(|o| o.dry_run) {
+        return ExitCode::from(rkubelet::app::planner::run(given));
+    }
     let resolved = match bootstrap::load_configuration(given) {
         Ok(resolved) => resolved,
         Err(e) => return report(&e),

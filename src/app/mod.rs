@@ -5,5 +5,6 @@ pub mod compose;
 pub mod container_manager;
 pub mod cri_requests;
 pub mod logging;
+pub mod planner;
 pub mod pods;
 pub mod server;

@@ -167,65 +167,79 @@ impl FileSource {
     /// Reads and decodes every manifest under the path.
     async fn scan(&self) -> Snapshot {
         let seen = rfc3339_nanos(self.clock.now_unix_nanos());
-        let mut snapshot = Snapshot {
-            pods: Vec::new(),
-            errors: Vec::new(),
-        };
-        for file in self.manifest_files().await {
-            let origin = file.display().to_string();
-            let decoded = match read_manifest(&file).await {
-                Ok(Manifest::Bytes(bytes)) => {
-                    decode_static_pods(&origin, &bytes, &self.node_name, PodSourceKind::File, &seen)
-                }
-                Ok(Manifest::TooLarge(size)) => Err(ManifestError::TooLarge {
-                    origin,
-                    size,
-                    limit: MAX_MANIFEST_BYTES,
-                }),
-                Err(error) => {
-                    // Gone between listing and reading, or unreadable: skip it.
-                    warn!(%error, "skipping manifest");
-                    continue;
-                }
-            };
-            match decoded {
-                Ok(pods) => snapshot.pods.extend(pods),
-                Err(error) => snapshot.errors.push(error),
-            }
-        }
-        snapshot
+        let (pods, errors) = read_manifests_once(&self.path, &self.node_name, &seen).await;
+        Snapshot { pods, errors }
     }
+}
 
-    /// The manifest files to read, in name order.
-    async fn manifest_files(&self) -> Vec<PathBuf> {
-        let metadata = match tokio::fs::metadata(&self.path).await {
-            Ok(metadata) => metadata,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                debug!(path = %self.path.display(), "manifest path does not exist; ignoring");
-                return Vec::new();
-            }
-            Err(source) => {
-                let error = FileSourceError::Read {
-                    path: self.path.clone(),
-                    source,
-                };
-                warn!(%error, "cannot read manifest path");
-                return Vec::new();
+/// One look at the manifest path, without watching: the pods of every manifest file
+/// (a file, or the manifests of a folder in name order) and the manifests that did not
+/// decode. `seen_rfc3339` stamps the first-seen annotation. An absent or unreadable path
+/// gives no pods, as the watching source does. Shared by the source and the dry-run
+/// planner, which reads the path once.
+pub async fn read_manifests_once(
+    path: &Path,
+    node_name: &str,
+    seen_rfc3339: &str,
+) -> (Vec<Pod>, Vec<ManifestError>) {
+    let mut pods = Vec::new();
+    let mut errors = Vec::new();
+    for file in manifest_files(path).await {
+        let origin = file.display().to_string();
+        let decoded = match read_manifest(&file).await {
+            Ok(Manifest::Bytes(bytes)) => decode_static_pods(
+                &origin,
+                &bytes,
+                node_name,
+                PodSourceKind::File,
+                seen_rfc3339,
+            ),
+            Ok(Manifest::TooLarge(size)) => Err(ManifestError::TooLarge {
+                origin,
+                size,
+                limit: MAX_MANIFEST_BYTES,
+            }),
+            Err(error) => {
+                warn!(%error, "skipping manifest");
+                continue;
             }
         };
-        if !metadata.is_dir() {
-            return vec![self.path.clone()];
+        match decoded {
+            Ok(found) => pods.extend(found),
+            Err(error) => errors.push(error),
         }
-        match list_manifests(&self.path).await {
-            Ok(files) => files,
-            Err(source) => {
-                let error = FileSourceError::List {
-                    path: self.path.clone(),
-                    source,
-                };
-                warn!(%error, "cannot list manifests");
-                Vec::new()
-            }
+    }
+    (pods, errors)
+}
+
+async fn manifest_files(path: &Path) -> Vec<PathBuf> {
+    let metadata = match tokio::fs::metadata(path).await {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            debug!(path = %path.display(), "manifest path does not exist; ignoring");
+            return Vec::new();
+        }
+        Err(source) => {
+            let error = FileSourceError::Read {
+                path: path.to_path_buf(),
+                source,
+            };
+            warn!(%error, "cannot read manifest path");
+            return Vec::new();
+        }
+    };
+    if !metadata.is_dir() {
+        return vec![path.to_path_buf()];
+    }
+    match list_manifests(path).await {
+        Ok(files) => files,
+        Err(source) => {
+            let error = FileSourceError::List {
+                path: path.to_path_buf(),
+                source,
+            };
+            warn!(%error, "cannot list manifests");
+            Vec::new()
         }
     }
 }

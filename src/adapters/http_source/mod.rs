@@ -145,6 +145,27 @@ impl HttpSource {
         self
     }
 
+    /// One fetch and decode, without the source's memory of earlier sets: the pods the
+    /// URL defines now and the decoding error, if any (the dry-run planner reads the URL
+    /// once). An empty body is no pods, as upstream; a failed fetch is the error.
+    pub async fn read_once(&self) -> Result<(Vec<Pod>, Vec<ManifestError>), HttpSourceError> {
+        let body = self.fetch().await?;
+        if body.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let seen = rfc3339_nanos(self.clock.now_unix_nanos());
+        match decode_static_pods(
+            &self.url,
+            &body,
+            &self.node_name,
+            PodSourceKind::Http,
+            &seen,
+        ) {
+            Ok(pods) => Ok((pods, Vec::new())),
+            Err(error) => Ok((Vec::new(), vec![error])),
+        }
+    }
+
     /// One GET of the URL: the body of a 200 OK answer within the size and
     /// time limits.
     async fn fetch(&self) -> Result<Bytes, HttpSourceError> {

@@ -1,0 +1,626 @@
+//! The dry-run planner: every decision rkubelet would take with this configuration on
+//! this node, as a typed [`Plan`], changing nothing.
+//!
+//! [`compute_plan`] is a pure function of its inputs (the resolved configuration, the
+//! machine, the desired pods, what the runtime holds, the cgroup version); gathering
+//! those inputs through read-only ports is [`run`]'s job (see `gather`). The JSON form of
+//! the plan is a stable interface, described in `docs/plan.schema.json`.
+
+pub mod cgroups;
+pub mod gather;
+pub mod readonly;
+pub mod render;
+pub mod snapshot;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::config::layers::Source;
+use crate::domain::config::states;
+use crate::domain::config::ResolvedConfig;
+use crate::domain::eviction::{self, Threshold};
+use crate::domain::machine::MachineInfo;
+use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
+use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
+use crate::domain::pod_sync::{compute_pod_actions, KillReason, PodActions};
+use crate::domain::reserved::ResourceList;
+use crate::domain::runtime::{ContainerState, PodRuntimeStatus};
+
+pub use gather::run;
+pub use snapshot::{CgroupVersion, Snapshot};
+
+/// Version of the plan's JSON schema; bumped on any incompatible change.
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// Exit status: valid configuration, nothing to do.
+pub const EXIT_NO_ACTIONS: u8 = 0;
+/// Exit status: the configuration is invalid (every problem printed).
+pub const EXIT_INVALID: u8 = 1;
+/// Exit status: valid configuration, the plan has actions.
+pub const EXIT_ACTIONS: u8 = 2;
+
+/// Everything the plan is computed from.
+#[derive(Debug, Clone)]
+pub struct PlanInputs {
+    pub resolved: ResolvedConfig,
+    /// The OS hostname (the node name unless `--hostname-override` is given).
+    pub hostname: String,
+    pub machine: MachineInfo,
+    pub cgroup_version: CgroupVersion,
+    pub node_stats: BTreeMap<String, String>,
+    /// The pods every source wants now.
+    pub desired: Vec<Pod>,
+    /// False when a source could not be read: like the pod loop, which terminates
+    /// unwanted pods only once every source has spoken, the plan then removes nothing.
+    pub sources_complete: bool,
+    /// Problems that do not invalidate the configuration (bad manifests, an
+    /// unreachable runtime or URL).
+    pub warnings: Vec<String>,
+    /// What the runtime holds, one entry per pod uid.
+    pub observed: Vec<PodRuntimeStatus>,
+}
+
+/// The plan; see `docs/plan.schema.json` for the JSON form.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub schema_version: u32,
+    pub valid: bool,
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Number of runtime actions (sandboxes, containers, pods to kill or start).
+    pub action_count: usize,
+    pub config: Vec<ConfigEntry>,
+    /// Flags and fields given that rkubelet accepts but does not act on.
+    pub not_implemented: Vec<NotImplemented>,
+    pub node: Option<NodePlan>,
+    pub cgroups: Option<cgroups::CgroupPlan>,
+    pub pods: Vec<PodPlan>,
+    pub pods_to_remove: Vec<PodRemoval>,
+}
+
+impl Plan {
+    /// A plan that is only the problems of an invalid configuration.
+    pub fn invalid(problems: Vec<String>) -> Plan {
+        Plan {
+            schema_version: PLAN_SCHEMA_VERSION,
+            valid: false,
+            problems,
+            warnings: Vec::new(),
+            action_count: 0,
+            config: Vec::new(),
+            not_implemented: Vec::new(),
+            node: None,
+            cgroups: None,
+            pods: Vec::new(),
+            pods_to_remove: Vec::new(),
+        }
+    }
+
+    /// 1 invalid, 2 valid with actions, 0 valid and nothing to do.
+    pub fn exit_code(&self) -> u8 {
+        if !self.valid {
+            EXIT_INVALID
+        } else if self.action_count > 0 {
+            EXIT_ACTIONS
+        } else {
+            EXIT_NO_ACTIONS
+        }
+    }
+}
+
+/// One top-level configuration field, its effective value and its last writer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigEntry {
+    pub field: String,
+    pub value: Value,
+    pub source: Source,
+}
+
+/// A flag (`--name`) or field given that is accepted but not implemented, with the
+/// value given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotImplemented {
+    pub name: String,
+    pub value: String,
+}
+
+/// A reservation as given and as in force.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    pub given: BTreeMap<String, String>,
+    pub effective: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThresholdPlan {
+    pub signal: String,
+    pub operator: String,
+    pub value: String,
+    /// Go duration; "0s" for a hard threshold.
+    pub grace_period: String,
+    pub minimum_reclaim: Option<String>,
+    /// From the snapshot's node statistics, when it has the signal.
+    pub observed: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionPlan {
+    pub hard: Vec<ThresholdPlan>,
+    pub soft: Vec<ThresholdPlan>,
+    pub merge_default_eviction_settings: bool,
+    /// The given `evictionHard` replaced the defaults.
+    pub defaults_replaced: bool,
+    /// The default hard thresholds that no longer apply (`signal<value`).
+    pub defaults_not_applied: Vec<String>,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlan {
+    pub name: String,
+    pub name_source: NodeNameSource,
+    pub capacity: BTreeMap<String, String>,
+    pub online_cpus: String,
+    pub reserved_cpus: Option<String>,
+    pub system_reserved: Reservation,
+    pub kube_reserved: Reservation,
+    /// What `--reserved-cpus` did to the cpu reservations, in words.
+    pub reserved_cpus_effect: Vec<String>,
+    pub allocatable: BTreeMap<String, String>,
+    pub eviction: EvictionPlan,
+    pub stats: BTreeMap<String, String>,
+}
+
+/// Why a pod or container is killed: a stable code and the domain's words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reason {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxCreation {
+    pub attempt: u32,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStart {
+    pub name: String,
+    pub image: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerKill {
+    pub id: String,
+    pub name: String,
+    pub reason: Reason,
+}
+
+/// `compute_pod_actions`' answer for one pod, in plan form.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodActionsPlan {
+    pub kill_pod: Option<Reason>,
+    pub create_sandbox: Option<SandboxCreation>,
+    /// The sandbox kept and started into, when no new one is created.
+    pub keep_sandbox: Option<String>,
+    pub start_init_containers: Vec<ContainerStart>,
+    pub start_containers: Vec<ContainerStart>,
+    pub kill_containers: Vec<ContainerKill>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodPlan {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    /// The source that wants it (`file`, `http`).
+    pub source: String,
+    pub qos_class: String,
+    /// The pod's cgroup in the driver's spelling; absent without `cgroupsPerQOS`.
+    pub cgroup: Option<String>,
+    /// Containers the runtime reports running now.
+    pub running: Vec<String>,
+    pub actions: PodActionsPlan,
+    pub action_count: usize,
+}
+
+/// A pod the runtime holds that no source wants: the pod loop stops and removes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRemoval {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    pub reason: Reason,
+    pub stop_containers: Vec<String>,
+    pub remove_containers: Vec<String>,
+    pub remove_sandboxes: Vec<String>,
+}
+
+fn strings(list: &ResourceList) -> BTreeMap<String, String> {
+    list.iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect()
+}
+
+fn kill_reason(reason: &KillReason) -> Reason {
+    let code = match reason {
+        KillReason::SpecChanged { .. } => "SpecChanged",
+        KillReason::UnknownState => "UnknownState",
+        KillReason::SandboxChanged => "SandboxChanged",
+        KillReason::RestartPolicyDoesNotAllow => "RestartPolicyDoesNotAllow",
+        KillReason::InitContainerFailed { .. } => "InitContainerFailed",
+        KillReason::NothingToKeep => "NothingToKeep",
+        KillReason::PodTerminating => "PodTerminating",
+    };
+    Reason {
+        code: code.into(),
+        message: reason.to_string(),
+    }
+}
+
+fn config_entries(resolved: &ResolvedConfig) -> Vec<ConfigEntry> {
+    let Ok(Value::Object(map)) = serde_json::to_value(&resolved.config) else {
+        return Vec::new();
+    };
+    map.into_iter()
+        .map(|(field, value)| {
+            let source = resolved
+                .origins
+                .get(&field)
+                .cloned()
+                .unwrap_or(Source::Default);
+            ConfigEntry {
+                field,
+                value,
+                source,
+            }
+        })
+        .collect()
+}
+
+fn threshold(t: &Threshold, stats: &BTreeMap<String, String>) -> ThresholdPlan {
+    ThresholdPlan {
+        signal: t.signal.to_string(),
+        operator: t.operator.to_string(),
+        value: t.value.to_string(),
+        grace_period: t.grace_period.to_string(),
+        minimum_reclaim: t.min_reclaim.as_ref().map(ToString::to_string),
+        observed: stats.get(t.signal.as_str()).cloned(),
+    }
+}
+
+fn reserved_cpus_effect(
+    resolved: &ResolvedConfig,
+    settings: &NodeSettings,
+    given_system: &BTreeMap<String, String>,
+    given_kube: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let Some(cpus) = &settings.reserved_cpus else {
+        return Vec::new();
+    };
+    let mut effect = Vec::new();
+    let cpu = |list: &ResourceList| list.get("cpu").map(ToString::to_string);
+    let system_now = cpu(&settings.system_reserved).unwrap_or_default();
+    match given_system.get("cpu") {
+        Some(before) => effect.push(format!(
+            "systemReserved cpu {before} replaced by {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
+            cpus.len(),
+            resolved.config.reserved_system_cpus
+        )),
+        None => effect.push(format!(
+            "systemReserved cpu set to {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
+            cpus.len(),
+            resolved.config.reserved_system_cpus
+        )),
+    }
+    if let Some(before) = given_kube.get("cpu") {
+        effect.push(format!(
+            "kubeReserved cpu {before} removed: reservedSystemCPUs covers both reservations"
+        ));
+    }
+    effect
+}
+
+fn eviction_plan(
+    resolved: &ResolvedConfig,
+    s: &NodeSettings,
+    stats: &BTreeMap<String, String>,
+) -> EvictionPlan {
+    let c = &resolved.config;
+    let defaults_not_applied: Vec<String> = if s.eviction_defaults_replaced {
+        eviction::default_eviction_hard()
+            .into_iter()
+            .filter(|(k, _)| !c.eviction_hard.contains_key(k))
+            .map(|(k, v)| format!("{k}<{v}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let note = if s.eviction_defaults_replaced {
+        format!(
+            "evictionHard (from {}) replaced the default thresholds; these no longer apply: {}. Set mergeDefaultEvictionSettings: true to keep them.",
+            resolved
+                .origins
+                .get("evictionHard")
+                .map_or_else(|| "default".to_string(), ToString::to_string),
+            defaults_not_applied.join(", ")
+        )
+    } else if c.merge_default_eviction_settings {
+        "mergeDefaultEvictionSettings is true: the default thresholds apply for every signal evictionHard does not give.".into()
+    } else {
+        "The default hard thresholds apply.".into()
+    };
+    EvictionPlan {
+        hard: s
+            .hard_thresholds
+            .iter()
+            .map(|t| threshold(t, stats))
+            .collect(),
+        soft: s
+            .soft_thresholds
+            .iter()
+            .map(|t| threshold(t, stats))
+            .collect(),
+        merge_default_eviction_settings: c.merge_default_eviction_settings,
+        defaults_replaced: s.eviction_defaults_replaced,
+        defaults_not_applied,
+        note,
+    }
+}
+
+fn start_of(pod: &Pod, index: usize, init: bool, reason: &str) -> Option<ContainerStart> {
+    let list = if init {
+        &pod.spec.init_containers
+    } else {
+        &pod.spec.containers
+    };
+    list.get(index).map(|c| ContainerStart {
+        name: c.name.clone(),
+        image: c.image.clone(),
+        reason: reason.to_string(),
+    })
+}
+
+fn actions_plan(pod: &Pod, a: &PodActions, status: &PodRuntimeStatus) -> (PodActionsPlan, usize) {
+    // As the sync does: killing a pod the runtime holds nothing of is no action.
+    let anything_left = !status.sandboxes.is_empty() || !status.containers.is_empty();
+    let plan = PodActionsPlan {
+        kill_pod: (a.kill_pod && anything_left)
+            .then(|| a.kill_pod_reason.as_ref().map(kill_reason))
+            .flatten(),
+        create_sandbox: a.create_sandbox.then(|| SandboxCreation {
+            attempt: a.attempt,
+            reason: a.create_sandbox_reason.clone().unwrap_or_default(),
+        }),
+        keep_sandbox: (!a.create_sandbox && !a.sandbox_id.is_empty()).then(|| a.sandbox_id.clone()),
+        start_init_containers: a
+            .init_containers_to_start
+            .iter()
+            .filter_map(|&i| start_of(pod, i, true, "init container due"))
+            .collect(),
+        start_containers: a
+            .containers_to_start
+            .iter()
+            .filter_map(|s| start_of(pod, s.index, false, &s.reason))
+            .collect(),
+        kill_containers: if a.kill_pod {
+            Vec::new()
+        } else {
+            a.containers_to_kill
+                .iter()
+                .map(|k| ContainerKill {
+                    id: k.id.clone(),
+                    name: k.name.clone(),
+                    reason: kill_reason(&k.reason),
+                })
+                .collect()
+        },
+    };
+    let count = usize::from(plan.kill_pod.is_some())
+        + usize::from(plan.create_sandbox.is_some())
+        + plan.start_init_containers.len()
+        + plan.start_containers.len()
+        + plan.kill_containers.len();
+    (plan, count)
+}
+
+fn pod_plan(pod: &Pod, status: Option<&PodRuntimeStatus>) -> PodPlan {
+    let empty = PodRuntimeStatus {
+        uid: pod.metadata.uid.clone(),
+        ..PodRuntimeStatus::default()
+    };
+    let status = status.unwrap_or(&empty);
+    let actions = compute_pod_actions(pod, status);
+    let (actions, action_count) = actions_plan(pod, &actions, status);
+    let mut running: Vec<String> = status
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| c.name.clone())
+        .collect();
+    running.sort();
+    running.dedup();
+    PodPlan {
+        uid: pod.metadata.uid.clone(),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        source: pod
+            .metadata
+            .annotations
+            .get(CONFIG_SOURCE_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        qos_class: qos_class(&pod.spec).to_string(),
+        cgroup: None,
+        running,
+        actions,
+        action_count,
+    }
+}
+
+fn removal(status: &PodRuntimeStatus) -> PodRemoval {
+    let name = if status.name.is_empty() {
+        status.uid.clone()
+    } else {
+        format!("{}/{}", status.namespace, status.name)
+    };
+    PodRemoval {
+        uid: status.uid.clone(),
+        name: status.name.clone(),
+        namespace: status.namespace.clone(),
+        reason: Reason {
+            code: "NotDesired".into(),
+            message: format!(
+                "The runtime holds pod {name} but no source wants it (its manifest was removed, or changed and so became a new pod); it will be stopped and removed."
+            ),
+        },
+        stop_containers: status
+            .containers
+            .iter()
+            .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created | ContainerState::Unknown))
+            .map(|c| c.id.clone())
+            .collect(),
+        remove_containers: status.containers.iter().map(|c| c.id.clone()).collect(),
+        remove_sandboxes: status.sandboxes.iter().map(|s| s.id.clone()).collect(),
+    }
+}
+
+/// The plan for `inputs`; see the module documentation. Pure: no clock, no I/O.
+pub fn compute_plan(inputs: &PlanInputs) -> Plan {
+    let resolved = &inputs.resolved;
+    let c = &resolved.config;
+    let mut problems = Vec::new();
+    let name = resolve_node_name(
+        resolved.options.hostname_override.as_deref(),
+        &inputs.hostname,
+    )
+    .map_err(|e| problems.push(e.to_string()))
+    .ok();
+    let settings = node_settings(c, &inputs.machine)
+        .map_err(|errors| problems.extend(errors.iter().map(ToString::to_string)))
+        .ok();
+    let (Some((node_name, name_source)), Some(settings)) = (name, settings) else {
+        return Plan::invalid(problems);
+    };
+
+    let node = NodePlan {
+        name: node_name,
+        name_source,
+        capacity: strings(&settings.capacity),
+        online_cpus: settings.online_cpus.to_string(),
+        reserved_cpus: settings.reserved_cpus.as_ref().map(ToString::to_string),
+        system_reserved: Reservation {
+            given: c.system_reserved.clone(),
+            effective: strings(&settings.system_reserved),
+        },
+        kube_reserved: Reservation {
+            given: c.kube_reserved.clone(),
+            effective: strings(&settings.kube_reserved),
+        },
+        reserved_cpus_effect: reserved_cpus_effect(
+            resolved,
+            &settings,
+            &c.system_reserved,
+            &c.kube_reserved,
+        ),
+        allocatable: strings(&settings.allocatable),
+        eviction: eviction_plan(resolved, &settings, &inputs.node_stats),
+        stats: inputs.node_stats.clone(),
+    };
+
+    let observed: BTreeMap<&str, &PodRuntimeStatus> = inputs
+        .observed
+        .iter()
+        .map(|p| (p.uid.as_str(), p))
+        .collect();
+    let mut desired: Vec<&Pod> = inputs.desired.iter().collect();
+    desired.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
+            &b.metadata.namespace,
+            &b.metadata.name,
+            &b.metadata.uid,
+        ))
+    });
+    // Two sources (or manifests) giving the same uid: the first one read wins, as in
+    // the pod manager.
+    let mut seen = BTreeSet::new();
+    desired.retain(|p| seen.insert(p.metadata.uid.as_str()));
+    let mut pods: Vec<PodPlan> = desired
+        .iter()
+        .map(|pod| pod_plan(pod, observed.get(pod.metadata.uid.as_str()).copied()))
+        .collect();
+
+    let mut warnings = inputs.warnings.clone();
+    let pods_to_remove: Vec<PodRemoval> = if inputs.sources_complete {
+        let mut removals: Vec<PodRemoval> = inputs
+            .observed
+            .iter()
+            .filter(|p| !seen.contains(p.uid.as_str()))
+            .map(removal)
+            .collect();
+        removals.sort_by(|a, b| a.uid.cmp(&b.uid));
+        removals
+    } else {
+        let unwanted = inputs
+            .observed
+            .iter()
+            .filter(|p| !seen.contains(p.uid.as_str()))
+            .count();
+        if unwanted > 0 {
+            warnings.push(format!(
+                "{unwanted} pod(s) in the runtime are not desired, but a pod source could not be read, so none is planned for removal (the pod loop waits for every source too)"
+            ));
+        }
+        Vec::new()
+    };
+
+    let cgroups = cgroups::cgroup_plan(
+        c,
+        &settings,
+        &desired,
+        inputs.cgroup_version,
+        &mut pods,
+        &mut problems,
+    );
+    if !problems.is_empty() {
+        return Plan::invalid(problems);
+    }
+    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
+    Plan {
+        schema_version: PLAN_SCHEMA_VERSION,
+        valid: true,
+        problems,
+        warnings,
+        action_count,
+        config: config_entries(resolved),
+        not_implemented: states::not_implemented_given(resolved)
+            .into_iter()
+            .map(|(name, value)| NotImplemented { name, value })
+            .collect(),
+        node: Some(node),
+        cgroups,
+        pods,
+        pods_to_remove,
+    }
+}
+
+#[cfg(test)]
+mod tests;

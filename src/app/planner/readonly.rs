@@ -1,0 +1,181 @@
+//! The runtime as the planner sees it: reads pass through, writes are recorded and
+//! refused. Read-only by construction: the planner is only ever given this wrapper,
+//! so even a planner bug cannot create, stop or remove anything.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+
+use crate::domain::runtime::{ContainerStatus, SandboxStatus};
+use crate::ports::runtime::{
+    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
+    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+};
+
+/// Wraps a runtime (and optionally an image service); see the module documentation.
+pub struct ReadOnlyRuntime {
+    inner: Arc<dyn RuntimeService>,
+    images: Option<Arc<dyn ImageService>>,
+    attempted: Mutex<Vec<String>>,
+}
+
+impl ReadOnlyRuntime {
+    pub fn new(inner: Arc<dyn RuntimeService>) -> Self {
+        Self {
+            inner,
+            images: None,
+            attempted: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[must_use]
+    pub fn with_images(mut self, images: Arc<dyn ImageService>) -> Self {
+        self.images = Some(images);
+        self
+    }
+
+    /// The write calls that were refused, in order (`RunPodSandbox web`, ...).
+    pub fn attempted_writes(&self) -> Vec<String> {
+        self.attempted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn refuse<T>(&self, call: &str, subject: &str) -> Result<T, RuntimeError> {
+        self.attempted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("{call} {subject}"));
+        Err(RuntimeError::Failed {
+            call: call.to_string(),
+            reason: format!("refused for {subject:?}: the dry-run planner is read-only"),
+        })
+    }
+}
+
+#[async_trait]
+impl RuntimeService for ReadOnlyRuntime {
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError> {
+        self.inner.version().await
+    }
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        self.refuse("RunPodSandbox", &config.name)
+    }
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.refuse("StopPodSandbox", sandbox_id)
+    }
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        self.refuse("RemovePodSandbox", sandbox_id)
+    }
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> Result<SandboxStatus, RuntimeError> {
+        self.inner.pod_sandbox_status(sandbox_id).await
+    }
+    async fn list_pod_sandboxes(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxEntry>, RuntimeError> {
+        self.inner.list_pod_sandboxes(filter).await
+    }
+    async fn create_container(
+        &self,
+        _sandbox_id: &str,
+        config: &ContainerConfig,
+        _sandbox: &SandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        self.refuse("CreateContainer", &config.name)
+    }
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.refuse("StartContainer", container_id)
+    }
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        _timeout_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        self.refuse("StopContainer", container_id)
+    }
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.refuse("RemoveContainer", container_id)
+    }
+    async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
+        self.inner.container_status(container_id).await
+    }
+    async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> Result<Vec<ContainerEntry>, RuntimeError> {
+        self.inner.list_containers(filter).await
+    }
+    async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
+        self.inner.cgroup_driver().await
+    }
+}
+
+#[async_trait]
+impl ImageService for ReadOnlyRuntime {
+    async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        match &self.images {
+            Some(images) => images.image_status(image).await,
+            None => Err(RuntimeError::Unimplemented("ImageStatus".into())),
+        }
+    }
+    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+        self.refuse("PullImage", image)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::runtime::FakeRuntime;
+
+    /// Every write of both ports, through the wrapper, against a journaling runtime:
+    /// each one is refused and recorded, and the inner journal stays empty.
+    #[tokio::test]
+    async fn no_write_reaches_the_inner_runtime() {
+        let fake = Arc::new(FakeRuntime::new());
+        fake.add_image("busybox");
+        let ro = ReadOnlyRuntime::new(fake.clone()).with_images(fake.clone());
+        let sandbox = SandboxConfig {
+            name: "web".into(),
+            ..Default::default()
+        };
+        let container = ContainerConfig {
+            name: "app".into(),
+            ..Default::default()
+        };
+        assert!(ro.run_pod_sandbox(&sandbox).await.is_err());
+        assert!(ro.stop_pod_sandbox("sb1").await.is_err());
+        assert!(ro.remove_pod_sandbox("sb1").await.is_err());
+        assert!(ro
+            .create_container("sb1", &container, &sandbox)
+            .await
+            .is_err());
+        assert!(ro.start_container("c1").await.is_err());
+        assert!(ro.stop_container("c1", 30).await.is_err());
+        assert!(ro.remove_container("c1").await.is_err());
+        assert!(ro.pull_image("busybox").await.is_err());
+        // Reads still answer.
+        assert!(ro.version().await.is_ok());
+        assert!(ro
+            .list_pod_sandboxes(&SandboxFilter::default())
+            .await
+            .is_ok_and(|l| l.is_empty()));
+        assert!(ro.image_status("busybox").await.is_ok_and(|i| i.is_some()));
+        assert_eq!(fake.journal(), Vec::<String>::new());
+        assert_eq!(
+            ro.attempted_writes(),
+            [
+                "RunPodSandbox web",
+                "StopPodSandbox sb1",
+                "RemovePodSandbox sb1",
+                "CreateContainer app",
+                "StartContainer c1",
+                "StopContainer c1",
+                "RemoveContainer c1",
+                "PullImage busybox"
+            ]
+        );
+    }
+}

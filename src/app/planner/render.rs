@@ -1,0 +1,215 @@
+//! The plan as text for an operator. The JSON form is the stable interface; this one
+//! is for reading.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::{Plan, ThresholdPlan};
+
+fn list(map: &BTreeMap<String, String>) -> String {
+    if map.is_empty() {
+        return "none".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn thresholds(out: &mut String, kind: &str, list: &[ThresholdPlan]) {
+    if list.is_empty() {
+        let _ = writeln!(out, "  eviction {kind}: none");
+        return;
+    }
+    let _ = writeln!(out, "  eviction {kind}:");
+    for t in list {
+        let _ = write!(out, "    {}<{}", t.signal, t.value);
+        if t.grace_period != "0s" {
+            let _ = write!(out, " grace {}", t.grace_period);
+        }
+        if let Some(min) = &t.minimum_reclaim {
+            let _ = write!(out, " minimum reclaim {min}");
+        }
+        if let Some(observed) = &t.observed {
+            let _ = write!(out, " (observed {observed})");
+        }
+        out.push('\n');
+    }
+}
+
+/// The text form of `plan`.
+pub fn render_text(plan: &Plan) -> String {
+    let mut out = String::new();
+    let verdict = if !plan.valid {
+        format!("INVALID configuration, {} problem(s)", plan.problems.len())
+    } else if plan.action_count == 0 {
+        "valid configuration, nothing to do".into()
+    } else {
+        format!("valid configuration, {} action(s)", plan.action_count)
+    };
+    let _ = writeln!(
+        out,
+        "rkubelet dry run: {verdict} (exit {})",
+        plan.exit_code()
+    );
+    for problem in &plan.problems {
+        let _ = writeln!(out, "  problem: {problem}");
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+    if !plan.valid {
+        return out;
+    }
+
+    for item in &plan.not_implemented {
+        let _ = writeln!(
+            out,
+            "  not implemented (accepted, ignored): {}={}",
+            item.name, item.value
+        );
+    }
+    let _ = writeln!(out, "\nConfiguration (value <- source):");
+    for entry in &plan.config {
+        let _ = writeln!(
+            out,
+            "  {} = {} <- {}",
+            entry.field, entry.value, entry.source
+        );
+    }
+
+    if let Some(node) = &plan.node {
+        let source = match node.name_source {
+            crate::domain::node::NodeNameSource::HostnameOverride => "--hostname-override",
+            crate::domain::node::NodeNameSource::Hostname => "the hostname",
+        };
+        let _ = writeln!(out, "\nNode {} (from {source})", node.name);
+        let _ = writeln!(out, "  capacity: {}", list(&node.capacity));
+        let _ = writeln!(
+            out,
+            "  online CPUs: {}; reserved CPUs: {}",
+            node.online_cpus,
+            node.reserved_cpus.as_deref().unwrap_or("none")
+        );
+        let _ = writeln!(
+            out,
+            "  system-reserved: given {} -> in force {}",
+            list(&node.system_reserved.given),
+            list(&node.system_reserved.effective)
+        );
+        let _ = writeln!(
+            out,
+            "  kube-reserved: given {} -> in force {}",
+            list(&node.kube_reserved.given),
+            list(&node.kube_reserved.effective)
+        );
+        for effect in &node.reserved_cpus_effect {
+            let _ = writeln!(out, "  reserved CPUs: {effect}");
+        }
+        let _ = writeln!(out, "  allocatable: {}", list(&node.allocatable));
+        thresholds(&mut out, "hard", &node.eviction.hard);
+        thresholds(&mut out, "soft", &node.eviction.soft);
+        let _ = writeln!(out, "  {}", node.eviction.note);
+        if !node.stats.is_empty() {
+            let _ = writeln!(out, "  node statistics: {}", list(&node.stats));
+        }
+    }
+
+    match &plan.cgroups {
+        Some(cg) => {
+            let _ = writeln!(
+                out,
+                "\nCgroups (driver {}, cgroup {}, created or updated at start):",
+                cg.driver, cg.cgroup_version
+            );
+            for entry in &cg.entries {
+                let _ = writeln!(out, "  {} [{}]", entry.name, entry.role);
+                for v in &entry.values {
+                    let _ = writeln!(out, "    {} = {}", v.key, v.value);
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(out, "\nCgroups: none (cgroupsPerQOS is off)");
+        }
+    }
+
+    let _ = writeln!(out, "\nPods ({}):", plan.pods.len());
+    for pod in &plan.pods {
+        let _ = writeln!(
+            out,
+            "  {}/{} uid {} from {}, {}{}",
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            pod.source,
+            pod.qos_class,
+            pod.cgroup
+                .as_ref()
+                .map(|c| format!(", cgroup {c}"))
+                .unwrap_or_default()
+        );
+        let a = &pod.actions;
+        if pod.action_count == 0 {
+            let _ = writeln!(
+                out,
+                "    up to date (running: {})",
+                if pod.running.is_empty() {
+                    "nothing".into()
+                } else {
+                    pod.running.join(", ")
+                }
+            );
+            continue;
+        }
+        if let Some(reason) = &a.kill_pod {
+            let _ = writeln!(out, "    kill pod [{}]: {}", reason.code, reason.message);
+        }
+        if let Some(sandbox) = &a.create_sandbox {
+            let _ = writeln!(
+                out,
+                "    create sandbox (attempt {}): {}",
+                sandbox.attempt, sandbox.reason
+            );
+        }
+        for kill in &a.kill_containers {
+            let _ = writeln!(
+                out,
+                "    kill container {} ({}) [{}]: {}",
+                kill.name, kill.id, kill.reason.code, kill.reason.message
+            );
+        }
+        for start in &a.start_init_containers {
+            let _ = writeln!(
+                out,
+                "    start init container {} ({})",
+                start.name, start.image
+            );
+        }
+        for start in &a.start_containers {
+            let _ = writeln!(
+                out,
+                "    start container {} ({}): {}",
+                start.name, start.image, start.reason
+            );
+        }
+    }
+    if !plan.pods_to_remove.is_empty() {
+        let _ = writeln!(out, "\nPods to remove ({}):", plan.pods_to_remove.len());
+        for pod in &plan.pods_to_remove {
+            let _ = writeln!(
+                out,
+                "  {}/{} uid {} [{}]: {}",
+                pod.namespace, pod.name, pod.uid, pod.reason.code, pod.reason.message
+            );
+            let _ = writeln!(
+                out,
+                "    stop containers: {}; remove containers: {}; remove sandboxes: {}",
+                pod.stop_containers.join(", "),
+                pod.remove_containers.join(", "),
+                pod.remove_sandboxes.join(", ")
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,46 @@
+//! `rkubelet-snapshot`: record this node's state for `rkubelet --dry-run
+//! --dry-run-snapshot=FILE`. Takes rkubelet's flags (the runtime endpoint, the root
+//! directory, the hostname override matter) and prints the snapshot as JSON on stdout.
+//! Only read calls reach the runtime.
+
+use std::process::ExitCode;
+
+use rkubelet::app::{cli, planner};
+
+fn main() -> ExitCode {
+    let given = match cli::parse(std::env::args_os()) {
+        Ok(given) => given,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("failed to start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(planner::gather::record_snapshot(given)) {
+        Ok(snapshot) => match serde_json::to_string_pretty(&snapshot) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("E cannot encode the snapshot: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("E {problem}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
