@@ -293,3 +293,105 @@ async fn missing_parents_come_with_a_child_and_go_with_the_parent() {
     assert!(!sd.exists(&pod).await.expect("exists"));
     assert!(!sd.exists(&kubepods).await.expect("exists"));
 }
+
+/// The container manager rkubelet runs, on this driver: the QoS tree as slices with node
+/// allocatable on `kubepods.slice`, a pod slice with upstream's values, the burstable
+/// shares following the pods, and the pod's slice stopped when the pod goes.
+#[tokio::test]
+async fn the_container_manager_builds_its_tree_as_slices() {
+    use rkubelet::app::container_manager::ContainerManager;
+    use rkubelet::domain::node::NodeSettings;
+    use rkubelet::domain::pod::Pod;
+    use rkubelet::domain::quantity::Quantity;
+    use std::sync::Arc;
+
+    let Some(peer) = Peer::start("manager") else {
+        return;
+    };
+    let sd = Arc::new(peer.connect().await);
+    let v = sd.cgroup_version();
+    let given = rkubelet::app::cli::parse([
+        "rkubelet",
+        "--container-runtime-endpoint=fake://",
+        "--cgroup-driver=systemd",
+    ])
+    .expect("flags");
+    let resolved = rkubelet::app::bootstrap::load_configuration(given).expect("config");
+    let cm = ContainerManager::new(sd.clone(), &resolved).expect("container manager");
+    let quantity = |s: &str| Quantity::parse(s).expect("quantity");
+    let node = NodeSettings {
+        capacity: [("cpu", "2"), ("memory", "8Gi"), ("pods", "110")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), quantity(v)))
+            .collect(),
+        kube_reserved: [("memory".to_string(), quantity("1Gi"))].into(),
+        ..NodeSettings::default()
+    };
+    cm.setup(&node, true).await.expect("the QoS tree");
+    for unit in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
+        let n = CgroupName::from_cgroupfs(unit);
+        assert!(sd.exists(&n).await.expect("exists"), "{unit} as a slice");
+    }
+    let kubepods_cg = sd.cgroup_path(&name(&["kubepods"]));
+    let memory = file(
+        v,
+        "memory",
+        &kubepods_cg,
+        "memory.limit_in_bytes",
+        "memory.max",
+    );
+    assert_eq!(
+        read(&memory),
+        (7u64 << 30).to_string(),
+        "capacity - kube-reserved"
+    );
+
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": POD_UID},
+        "spec": {"containers": [{"name": "app", "image": "busybox",
+            "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m", "memory": "128Mi"}}}]}
+    }))
+    .expect("pod");
+    let unit = format!("kubepods-burstable-pod{}.slice", POD_UID.replace('-', "_"));
+    assert_eq!(
+        cm.cgroup_parent(&pod),
+        format!("/kubepods.slice/kubepods-burstable.slice/{unit}")
+    );
+    cm.ensure_pod(&pod).await.expect("pod slice");
+    cm.update_qos(std::slice::from_ref(&pod))
+        .await
+        .expect("QoS update");
+    let pod_name = name(&["kubepods", "burstable", &format!("pod{POD_UID}")]);
+    let pod_cg = sd.cgroup_path(&pod_name);
+    assert!(pod_cg.ends_with(&unit), "{pod_cg}");
+    assert_eq!(
+        read(&file(
+            v,
+            "memory",
+            &pod_cg,
+            "memory.limit_in_bytes",
+            "memory.max"
+        )),
+        "134217728"
+    );
+    if v == CgroupVersion::V1 {
+        assert_eq!(read(&file(v, "cpu", &pod_cg, "cpu.shares", "")), "256");
+        assert_eq!(
+            read(&file(v, "cpu", &pod_cg, "cpu.cfs_quota_us", "")),
+            "50000"
+        );
+        let burstable_cg = sd.cgroup_path(&name(&["kubepods", "burstable"]));
+        assert_eq!(
+            read(&file(v, "cpu", &burstable_cg, "cpu.shares", "")),
+            "256"
+        );
+    }
+    assert_eq!(
+        cm.pod_cgroup_uids().await.expect("pod cgroups"),
+        [POD_UID.to_string()].into()
+    );
+    cm.remove_pod(POD_UID).await.expect("pod slice stopped");
+    assert!(!sd.exists(&pod_name).await.expect("exists"));
+    assert!(!Path::new(&file(v, "memory", &pod_cg, "", "")).exists());
+    assert!(cm.pod_cgroup_uids().await.expect("pod cgroups").is_empty());
+}
