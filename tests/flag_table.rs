@@ -113,7 +113,6 @@ fn refused_values_stop_start_up_and_safe_values_do_not() {
     for (arg, field) in [
         ("--protect-kernel-defaults=true", "protectKernelDefaults"),
         ("--seccomp-default", "seccompDefault"),
-        ("--pod-max-pids=100", "podPidsLimit"),
     ] {
         let problems = resolve_flags(&[arg.into()]).expect_err(arg);
         assert!(
@@ -127,6 +126,7 @@ fn refused_values_stop_start_up_and_safe_values_do_not() {
         "--protect-kernel-defaults=false",
         "--seccomp-default=false",
         "--pod-max-pids=-1",
+        "--pod-max-pids=100",
     ] {
         resolve_flags(&[arg.into()]).unwrap_or_else(|p| panic!("{arg}: {p:?}"));
     }

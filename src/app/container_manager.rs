@@ -329,6 +329,53 @@ mod tests {
         Ok(())
     }
 
+    /// `--pod-max-pids` reaches each pod cgroup's pids.max (the drivers write
+    /// `pids_limit` as pids.max or TasksMax), whatever the pod's QoS class.
+    #[tokio::test]
+    async fn pod_max_pids_limits_every_pod_cgroup() -> Result<(), CgroupError> {
+        let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
+        let cm = ContainerManager::new(fake.clone(), &resolved(&["--pod-max-pids=321"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        cm.setup(&NodeSettings::default(), true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut pod = Pod::default();
+        pod.metadata.uid = "abc".into();
+        pod.spec.containers = vec![serde_json::from_value(serde_json::json!({"name": "a"}))
+            .unwrap_or_else(|e| panic!("{e}"))];
+        cm.ensure_pod(&pod).await?;
+        let limits = fake.get(&name(&["kubepods", "besteffort", "podabc"]));
+        assert_eq!(limits.and_then(|r| r.pids_limit), Some(321));
+        // The default, -1, leaves pids.max alone.
+        let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
+        let cm =
+            ContainerManager::new(fake.clone(), &resolved(&[])).unwrap_or_else(|e| panic!("{e}"));
+        cm.setup(&NodeSettings::default(), true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        cm.ensure_pod(&pod).await?;
+        let limits = fake.get(&name(&["kubepods", "besteffort", "podabc"]));
+        assert_eq!(limits.map(|r| r.pids_limit), Some(None));
+        Ok(())
+    }
+
+    /// Repeated `--manifest-url-header` flags accumulate values per key.
+    #[test]
+    fn manifest_url_headers_reach_the_configuration() {
+        let config = resolved(&[
+            "--manifest-url-header=Authorization:Bearer x,X-A:1",
+            "--manifest-url-header=X-A:2",
+        ])
+        .config;
+        assert_eq!(
+            config.static_pod_url_header,
+            std::collections::BTreeMap::from([
+                ("Authorization".to_string(), vec!["Bearer x".to_string()]),
+                ("X-A".to_string(), vec!["1".to_string(), "2".to_string()]),
+            ])
+        );
+    }
+
     #[tokio::test]
     async fn without_cgroups_per_qos_nothing_is_created() -> Result<(), CgroupError> {
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));

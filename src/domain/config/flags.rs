@@ -186,6 +186,8 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("oom-score-adj", Int, &["oomScoreAdj"], "OOM score adjustment of the kubelet process, in [-1000, 1000]."),
     cfg("feature-gates", FeatureGates, &["featureGates"], "Feature gates, Name=true|false pairs separated by commas; merged key by key over the file's."),
     cfg("max-pods", Int, &["maxPods"], "Most pods this node runs."),
+    cfg("pod-max-pids", Int, &["podPidsLimit"], "Most processes per pod (pids.max of each pod cgroup); -1 is unlimited."),
+    cfg("pod-pids-limit", Int, &["podPidsLimit"], "Same as --pod-max-pids, named after the podPidsLimit field (rkubelet's flag).").current(),
     cfg("cpu-cfs-quota", Bool, &["cpuCFSQuota"], "Enforce CPU limits with CFS quota."),
     cfg("cpu-cfs-quota-period", Duration, &["cpuCFSQuotaPeriod"], "CFS quota period (needs the CustomCPUCFSQuotaPeriod feature gate to change)."),
     cfg("cluster-domain", Str, &["clusterDomain"], "Cluster DNS domain added to pods' search paths."),
@@ -303,8 +305,6 @@ pub const FLAGS: &[FlagSpec] = &[
     // Refused when the value asks for what rkubelet cannot do safely (see `states`).
     cfg("protect-kernel-defaults", Bool, &["protectKernelDefaults"], "Fail when kernel tunables differ from the kubelet's defaults. Refused when true: rkubelet does not check them.").refused(),
     cfg("seccomp-default", Bool, &["seccompDefault"], "RuntimeDefault seccomp profile for every workload. Refused when true: rkubelet does not apply it.").refused().current(),
-    cfg("pod-max-pids", Int, &["podPidsLimit"], "Most processes per pod; -1 is unlimited. Refused when positive: rkubelet does not set pids.max yet.").refused(),
-    cfg("pod-pids-limit", Int, &["podPidsLimit"], "Same as --pod-max-pids, named after the podPidsLimit field (rkubelet's flag).").refused().current(),
 ];
 
 /// The flag with this long name.
@@ -510,6 +510,26 @@ mod tests {
                 "--{name}={text}"
             );
         }
+    }
+
+    /// Upstream's ColonSeparatedMultimapStringString: pairs split at the first colon,
+    /// trimmed, values accumulating per key; the CLI joins repeated flags with commas.
+    #[test]
+    fn manifest_url_headers_accumulate_per_key() {
+        let spec = flag("manifest-url-header").expect("known flag");
+        assert_eq!(spec.state, State::Implemented);
+        assert_eq!(spec.target, Target::Config(&["staticPodURLHeader"]));
+        assert_eq!(
+            flag_value(spec, "a:hello, b:again,,b:more,c:x:y").expect("parses"),
+            serde_json::json!({"a": ["hello"], "b": ["again", "more"], "c": ["x:y"]})
+        );
+        let message = flag_value(spec, "a:b,oops")
+            .expect_err("no colon")
+            .to_string();
+        assert!(
+            message.contains("--manifest-url-header") && message.contains("malformed pair"),
+            "{message}"
+        );
     }
 
     #[test]

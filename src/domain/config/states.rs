@@ -70,6 +70,10 @@ const NO_GC: &str = "no image or container garbage collection yet";
 const NO_EVICTION: &str = "no eviction manager yet";
 const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
 const NO_LOG_ROTATION: &str = "container logs are not rotated yet";
+/// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
+/// kept off the reserved share by `pods` enforcement, which is implemented, so leaving
+/// the daemons uncapped loses no isolation from workloads: a warning, not a refusal.
+const NOT_RESERVED_CGROUPS: &str = "the reserved cgroup is not limited: enforceNodeAllocatable's `kube-reserved` and `system-reserved` are not enforced";
 
 /// Every `KubeletConfiguration` v1beta1 field (Kubernetes 1.26 to 1.36), in upstream's order.
 pub const FIELDS: &[FieldSpec] = &[
@@ -142,7 +146,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ni("hairpinMode", "pod networking is the runtime's CNI setup"),
     done("maxPods"),
     ni("podCIDR", "pod networking is the runtime's CNI setup"),
-    refused("podPidsLimit"),
+    done("podPidsLimit"),
     done("resolvConf"),
     ni("runOnce", "use the --runonce flag"),
     done("cpuCFSQuota"),
@@ -192,15 +196,13 @@ pub const FIELDS: &[FieldSpec] = &[
     done("kubeReserved"),
     done("reservedSystemCPUs"),
     ni("showHiddenMetricsForVersion", "no metrics endpoint yet"),
-    ni(
-        "systemReservedCgroup",
-        "reserved cgroups are not enforced yet",
-    ),
-    ni(
-        "kubeReservedCgroup",
-        "reserved cgroups are not enforced yet",
-    ),
-    done("enforceNodeAllocatable"),
+    ni("systemReservedCgroup", NOT_RESERVED_CGROUPS),
+    ni("kubeReservedCgroup", NOT_RESERVED_CGROUPS),
+    FieldSpec {
+        name: "enforceNodeAllocatable",
+        state: State::Implemented,
+        note: "only `pods` is enforced (kubepods is limited to capacity minus kubeReserved and systemReserved); `kube-reserved`, `system-reserved` and their `-compressible` forms are checked as upstream but not enforced, and start-up warns naming them",
+    },
     ni(
         "allowedUnsafeSysctls",
         "pod sysctls are passed to the runtime unchecked",
@@ -268,12 +270,6 @@ pub const REFUSALS: &[Refusal] = &[
         refuses: |v| v.as_bool() == Some(true),
     },
     Refusal {
-        field: "podPidsLimit",
-        when: "greater than 0",
-        why: "a per-pod process limit contains fork bombs; rkubelet does not set pids.max on pod cgroups yet, so one pod could exhaust the node's PIDs",
-        refuses: |v| v.as_i64().is_some_and(|n| n > 0),
-    },
-    Refusal {
         field: "imagePullCredentialsVerificationPolicy",
         when: "anything but NeverVerify",
         why: "these policies make pods prove they may use an image another pod pulled with credentials; rkubelet does not check, so a pod could run a private image it has no credentials for",
@@ -295,6 +291,30 @@ const ANYWAY: &[Anyway] = &[
     ("failSwapOn", "false", |v| v.as_bool() == Some(false)),
     ("registerNode", "false", |v| v.as_bool() == Some(false)),
 ];
+
+/// Implemented fields some of whose values are not: the values given that rkubelet does
+/// not act on, in words, if any. Such a field is warned about with just those values.
+type Partly = (&'static str, fn(&Value) -> Option<String>);
+
+const PARTLY: &[Partly] = &[("enforceNodeAllocatable", unenforced_levels)];
+
+/// The `enforceNodeAllocatable` levels other than `pods` and `none`.
+fn unenforced_levels(value: &Value) -> Option<String> {
+    let levels: Vec<&str> = value
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|l| !matches!(*l, "pods" | "none"))
+        .collect();
+    (!levels.is_empty()).then(|| levels.join(","))
+}
+
+fn partly(field: &str, value: &Value) -> Option<String> {
+    PARTLY
+        .iter()
+        .find(|(name, _)| *name == field)
+        .and_then(|(_, unimplemented)| unimplemented(value))
+}
 
 fn matches_behaviour(field: &str, value: &Value) -> bool {
     ANYWAY
@@ -390,13 +410,19 @@ pub fn not_implemented_given(resolved: &ResolvedConfig) -> Vec<(String, String)>
             found.push((format!("--{}", spec.name), shown));
         }
     }
-    for spec in FIELDS.iter().filter(|f| f.state == State::NotImplemented) {
+    for spec in FIELDS.iter().filter(|f| f.state != State::Refused) {
         let Some(value) = value_at(&tree, spec.name) else {
             continue;
         };
         let Some(name) = given_as(resolved, spec.name) else {
             continue;
         };
+        if spec.state == State::Implemented {
+            if let Some(values) = partly(spec.name, value) {
+                found.push((name, values));
+            }
+            continue;
+        }
         if matches_behaviour(spec.name, value) {
             continue;
         }
@@ -680,6 +706,34 @@ mod tests {
             "{warning}"
         );
         assert!(not_implemented_warning(&[]).is_none());
+    }
+
+    #[test]
+    fn only_the_unenforced_node_allocatable_levels_are_listed() {
+        let listed = |args: &[(&str, &str)]| not_implemented_given(&resolve(args, None));
+        assert!(listed(&[("enforce-node-allocatable", "pods")]).is_empty());
+        assert!(listed(&[("enforce-node-allocatable", "none")]).is_empty());
+        assert_eq!(
+            listed(&[
+                (
+                    "enforce-node-allocatable",
+                    "pods,system-reserved,kube-reserved-compressible"
+                ),
+                ("system-reserved-cgroup", "/system.slice"),
+                ("kube-reserved-cgroup", "/kube.slice"),
+            ]),
+            [
+                ("--system-reserved-cgroup".into(), "/system.slice".into()),
+                ("--kube-reserved-cgroup".into(), "/kube.slice".into()),
+                (
+                    "--enforce-node-allocatable".into(),
+                    "system-reserved,kube-reserved-compressible".into()
+                ),
+            ] as [(String, String); 3]
+        );
+        for (name, _) in PARTLY {
+            assert_eq!(field(name).map(|f| f.state), Some(State::Implemented));
+        }
     }
 
     #[test]
