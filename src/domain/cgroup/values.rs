@@ -1,10 +1,104 @@
-//! Unit properties for the kubelet's slices, built as plain values so the rules can be
-//! tested without a bus. The names and conversions follow runc's systemd driver
-//! (`libcontainer/cgroups/systemd`), which upstream's kubelet uses.
+//! What a cgroup driver writes for a [`ResourceConfig`]: the cgroupfs files with their
+//! values, or the systemd unit properties. Kept here, pure, so the drivers and the
+//! dry-run plan cannot disagree on them. The systemd names and conversions follow
+//! runc's systemd driver (`libcontainer/cgroups/systemd`), which upstream's kubelet uses.
 
-use std::path::Path;
+use std::fmt;
 
-use crate::domain::cgroup::{CgroupName, ResourceConfig};
+use serde::{Deserialize, Serialize};
+
+use super::{shares_to_weight, CgroupName, ResourceConfig, WeightCurve};
+
+/// Which cgroup version the node runs; it decides file and property names. Decided
+/// once per driver: once a systemd unit has a v2 name (`CPUWeight`, `MemoryMax`),
+/// systemd silently ignores the v1 one (`CPUShares`, `MemoryLimit`) on it, so the two
+/// are never mixed. The default (v2) is what a snapshot without the field means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    V1,
+    #[default]
+    V2,
+}
+
+impl CgroupVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V1 => "v1",
+            Self::V2 => "v2",
+        }
+    }
+}
+
+/// A negative limit is "none": v1 memory and CFS quota take -1 (`max` is EINVAL
+/// there), pids and every v2 file take `max`.
+fn limit(value: i64, unlimited: &str) -> String {
+    if value < 0 {
+        unlimited.to_owned()
+    } else {
+        value.to_string()
+    }
+}
+
+/// The files the cgroupfs driver writes for `r` (file name, value), in the order it
+/// writes them. On v1 the period comes before the quota so the quota is checked
+/// against the new period; each file lives in the hierarchy named by its prefix
+/// (`cpu.`, `memory.`, `pids.`). Settings left `None` are not written.
+pub fn cgroupfs_files(
+    r: &ResourceConfig,
+    version: CgroupVersion,
+    curve: WeightCurve,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    match version {
+        CgroupVersion::V1 => {
+            if let Some(shares) = r.cpu_shares {
+                out.push(("cpu.shares", shares.to_string()));
+            }
+            if let Some(period) = r.cpu_period {
+                out.push(("cpu.cfs_period_us", period.to_string()));
+            }
+            if let Some(quota) = r.cpu_quota {
+                out.push(("cpu.cfs_quota_us", limit(quota, "-1")));
+            }
+            if let Some(memory) = r.memory_limit {
+                out.push(("memory.limit_in_bytes", limit(memory, "-1")));
+            }
+        }
+        CgroupVersion::V2 => {
+            // 0 is "unset" (0 shares): leave the kernel's default.
+            if let Some(weight) = r
+                .cpu_shares
+                .map(|s| shares_to_weight(s, curve))
+                .filter(|w| *w != 0)
+            {
+                out.push(("cpu.weight", weight.to_string()));
+            }
+            if r.cpu_quota.is_some() || r.cpu_period.is_some() {
+                // As runc: `<quota|max>` plus ` <period>` when one is given.
+                let mut max = match r.cpu_quota {
+                    Some(q) if q > 0 => q.to_string(),
+                    _ => "max".to_owned(),
+                };
+                if let Some(period) = r.cpu_period {
+                    max.push_str(&format!(" {period}"));
+                }
+                out.push(("cpu.max", max));
+            }
+            if let Some(memory) = r.memory_limit {
+                out.push(("memory.max", limit(memory, "max")));
+            }
+        }
+    }
+    if let Some(pids) = r.pids_limit {
+        out.push(("pids.max", limit(pids, "max")));
+    }
+    out
+}
+
+/// The shares → weight map the systemd driver sends as `CPUWeight`: the linear one
+/// runc's systemd driver has always used (systemd does no conversion of its own).
+pub const SYSTEMD_WEIGHT_CURVE: WeightCurve = WeightCurve::Linear;
 
 /// systemd's `USEC_INFINITY` / `CGROUP_LIMIT_MAX`: "no limit" for every u64 property below.
 pub const INFINITY: u64 = u64::MAX;
@@ -24,27 +118,29 @@ pub enum PropValue {
 
 pub type Property = (&'static str, PropValue);
 
-/// Which cgroup version's property names a unit gets. Decided once per manager: once a unit
-/// has a v2 name (`CPUWeight`, `MemoryMax`), systemd silently ignores the v1 one
-/// (`CPUShares`, `MemoryLimit`) on it, so the two are never mixed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CgroupVersion {
-    V1,
-    V2,
+/// JSON the way `busctl --json` shows the D-Bus value: booleans, numbers, strings,
+/// string arrays.
+impl Serialize for PropValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Bool(b) => s.serialize_bool(*b),
+            Self::U64(n) => s.serialize_u64(*n),
+            Self::Str(v) => s.serialize_str(v),
+            Self::StrList(v) => v.serialize(s),
+        }
+    }
 }
 
-impl CgroupVersion {
-    /// v2 when `root` (normally /sys/fs/cgroup) is itself a cgroup2 mount (it holds
-    /// `cgroup.controllers`) and there is no v1 cpu hierarchy beside it; a hybrid host
-    /// (v1 controllers, cgroup2 at `unified/`) is v1.
-    pub fn detect(root: &Path) -> Self {
-        let unified = root.join("cgroup.controllers").is_file();
-        let v1_cpu =
-            root.join("cpu/cpu.shares").is_file() || root.join("cpu,cpuacct/cpu.shares").is_file();
-        if unified && !v1_cpu {
-            Self::V2
-        } else {
-            Self::V1
+/// As `systemctl show` prints it: `infinity` for [`INFINITY`], lists space-separated.
+impl fmt::Display for PropValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bool(true) => f.write_str("yes"),
+            Self::Bool(false) => f.write_str("no"),
+            Self::U64(INFINITY) => f.write_str("infinity"),
+            Self::U64(n) => write!(f, "{n}"),
+            Self::Str(v) => f.write_str(v),
+            Self::StrList(v) => f.write_str(&v.join(" ")),
         }
     }
 }
@@ -69,15 +165,8 @@ pub fn cpu_quota_per_sec_usec(quota: i64, period: Option<u64>) -> u64 {
     }
 }
 
-/// cpu.shares → cpu.weight, the conversion runc and the kubelet use on cgroup v2
-/// ([2, 262144] onto [1, 10000]).
-pub fn cpu_shares_to_weight(shares: u64) -> u64 {
-    let shares = shares.clamp(2, 262_144);
-    1 + ((shares - 2) * 9999) / 262_142
-}
-
 /// A limit where -1 (or any negative value) means none.
-fn limit(value: i64) -> u64 {
+fn limit_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(INFINITY)
 }
 
@@ -88,7 +177,10 @@ pub fn resource_properties(resources: &ResourceConfig, version: CgroupVersion) -
     if let Some(shares) = resources.cpu_shares.filter(|s| *s > 0) {
         props.push(match version {
             CgroupVersion::V1 => ("CPUShares", PropValue::U64(shares)),
-            CgroupVersion::V2 => ("CPUWeight", PropValue::U64(cpu_shares_to_weight(shares))),
+            CgroupVersion::V2 => (
+                "CPUWeight",
+                PropValue::U64(shares_to_weight(shares, SYSTEMD_WEIGHT_CURVE)),
+            ),
         });
     }
     if let Some(period) = resources.cpu_period.filter(|p| *p > 0) {
@@ -105,10 +197,10 @@ pub fn resource_properties(resources: &ResourceConfig, version: CgroupVersion) -
             CgroupVersion::V1 => "MemoryLimit",
             CgroupVersion::V2 => "MemoryMax",
         };
-        props.push((name, PropValue::U64(limit(memory))));
+        props.push((name, PropValue::U64(limit_u64(memory))));
     }
     if let Some(pids) = resources.pids_limit.filter(|p| *p != 0) {
-        props.push(("TasksMax", PropValue::U64(limit(pids))));
+        props.push(("TasksMax", PropValue::U64(limit_u64(pids))));
     }
     props
 }
@@ -149,6 +241,89 @@ pub fn slice_properties(
 mod tests {
     use super::*;
 
+    #[test]
+    fn cgroupfs_v1_files_in_write_order() {
+        assert_eq!(
+            cgroupfs_files(&full(), CgroupVersion::V1, WeightCurve::Quadratic),
+            vec![
+                ("cpu.shares", "256".to_owned()),
+                ("cpu.cfs_period_us", "100000".to_owned()),
+                ("cpu.cfs_quota_us", "50000".to_owned()),
+                ("memory.limit_in_bytes", "134217728".to_owned()),
+                ("pids.max", "1024".to_owned()),
+            ]
+        );
+        let unlimited = ResourceConfig {
+            cpu_quota: Some(-1),
+            memory_limit: Some(-1),
+            pids_limit: Some(-1),
+            ..ResourceConfig::default()
+        };
+        assert_eq!(
+            cgroupfs_files(&unlimited, CgroupVersion::V1, WeightCurve::Quadratic),
+            vec![
+                ("cpu.cfs_quota_us", "-1".to_owned()),
+                ("memory.limit_in_bytes", "-1".to_owned()),
+                ("pids.max", "max".to_owned()),
+            ]
+        );
+        assert!(cgroupfs_files(
+            &ResourceConfig::default(),
+            CgroupVersion::V1,
+            WeightCurve::Quadratic
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn cgroupfs_v2_files_weight_on_the_curve_and_max() {
+        assert_eq!(
+            cgroupfs_files(&full(), CgroupVersion::V2, WeightCurve::Quadratic),
+            vec![
+                ("cpu.weight", "35".to_owned()),
+                ("cpu.max", "50000 100000".to_owned()),
+                ("memory.max", "134217728".to_owned()),
+                ("pids.max", "1024".to_owned()),
+            ]
+        );
+        let r = ResourceConfig {
+            cpu_shares: Some(0),
+            cpu_quota: Some(-1),
+            memory_limit: Some(-1),
+            ..ResourceConfig::default()
+        };
+        assert_eq!(
+            cgroupfs_files(&r, CgroupVersion::V2, WeightCurve::Linear),
+            vec![
+                ("cpu.max", "max".to_owned()),
+                ("memory.max", "max".to_owned()),
+            ]
+        );
+        let shares = ResourceConfig {
+            cpu_shares: Some(256),
+            ..ResourceConfig::default()
+        };
+        assert_eq!(
+            cgroupfs_files(&shares, CgroupVersion::V2, WeightCurve::Linear),
+            vec![("cpu.weight", "10".to_owned())]
+        );
+    }
+
+    #[test]
+    fn property_values_as_json_and_text() {
+        let json = |v: PropValue| serde_json::to_string(&v).unwrap_or_default();
+        assert_eq!(json(PropValue::Bool(false)), "false");
+        assert_eq!(json(PropValue::U64(5)), "5");
+        assert_eq!(json(PropValue::Str("a".into())), "\"a\"");
+        assert_eq!(json(PropValue::StrList(vec!["a".into()])), "[\"a\"]");
+        assert_eq!(PropValue::U64(INFINITY).to_string(), "infinity");
+        assert_eq!(PropValue::Bool(true).to_string(), "yes");
+        assert_eq!(
+            serde_json::to_string(&CgroupVersion::V1).unwrap_or_default(),
+            "\"v1\""
+        );
+    }
+
     fn pod() -> CgroupName {
         CgroupName::new(&CgroupName::root(), &["kubepods", "burstable", "pod12-34"])
             .unwrap_or_default()
@@ -180,15 +355,6 @@ mod tests {
         assert_eq!(cpu_quota_per_sec_usec(-1, Some(100_000)), INFINITY);
         assert_eq!(cpu_quota_per_sec_usec(0, None), INFINITY);
         assert_eq!(cpu_quota_per_sec_usec(1_000, Some(0)), 10_000);
-    }
-
-    #[test]
-    fn shares_to_weight_matches_runc() {
-        assert_eq!(cpu_shares_to_weight(2), 1);
-        assert_eq!(cpu_shares_to_weight(1024), 39);
-        assert_eq!(cpu_shares_to_weight(256), 10);
-        assert_eq!(cpu_shares_to_weight(262_144), 10_000);
-        assert_eq!(cpu_shares_to_weight(1), 1);
     }
 
     #[test]
@@ -277,21 +443,5 @@ mod tests {
             slice_properties(&top, &ResourceConfig::default(), CgroupVersion::V1)[1],
             ("Wants", PropValue::StrList(vec!["-.slice".to_owned()]))
         );
-    }
-
-    #[test]
-    fn version_detection() {
-        let Ok(dir) = tempfile::tempdir() else {
-            panic!("tempdir")
-        };
-        // hybrid: v1 cpu hierarchy present
-        std::fs::create_dir_all(dir.path().join("cpu")).ok();
-        std::fs::write(dir.path().join("cpu/cpu.shares"), "1024").ok();
-        std::fs::write(dir.path().join("cgroup.controllers"), "").ok();
-        assert_eq!(CgroupVersion::detect(dir.path()), CgroupVersion::V1);
-        std::fs::remove_file(dir.path().join("cpu/cpu.shares")).ok();
-        assert_eq!(CgroupVersion::detect(dir.path()), CgroupVersion::V2);
-        std::fs::remove_file(dir.path().join("cgroup.controllers")).ok();
-        assert_eq!(CgroupVersion::detect(dir.path()), CgroupVersion::V1);
     }
 }
