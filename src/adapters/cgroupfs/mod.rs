@@ -224,7 +224,7 @@ impl CgroupfsManager {
 
     /// Whether the host uses the unified (v2-only) hierarchy.
     pub fn is_unified(&self) -> bool {
-        matches!(self.layout, Layout::V2(_))
+        self.version() == CgroupVersion::V2
     }
 
     /// Which version's files are written: v2 only on a unified host (a hybrid host's

@@ -241,71 +241,73 @@ pub fn slice_properties(
 mod tests {
     use super::*;
 
-    #[test]
-    fn cgroupfs_v1_files_in_write_order() {
-        assert_eq!(
-            cgroupfs_files(&full(), CgroupVersion::V1, WeightCurve::Quadratic),
-            vec![
-                ("cpu.shares", "256".to_owned()),
-                ("cpu.cfs_period_us", "100000".to_owned()),
-                ("cpu.cfs_quota_us", "50000".to_owned()),
-                ("memory.limit_in_bytes", "134217728".to_owned()),
-                ("pids.max", "1024".to_owned()),
-            ]
-        );
-        let unlimited = ResourceConfig {
+    /// Every limit at -1 ("none"), nothing else set.
+    fn unlimited() -> ResourceConfig {
+        ResourceConfig {
             cpu_quota: Some(-1),
             memory_limit: Some(-1),
             pids_limit: Some(-1),
             ..ResourceConfig::default()
-        };
-        assert_eq!(
-            cgroupfs_files(&unlimited, CgroupVersion::V1, WeightCurve::Quadratic),
-            vec![
-                ("cpu.cfs_quota_us", "-1".to_owned()),
-                ("memory.limit_in_bytes", "-1".to_owned()),
-                ("pids.max", "max".to_owned()),
-            ]
-        );
-        assert!(cgroupfs_files(
-            &ResourceConfig::default(),
-            CgroupVersion::V1,
-            WeightCurve::Quadratic
-        )
-        .is_empty());
+        }
+    }
+
+    fn files(r: &ResourceConfig, version: CgroupVersion, curve: WeightCurve) -> Vec<String> {
+        cgroupfs_files(r, version, curve)
+            .into_iter()
+            .map(|(file, value)| format!("{file}={value}"))
+            .collect()
     }
 
     #[test]
-    fn cgroupfs_v2_files_weight_on_the_curve_and_max() {
+    fn cgroupfs_files_in_write_order() {
+        let quadratic = WeightCurve::Quadratic;
         assert_eq!(
-            cgroupfs_files(&full(), CgroupVersion::V2, WeightCurve::Quadratic),
-            vec![
-                ("cpu.weight", "35".to_owned()),
-                ("cpu.max", "50000 100000".to_owned()),
-                ("memory.max", "134217728".to_owned()),
-                ("pids.max", "1024".to_owned()),
+            files(&full(), CgroupVersion::V1, quadratic),
+            [
+                "cpu.shares=256",
+                "cpu.cfs_period_us=100000",
+                "cpu.cfs_quota_us=50000",
+                "memory.limit_in_bytes=134217728",
+                "pids.max=1024",
             ]
         );
-        let r = ResourceConfig {
-            cpu_shares: Some(0),
-            cpu_quota: Some(-1),
-            memory_limit: Some(-1),
+        assert_eq!(
+            files(&full(), CgroupVersion::V2, quadratic),
+            [
+                "cpu.weight=35",
+                "cpu.max=50000 100000",
+                "memory.max=134217728",
+                "pids.max=1024",
+            ]
+        );
+        assert_eq!(
+            files(&unlimited(), CgroupVersion::V1, quadratic),
+            [
+                "cpu.cfs_quota_us=-1",
+                "memory.limit_in_bytes=-1",
+                "pids.max=max"
+            ]
+        );
+        assert_eq!(
+            files(&unlimited(), CgroupVersion::V2, quadratic),
+            ["cpu.max=max", "memory.max=max", "pids.max=max"]
+        );
+        for version in [CgroupVersion::V1, CgroupVersion::V2] {
+            assert!(files(&ResourceConfig::default(), version, quadratic).is_empty());
+        }
+        // Weight on the given curve; 0 shares leave the kernel's default.
+        let shares = |s| ResourceConfig {
+            cpu_shares: Some(s),
             ..ResourceConfig::default()
         };
         assert_eq!(
-            cgroupfs_files(&r, CgroupVersion::V2, WeightCurve::Linear),
-            vec![
-                ("cpu.max", "max".to_owned()),
-                ("memory.max", "max".to_owned()),
-            ]
+            files(&shares(256), CgroupVersion::V2, WeightCurve::Linear),
+            ["cpu.weight=10"]
         );
-        let shares = ResourceConfig {
-            cpu_shares: Some(256),
-            ..ResourceConfig::default()
-        };
+        assert!(files(&shares(0), CgroupVersion::V2, quadratic).is_empty());
         assert_eq!(
-            cgroupfs_files(&shares, CgroupVersion::V2, WeightCurve::Linear),
-            vec![("cpu.weight", "10".to_owned())]
+            files(&shares(0), CgroupVersion::V1, quadratic),
+            ["cpu.shares=0"]
         );
     }
 
@@ -358,46 +360,29 @@ mod tests {
     }
 
     #[test]
-    fn v1_uses_v1_names_only() {
-        let props = resource_properties(&full(), CgroupVersion::V1);
-        assert_eq!(
-            props,
-            vec![
-                ("CPUShares", PropValue::U64(256)),
-                ("CPUQuotaPeriodUSec", PropValue::U64(100_000)),
-                ("CPUQuotaPerSecUSec", PropValue::U64(500_000)),
-                ("MemoryLimit", PropValue::U64(134_217_728)),
-                ("TasksMax", PropValue::U64(1024)),
-            ]
-        );
-    }
-
-    #[test]
-    fn v2_uses_v2_names_only() {
-        let props = resource_properties(&full(), CgroupVersion::V2);
-        assert_eq!(
-            props,
-            vec![
-                ("CPUWeight", PropValue::U64(10)),
-                ("CPUQuotaPeriodUSec", PropValue::U64(100_000)),
-                ("CPUQuotaPerSecUSec", PropValue::U64(500_000)),
-                ("MemoryMax", PropValue::U64(134_217_728)),
-                ("TasksMax", PropValue::U64(1024)),
-            ]
-        );
+    fn each_version_uses_its_own_names_only() {
+        for (version, shares, memory) in [
+            (CgroupVersion::V1, ("CPUShares", 256), "MemoryLimit"),
+            (CgroupVersion::V2, ("CPUWeight", 10), "MemoryMax"),
+        ] {
+            assert_eq!(
+                resource_properties(&full(), version),
+                vec![
+                    (shares.0, PropValue::U64(shares.1)),
+                    ("CPUQuotaPeriodUSec", PropValue::U64(100_000)),
+                    ("CPUQuotaPerSecUSec", PropValue::U64(500_000)),
+                    (memory, PropValue::U64(134_217_728)),
+                    ("TasksMax", PropValue::U64(1024)),
+                ]
+            );
+        }
     }
 
     #[test]
     fn unset_values_are_not_sent_and_minus_one_is_infinity() {
         assert!(resource_properties(&ResourceConfig::default(), CgroupVersion::V1).is_empty());
-        let unlimited = ResourceConfig {
-            cpu_quota: Some(-1),
-            memory_limit: Some(-1),
-            pids_limit: Some(-1),
-            ..ResourceConfig::default()
-        };
         assert_eq!(
-            resource_properties(&unlimited, CgroupVersion::V2),
+            resource_properties(&unlimited(), CgroupVersion::V2),
             vec![
                 ("CPUQuotaPerSecUSec", PropValue::U64(INFINITY)),
                 ("MemoryMax", PropValue::U64(INFINITY)),
