@@ -70,8 +70,17 @@ system_uuid = ""
 "#;
 
 fn snapshot_file(dir: &Path) -> String {
-    let path = dir.join("node.toml");
-    std::fs::write(&path, TWO_CPU_SNAPSHOT).expect("write snapshot");
+    snapshot_file_on(dir, "v2")
+}
+
+/// [`TWO_CPU_SNAPSHOT`] with the given cgroup version (`v1` or `v2`).
+fn snapshot_file_on(dir: &Path, cgroup_version: &str) -> String {
+    let path = dir.join(format!("node-{cgroup_version}.toml"));
+    let text = TWO_CPU_SNAPSHOT.replace(
+        "cgroup_version = \"v2\"",
+        &format!("cgroup_version = \"{cgroup_version}\""),
+    );
+    std::fs::write(&path, text).expect("write snapshot");
     format!("--dry-run-snapshot={}", path.display())
 }
 
@@ -567,10 +576,13 @@ fn cgroup_entries(plan: &Value) -> Vec<(String, String, BTreeMap<String, String>
                         .map(|v| {
                             v.iter()
                                 .map(|kv| {
-                                    (
-                                        kv["key"].as_str().unwrap_or("").to_string(),
-                                        kv["value"].as_str().unwrap_or("").to_string(),
-                                    )
+                                    // cgroupfs values are strings; systemd ones
+                                    // are typed, compared here as their JSON.
+                                    let value = match &kv["value"] {
+                                        Value::String(s) => s.clone(),
+                                        other => other.to_string(),
+                                    };
+                                    (kv["key"].as_str().unwrap_or("").to_string(), value)
                                 })
                                 .collect()
                         })
@@ -631,38 +643,55 @@ fn cgroupfs_shows_paths_and_file_values() {
 
 #[test]
 fn systemd_shows_slice_names_and_properties() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifests = burstable_manifest_dir(dir.path());
-    let (plan, code, _) = dry_run(&[
-        "--container-runtime-endpoint=fake://".into(),
-        snapshot_file(dir.path()),
-        "--cgroup-driver=systemd".into(),
-        format!("--pod-manifest-path={}", manifests.display()),
-    ]);
-    assert_eq!(code, 2, "{plan}");
-    assert_eq!(plan["cgroups"]["driver"], "systemd");
-    let entries = cgroup_entries(&plan);
-    let uid = plan["pods"][0]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let names: Vec<&str> = entries.iter().map(|(_, n, _)| n.as_str()).collect();
-    let pod_unit = format!("kubepods-burstable-pod{uid}.slice");
-    assert_eq!(
-        names,
-        [
-            "kubepods.slice",
-            "kubepods-burstable.slice",
-            "kubepods-besteffort.slice",
-            pod_unit.as_str()
-        ]
-    );
-    assert_eq!(
-        plan["pods"][0]["cgroup"],
-        format!("/kubepods.slice/kubepods-burstable.slice/{pod_unit}")
-    );
-    let pod = &entries[3].2;
-    assert_eq!(pod["cpuShares"], "256");
-    assert_eq!(pod["cpuQuotaUs"], "50000");
-    assert_eq!(pod["memoryLimitBytes"], "134217728");
+    for (version, v1) in [("v1", true), ("v2", false)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manifests = burstable_manifest_dir(dir.path());
+        let (plan, code, _) = dry_run(&[
+            "--container-runtime-endpoint=fake://".into(),
+            snapshot_file_on(dir.path(), version),
+            "--cgroup-driver=systemd".into(),
+            format!("--pod-manifest-path={}", manifests.display()),
+        ]);
+        assert_eq!(code, 2, "{plan}");
+        assert_eq!(plan["cgroups"]["driver"], "systemd");
+        assert_eq!(plan["cgroups"]["cgroupVersion"], version);
+        let entries = cgroup_entries(&plan);
+        let uid = plan["pods"][0]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let names: Vec<&str> = entries.iter().map(|(_, n, _)| n.as_str()).collect();
+        let pod_unit = format!("kubepods-burstable-pod{uid}.slice");
+        assert_eq!(
+            names,
+            [
+                "kubepods.slice",
+                "kubepods-burstable.slice",
+                "kubepods-besteffort.slice",
+                pod_unit.as_str()
+            ]
+        );
+        assert_eq!(
+            plan["pods"][0]["cgroup"],
+            format!("/kubepods.slice/kubepods-burstable.slice/{pod_unit}")
+        );
+        // The real unit properties, typed as on D-Bus.
+        let pod = &entries[3].2;
+        assert_eq!(pod["Wants"], r#"["kubepods-burstable.slice"]"#);
+        assert_eq!(pod["DefaultDependencies"], "false");
+        assert_eq!(pod["CPUQuotaPeriodUSec"], "100000");
+        assert_eq!(pod["CPUQuotaPerSecUSec"], "500000");
+        if v1 {
+            assert_eq!(pod["CPUShares"], "256");
+            assert_eq!(pod["MemoryLimit"], "134217728");
+            assert!(pod.contains_key("BlockIOAccounting"), "{pod:?}");
+            assert!(!pod.contains_key("CPUWeight") && !pod.contains_key("MemoryMax"));
+        } else {
+            assert_eq!(pod["CPUWeight"], "10");
+            assert_eq!(pod["MemoryMax"], "134217728");
+            assert!(pod.contains_key("IOAccounting"), "{pod:?}");
+            assert!(!pod.contains_key("CPUShares") && !pod.contains_key("MemoryLimit"));
+        }
+        assert_eq!(plan["schemaVersion"], 2);
+    }
 }

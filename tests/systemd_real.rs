@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rkubelet::adapters::systemd::{CgroupVersion, SystemdManager};
+use rkubelet::adapters::systemd::SystemdManager;
+use rkubelet::domain::cgroup::CgroupVersion;
 use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
 use rkubelet::ports::cgroup::{CgroupError, CgroupManager};
 

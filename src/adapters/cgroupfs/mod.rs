@@ -15,7 +15,7 @@ use async_trait::async_trait;
 pub use mounts::{parse_mountinfo, Hierarchy};
 
 use crate::domain::cgroup::{
-    shares_to_weight, CgroupDriver, CgroupName, ResourceConfig, WeightCurve,
+    cgroupfs_files, CgroupDriver, CgroupName, CgroupVersion, ResourceConfig, WeightCurve,
 };
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 
@@ -66,13 +66,38 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
     })
 }
 
-/// `-1` (or any negative) is "no limit": v1 memory takes -1 (`max` is EINVAL
-/// there), pids and every v2 file take `max`.
-fn limit(value: i64, unlimited: &str) -> String {
-    if value < 0 {
-        unlimited.to_owned()
+/// The files to write for `r`, with values, as the domain decides them.
+type Files = Vec<(&'static str, String)>;
+
+/// The controller a cgroup file belongs to: its name's prefix (`cpu.max` → `cpu`).
+fn controller_of(file: &'static str) -> &'static str {
+    file.split_once('.').map_or(file, |(c, _)| c)
+}
+
+/// The controllers `files` need, each once, in order.
+fn controllers(files: &Files) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (file, _) in files {
+        let c = controller_of(file);
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// How the cgroup version is seen from the filesystem alone: v2 when `root` (normally
+/// /sys/fs/cgroup) is a cgroup2 mount (it holds `cgroup.controllers`) and there is no
+/// v1 cpu hierarchy beside it; a hybrid host (v1 controllers, cgroup2 at `unified/`)
+/// is v1. Reads only; for the systemd driver and the dry-run plan, which need no mounts.
+pub fn detect_version(root: &Path) -> CgroupVersion {
+    let unified = root.join("cgroup.controllers").is_file();
+    let v1_cpu =
+        root.join("cpu/cpu.shares").is_file() || root.join("cpu,cpuacct/cpu.shares").is_file();
+    if unified && !v1_cpu {
+        CgroupVersion::V2
     } else {
-        value.to_string()
+        CgroupVersion::V1
     }
 }
 
@@ -161,10 +186,6 @@ fn child_names(parent: &CgroupName, dir: &Path) -> Result<Vec<CgroupName>, Cgrou
     Ok(out)
 }
 
-fn wants_cpu(r: &ResourceConfig) -> bool {
-    r.cpu_shares.is_some() || r.cpu_quota.is_some() || r.cpu_period.is_some()
-}
-
 impl CgroupfsManager {
     /// Finds the hierarchies mounted under `mount_root` (normally
     /// `/sys/fs/cgroup`) from `/proc/self/mountinfo`.
@@ -203,7 +224,20 @@ impl CgroupfsManager {
 
     /// Whether the host uses the unified (v2-only) hierarchy.
     pub fn is_unified(&self) -> bool {
-        matches!(self.layout, Layout::V2(_))
+        self.version() == CgroupVersion::V2
+    }
+
+    /// Which version's files are written: v2 only on a unified host (a hybrid host's
+    /// cgroup2 mount gets the cgroups but no limits, as with runc).
+    pub fn version(&self) -> CgroupVersion {
+        match self.layout {
+            Layout::V1(_) => CgroupVersion::V1,
+            Layout::V2(_) => CgroupVersion::V2,
+        }
+    }
+
+    fn files(&self, r: &ResourceConfig) -> Files {
+        cgroupfs_files(r, self.version(), self.weight_curve)
     }
 
     /// Every mount the kubelet's cgroups are created in.
@@ -242,9 +276,10 @@ impl CgroupfsManager {
     }
 
     fn create_sync(&self, name: &CgroupName, r: &ResourceConfig) -> Result<(), CgroupError> {
+        let files = self.files(r);
         match &self.layout {
             Layout::V1(hs) => {
-                Self::v1_check(hs, r)?;
+                Self::v1_check(hs, &files)?;
                 for h in hs {
                     let mut path = h.mount.clone();
                     for component in name.components() {
@@ -259,16 +294,16 @@ impl CgroupfsManager {
                         }
                     }
                 }
-                Self::v1_set(hs, name, r)
+                Self::v1_set(hs, name, &files)
             }
             Layout::V2(root) => {
                 let mut path = root.clone();
                 for component in name.components() {
-                    self.v2_enable(&path, r)?;
+                    Self::v2_enable(&path, &files)?;
                     path.push(component);
                     mkdir(&path)?;
                 }
-                self.v2_set(&path, r)
+                Self::v2_set(&path, &files)
             }
         }
     }
@@ -278,23 +313,19 @@ impl CgroupfsManager {
         if !primary.is_dir() {
             return Err(CgroupError::NotFound(name.to_cgroupfs()));
         }
+        let files = self.files(r);
         match &self.layout {
             Layout::V1(hs) => {
-                Self::v1_check(hs, r)?;
-                Self::v1_set(hs, name, r)
+                Self::v1_check(hs, &files)?;
+                Self::v1_set(hs, name, &files)
             }
-            Layout::V2(root) => self.v2_set(&join(root, name), r),
+            Layout::V2(root) => Self::v2_set(&join(root, name), &files),
         }
     }
 
-    fn v1_check(hs: &[Hierarchy], r: &ResourceConfig) -> Result<(), CgroupError> {
-        let needed = [
-            ("cpu", wants_cpu(r)),
-            ("memory", r.memory_limit.is_some()),
-            ("pids", r.pids_limit.is_some()),
-        ];
-        for (controller, wanted) in needed {
-            if wanted && Self::v1_hierarchy(hs, controller).is_none() {
+    fn v1_check(hs: &[Hierarchy], files: &Files) -> Result<(), CgroupError> {
+        for controller in controllers(files) {
+            if Self::v1_hierarchy(hs, controller).is_none() {
                 return Err(missing(
                     controller,
                     "no cgroup v1 hierarchy has it mounted".into(),
@@ -304,55 +335,41 @@ impl CgroupfsManager {
         Ok(())
     }
 
-    fn v1_set(hs: &[Hierarchy], name: &CgroupName, r: &ResourceConfig) -> Result<(), CgroupError> {
-        if let Some(h) = Self::v1_hierarchy(hs, "cpu") {
+    /// Writes `files`, each in its controller's hierarchy, in the given order.
+    fn v1_set(hs: &[Hierarchy], name: &CgroupName, files: &Files) -> Result<(), CgroupError> {
+        let quota = files.iter().find(|(f, _)| *f == "cpu.cfs_quota_us");
+        for (file, value) in files {
+            let Some(h) = Self::v1_hierarchy(hs, controller_of(file)) else {
+                continue;
+            };
             let dir = join(&h.mount, name);
-            if let Some(shares) = r.cpu_shares {
-                write(&dir.join("cpu.shares"), &shares.to_string())?;
-            }
-            let quota_file = dir.join("cpu.cfs_quota_us");
-            let quota = r.cpu_quota.map(|q| limit(q, "-1"));
-            if let Some(period) = r.cpu_period {
-                let period_file = dir.join("cpu.cfs_period_us");
-                // Period first, so the quota is checked against the new one;
-                // the kernel refuses a period that would put the old quota
-                // over the parent's bandwidth, so then quota first (as runc).
-                if let Err(first) = write(&period_file, &period.to_string()) {
-                    let Some(q) = &quota else { return Err(first) };
-                    write(&quota_file, q)?;
-                    write(&period_file, &period.to_string())?;
+            let path = dir.join(file);
+            let Err(first) = write(&path, value) else {
+                continue;
+            };
+            // The kernel refuses a period that would put the old quota over the
+            // parent's bandwidth: then quota first, then the period (as runc); the
+            // quota is written again after, in its turn.
+            match quota {
+                Some((qf, q)) if *file == "cpu.cfs_period_us" => {
+                    write(&dir.join(qf), q)?;
+                    write(&path, value)?;
                 }
+                _ => return Err(first),
             }
-            if let Some(q) = quota {
-                write(&quota_file, &q)?;
-            }
-        }
-        if let (Some(h), Some(mem)) = (Self::v1_hierarchy(hs, "memory"), r.memory_limit) {
-            write(
-                &join(&h.mount, name).join("memory.limit_in_bytes"),
-                &limit(mem, "-1"),
-            )?;
-        }
-        if let (Some(h), Some(pids)) = (Self::v1_hierarchy(hs, "pids"), r.pids_limit) {
-            write(&join(&h.mount, name).join("pids.max"), &limit(pids, "max"))?;
         }
         Ok(())
     }
 
     /// Enables, in `dir`'s `cgroup.subtree_control`, the controllers its
-    /// children need: those `r` sets (missing → error) and the usual others
+    /// children need: those `files` belong to (missing → error) and the usual others
     /// when offered.
-    fn v2_enable(&self, dir: &Path, r: &ResourceConfig) -> Result<(), CgroupError> {
+    fn v2_enable(dir: &Path, files: &Files) -> Result<(), CgroupError> {
         let available_file = dir.join("cgroup.controllers");
         let available = read(&available_file)?;
         let available: BTreeSet<&str> = available.split_whitespace().collect();
-        let needed = [
-            ("cpu", wants_cpu(r)),
-            ("memory", r.memory_limit.is_some()),
-            ("pids", r.pids_limit.is_some()),
-        ];
-        for (controller, wanted) in needed {
-            if wanted && !available.contains(controller) {
+        for controller in controllers(files) {
+            if !available.contains(controller) {
                 return Err(missing(
                     controller,
                     format!("not in {}", available_file.display()),
@@ -373,32 +390,10 @@ impl CgroupfsManager {
         write(&control, &add.join(" "))
     }
 
-    fn v2_set(&self, dir: &Path, r: &ResourceConfig) -> Result<(), CgroupError> {
-        if let Some(shares) = r.cpu_shares {
-            let weight = shares_to_weight(shares, self.weight_curve);
-            // 0 is "unset" (0 shares): leave the kernel's default.
-            if weight != 0 {
-                write(&dir.join("cpu.weight"), &weight.to_string())?;
-            }
-        }
-        if r.cpu_quota.is_some() || r.cpu_period.is_some() {
-            // As runc: `<quota|max>` plus ` <period>` when one is given.
-            let mut value = match r.cpu_quota {
-                Some(q) if q > 0 => q.to_string(),
-                _ => "max".to_owned(),
-            };
-            if let Some(period) = r.cpu_period {
-                value.push_str(&format!(" {period}"));
-            }
-            write(&dir.join("cpu.max"), &value)?;
-        }
-        if let Some(mem) = r.memory_limit {
-            write(&dir.join("memory.max"), &limit(mem, "max"))?;
-        }
-        if let Some(pids) = r.pids_limit {
-            write(&dir.join("pids.max"), &limit(pids, "max"))?;
-        }
-        Ok(())
+    fn v2_set(dir: &Path, files: &Files) -> Result<(), CgroupError> {
+        files
+            .iter()
+            .try_for_each(|(file, value)| write(&dir.join(file), value))
     }
 
     fn destroy_sync(&self, name: &CgroupName) -> Result<(), CgroupError> {

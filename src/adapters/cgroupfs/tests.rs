@@ -4,7 +4,7 @@
 //! `tests/cgroupfs_real.rs`.
 
 use super::*;
-use crate::domain::cgroup::kubepods_name;
+use crate::domain::cgroup::{kubepods_name, shares_to_weight};
 
 fn name(path: &str) -> CgroupName {
     CgroupName::from_cgroupfs(path)

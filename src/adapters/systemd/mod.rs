@@ -6,7 +6,6 @@
 //! `/kubepods.slice/kubepods-burstable.slice/...` below the manager's own root cgroup
 //! (its `ControlGroup`, read at connect: "/" for PID 1, a sub-cgroup for a user manager).
 
-mod properties;
 mod proxy;
 
 use std::collections::BTreeSet;
@@ -20,13 +19,12 @@ use zbus::proxy::CacheProperties;
 use zbus::zvariant::{OwnedObjectPath, Value};
 use zbus::Connection;
 
-use crate::domain::cgroup::{CgroupDriver, CgroupName, ResourceConfig};
-use crate::ports::cgroup::{CgroupError, CgroupManager};
-
-pub use properties::{
-    cpu_quota_per_sec_usec, cpu_shares_to_weight, resource_properties, slice_properties,
-    CgroupVersion, PropValue, Property, DEFAULT_CPU_PERIOD_US, INFINITY,
+use crate::adapters::cgroupfs::detect_version;
+use crate::domain::cgroup::{
+    resource_properties, slice_properties, CgroupDriver, CgroupName, CgroupVersion, PropValue,
+    Property, ResourceConfig,
 };
+use crate::ports::cgroup::{CgroupError, CgroupManager};
 use proxy::{ManagerProxy, SliceProxy, UnitProxy};
 
 /// How long a start or stop job may take before the call is reported as failed.
@@ -168,7 +166,7 @@ impl SystemdManager {
             conn,
             manager,
             control_group,
-            version: CgroupVersion::detect(&cgroup_root),
+            version: detect_version(&cgroup_root),
             cgroup_root,
         })
     }

@@ -5,23 +5,24 @@
 use serde::Serialize;
 
 use crate::domain::cgroup::{
-    kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config, qos_cgroup_name,
-    qos_resource_configs, shares_to_weight, CgroupDriver, CgroupName, CgroupSettings,
-    ResourceConfig, WeightCurve,
+    cgroupfs_files, kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config,
+    qos_cgroup_name, qos_resource_configs, slice_properties, CgroupDriver, CgroupName,
+    CgroupSettings, CgroupVersion, PropValue, ResourceConfig, WeightCurve,
 };
 use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::node::NodeSettings;
 use crate::domain::pod::{Pod, QosClass};
 use crate::domain::reserved::ENFORCE_PODS;
 
-use super::{CgroupVersion, PodPlan};
+use super::PodPlan;
 
-/// One value written: a cgroupfs file or a systemd unit property.
+/// One value written: a cgroupfs file and its text (always a string), or a systemd
+/// unit property and its D-Bus value (boolean, number, string or string list).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CgroupValue {
     pub key: String,
-    pub value: String,
+    pub value: PropValue,
 }
 
 /// One cgroup of the tree.
@@ -48,100 +49,30 @@ pub struct CgroupPlan {
     pub entries: Vec<CgroupEntry>,
 }
 
-/// A negative limit is "none": v1 memory takes -1, every other file `max`.
-fn limit(value: i64, unlimited: &str) -> String {
-    if value < 0 {
-        unlimited.to_owned()
-    } else {
-        value.to_string()
-    }
-}
-
-fn value(key: &str, value: String) -> CgroupValue {
-    CgroupValue {
-        key: key.to_owned(),
-        value,
-    }
-}
-
-/// The files the cgroupfs driver writes for `r`, with their values, in the order it
-/// writes them (the cgroupfs adapter's v1 and v2 rules, weights on its default curve).
-fn cgroupfs_values(r: &ResourceConfig, version: CgroupVersion) -> Vec<CgroupValue> {
-    let mut out = Vec::new();
-    match version {
-        CgroupVersion::V1 => {
-            if let Some(shares) = r.cpu_shares {
-                out.push(value("cpu.shares", shares.to_string()));
-            }
-            if let Some(period) = r.cpu_period {
-                out.push(value("cpu.cfs_period_us", period.to_string()));
-            }
-            if let Some(quota) = r.cpu_quota {
-                out.push(value("cpu.cfs_quota_us", limit(quota, "-1")));
-            }
-            if let Some(memory) = r.memory_limit {
-                out.push(value("memory.limit_in_bytes", limit(memory, "-1")));
-            }
-            if let Some(pids) = r.pids_limit {
-                out.push(value("pids.max", limit(pids, "max")));
-            }
-        }
-        CgroupVersion::V2 => {
-            if let Some(shares) = r.cpu_shares {
-                let weight = shares_to_weight(shares, WeightCurve::default());
-                if weight != 0 {
-                    out.push(value("cpu.weight", weight.to_string()));
-                }
-            }
-            if r.cpu_quota.is_some() || r.cpu_period.is_some() {
-                let mut max = match r.cpu_quota {
-                    Some(q) if q > 0 => q.to_string(),
-                    _ => "max".to_owned(),
-                };
-                if let Some(period) = r.cpu_period {
-                    max.push_str(&format!(" {period}"));
-                }
-                out.push(value("cpu.max", max));
-            }
-            if let Some(memory) = r.memory_limit {
-                out.push(value("memory.max", limit(memory, "max")));
-            }
-            if let Some(pids) = r.pids_limit {
-                out.push(value("pids.max", limit(pids, "max")));
-            }
-        }
-    }
-    out
-}
-
-fn values(driver: CgroupDriver, r: &ResourceConfig, version: CgroupVersion) -> Vec<CgroupValue> {
+/// What the driver writes for a cgroup: the cgroupfs files (weights on the cgroupfs
+/// driver's default curve), or the properties a new slice unit is started with.
+fn values(
+    driver: CgroupDriver,
+    name: &CgroupName,
+    r: &ResourceConfig,
+    version: CgroupVersion,
+) -> Vec<CgroupValue> {
     match driver {
-        CgroupDriver::Cgroupfs => cgroupfs_values(r, version),
-        CgroupDriver::Systemd => systemd_values(r),
+        CgroupDriver::Cgroupfs => cgroupfs_files(r, version, WeightCurve::default())
+            .into_iter()
+            .map(|(file, value)| CgroupValue {
+                key: file.to_owned(),
+                value: PropValue::Str(value),
+            })
+            .collect(),
+        CgroupDriver::Systemd => slice_properties(name, r, version)
+            .into_iter()
+            .map(|(key, value)| CgroupValue {
+                key: key.to_owned(),
+                value,
+            })
+            .collect(),
     }
-}
-
-/// What the systemd driver is asked to set for `r`, as the driver-neutral settings it
-/// converts into unit properties. The systemd adapter's property lists are not on the
-/// main line yet; they replace these once they land rather than being copied here.
-fn systemd_values(r: &ResourceConfig) -> Vec<CgroupValue> {
-    let mut out = Vec::new();
-    if let Some(shares) = r.cpu_shares {
-        out.push(value("cpuShares", shares.to_string()));
-    }
-    if let Some(period) = r.cpu_period {
-        out.push(value("cpuPeriodUs", period.to_string()));
-    }
-    if let Some(quota) = r.cpu_quota {
-        out.push(value("cpuQuotaUs", limit(quota, "max")));
-    }
-    if let Some(memory) = r.memory_limit {
-        out.push(value("memoryLimitBytes", limit(memory, "max")));
-    }
-    if let Some(pids) = r.pids_limit {
-        out.push(value("pidsLimit", limit(pids, "max")));
-    }
-    out
 }
 
 /// The tree for the desired pods; `None` when `cgroupsPerQOS` is off (pods then go
@@ -183,7 +114,7 @@ pub fn cgroup_plan(
                 CgroupDriver::Systemd => name.to_systemd_unit(),
             },
             pod: pod.map(str::to_owned),
-            values: values(driver, r, version),
+            values: values(driver, name, r, version),
         };
     let enforce_pods = c.enforce_node_allocatable.iter().any(|e| e == ENFORCE_PODS);
     let node = kubepods_resource_config(

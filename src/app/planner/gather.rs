@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::adapters::cgroupfs::detect_version;
 use crate::adapters::file_source::read_manifests_once;
 use crate::adapters::http_source::HttpSource;
 use crate::app::bootstrap::{load_configuration, Deps, StartupError};
@@ -17,7 +18,7 @@ use crate::domain::time::rfc3339_nanos;
 
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
-use super::snapshot::{load_snapshot, observe_pods, CgroupVersion, Snapshot, SNAPSHOT_VERSION};
+use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
 use super::{compute_plan, Plan, PlanInputs, EXIT_INVALID};
 
 /// Where cgroups are mounted on a real node.
@@ -89,7 +90,7 @@ fn node_facts(resolved: &ResolvedConfig, deps: &Deps) -> Result<Snapshot, Vec<St
         version: SNAPSHOT_VERSION,
         hostname: deps.host.hostname().unwrap_or_default(),
         machine,
-        cgroup_version: CgroupVersion::detect(Path::new(CGROUP_MOUNT)),
+        cgroup_version: detect_version(Path::new(CGROUP_MOUNT)),
         node_stats: Default::default(),
         pods: Vec::new(),
     })

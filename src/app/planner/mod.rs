@@ -28,11 +28,12 @@ use crate::domain::pod_sync::{compute_pod_actions, KillReason, PodActions};
 use crate::domain::reserved::ResourceList;
 use crate::domain::runtime::{ContainerState, PodRuntimeStatus};
 
+pub use crate::domain::cgroup::CgroupVersion;
 pub use gather::run;
-pub use snapshot::{CgroupVersion, Snapshot};
+pub use snapshot::Snapshot;
 
 /// Version of the plan's JSON schema; bumped on any incompatible change.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
 /// Exit status: valid configuration, nothing to do.
 pub const EXIT_NO_ACTIONS: u8 = 0;

@@ -9,43 +9,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::app::pods::runtime_state::{pod_runtime_view, relist};
+use crate::domain::cgroup::CgroupVersion;
 use crate::domain::machine::MachineInfo;
 use crate::domain::runtime::PodRuntimeStatus;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 /// The snapshot's format version; a file with another is refused.
 pub const SNAPSHOT_VERSION: u32 = 1;
-
-/// Which cgroup version the node runs; it decides file and property names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum CgroupVersion {
-    V1,
-    #[default]
-    V2,
-}
-
-impl CgroupVersion {
-    /// v2 when `root` (normally /sys/fs/cgroup) is a cgroup2 mount with no v1 cpu
-    /// hierarchy beside it; a hybrid host is v1. Reads only.
-    pub fn detect(root: &Path) -> Self {
-        let unified = root.join("cgroup.controllers").is_file();
-        let v1_cpu =
-            root.join("cpu/cpu.shares").is_file() || root.join("cpu,cpuacct/cpu.shares").is_file();
-        if unified && !v1_cpu {
-            Self::V2
-        } else {
-            Self::V1
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::V1 => "v1",
-            Self::V2 => "v2",
-        }
-    }
-}
 
 /// See the module documentation. Field names are the JSON/TOML keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

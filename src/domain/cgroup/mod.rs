@@ -1,8 +1,9 @@
 //! The kubelet's cgroups as pure values: names in both drivers' spellings and the
-//! resource settings each cgroup gets.
+//! resource settings each cgroup gets, and what a driver writes for them.
 
 pub mod config;
 pub mod name;
+pub mod values;
 
 pub use config::{
     kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config, pod_uid_of,
@@ -10,6 +11,10 @@ pub use config::{
     POD_CGROUP_PREFIX,
 };
 pub use name::{expand_slice, CgroupDriver, CgroupName, CgroupNameError};
+pub use values::{
+    cgroupfs_files, cpu_quota_per_sec_usec, resource_properties, slice_properties, CgroupVersion,
+    PropValue, Property, DEFAULT_CPU_PERIOD_US, INFINITY, SYSTEMD_WEIGHT_CURVE,
+};
 
 /// The limits one cgroup is given; `None` leaves a setting as it is (unlimited
 /// for a new cgroup). Values are in cgroup v1 units; a v2 driver converts them.
