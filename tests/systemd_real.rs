@@ -161,7 +161,12 @@ async fn pod_slices_carry_their_limits_into_the_real_cgroup_files() {
             assert_eq!(read(&quota), "50000");
         }
         CgroupVersion::V2 => {
-            assert_eq!(read(&shares), "10");
+            // The default curve, as --cpu-weight-curve leaves it.
+            let weight = rkubelet::domain::cgroup::shares_to_weight(
+                256,
+                rkubelet::domain::cgroup::WeightCurve::default(),
+            );
+            assert_eq!(read(&shares), weight.to_string());
             assert_eq!(read(&quota), "50000 100000");
         }
     }

@@ -24,7 +24,7 @@ use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
-use crate::domain::cgroup::CgroupDriver;
+use crate::domain::cgroup::{CgroupDriver, WeightCurve};
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
@@ -52,6 +52,7 @@ pub type CgroupFactory = Box<
     dyn Fn(
             CgroupDriver,
             &str,
+            WeightCurve,
         )
             -> Pin<Box<dyn Future<Output = Result<Arc<dyn CgroupManager>, CgroupError>> + Send>>
         + Send
@@ -314,7 +315,8 @@ pub async fn start_container_manager(
         Ok(None) => info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver"),
         Err(e) => warn!(%driver, error = %e, "cannot ask the container runtime for its cgroup driver; using the configured one"),
     }
-    let cgroups = (deps.cgroups_for)(driver, &config.container_runtime_endpoint)
+    let curve = resolved.options.cpu_weight_curve;
+    let cgroups = (deps.cgroups_for)(driver, &config.container_runtime_endpoint, curve)
         .await
         .map_err(|e| StartupError::Cgroups(e.to_string()))?;
     let containers = ContainerManager::new(cgroups, resolved)
@@ -638,7 +640,7 @@ mod tests {
             machine: Arc::new(FakeMachine::default()),
             runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),
             images_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn ImageService>)),
-            cgroups_for: Box::new(|driver, _| {
+            cgroups_for: Box::new(|driver, _, _| {
                 let cgroups: Arc<dyn CgroupManager> =
                     Arc::new(crate::adapters::fake::FakeCgroupManager::new(driver));
                 Box::pin(std::future::ready(Ok(cgroups)))

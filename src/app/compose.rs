@@ -13,7 +13,7 @@ use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::adapters::systemd::SystemdManager;
 use crate::app::bootstrap::Deps;
-use crate::domain::cgroup::CgroupDriver;
+use crate::domain::cgroup::{CgroupDriver, WeightCurve};
 use crate::domain::config::ResolvedConfig;
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
@@ -75,6 +75,7 @@ fn request_timeout(resolved: &ResolvedConfig) -> Duration {
 /// D-Bus; the simulated node (`fake://`) gets an in-memory tree so it touches no cgroup.
 pub async fn cgroup_manager_for(
     driver: CgroupDriver,
+    curve: WeightCurve,
     simulated: bool,
 ) -> Result<Arc<dyn CgroupManager>, CgroupError> {
     if simulated {
@@ -86,7 +87,11 @@ pub async fn cgroup_manager_for(
         ))?)),
         // The system bus, or DBUS_SYSTEM_BUS_ADDRESS where set (tests point it at a
         // private manager).
-        CgroupDriver::Systemd => Ok(Arc::new(SystemdManager::connect(None).await?)),
+        CgroupDriver::Systemd => Ok(Arc::new(
+            SystemdManager::connect(None)
+                .await?
+                .with_weight_curve(curve),
+        )),
     }
 }
 
@@ -108,9 +113,9 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
             let timeout = request_timeout(resolved);
             Box::new(move |endpoint: &str| image_service_with_timeout(endpoint, timeout))
         },
-        cgroups_for: Box::new(|driver, endpoint| {
+        cgroups_for: Box::new(|driver, endpoint, curve| {
             let simulated = endpoint.starts_with("fake://");
-            Box::pin(cgroup_manager_for(driver, simulated))
+            Box::pin(cgroup_manager_for(driver, curve, simulated))
         }),
         clock: Arc::new(SystemClock::new()),
     }

@@ -22,7 +22,7 @@ use zbus::Connection;
 use crate::adapters::cgroupfs::detect_version;
 use crate::domain::cgroup::{
     resource_properties, slice_properties, CgroupDriver, CgroupName, CgroupVersion, PropValue,
-    Property, ResourceConfig,
+    Property, ResourceConfig, WeightCurve,
 };
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use proxy::{ManagerProxy, SliceProxy, UnitProxy};
@@ -39,6 +39,7 @@ pub struct SystemdManager {
     control_group: String,
     version: CgroupVersion,
     cgroup_root: PathBuf,
+    weight_curve: WeightCurve,
 }
 
 /// Why a job-running call failed.
@@ -168,7 +169,14 @@ impl SystemdManager {
             control_group,
             version: detect_version(&cgroup_root),
             cgroup_root,
+            weight_curve: WeightCurve::default(),
         })
+    }
+
+    /// How v2 `CPUWeight` is derived from cpu shares (default: the quadratic curve).
+    pub fn with_weight_curve(mut self, curve: WeightCurve) -> Self {
+        self.weight_curve = curve;
+        self
     }
 
     /// The manager's root cgroup, as systemd reports it (`/` for PID 1).
@@ -284,7 +292,12 @@ impl CgroupManager for SystemdManager {
             return self.update(name, resources).await;
         }
         let unit = name.to_systemd_unit();
-        let values = to_values(&slice_properties(name, resources, self.version));
+        let values = to_values(&slice_properties(
+            name,
+            resources,
+            self.version,
+            self.weight_curve,
+        ));
         let aux: &[(&str, &[(&str, Value<'_>)])] = &[];
         let started = self
             .run_job(|| {
@@ -296,8 +309,11 @@ impl CgroupManager for SystemdManager {
             Ok(()) => Ok(()),
             // created before (or still loaded after a stop): apply the values, make it run
             Err(JobError::Call(e)) if is_error(&e, UNIT_EXISTS) => {
-                self.set_properties(&unit, &resource_properties(resources, self.version))
-                    .await?;
+                self.set_properties(
+                    &unit,
+                    &resource_properties(resources, self.version, self.weight_curve),
+                )
+                .await?;
                 self.run_job(|| self.manager.start_unit(&unit, "replace"))
                     .await
                     .map_err(|e| job_error("StartUnit", &unit, e))
@@ -312,8 +328,11 @@ impl CgroupManager for SystemdManager {
         resources: &ResourceConfig,
     ) -> Result<(), CgroupError> {
         let unit = name.to_systemd_unit();
-        self.set_properties(&unit, &resource_properties(resources, self.version))
-            .await
+        self.set_properties(
+            &unit,
+            &resource_properties(resources, self.version, self.weight_curve),
+        )
+        .await
     }
 
     async fn destroy(&self, name: &CgroupName) -> Result<(), CgroupError> {

@@ -49,23 +49,24 @@ pub struct CgroupPlan {
     pub entries: Vec<CgroupEntry>,
 }
 
-/// What the driver writes for a cgroup: the cgroupfs files (weights on the cgroupfs
-/// driver's default curve), or the properties a new slice unit is started with.
+/// What the driver writes for a cgroup: the cgroupfs files, or the properties a new
+/// slice unit is started with (v2 weights on `curve`, as `--cpu-weight-curve` says).
 fn values(
     driver: CgroupDriver,
     name: &CgroupName,
     r: &ResourceConfig,
     version: CgroupVersion,
+    curve: WeightCurve,
 ) -> Vec<CgroupValue> {
     match driver {
-        CgroupDriver::Cgroupfs => cgroupfs_files(r, version, WeightCurve::default())
+        CgroupDriver::Cgroupfs => cgroupfs_files(r, version, curve)
             .into_iter()
             .map(|(file, value)| CgroupValue {
                 key: file.to_owned(),
                 value: PropValue::Str(value),
             })
             .collect(),
-        CgroupDriver::Systemd => slice_properties(name, r, version)
+        CgroupDriver::Systemd => slice_properties(name, r, version, curve)
             .into_iter()
             .map(|(key, value)| CgroupValue {
                 key: key.to_owned(),
@@ -82,6 +83,7 @@ pub fn cgroup_plan(
     settings: &NodeSettings,
     pods: &[&Pod],
     version: CgroupVersion,
+    curve: WeightCurve,
     pod_plans: &mut [PodPlan],
     problems: &mut Vec<String>,
 ) -> Option<CgroupPlan> {
@@ -114,7 +116,7 @@ pub fn cgroup_plan(
                 CgroupDriver::Systemd => name.to_systemd_unit(),
             },
             pod: pod.map(str::to_owned),
-            values: values(driver, name, r, version),
+            values: values(driver, name, r, version, curve),
         };
     let enforce_pods = c.enforce_node_allocatable.iter().any(|e| e == ENFORCE_PODS);
     let node = kubepods_resource_config(

@@ -598,6 +598,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         &settings,
         &desired,
         inputs.cgroup_version,
+        resolved.options.cpu_weight_curve,
         &mut pods,
         &mut problems,
     );

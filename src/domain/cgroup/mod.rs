@@ -13,7 +13,7 @@ pub use config::{
 pub use name::{expand_slice, CgroupDriver, CgroupName, CgroupNameError};
 pub use values::{
     cgroupfs_files, cpu_quota_per_sec_usec, resource_properties, slice_properties, CgroupVersion,
-    PropValue, Property, DEFAULT_CPU_PERIOD_US, INFINITY, SYSTEMD_WEIGHT_CURVE,
+    PropValue, Property, DEFAULT_CPU_PERIOD_US, INFINITY,
 };
 
 /// The limits one cgroup is given; `None` leaves a setting as it is (unlimited

@@ -96,10 +96,6 @@ pub fn cgroupfs_files(
     out
 }
 
-/// The shares → weight map the systemd driver sends as `CPUWeight`: the linear one
-/// runc's systemd driver has always used (systemd does no conversion of its own).
-pub const SYSTEMD_WEIGHT_CURVE: WeightCurve = WeightCurve::Linear;
-
 /// systemd's `USEC_INFINITY` / `CGROUP_LIMIT_MAX`: "no limit" for every u64 property below.
 pub const INFINITY: u64 = u64::MAX;
 
@@ -172,15 +168,17 @@ fn limit_u64(value: i64) -> u64 {
 
 /// The resource properties for `resources`; settings left `None` are not sent, so
 /// systemd keeps what the unit has.
-pub fn resource_properties(resources: &ResourceConfig, version: CgroupVersion) -> Vec<Property> {
+/// `curve` turns shares into v2's `CPUWeight` (systemd passes it to `cpu.weight` as is).
+pub fn resource_properties(
+    resources: &ResourceConfig,
+    version: CgroupVersion,
+    curve: WeightCurve,
+) -> Vec<Property> {
     let mut props = Vec::new();
     if let Some(shares) = resources.cpu_shares.filter(|s| *s > 0) {
         props.push(match version {
             CgroupVersion::V1 => ("CPUShares", PropValue::U64(shares)),
-            CgroupVersion::V2 => (
-                "CPUWeight",
-                PropValue::U64(shares_to_weight(shares, SYSTEMD_WEIGHT_CURVE)),
-            ),
+            CgroupVersion::V2 => ("CPUWeight", PropValue::U64(shares_to_weight(shares, curve))),
         });
     }
     if let Some(period) = resources.cpu_period.filter(|p| *p > 0) {
@@ -213,6 +211,7 @@ pub fn slice_properties(
     name: &CgroupName,
     resources: &ResourceConfig,
     version: CgroupVersion,
+    curve: WeightCurve,
 ) -> Vec<Property> {
     let io_accounting = match version {
         CgroupVersion::V1 => "BlockIOAccounting",
@@ -233,7 +232,7 @@ pub fn slice_properties(
         (io_accounting, PropValue::Bool(true)),
         ("TasksAccounting", PropValue::Bool(true)),
     ];
-    props.extend(resource_properties(resources, version));
+    props.extend(resource_properties(resources, version, curve));
     props
 }
 
@@ -366,7 +365,7 @@ mod tests {
             (CgroupVersion::V2, ("CPUWeight", 10), "MemoryMax"),
         ] {
             assert_eq!(
-                resource_properties(&full(), version),
+                resource_properties(&full(), version, WeightCurve::Linear),
                 vec![
                     (shares.0, PropValue::U64(shares.1)),
                     ("CPUQuotaPeriodUSec", PropValue::U64(100_000)),
@@ -380,9 +379,14 @@ mod tests {
 
     #[test]
     fn unset_values_are_not_sent_and_minus_one_is_infinity() {
-        assert!(resource_properties(&ResourceConfig::default(), CgroupVersion::V1).is_empty());
+        assert!(resource_properties(
+            &ResourceConfig::default(),
+            CgroupVersion::V1,
+            WeightCurve::Linear
+        )
+        .is_empty());
         assert_eq!(
-            resource_properties(&unlimited(), CgroupVersion::V2),
+            resource_properties(&unlimited(), CgroupVersion::V2, WeightCurve::Linear),
             vec![
                 ("CPUQuotaPerSecUSec", PropValue::U64(INFINITY)),
                 ("MemoryMax", PropValue::U64(INFINITY)),
@@ -393,7 +397,7 @@ mod tests {
 
     #[test]
     fn slice_gets_parent_no_default_deps_accounting_then_resources() {
-        let v1 = slice_properties(&pod(), &full(), CgroupVersion::V1);
+        let v1 = slice_properties(&pod(), &full(), CgroupVersion::V1, WeightCurve::Linear);
         assert_eq!(
             v1[1],
             (
@@ -419,13 +423,23 @@ mod tests {
                 "TasksMax",
             ]
         );
-        let v2 = names(&slice_properties(&pod(), &full(), CgroupVersion::V2));
+        let v2 = names(&slice_properties(
+            &pod(),
+            &full(),
+            CgroupVersion::V2,
+            WeightCurve::Linear,
+        ));
         for v1_only in ["BlockIOAccounting", "CPUShares", "MemoryLimit"] {
             assert!(!v2.contains(&v1_only), "{v1_only} on a v2 unit");
         }
         let top = CgroupName::new(&CgroupName::root(), &["kubepods"]).unwrap_or_default();
         assert_eq!(
-            slice_properties(&top, &ResourceConfig::default(), CgroupVersion::V1)[1],
+            slice_properties(
+                &top,
+                &ResourceConfig::default(),
+                CgroupVersion::V1,
+                WeightCurve::Linear
+            )[1],
             ("Wants", PropValue::StrList(vec!["-.slice".to_owned()]))
         );
     }

@@ -145,6 +145,7 @@ pub const FLAGS: &[FlagSpec] = &[
     opt("node-labels", Str, "", "Labels to add when registering the node, key=value pairs separated by commas (no API client yet).").ni(),
     opt("dry-run", Bool, "false", "Print what rkubelet would do with this configuration, change nothing, and exit."),
     opt("dry-run-output", Str, "text", "Format of the --dry-run plan: text or json."),
+    opt("cpu-weight-curve", Str, "quadratic", "How cgroup v2 cpu.weight is derived from cpu shares for the kubelet's cgroups: quadratic (what runc >= 1.3.2 and crun >= 1.23 write for containers) or linear (older runc and kubelets)."),
     opt("dry-run-snapshot", Str, "", "Plan against this recorded node state (TOML or JSON) instead of the live runtime."),
     opt("cloud-provider", Str, "", "The provider for cloud services; empty or external.").ni(),
     opt("cloud-config", Str, "", "Path to the cloud provider configuration file.").ni().deprecated("will be removed in 1.25 or later, in favor of removing cloud provider code from Kubelet."),

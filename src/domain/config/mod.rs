@@ -15,6 +15,7 @@ use error::ConfigError;
 use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer, Source};
 use model::KubeletConfiguration;
 
+use crate::domain::cgroup::WeightCurve;
 use crate::domain::eviction;
 
 /// Options that exist only on the command line.
@@ -33,6 +34,8 @@ pub struct FlagOptions {
     pub node_labels: BTreeMap<String, String>,
     pub dry_run: bool,
     pub dry_run_output: String,
+    /// `--cpu-weight-curve`.
+    pub cpu_weight_curve: WeightCurve,
     pub dry_run_snapshot: Option<PathBuf>,
     /// Every flag given on the command line (long name, text), to report deprecated and
     /// not-implemented ones.
@@ -55,6 +58,7 @@ impl Default for FlagOptions {
             node_labels: BTreeMap::new(),
             dry_run: false,
             dry_run_output: "text".into(),
+            cpu_weight_curve: WeightCurve::default(),
             dry_run_snapshot: None,
             given: Vec::new(),
         }
@@ -117,6 +121,18 @@ impl FlagOptions {
                 reason: "must be one of \"text\" or \"json\"".into(),
             });
         }
+        let cpu_weight_curve = match given.get("cpu-weight-curve").map(String::as_str) {
+            None | Some("quadratic") => WeightCurve::Quadratic,
+            Some("linear") => WeightCurve::Linear,
+            Some(other) => {
+                problems.push(ConfigError::InvalidFlag {
+                    flag: "cpu-weight-curve".into(),
+                    value: other.into(),
+                    reason: "must be one of \"quadratic\" or \"linear\"".into(),
+                });
+                WeightCurve::default()
+            }
+        };
         let exit_needs_lock =
             exit_on_lock_contention && non_empty_path(given.get("lock-file")).is_none();
         if exit_needs_lock {
@@ -139,6 +155,7 @@ impl FlagOptions {
             node_labels,
             dry_run,
             dry_run_output,
+            cpu_weight_curve,
             dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
             given: Vec::new(),
         };
@@ -254,5 +271,38 @@ pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>
         Ok(resolved)
     } else {
         Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> Result<FlagOptions, Vec<ConfigError>> {
+        let given: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        FlagOptions::from_given(&given)
+    }
+
+    #[test]
+    fn the_cpu_weight_curve_is_quadratic_unless_told_and_checked() {
+        let default = options(&[]).map(|o| o.cpu_weight_curve);
+        assert_eq!(default.ok(), Some(WeightCurve::Quadratic));
+        let linear = options(&[("cpu-weight-curve", "linear")]).map(|o| o.cpu_weight_curve);
+        assert_eq!(linear.ok(), Some(WeightCurve::Linear));
+        let bad = options(&[("cpu-weight-curve", "cubic")])
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            bad.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [ConfigError::InvalidFlag {
+                flag: "cpu-weight-curve".into(),
+                value: "cubic".into(),
+                reason: "must be one of \"quadratic\" or \"linear\"".into(),
+            }
+            .to_string()]
+        );
     }
 }
