@@ -20,8 +20,5 @@ echo "== tests"
 cargo test --locked -- --test-threads="$(nproc)"
 
 echo "== benchmarks (figures printed, goals in each bench's header)"
-cargo bench --locked --bench startup
-cargo bench --locked --bench pods
-cargo bench --locked --bench cgroups
-cargo bench --locked --bench cgroups_systemd
-cargo bench --locked --bench planner
+# One invocation builds the benches once.
+cargo bench --locked --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner
