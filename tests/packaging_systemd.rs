@@ -4,84 +4,22 @@
 //! `systemctl stop` ends it cleanly. Skips, saying why, only when not root or systemd is
 //! not installed.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 mod common;
 
+use common::systemd::Systemd;
 use common::{free_port, http_get, BIN};
 
 const INSTALLED: &str = "/usr/local/bin/rkubelet";
 
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// A private systemd manager, torn down on drop (also when an assertion fails).
-struct Peer {
-    base: PathBuf,
-    env: BTreeMap<String, String>,
-}
-
-impl Peer {
-    fn start(name: &str) -> Option<Peer> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private systemd manager needs root");
-            return None;
-        }
-        let systemd =
-            std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into());
-        if !Path::new(&systemd).exists() {
-            eprintln!("SKIP: systemd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
-        }
-        let base = PathBuf::from(format!("/tmp/rksd-{}-{name}", std::process::id()));
-        let mut peer = Peer {
-            base: base.clone(),
-            env: BTreeMap::new(),
-        };
-        let out = Command::new(scripts().join("systemd-up.sh"))
-            .arg(&base)
-            .output()
-            .expect("systemd-up.sh runs");
-        assert!(
-            out.status.success(),
-            "systemd-up.sh failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(base.join("env")).expect("env file");
-        peer.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Some(peer)
-    }
-
-    fn var(&self, key: &str) -> &str {
-        self.env
-            .get(key)
-            .unwrap_or_else(|| panic!("{key} missing from env"))
-    }
-
-    /// The folder of runtime user units (`$XDG_RUNTIME_DIR/systemd/user`), which is in
-    /// a user manager's unit search path and gone with the manager.
-    fn unit_dir(&self) -> PathBuf {
-        Path::new(self.var("XDG_RUNTIME_DIR")).join("systemd/user")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("systemd-down.sh"))
-            .arg(&self.base)
-            .status();
-    }
+/// The folder of runtime user units (`$XDG_RUNTIME_DIR/systemd/user`), which is in
+/// a user manager's unit search path and gone with the manager.
+fn unit_dir(peer: &Systemd) -> PathBuf {
+    Path::new(&peer.var("XDG_RUNTIME_DIR")).join("systemd/user")
 }
 
 struct Manager {
@@ -89,8 +27,8 @@ struct Manager {
 }
 
 impl Manager {
-    async fn connect(peer: &Peer) -> Manager {
-        let conn = zbus::connection::Builder::address(peer.var("DBUS_SYSTEM_BUS_ADDRESS"))
+    async fn connect(peer: &Systemd) -> Manager {
+        let conn = zbus::connection::Builder::address(peer.var("DBUS_SYSTEM_BUS_ADDRESS").as_str())
             .expect("bus address")
             .build()
             .await
@@ -274,14 +212,14 @@ fn log_of(path: &Path) -> String {
 
 #[tokio::test]
 async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
-    let Some(peer) = Peer::start("unit") else {
+    let Some(peer) = Systemd::start("unit") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("rkubelet.log");
     let port = free_port();
     install(
-        &peer.unit_dir(),
+        &unit_dir(&peer),
         "rkubelet.service",
         &args(dir.path(), port),
         &log,
@@ -378,7 +316,7 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
 /// the process starting or serving.
 #[tokio::test]
 async fn without_ready_the_unit_stays_activating() {
-    let Some(peer) = Peer::start("noready") else {
+    let Some(peer) = Systemd::start("noready") else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -387,7 +325,7 @@ async fn without_ready_the_unit_stays_activating() {
     // env execs rkubelet, so it is still the unit's main process, just without
     // NOTIFY_SOCKET.
     install(
-        &peer.unit_dir(),
+        &unit_dir(&peer),
         "rkubelet.service",
         &format!("/usr/bin/env -u NOTIFY_SOCKET {}", args(dir.path(), port)),
         &log,
