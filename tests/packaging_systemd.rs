@@ -206,26 +206,57 @@ fn args(dir: &Path, port: u16) -> String {
     )
 }
 
+/// A private manager with the product unit installed (see [`install`]) and loaded.
+struct Loaded {
+    peer: Systemd,
+    dir: tempfile::TempDir,
+    log: PathBuf,
+    port: u16,
+    manager: Manager,
+}
+
+impl Loaded {
+    /// `None` when this machine cannot run a private manager. The unit runs
+    /// `exec(args)`, given rkubelet's [`args`] for a temporary folder and a free port.
+    async fn start(name: &str, exec: impl FnOnce(String) -> String) -> Option<Loaded> {
+        let peer = Systemd::start(name)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("rkubelet.log");
+        let port = free_port();
+        install(
+            &unit_dir(&peer),
+            "rkubelet.service",
+            &exec(args(dir.path(), port)),
+            &log,
+        );
+        let manager = Manager::connect(&peer).await;
+        manager.reload().await;
+        Some(Loaded {
+            peer,
+            dir,
+            log,
+            port,
+            manager,
+        })
+    }
+}
+
 fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
 #[tokio::test]
 async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
-    let Some(peer) = Systemd::start("unit") else {
+    let Some(Loaded {
+        peer: _peer,
+        dir: _dir,
+        log,
+        port,
+        manager,
+    }) = Loaded::start("unit", |args| args).await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("rkubelet.log");
-    let port = free_port();
-    install(
-        &unit_dir(&peer),
-        "rkubelet.service",
-        &args(dir.path(), port),
-        &log,
-    );
-    let manager = Manager::connect(&peer).await;
-    manager.reload().await;
     let unit = manager.unit("rkubelet.service").await;
     let load: String = unit.get("org.freedesktop.systemd1.Unit", "LoadState").await;
     assert_eq!(load, "loaded");
@@ -316,22 +347,21 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
 /// the process starting or serving.
 #[tokio::test]
 async fn without_ready_the_unit_stays_activating() {
-    let Some(peer) = Systemd::start("noready") else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("rkubelet.log");
-    let port = free_port();
     // env execs rkubelet, so it is still the unit's main process, just without
     // NOTIFY_SOCKET.
-    install(
-        &unit_dir(&peer),
-        "rkubelet.service",
-        &format!("/usr/bin/env -u NOTIFY_SOCKET {}", args(dir.path(), port)),
-        &log,
-    );
-    let manager = Manager::connect(&peer).await;
-    manager.reload().await;
+    let Some(Loaded {
+        peer: _peer,
+        dir: _dir,
+        log,
+        port,
+        manager,
+    }) = Loaded::start("noready", |args| {
+        format!("/usr/bin/env -u NOTIFY_SOCKET {args}")
+    })
+    .await
+    else {
+        return;
+    };
     let unit = manager.unit("rkubelet.service").await;
     unit.job("Start").await;
     let deadline = Instant::now() + Duration::from_secs(30);

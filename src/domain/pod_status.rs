@@ -249,6 +249,11 @@ mod tests {
         }
     }
 
+    /// The status of a pod with the one container `app`, nothing waiting, on containerd.
+    fn app_pod_status(runtime: &PodRuntimeStatus) -> ApiPodStatus {
+        api_pod_status(&pod(&[], &["app"]), runtime, &BTreeMap::new(), "containerd")
+    }
+
     fn ready_sandbox() -> SandboxStatus {
         SandboxStatus {
             id: "sb".into(),
@@ -298,12 +303,7 @@ mod tests {
             containers: vec![previous, instance("app", "c1", 1, ContainerState::Running)],
             ..Default::default()
         };
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &runtime,
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&runtime);
         let app = &status.container_statuses[0];
         assert_eq!(status.phase, "Running");
         assert_eq!(status.pod_ip, "10.1.0.2");
@@ -375,12 +375,7 @@ mod tests {
             containers: vec![instance("app", "c1", 0, ContainerState::Running)],
             ..Default::default()
         };
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &runtime,
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&runtime);
         let json = serde_json::to_value(&status).unwrap_or_default();
         assert_eq!(json["podIP"], "10.1.0.2");
         assert_eq!(json["containerStatuses"][0]["restartCount"], 0);
