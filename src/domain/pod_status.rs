@@ -267,12 +267,7 @@ mod tests {
 
     #[test]
     fn a_pod_with_nothing_yet_is_pending_and_creating() {
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &PodRuntimeStatus::default(),
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&PodRuntimeStatus::default());
         assert_eq!(status.phase, "Pending");
         assert_eq!(
             status.container_statuses[0].state,
