@@ -134,6 +134,15 @@ impl Unit {
             .unwrap_or_else(|e| panic!("{method}: {e}"));
     }
 
+    /// `systemctl stop`, then every state seen until the unit is inactive or failed.
+    async fn stop(&self) -> Vec<(String, String)> {
+        self.job("Stop").await;
+        self.watch(Duration::from_secs(30), |s| {
+            s.0 == "inactive" || s.0 == "failed"
+        })
+        .await
+    }
+
     /// `systemctl start` or `stop` (`Start`, `Stop`), queued in "replace" mode.
     async fn job(&self, method: &str) {
         self.call(method, &("replace",)).await;
@@ -206,13 +215,15 @@ fn args(dir: &Path, port: u16) -> String {
     )
 }
 
-/// A private manager with the product unit installed (see [`install`]) and loaded.
+/// A private manager with the product unit `rkubelet.service` installed (see
+/// [`install`]) and loaded.
+/// Fields drop in order: the manager goes last.
 struct Loaded {
-    peer: Systemd,
-    dir: tempfile::TempDir,
+    unit: Unit,
     log: PathBuf,
     port: u16,
-    manager: Manager,
+    _dir: tempfile::TempDir,
+    _peer: Systemd,
 }
 
 impl Loaded {
@@ -231,12 +242,13 @@ impl Loaded {
         );
         let manager = Manager::connect(&peer).await;
         manager.reload().await;
+        let unit = manager.unit("rkubelet.service").await;
         Some(Loaded {
-            peer,
-            dir,
+            unit,
             log,
             port,
-            manager,
+            _dir: dir,
+            _peer: peer,
         })
     }
 }
@@ -247,17 +259,10 @@ fn log_of(path: &Path) -> String {
 
 #[tokio::test]
 async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
-    let Some(Loaded {
-        peer: _peer,
-        dir: _dir,
-        log,
-        port,
-        manager,
-    }) = Loaded::start("unit", |args| args).await
-    else {
+    let Some(loaded) = Loaded::start("unit", |args| args).await else {
         return;
     };
-    let unit = manager.unit("rkubelet.service").await;
+    let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
     let load: String = unit.get("org.freedesktop.systemd1.Unit", "LoadState").await;
     assert_eq!(load, "loaded");
     assert_eq!(unit.state().await, state("inactive", "dead"));
@@ -316,12 +321,7 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
     );
 
     // `systemctl stop`: SIGTERM, rkubelet exits 0, the unit is inactive and not restarted.
-    unit.job("Stop").await;
-    let seen = unit
-        .watch(Duration::from_secs(30), |s| {
-            s.0 == "inactive" || s.0 == "failed"
-        })
-        .await;
+    let seen = unit.stop().await;
     assert_eq!(
         seen.last(),
         Some(&state("inactive", "dead")),
@@ -349,20 +349,14 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
 async fn without_ready_the_unit_stays_activating() {
     // env execs rkubelet, so it is still the unit's main process, just without
     // NOTIFY_SOCKET.
-    let Some(Loaded {
-        peer: _peer,
-        dir: _dir,
-        log,
-        port,
-        manager,
-    }) = Loaded::start("noready", |args| {
+    let Some(loaded) = Loaded::start("noready", |args| {
         format!("/usr/bin/env -u NOTIFY_SOCKET {args}")
     })
     .await
     else {
         return;
     };
-    let unit = manager.unit("rkubelet.service").await;
+    let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
     unit.job("Start").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while http_get(port, "/healthz").is_none() {
@@ -382,11 +376,6 @@ async fn without_ready_the_unit_stays_activating() {
         log_of(&log)
     );
     assert!(!log_of(&log).contains("READY=1"), "{}", log_of(&log));
-    unit.job("Stop").await;
-    let seen = unit
-        .watch(Duration::from_secs(30), |s| {
-            s.0 == "inactive" || s.0 == "failed"
-        })
-        .await;
+    let seen = unit.stop().await;
     assert_eq!(seen.last(), Some(&state("inactive", "dead")), "{seen:?}");
 }

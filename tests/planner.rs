@@ -677,7 +677,12 @@ fn systemd_shows_slice_names_and_properties() {
             assert!(pod.contains_key("BlockIOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUWeight") && !pod.contains_key("MemoryMax"));
         } else {
-            assert_eq!(pod["CPUWeight"], "10");
+            // The default curve, as --cpu-weight-curve leaves it.
+            let weight = rkubelet::domain::cgroup::shares_to_weight(
+                256,
+                rkubelet::domain::cgroup::WeightCurve::default(),
+            );
+            assert_eq!(pod["CPUWeight"], weight.to_string());
             assert_eq!(pod["MemoryMax"], "134217728");
             assert!(pod.contains_key("IOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUShares") && !pod.contains_key("MemoryLimit"));
