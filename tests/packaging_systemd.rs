@@ -289,11 +289,11 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
         assert!(
             Instant::now() < deadline,
             "still activating; log:\n{}",
-            log_of(&log)
+            log_of(log)
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let log_text = log_of(&log);
+    let log_text = log_of(log);
     if seen.first() == Some(&state("inactive", "dead")) {
         seen.remove(0);
     }
@@ -326,7 +326,7 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
         seen.last(),
         Some(&state("inactive", "dead")),
         "{seen:?}; log:\n{}",
-        log_of(&log)
+        log_of(log)
     );
     let service = "org.freedesktop.systemd1.Service";
     let result: String = unit.get(service, "Result").await;
@@ -363,7 +363,7 @@ async fn without_ready_the_unit_stays_activating() {
         assert!(
             Instant::now() < deadline,
             "rkubelet never served; log:\n{}",
-            log_of(&log)
+            log_of(log)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -373,9 +373,9 @@ async fn without_ready_the_unit_stays_activating() {
         unit.state().await,
         state("activating", "start"),
         "log:\n{}",
-        log_of(&log)
+        log_of(log)
     );
-    assert!(!log_of(&log).contains("READY=1"), "{}", log_of(&log));
+    assert!(!log_of(log).contains("READY=1"), "{}", log_of(log));
     let seen = unit.stop().await;
     assert_eq!(seen.last(), Some(&state("inactive", "dead")), "{seen:?}");
 }
