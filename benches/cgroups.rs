@@ -18,6 +18,12 @@ use rkubelet::domain::pod::{Container, ObjectMeta, Pod, PodSpec, ResourceRequire
 use rkubelet::domain::quantity::Quantity;
 use rkubelet::ports::cgroup::CgroupManager;
 
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/cgroups.rs"]
+mod cgroups;
+
+use cgroups::rmdir_tree;
+
 fn q(s: &str) -> Quantity {
     Quantity::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
 }
@@ -111,17 +117,6 @@ fn compute(pods: &[Pod]) {
         ms(times[times.len() / 2]),
         ms(times[0])
     );
-}
-
-fn rmdir_tree(path: &Path) {
-    if let Ok(entries) = std::fs::read_dir(path) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&entry.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(path);
 }
 
 struct Cleanup(Vec<PathBuf>);

@@ -13,6 +13,12 @@ use rkubelet::adapters::systemd::SystemdManager;
 use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
 use rkubelet::ports::cgroup::CgroupManager;
 
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/cgroups.rs"]
+mod cgroups;
+
+use cgroups::pod_limits;
+
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
 }
@@ -78,13 +84,7 @@ fn main() {
             .map_err(|e| rkubelet::ports::cgroup::CgroupError::InvalidName(e.to_string()))?;
         sd.create(&burstable.parent(), &none).await?;
         sd.create(&burstable, &none).await?;
-        let limits = ResourceConfig {
-            cpu_shares: Some(256),
-            cpu_quota: Some(50_000),
-            cpu_period: Some(100_000),
-            memory_limit: Some(134_217_728),
-            pids_limit: Some(1024),
-        };
+        let limits = pod_limits();
         let names: Vec<CgroupName> = (0..pods)
             .filter_map(|i| {
                 CgroupName::new(

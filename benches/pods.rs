@@ -28,6 +28,8 @@ use rkubelet::ports::runtime::{
 #[allow(dead_code)] // shared with the tests, which use more of it
 #[path = "../tests/common/containerd.rs"]
 mod containerd;
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
 
 use containerd::Containerd;
 

@@ -26,15 +26,8 @@ fn main() -> ExitCode {
         Err(e) => return report(&e),
     };
     logging::init(&resolved.config.logging);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("failed to start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = rkubelet::app::compose::async_runtime() else {
+        return ExitCode::FAILURE;
     };
     let deps = rkubelet::app::compose::production_deps(&resolved);
     let outcome = runtime.block_on(async {

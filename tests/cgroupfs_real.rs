@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+mod common;
+
+use common::cgroups::rmdir_tree;
 use rkubelet::adapters::cgroupfs::CgroupfsManager;
 use rkubelet::domain::cgroup::{
     kubepods_name, pod_cgroup_name, pod_resource_config, qos_cgroup_name, CgroupName,
@@ -33,17 +36,6 @@ struct Cleanup {
     mounts: Vec<PathBuf>,
     root: String,
     child: Option<Child>,
-}
-
-fn rmdir_tree(path: &Path) {
-    if let Ok(entries) = std::fs::read_dir(path) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&entry.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(path);
 }
 
 impl Drop for Cleanup {

@@ -4,84 +4,22 @@
 //! `systemctl stop` ends it cleanly. Skips, saying why, only when not root or systemd is
 //! not installed.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 mod common;
 
+use common::systemd::Systemd;
 use common::{free_port, http_get, BIN};
 
 const INSTALLED: &str = "/usr/local/bin/rkubelet";
 
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// A private systemd manager, torn down on drop (also when an assertion fails).
-struct Peer {
-    base: PathBuf,
-    env: BTreeMap<String, String>,
-}
-
-impl Peer {
-    fn start(name: &str) -> Option<Peer> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private systemd manager needs root");
-            return None;
-        }
-        let systemd =
-            std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into());
-        if !Path::new(&systemd).exists() {
-            eprintln!("SKIP: systemd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
-        }
-        let base = PathBuf::from(format!("/tmp/rksd-{}-{name}", std::process::id()));
-        let mut peer = Peer {
-            base: base.clone(),
-            env: BTreeMap::new(),
-        };
-        let out = Command::new(scripts().join("systemd-up.sh"))
-            .arg(&base)
-            .output()
-            .expect("systemd-up.sh runs");
-        assert!(
-            out.status.success(),
-            "systemd-up.sh failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(base.join("env")).expect("env file");
-        peer.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Some(peer)
-    }
-
-    fn var(&self, key: &str) -> &str {
-        self.env
-            .get(key)
-            .unwrap_or_else(|| panic!("{key} missing from env"))
-    }
-
-    /// The folder of runtime user units (`$XDG_RUNTIME_DIR/systemd/user`), which is in
-    /// a user manager's unit search path and gone with the manager.
-    fn unit_dir(&self) -> PathBuf {
-        Path::new(self.var("XDG_RUNTIME_DIR")).join("systemd/user")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("systemd-down.sh"))
-            .arg(&self.base)
-            .status();
-    }
+/// The folder of runtime user units (`$XDG_RUNTIME_DIR/systemd/user`), which is in
+/// a user manager's unit search path and gone with the manager.
+fn unit_dir(peer: &Systemd) -> PathBuf {
+    Path::new(&peer.var("XDG_RUNTIME_DIR")).join("systemd/user")
 }
 
 struct Manager {
@@ -89,8 +27,8 @@ struct Manager {
 }
 
 impl Manager {
-    async fn connect(peer: &Peer) -> Manager {
-        let conn = zbus::connection::Builder::address(peer.var("DBUS_SYSTEM_BUS_ADDRESS"))
+    async fn connect(peer: &Systemd) -> Manager {
+        let conn = zbus::connection::Builder::address(peer.var("DBUS_SYSTEM_BUS_ADDRESS").as_str())
             .expect("bus address")
             .build()
             .await
@@ -196,6 +134,15 @@ impl Unit {
             .unwrap_or_else(|e| panic!("{method}: {e}"));
     }
 
+    /// `systemctl stop`, then every state seen until the unit is inactive or failed.
+    async fn stop(&self) -> Vec<(String, String)> {
+        self.job("Stop").await;
+        self.watch(Duration::from_secs(30), |s| {
+            s.0 == "inactive" || s.0 == "failed"
+        })
+        .await
+    }
+
     /// `systemctl start` or `stop` (`Start`, `Stop`), queued in "replace" mode.
     async fn job(&self, method: &str) {
         self.call(method, &("replace",)).await;
@@ -268,27 +215,54 @@ fn args(dir: &Path, port: u16) -> String {
     )
 }
 
+/// A private manager with the product unit `rkubelet.service` installed (see
+/// [`install`]) and loaded.
+/// Fields drop in order: the manager goes last.
+struct Loaded {
+    unit: Unit,
+    log: PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+    _peer: Systemd,
+}
+
+impl Loaded {
+    /// `None` when this machine cannot run a private manager. The unit runs
+    /// `exec(args)`, given rkubelet's [`args`] for a temporary folder and a free port.
+    async fn start(name: &str, exec: impl FnOnce(String) -> String) -> Option<Loaded> {
+        let peer = Systemd::start(name)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("rkubelet.log");
+        let port = free_port();
+        install(
+            &unit_dir(&peer),
+            "rkubelet.service",
+            &exec(args(dir.path(), port)),
+            &log,
+        );
+        let manager = Manager::connect(&peer).await;
+        manager.reload().await;
+        let unit = manager.unit("rkubelet.service").await;
+        Some(Loaded {
+            unit,
+            log,
+            port,
+            _dir: dir,
+            _peer: peer,
+        })
+    }
+}
+
 fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
 #[tokio::test]
 async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
-    let Some(peer) = Peer::start("unit") else {
+    let Some(loaded) = Loaded::start("unit", |args| args).await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("rkubelet.log");
-    let port = free_port();
-    install(
-        &peer.unit_dir(),
-        "rkubelet.service",
-        &args(dir.path(), port),
-        &log,
-    );
-    let manager = Manager::connect(&peer).await;
-    manager.reload().await;
-    let unit = manager.unit("rkubelet.service").await;
+    let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
     let load: String = unit.get("org.freedesktop.systemd1.Unit", "LoadState").await;
     assert_eq!(load, "loaded");
     assert_eq!(unit.state().await, state("inactive", "dead"));
@@ -315,11 +289,11 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
         assert!(
             Instant::now() < deadline,
             "still activating; log:\n{}",
-            log_of(&log)
+            log_of(log)
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let log_text = log_of(&log);
+    let log_text = log_of(log);
     if seen.first() == Some(&state("inactive", "dead")) {
         seen.remove(0);
     }
@@ -347,17 +321,12 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
     );
 
     // `systemctl stop`: SIGTERM, rkubelet exits 0, the unit is inactive and not restarted.
-    unit.job("Stop").await;
-    let seen = unit
-        .watch(Duration::from_secs(30), |s| {
-            s.0 == "inactive" || s.0 == "failed"
-        })
-        .await;
+    let seen = unit.stop().await;
     assert_eq!(
         seen.last(),
         Some(&state("inactive", "dead")),
         "{seen:?}; log:\n{}",
-        log_of(&log)
+        log_of(log)
     );
     let service = "org.freedesktop.systemd1.Service";
     let result: String = unit.get(service, "Result").await;
@@ -378,30 +347,23 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
 /// the process starting or serving.
 #[tokio::test]
 async fn without_ready_the_unit_stays_activating() {
-    let Some(peer) = Peer::start("noready") else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("rkubelet.log");
-    let port = free_port();
     // env execs rkubelet, so it is still the unit's main process, just without
     // NOTIFY_SOCKET.
-    install(
-        &peer.unit_dir(),
-        "rkubelet.service",
-        &format!("/usr/bin/env -u NOTIFY_SOCKET {}", args(dir.path(), port)),
-        &log,
-    );
-    let manager = Manager::connect(&peer).await;
-    manager.reload().await;
-    let unit = manager.unit("rkubelet.service").await;
+    let Some(loaded) = Loaded::start("noready", |args| {
+        format!("/usr/bin/env -u NOTIFY_SOCKET {args}")
+    })
+    .await
+    else {
+        return;
+    };
+    let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
     unit.job("Start").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while http_get(port, "/healthz").is_none() {
         assert!(
             Instant::now() < deadline,
             "rkubelet never served; log:\n{}",
-            log_of(&log)
+            log_of(log)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -411,14 +373,9 @@ async fn without_ready_the_unit_stays_activating() {
         unit.state().await,
         state("activating", "start"),
         "log:\n{}",
-        log_of(&log)
+        log_of(log)
     );
-    assert!(!log_of(&log).contains("READY=1"), "{}", log_of(&log));
-    unit.job("Stop").await;
-    let seen = unit
-        .watch(Duration::from_secs(30), |s| {
-            s.0 == "inactive" || s.0 == "failed"
-        })
-        .await;
+    assert!(!log_of(log).contains("READY=1"), "{}", log_of(log));
+    let seen = unit.stop().await;
     assert_eq!(seen.last(), Some(&state("inactive", "dead")), "{seen:?}");
 }

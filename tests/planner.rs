@@ -49,25 +49,15 @@ fn strs(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const TWO_CPU_SNAPSHOT: &str = r#"
+const TWO_CPU_SNAPSHOT: &str = concat!(
+    r#"
 version = 1
 hostname = "node-a"
 cgroup_version = "v2"
 pods = []
-
-[machine]
-num_cores = 2
-online_cpus = "0-1"
-memory_capacity_bytes = 8589934592
-root_fs_capacity_bytes = 107374182400
-pid_max = 4194304
-boot_id = "b"
-machine_id = "m"
-system_uuid = ""
-
-[node_stats]
-"memory.available" = "3Gi"
-"#;
+"#,
+    include_str!("fixtures/two_cpu_machine.toml")
+);
 
 fn snapshot_file(dir: &Path) -> String {
     snapshot_file_on(dir, "v2")
@@ -687,7 +677,12 @@ fn systemd_shows_slice_names_and_properties() {
             assert!(pod.contains_key("BlockIOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUWeight") && !pod.contains_key("MemoryMax"));
         } else {
-            assert_eq!(pod["CPUWeight"], "10");
+            // The default curve, as --cpu-weight-curve leaves it.
+            let weight = rkubelet::domain::cgroup::shares_to_weight(
+                256,
+                rkubelet::domain::cgroup::WeightCurve::default(),
+            );
+            assert_eq!(pod["CPUWeight"], weight.to_string());
             assert_eq!(pod["MemoryMax"], "134217728");
             assert!(pod.contains_key("IOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUShares") && !pod.contains_key("MemoryLimit"));

@@ -15,24 +15,39 @@ mod common;
 
 use common::node::*;
 
+/// Writes `NAME.yaml`, pod `name` with one busybox container `main` running `script`
+/// (`spec_extra` added to the pod spec), and starts rkubelet.
+fn run_pod(node: &mut Node, name: &str, spec_extra: &str, script: &str) {
+    let manifest = pod(
+        name,
+        spec_extra,
+        &[],
+        &[container("main", &node.busybox, script)],
+    );
+    node.write(&format!("{name}.yaml"), &manifest);
+    node.kubelet();
+}
+
+/// Waits until container `id` is gone or has exited.
+async fn wait_gone_or_exited(node: &Node, id: &str) {
+    eventually!(
+        30,
+        format!("container {id} gone or exited"),
+        match node.status(id).await {
+            None => Some(()),
+            Some(s) if s.state == ContainerState::Exited => Some(()),
+            Some(_) => None,
+        }
+    );
+}
+
 /// Scenario 1: a pod runs and its output lands in the pod log folder in CRI format.
 #[tokio::test]
 async fn static_pod_runs_and_logs() {
     let Some(mut node) = Node::start("run") else {
         return;
     };
-    let manifest = pod(
-        "web",
-        "",
-        &[],
-        &[container(
-            "main",
-            &node.busybox,
-            "echo hello-rk; sleep 3600",
-        )],
-    );
-    node.write("web.yaml", &manifest);
-    node.kubelet();
+    run_pod(&mut node, "web", "", "echo hello-rk; sleep 3600");
     let main = node.wait_running("web-n1", "main", 60).await;
     assert_eq!(main.status.attempt, 0);
     let sandboxes = node.sandboxes("web-n1").await;
@@ -70,14 +85,12 @@ async fn crash_loop_backs_off() {
     let Some(mut node) = Node::start("backoff") else {
         return;
     };
-    let manifest = pod(
+    run_pod(
+        &mut node,
         "crash",
         "  restartPolicy: Always\n",
-        &[],
-        &[container("main", &node.busybox, "echo crash; exit 1")],
+        "echo crash; exit 1",
     );
-    node.write("crash.yaml", &manifest);
-    node.kubelet();
 
     // Each attempt's latest status, kept while the runtime still knows it.
     let mut seen: BTreeMap<u32, ContainerStatus> = BTreeMap::new();
@@ -183,46 +196,59 @@ async fn wait_phase(node: &Node, pod: &str, phase: &str) {
     );
 }
 
+/// Runs pod `name` (one container: `script`, which ends with `exit_code`) under
+/// restart `policy`; the container is not restarted and the pod reaches `phase`.
+async fn exits_without_restart(
+    test: &str,
+    name: &str,
+    policy: &str,
+    script: &str,
+    exit_code: i32,
+    phase: &str,
+) {
+    let Some(mut node) = Node::start(test) else {
+        return;
+    };
+    run_pod(
+        &mut node,
+        name,
+        &format!("  restartPolicy: {policy}\n"),
+        script,
+    );
+    let pod = format!("{name}-n1");
+    let status = wait_exited(&node, &pod).await;
+    assert_eq!(status.exit_code, exit_code, "{status:?}");
+    assert_no_restart(&node, &pod, &status.id, 12).await;
+    wait_phase(&node, &pod, phase).await;
+    node.finish();
+}
+
 /// Scenario 2b: under `OnFailure` a container that succeeds is not restarted.
 #[tokio::test]
 async fn on_failure_success_is_not_restarted() {
-    let Some(mut node) = Node::start("onfail") else {
-        return;
-    };
-    let manifest = pod(
+    exits_without_restart(
+        "onfail",
         "done",
-        "  restartPolicy: OnFailure\n",
-        &[],
-        &[container("main", &node.busybox, "echo done; exit 0")],
-    );
-    node.write("done.yaml", &manifest);
-    node.kubelet();
-    let status = wait_exited(&node, "done-n1").await;
-    assert_eq!(status.exit_code, 0, "{status:?}");
-    assert_no_restart(&node, "done-n1", &status.id, 12).await;
-    wait_phase(&node, "done-n1", "Succeeded").await;
-    node.finish();
+        "OnFailure",
+        "echo done; exit 0",
+        0,
+        "Succeeded",
+    )
+    .await;
 }
 
 /// Scenario 2c: under `Never` a failing container is not restarted.
 #[tokio::test]
 async fn never_failure_is_not_restarted() {
-    let Some(mut node) = Node::start("never") else {
-        return;
-    };
-    let manifest = pod(
+    exits_without_restart(
+        "never",
         "fail",
-        "  restartPolicy: Never\n",
-        &[],
-        &[container("main", &node.busybox, "echo failing; exit 1")],
-    );
-    node.write("fail.yaml", &manifest);
-    node.kubelet();
-    let status = wait_exited(&node, "fail-n1").await;
-    assert_eq!(status.exit_code, 1, "{status:?}");
-    assert_no_restart(&node, "fail-n1", &status.id, 12).await;
-    wait_phase(&node, "fail-n1", "Failed").await;
-    node.finish();
+        "Never",
+        "echo failing; exit 1",
+        1,
+        "Failed",
+    )
+    .await;
 }
 
 /// Scenario 3: editing a manifest replaces the container; deleting it removes the pod.
@@ -231,18 +257,7 @@ async fn edit_replaces_and_delete_removes() {
     let Some(mut node) = Node::start("edit") else {
         return;
     };
-    let v1 = pod(
-        "web",
-        "",
-        &[],
-        &[container(
-            "main",
-            &node.busybox,
-            "echo v1-running; sleep 3600",
-        )],
-    );
-    node.write("web.yaml", &v1);
-    node.kubelet();
+    run_pod(&mut node, "web", "", "echo v1-running; sleep 3600");
     let old = node.wait_running("web-n1", "main", 60).await;
     eventually!(30, "v1's log line", node.log_line("v1-running"));
 
@@ -270,15 +285,7 @@ async fn edit_replaces_and_delete_removes() {
         new.status.id,
         file.display()
     );
-    eventually!(
-        30,
-        format!("old container {} gone or exited", old.status.id),
-        match node.status(&old.status.id).await {
-            None => Some(()),
-            Some(s) if s.state == ContainerState::Exited => Some(()),
-            Some(_) => None,
-        }
-    );
+    wait_gone_or_exited(&node, &old.status.id).await;
     let running: Vec<_> = node
         .containers("web-n1")
         .await
@@ -316,15 +323,7 @@ async fn edit_replaces_and_delete_removes() {
         "new container's image {:?}, want {pause} or {pause_id}",
         third.image
     );
-    eventually!(
-        30,
-        format!("container {} gone or exited", new.status.id),
-        match node.status(&new.status.id).await {
-            None => Some(()),
-            Some(s) if s.state == ContainerState::Exited => Some(()),
-            Some(_) => None,
-        }
-    );
+    wait_gone_or_exited(&node, &new.status.id).await;
 
     node.remove("web.yaml");
     eventually!(45, "web-n1's sandboxes and containers removed", {
@@ -404,18 +403,12 @@ async fn host_network_pod_runs() {
         return;
     };
     let host_ns = std::fs::read_link("/proc/self/ns/net").expect("own netns");
-    let manifest = pod(
+    run_pod(
+        &mut node,
         "hn",
         "  hostNetwork: true\n",
-        &[],
-        &[container(
-            "main",
-            &node.busybox,
-            "echo ns=$(readlink /proc/self/ns/net); sleep 3600",
-        )],
+        "echo ns=$(readlink /proc/self/ns/net); sleep 3600",
     );
-    node.write("hn.yaml", &manifest);
-    node.kubelet();
     let main = node.wait_running("hn-n1", "main", 60).await;
     let sandbox = node
         .rt
@@ -437,14 +430,7 @@ async fn restart_adopts_running_pods() {
     let Some(mut node) = Node::start("adopt") else {
         return;
     };
-    let manifest = pod(
-        "web",
-        "",
-        &[],
-        &[container("main", &node.busybox, "echo up; sleep 3600")],
-    );
-    node.write("web.yaml", &manifest);
-    node.kubelet();
+    run_pod(&mut node, "web", "", "echo up; sleep 3600");
     let main = node.wait_running("web-n1", "main", 60).await;
     let sandbox_id = main.sandbox_id.clone();
     node.kill9();
@@ -497,14 +483,7 @@ async fn broken_manifest_does_not_stop_good_pods() {
         "service.yaml",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc\nspec:\n  ports: [{port: 80}]\n",
     );
-    let good = pod(
-        "web",
-        "",
-        &[],
-        &[container("main", &node.busybox, "sleep 3600")],
-    );
-    node.write("web.yaml", &good);
-    node.kubelet();
+    run_pod(&mut node, "web", "", "sleep 3600");
     node.wait_running("web-n1", "main", 60).await;
     for (file, why) in [
         ("bad.yaml", "not valid YAML"),
@@ -546,14 +525,7 @@ async fn missing_image_is_reported() {
         )],
     );
     node.write("ghost.yaml", &ghost);
-    let good = pod(
-        "web",
-        "",
-        &[],
-        &[container("main", &node.busybox, "sleep 3600")],
-    );
-    node.write("web.yaml", &good);
-    node.kubelet();
+    run_pod(&mut node, "web", "", "sleep 3600");
     node.wait_running("web-n1", "main", 60).await;
     let reason = eventually!(
         90,

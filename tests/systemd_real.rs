@@ -2,84 +2,22 @@
 //! scripts/test-env/systemd-up.sh, so tests run in parallel). Skips, saying why, only
 //! when not root or systemd is not installed.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
+use common::cgroups::pod_limits;
+use common::systemd::Systemd;
 use rkubelet::adapters::systemd::SystemdManager;
 use rkubelet::domain::cgroup::CgroupVersion;
 use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
 use rkubelet::ports::cgroup::{CgroupError, CgroupManager};
 
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// A private systemd manager under its own base directory, torn down on drop.
-struct Peer {
-    base: PathBuf,
-    env: BTreeMap<String, String>,
-}
-
-impl Peer {
-    /// `None` (with the reason printed) when this machine cannot run one.
-    fn start(name: &str) -> Option<Peer> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private systemd manager needs root");
-            return None;
-        }
-        let systemd =
-            std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into());
-        if !Path::new(&systemd).exists() {
-            eprintln!("SKIP: systemd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
-        }
-        let base = PathBuf::from(format!("/tmp/rksd-{}-{name}", std::process::id()));
-        let mut peer = Peer {
-            base: base.clone(),
-            env: BTreeMap::new(),
-        };
-        let out = Command::new(scripts().join("systemd-up.sh"))
-            .arg(&base)
-            .output()
-            .expect("systemd-up.sh runs");
-        assert!(
-            out.status.success(),
-            "systemd-up.sh failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // the harness's timings
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        let text = std::fs::read_to_string(base.join("env")).expect("env file");
-        peer.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Some(peer)
-    }
-
-    fn var(&self, key: &str) -> String {
-        self.env
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| panic!("{key} missing from env"))
-    }
-
-    async fn connect(&self) -> SystemdManager {
-        SystemdManager::connect(Some(&self.var("DBUS_SYSTEM_BUS_ADDRESS")))
-            .await
-            .expect("connects to the private manager")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("systemd-down.sh"))
-            .arg(&self.base)
-            .status();
-    }
+async fn connect(peer: &Systemd) -> SystemdManager {
+    SystemdManager::connect(Some(&peer.var("DBUS_SYSTEM_BUS_ADDRESS")))
+        .await
+        .expect("connects to the private manager")
 }
 
 fn name(parts: &[&str]) -> CgroupName {
@@ -110,10 +48,10 @@ const POD_UID: &str = "5f2b7c3e-1a2b-4c3d-8e9f-0123456789ab";
 
 #[tokio::test]
 async fn pod_slices_carry_their_limits_into_the_real_cgroup_files() {
-    let Some(peer) = Peer::start("limits") else {
+    let Some(peer) = Systemd::start("limits") else {
         return;
     };
-    let sd = peer.connect().await;
+    let sd = connect(&peer).await;
     assert_eq!(
         sd.control_group(),
         peer.var("RKUBELET_SYSTEMD_CONTROL_GROUP")
@@ -136,13 +74,7 @@ async fn pod_slices_carry_their_limits_into_the_real_cgroup_files() {
     sd.create(&burstable, &none)
         .await
         .expect("kubepods-burstable.slice");
-    let limits = ResourceConfig {
-        cpu_shares: Some(256),
-        cpu_quota: Some(50_000),
-        cpu_period: Some(100_000),
-        memory_limit: Some(134_217_728),
-        pids_limit: Some(1024),
-    };
+    let limits = pod_limits();
     sd.create(&pod, &limits).await.expect("pod slice");
     for n in [&kubepods, &burstable, &pod] {
         assert!(sd.exists(n).await.expect("exists"), "{n} exists");
@@ -248,10 +180,10 @@ async fn pod_slices_carry_their_limits_into_the_real_cgroup_files() {
 
 #[tokio::test]
 async fn refusals_name_the_call_the_unit_and_the_bus_error() {
-    let Some(peer) = Peer::start("errors") else {
+    let Some(peer) = Systemd::start("errors") else {
         return;
     };
-    let sd = peer.connect().await;
+    let sd = connect(&peer).await;
     // a name systemd refuses as a unit name: the bus error comes back with the call and unit
     let bad = name(&["bad name"]);
     let Err(err) = sd.create(&bad, &ResourceConfig::default()).await else {
@@ -277,10 +209,10 @@ async fn refusals_name_the_call_the_unit_and_the_bus_error() {
 
 #[tokio::test]
 async fn missing_parents_come_with_a_child_and_go_with_the_parent() {
-    let Some(peer) = Peer::start("parents") else {
+    let Some(peer) = Systemd::start("parents") else {
         return;
     };
-    let sd = peer.connect().await;
+    let sd = connect(&peer).await;
     let kubepods = name(&["kubepods"]);
     let pod = name(&["kubepods", &format!("pod{POD_UID}")]);
     sd.create(&pod, &ResourceConfig::default())
@@ -311,10 +243,10 @@ async fn the_container_manager_builds_its_tree_as_slices() {
     use rkubelet::domain::quantity::Quantity;
     use std::sync::Arc;
 
-    let Some(peer) = Peer::start("manager") else {
+    let Some(peer) = Systemd::start("manager") else {
         return;
     };
-    let sd = Arc::new(peer.connect().await);
+    let sd = Arc::new(connect(&peer).await);
     let v = sd.cgroup_version();
     let given = rkubelet::app::cli::parse([
         "rkubelet",

@@ -1,9 +1,56 @@
 //! What the static pod sources (file and URL) share: keeping the first-seen
-//! stamp stable across looks at the same pods.
+//! stamp stable across looks at the same pods, and turning a changed look into
+//! the update sent.
 
 use std::collections::HashMap;
 
+use tracing::warn;
+
 use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
+use crate::domain::static_pod::{ManifestError, PodSourceKind};
+use crate::ports::pod_source::PodSetUpdate;
+
+/// The pods and errors of one look at a static pod source.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Snapshot {
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) errors: Vec<ManifestError>,
+}
+
+/// A fresh look at a source against the `last` set sent. Keeps the first-seen
+/// stamps; when the set changed, warns (`problem`) about each error not reported
+/// before, calls `changed` to log the change, remembers the set and returns the
+/// update to send. `None` when nothing changed.
+pub(crate) fn changed_update(
+    last: &mut Option<Snapshot>,
+    mut snapshot: Snapshot,
+    kind: PodSourceKind,
+    problem: &str,
+    changed: impl FnOnce(&Snapshot),
+) -> Option<PodSetUpdate> {
+    keep_first_seen(
+        last.as_ref().map(|last| last.pods.as_slice()),
+        &mut snapshot.pods,
+    );
+    if last.as_ref() == Some(&snapshot) {
+        return None;
+    }
+    for error in &snapshot.errors {
+        let known = last
+            .as_ref()
+            .is_some_and(|last| last.errors.contains(error));
+        if !known {
+            warn!(%error, "{problem}");
+        }
+    }
+    changed(&snapshot);
+    *last = Some(snapshot.clone());
+    Some(PodSetUpdate {
+        source: kind.as_str().to_string(),
+        pods: snapshot.pods,
+        errors: snapshot.errors,
+    })
+}
 
 /// Keeps the first-seen stamp of pods that were already in the `last` set
 /// sent, so an unchanged pod compares equal and its annotation means first seen.
@@ -22,5 +69,29 @@ pub(crate) fn keep_first_seen(last: Option<&[Pod]>, pods: &mut [Pod]) {
                 .annotations
                 .insert(CONFIG_SEEN_ANNOTATION.to_string(), (*stamp).clone());
         }
+    }
+}
+
+/// What the tests of both sources look at in an update.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
+    use crate::ports::pod_source::PodSetUpdate;
+
+    /// The pod names of `update`, in order.
+    pub(crate) fn names(update: &PodSetUpdate) -> Vec<String> {
+        update
+            .pods
+            .iter()
+            .map(|pod| pod.metadata.name.clone())
+            .collect()
+    }
+
+    /// The first-seen stamp of `pod`.
+    pub(crate) fn seen(pod: &Pod) -> Option<&str> {
+        pod.metadata
+            .annotations
+            .get(CONFIG_SEEN_ANNOTATION)
+            .map(String::as_str)
     }
 }

@@ -121,6 +121,21 @@ pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
     }
 }
 
+/// The single-threaded tokio runtime the binaries run on; `None` (reported on
+/// stderr) when it cannot start.
+pub fn async_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            eprintln!("failed to start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 /// Install the SIGTERM/SIGINT handlers now (so a signal that arrives during start-up
 /// is not fatal) and return a future that resolves on the first of them. Must be
 /// called inside the tokio runtime.

@@ -15,15 +15,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("failed to start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = rkubelet::app::compose::async_runtime() else {
+        return ExitCode::FAILURE;
     };
     match runtime.block_on(planner::gather::record_snapshot(given)) {
         Ok(snapshot) => match serde_json::to_string_pretty(&snapshot) {

@@ -249,6 +249,11 @@ mod tests {
         }
     }
 
+    /// The status of a pod with the one container `app`, nothing waiting, on containerd.
+    fn app_pod_status(runtime: &PodRuntimeStatus) -> ApiPodStatus {
+        api_pod_status(&pod(&[], &["app"]), runtime, &BTreeMap::new(), "containerd")
+    }
+
     fn ready_sandbox() -> SandboxStatus {
         SandboxStatus {
             id: "sb".into(),
@@ -262,12 +267,7 @@ mod tests {
 
     #[test]
     fn a_pod_with_nothing_yet_is_pending_and_creating() {
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &PodRuntimeStatus::default(),
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&PodRuntimeStatus::default());
         assert_eq!(status.phase, "Pending");
         assert_eq!(
             status.container_statuses[0].state,
@@ -298,12 +298,7 @@ mod tests {
             containers: vec![previous, instance("app", "c1", 1, ContainerState::Running)],
             ..Default::default()
         };
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &runtime,
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&runtime);
         let app = &status.container_statuses[0];
         assert_eq!(status.phase, "Running");
         assert_eq!(status.pod_ip, "10.1.0.2");
@@ -375,12 +370,7 @@ mod tests {
             containers: vec![instance("app", "c1", 0, ContainerState::Running)],
             ..Default::default()
         };
-        let status = api_pod_status(
-            &pod(&[], &["app"]),
-            &runtime,
-            &BTreeMap::new(),
-            "containerd",
-        );
+        let status = app_pod_status(&runtime);
         let json = serde_json::to_value(&status).unwrap_or_default();
         assert_eq!(json["podIP"], "10.1.0.2");
         assert_eq!(json["containerStatuses"][0]["restartCount"], 0);

@@ -7,6 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+// `common::env_file` in the tests; the benchmarks that include this file with
+// `#[path]` include env_file.rs next to it.
+use super::env_file;
+
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
 }
@@ -49,13 +53,7 @@ impl Containerd {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let text = std::fs::read_to_string(base.join("env"))
-            .map_err(|e| format!("{}/env unreadable: {e}", base.display()))?;
-        guard.env = text
-            .lines()
-            .filter_map(|l| l.trim().trim_start_matches("export ").split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
-            .collect();
+        guard.env = env_file::read(&base.join("env"))?;
         Ok(Some(guard))
     }
 

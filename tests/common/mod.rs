@@ -7,8 +7,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod cgroups;
 pub mod containerd;
+pub mod env_file;
 pub mod node;
+pub mod systemd;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 

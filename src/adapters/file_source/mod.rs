@@ -24,7 +24,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::keep_first_seen;
+use crate::adapters::static_pods::{changed_update, Snapshot};
 use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
@@ -58,13 +58,6 @@ pub enum FileSourceError {
         #[source]
         source: io::Error,
     },
-}
-
-/// The pods and errors of one look at the manifest path.
-#[derive(Debug, Clone, PartialEq)]
-struct Snapshot {
-    pods: Vec<Pod>,
-    errors: Vec<ManifestError>,
 }
 
 /// The file source; see the module documentation.
@@ -257,36 +250,26 @@ impl PodSource for FileSource {
             if self.watcher.as_ref().map(|w| &w.target) != target.as_ref() {
                 self.watcher = self.start_watch();
             }
-            let mut snapshot = self.scan().await;
+            let snapshot = self.scan().await;
             self.next_check = Instant::now() + self.check_frequency;
-            keep_first_seen(
-                self.last.as_ref().map(|last| last.pods.as_slice()),
-                &mut snapshot.pods,
+            let path = &self.path;
+            let update = changed_update(
+                &mut self.last,
+                snapshot,
+                PodSourceKind::File,
+                "skipping bad static pod manifest",
+                |snapshot| {
+                    info!(
+                        path = %path.display(),
+                        pods = snapshot.pods.len(),
+                        errors = snapshot.errors.len(),
+                        "static pod manifests changed"
+                    )
+                },
             );
-            if self.last.as_ref() == Some(&snapshot) {
-                continue;
+            if update.is_some() {
+                return update;
             }
-            for error in &snapshot.errors {
-                let known = self
-                    .last
-                    .as_ref()
-                    .is_some_and(|last| last.errors.contains(error));
-                if !known {
-                    warn!(%error, "skipping bad static pod manifest");
-                }
-            }
-            info!(
-                path = %self.path.display(),
-                pods = snapshot.pods.len(),
-                errors = snapshot.errors.len(),
-                "static pod manifests changed"
-            );
-            self.last = Some(snapshot.clone());
-            return Some(PodSetUpdate {
-                source: PodSourceKind::File.as_str().to_string(),
-                pods: snapshot.pods,
-                errors: snapshot.errors,
-            });
         }
     }
 }

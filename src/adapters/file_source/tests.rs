@@ -2,6 +2,7 @@ use std::fs;
 
 use super::*;
 use crate::adapters::fake::FakeClock;
+use crate::adapters::static_pods::test_support::names;
 use crate::domain::pod::CONFIG_SEEN_ANNOTATION;
 
 const NODE: &str = "node1";
@@ -18,14 +19,6 @@ fn source(path: &Path) -> FileSource {
     let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(1_700_000_000_123_000_000));
     // Far longer than any test: every prompt update comes from inotify.
     FileSource::new(path, NODE, Duration::from_secs(3600), clock)
-}
-
-fn names(update: &PodSetUpdate) -> Vec<String> {
-    update
-        .pods
-        .iter()
-        .map(|pod| pod.metadata.name.clone())
-        .collect()
 }
 
 /// Updates until one satisfies `done` (a write may show up half-done first).

@@ -32,7 +32,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::keep_first_seen;
+use crate::adapters::static_pods::{changed_update, Snapshot};
 use crate::domain::pod::Pod;
 use crate::domain::static_pod::{
     decode_static_pods, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
@@ -79,13 +79,6 @@ pub enum HttpSourceError {
     TooLarge { url: String, limit: usize },
     #[error("zero-length data received from {url}")]
     ZeroLength { url: String },
-}
-
-/// The pods and errors of one fetch.
-#[derive(Debug, Clone, PartialEq)]
-struct Snapshot {
-    pods: Vec<Pod>,
-    errors: Vec<ManifestError>,
 }
 
 /// The URL source; see the module documentation.
@@ -295,37 +288,27 @@ impl PodSource for HttpSource {
             tokio::time::sleep_until(self.next_check).await;
             let fetched = self.fetch().await;
             self.next_check = Instant::now() + self.check_frequency;
-            let Some(mut snapshot) = self.snapshot(fetched) else {
+            let Some(snapshot) = self.snapshot(fetched) else {
                 continue;
             };
-            keep_first_seen(
-                self.last.as_ref().map(|last| last.pods.as_slice()),
-                &mut snapshot.pods,
+            let url = &self.url;
+            let update = changed_update(
+                &mut self.last,
+                snapshot,
+                PodSourceKind::Http,
+                "keeping the last static pods from URL",
+                |snapshot| {
+                    info!(
+                        url = %url,
+                        pods = snapshot.pods.len(),
+                        errors = snapshot.errors.len(),
+                        "static pods from URL changed"
+                    )
+                },
             );
-            if self.last.as_ref() == Some(&snapshot) {
-                continue;
+            if update.is_some() {
+                return update;
             }
-            for error in &snapshot.errors {
-                let known = self
-                    .last
-                    .as_ref()
-                    .is_some_and(|last| last.errors.contains(error));
-                if !known {
-                    warn!(%error, "keeping the last static pods from URL");
-                }
-            }
-            info!(
-                url = %self.url,
-                pods = snapshot.pods.len(),
-                errors = snapshot.errors.len(),
-                "static pods from URL changed"
-            );
-            self.last = Some(snapshot.clone());
-            return Some(PodSetUpdate {
-                source: PodSourceKind::Http.as_str().to_string(),
-                pods: snapshot.pods,
-                errors: snapshot.errors,
-            });
         }
     }
 }

@@ -11,7 +11,7 @@ use hyper_util::rt::TokioIo;
 
 use super::*;
 use crate::adapters::fake::FakeClock;
-use crate::domain::pod::CONFIG_SEEN_ANNOTATION;
+use crate::adapters::static_pods::test_support::{names, seen};
 
 const NODE: &str = "node1";
 const WAIT: Duration = Duration::from_secs(10);
@@ -137,21 +137,6 @@ async fn assert_quiet(source: &mut HttpSource, server: &Server) {
         before,
         server.requests()
     );
-}
-
-fn names(update: &PodSetUpdate) -> Vec<String> {
-    update
-        .pods
-        .iter()
-        .map(|pod| pod.metadata.name.clone())
-        .collect()
-}
-
-fn seen(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .annotations
-        .get(CONFIG_SEEN_ANNOTATION)
-        .map(String::as_str)
 }
 
 #[tokio::test]

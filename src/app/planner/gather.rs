@@ -37,15 +37,8 @@ pub fn run(given: GivenFlags) -> u8 {
     let format = config::flag_options(&given)
         .map(|o| o.dry_run_output)
         .unwrap_or_else(|_| "text".into());
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("failed to start the async runtime: {e}");
-            return EXIT_INVALID;
-        }
+    let Some(runtime) = crate::app::compose::async_runtime() else {
+        return EXIT_INVALID;
     };
     let plan = runtime.block_on(plan_from_flags(given));
     let text = if format == "json" {

@@ -111,24 +111,15 @@ pub async fn observe_pods(
 mod tests {
     use super::*;
 
-    const TOML: &str = r#"
+    /// The machine and node stats are the integration tests' two-CPU node.
+    const TOML: &str = concat!(
+        r#"
 version = 1
 hostname = "node-a"
 cgroup_version = "v1"
-
-[machine]
-num_cores = 2
-online_cpus = "0-1"
-memory_capacity_bytes = 8589934592
-root_fs_capacity_bytes = 107374182400
-pid_max = 4194304
-boot_id = "b"
-machine_id = "m"
-system_uuid = ""
-
-[node_stats]
-"memory.available" = "3Gi"
-
+"#,
+        include_str!("../../../tests/fixtures/two_cpu_machine.toml"),
+        r#"
 [[pods]]
 uid = "u1"
 name = "web-node-a"
@@ -142,7 +133,8 @@ state = "Ready"
 created_at_nanos = 1
 host_network = false
 ip = "10.0.0.2"
-"#;
+"#
+    );
 
     #[test]
     fn toml_and_json_read_the_same_snapshot() {
