@@ -698,6 +698,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_cgroup_driver_unlike_the_runtimes_refuses_to_start_naming_both() {
+        let host = Arc::new(FakeHost::new());
+        let deps = deps(&host);
+        // The simulated runtime reports cgroupfs, as a containerd with SystemdCgroup=false.
+        let config = resolved(&["--cgroup-driver=systemd"]).expect("config valid");
+        let error = start(config, &deps).await.err().map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some("misconfiguration: kubelet cgroup driver: \"systemd\" is different from the container runtime's cgroup driver: \"cgroupfs\"; set --cgroup-driver (cgroupDriver) to \"cgroupfs\" or change the runtime's")
+        );
+    }
+
+    #[tokio::test]
     async fn runonce_returns_after_one_pass_without_notifying() {
         let host = Arc::new(FakeHost::new().with_notify_socket());
         let deps = deps(&host);
