@@ -26,17 +26,20 @@ pub fn runtime_for(endpoint: &str) -> Result<Arc<dyn RuntimeService>, RuntimeErr
     runtime_with_timeout(endpoint, DEFAULT_RUNTIME_REQUEST_TIMEOUT)
 }
 
-/// The runtime client for an endpoint: `fake://` is the embedded simulated runtime,
-/// `unix://` a CRI client whose every call is bounded by `timeout`.
-pub fn runtime_with_timeout(
+/// The runtime and image service behind one endpoint, one client for both: `fake://`
+/// is the embedded simulated runtime, `unix://` a CRI client whose every call is
+/// bounded by `timeout`.
+fn clients_for(
     endpoint: &str,
     timeout: Duration,
-) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
+) -> Result<(Arc<dyn RuntimeService>, Arc<dyn ImageService>), RuntimeError> {
     if endpoint.starts_with("fake://") {
-        return Ok(Arc::new(FakeRuntime::new()));
+        let fake = Arc::new(FakeRuntime::new());
+        return Ok((fake.clone(), fake));
     }
     if endpoint.starts_with("unix://") {
-        return Ok(Arc::new(CriRuntime::connect(endpoint, timeout)?));
+        let cri = Arc::new(CriRuntime::connect(endpoint, timeout)?);
+        return Ok((cri.clone(), cri));
     }
     Err(RuntimeError::Unavailable {
         endpoint: endpoint.to_string(),
@@ -44,22 +47,21 @@ pub fn runtime_with_timeout(
     })
 }
 
+/// The runtime client for an endpoint (see [`clients_for`]).
+pub fn runtime_with_timeout(
+    endpoint: &str,
+    timeout: Duration,
+) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
+    clients_for(endpoint, timeout).map(|(runtime, _)| runtime)
+}
+
 /// The image service client for an endpoint (`--image-service-endpoint`, or the
-/// runtime's when empty), each call bounded by `timeout`.
+/// runtime's when empty; see [`clients_for`]).
 pub fn image_service_with_timeout(
     endpoint: &str,
     timeout: Duration,
 ) -> Result<Arc<dyn ImageService>, RuntimeError> {
-    if endpoint.starts_with("fake://") {
-        return Ok(Arc::new(FakeRuntime::new()));
-    }
-    if endpoint.starts_with("unix://") {
-        return Ok(Arc::new(CriRuntime::connect(endpoint, timeout)?));
-    }
-    Err(RuntimeError::Unavailable {
-        endpoint: endpoint.to_string(),
-        reason: "no image service client is built into this version for this endpoint".into(),
-    })
+    clients_for(endpoint, timeout).map(|(_, images)| images)
 }
 
 fn request_timeout(resolved: &ResolvedConfig) -> Duration {
