@@ -26,13 +26,13 @@ pub fn runtime_for(endpoint: &str) -> Result<Arc<dyn RuntimeService>, RuntimeErr
     runtime_with_timeout(endpoint, DEFAULT_RUNTIME_REQUEST_TIMEOUT)
 }
 
+/// The runtime and image service clients of one endpoint.
+type CriClients = (Arc<dyn RuntimeService>, Arc<dyn ImageService>);
+
 /// The runtime and image service behind one endpoint, one client for both: `fake://`
 /// is the embedded simulated runtime, `unix://` a CRI client whose every call is
 /// bounded by `timeout`.
-fn clients_for(
-    endpoint: &str,
-    timeout: Duration,
-) -> Result<(Arc<dyn RuntimeService>, Arc<dyn ImageService>), RuntimeError> {
+fn clients_for(endpoint: &str, timeout: Duration) -> Result<CriClients, RuntimeError> {
     if endpoint.starts_with("fake://") {
         let fake = Arc::new(FakeRuntime::new());
         return Ok((fake.clone(), fake));
