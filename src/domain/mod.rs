@@ -4,6 +4,7 @@ pub mod backoff;
 pub mod cfs;
 pub mod cgroup;
 pub mod config;
+pub mod container_gc;
 pub mod cpuset;
 pub mod dns;
 pub mod duration;

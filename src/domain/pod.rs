@@ -290,6 +290,27 @@ impl PullPolicy {
     }
 }
 
+/// What to do about a container's image (upstream `EnsureImageExists`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageAction {
+    /// The image is there and the policy does not ask for a pull.
+    UsePresent,
+    Pull,
+    /// Absent, and the policy is `Never`: the container cannot start (`ErrImageNeverPull`).
+    NeverPullMissing,
+}
+
+impl PullPolicy {
+    /// The action for an image that is `present` or not on the node.
+    pub fn image_action(self, present: bool) -> ImageAction {
+        match (self, present) {
+            (PullPolicy::IfNotPresent | PullPolicy::Never, true) => ImageAction::UsePresent,
+            (PullPolicy::Never, false) => ImageAction::NeverPullMissing,
+            (PullPolicy::Always, _) | (PullPolicy::IfNotPresent, false) => ImageAction::Pull,
+        }
+    }
+}
+
 impl fmt::Display for PullPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -1784,5 +1805,25 @@ spec:
         assert!(dns1123_label_errors(&"a".repeat(63)).is_empty());
         assert!(dns1123_subdomain_errors("kube-apiserver-node1.example").is_empty());
         assert!(!dns1123_subdomain_errors("a..b").is_empty());
+    }
+
+    #[test]
+    fn the_pull_policy_decides_whether_to_pull() {
+        use PullPolicy::*;
+        let cases = [
+            (Always, true, ImageAction::Pull),
+            (Always, false, ImageAction::Pull),
+            (IfNotPresent, true, ImageAction::UsePresent),
+            (IfNotPresent, false, ImageAction::Pull),
+            (Never, true, ImageAction::UsePresent),
+            (Never, false, ImageAction::NeverPullMissing),
+        ];
+        for (policy, present, want) in cases {
+            assert_eq!(
+                policy.image_action(present),
+                want,
+                "{policy} present={present}"
+            );
+        }
     }
 }

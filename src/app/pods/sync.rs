@@ -2,7 +2,7 @@
 //! `compute_pod_actions`, then kill, create the sandbox, pull images, start containers
 //! (crash-loop back-off applied), and collect dead containers. Also termination.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,8 +16,9 @@ use crate::app::cri_requests::{
 };
 use crate::app::pods::runtime_state::{pod_runtime_view, PodRuntimeView};
 use crate::domain::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
+use crate::domain::container_gc::{dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER};
 use crate::domain::duration::GoDuration;
-use crate::domain::pod::{container_hash, full_name, Container, Pod, PullPolicy};
+use crate::domain::pod::{container_hash, full_name, Container, ImageAction, Pod};
 use crate::domain::pod_status::Waiting;
 use crate::domain::pod_sync::compute_pod_actions;
 use crate::domain::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
@@ -26,8 +27,6 @@ use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService, SandboxC
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
 const DEFAULT_GRACE_SECS: i64 = 30;
-/// Dead instances kept per container (upstream `--maximum-dead-containers-per-container`).
-const DEAD_CONTAINERS_PER_CONTAINER: usize = 1;
 /// Retry delay after a sync failed for a reason with no back-off of its own.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
@@ -290,10 +289,9 @@ async fn ensure_image(ctx: &SyncContext, pod: &Pod, container: &Container) -> Re
         ),
         retry_after: RETRY_AFTER_ERROR,
     })?;
-    let policy = container.pull_policy();
-    match (policy, present.is_some()) {
-        (PullPolicy::IfNotPresent | PullPolicy::Never, true) => return Ok(()),
-        (PullPolicy::Never, false) => {
+    match container.pull_policy().image_action(present.is_some()) {
+        ImageAction::UsePresent => return Ok(()),
+        ImageAction::NeverPullMissing => {
             return Err(Held {
                 waiting: Waiting::new(
                     "ErrImageNeverPull",
@@ -302,7 +300,7 @@ async fn ensure_image(ctx: &SyncContext, pod: &Pod, container: &Container) -> Re
                 retry_after: RETRY_AFTER_ERROR,
             })
         }
-        _ => {}
+        ImageAction::Pull => {}
     }
     let key = format!("{}_{image}", pod.metadata.uid);
     let now = ctx.now();
@@ -429,41 +427,28 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
 /// neither the newest nor hold a container any more (upstream's container GC, per pod).
 async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
     let status = &view.status;
-    let mut by_name: BTreeMap<&str, Vec<_>> = BTreeMap::new();
-    for c in status
-        .containers
-        .iter()
-        .filter(|c| c.state == ContainerState::Exited)
-    {
-        by_name.entry(c.name.as_str()).or_default().push(c);
-    }
-    let mut removed = Vec::new();
-    for (name, mut dead) in by_name {
-        dead.sort_by_key(|c| std::cmp::Reverse((c.created_at_nanos, c.attempt)));
-        for c in dead.into_iter().skip(DEAD_CONTAINERS_PER_CONTAINER) {
-            match ctx.runtime.remove_container(&c.id).await {
-                Ok(()) => {
-                    debug!(container = name, id = %c.id, attempt = c.attempt, "removed dead container");
-                    removed.push(c.id.as_str());
-                }
-                Err(error) => {
-                    warn!(container = name, id = %c.id, %error, "failed to remove dead container")
-                }
+    let mut removed = BTreeSet::new();
+    for c in dead_containers(status, DEAD_CONTAINERS_PER_CONTAINER) {
+        match ctx.runtime.remove_container(&c.id).await {
+            Ok(()) => {
+                debug!(container = %c.name, id = %c.id, attempt = c.attempt, "removed dead container");
+                removed.insert(c.id.as_str());
+            }
+            Err(error) => {
+                warn!(container = %c.name, id = %c.id, %error, "failed to remove dead container")
             }
         }
     }
-    let in_use: Vec<&str> = view
+    let in_use: BTreeSet<&str> = view
         .sandbox_of
         .iter()
-        .filter(|(container, _)| !removed.contains(&container.as_str()))
+        .filter(|(container, _)| !removed.contains(container.as_str()))
         .map(|(_, sandbox)| sandbox.as_str())
         .collect();
-    for s in status.sandboxes.iter().skip(1) {
-        if s.state == SandboxState::NotReady && !in_use.contains(&s.id.as_str()) {
-            match ctx.runtime.remove_pod_sandbox(&s.id).await {
-                Ok(()) => debug!(sandbox = %s.id, "removed dead sandbox"),
-                Err(error) => warn!(sandbox = %s.id, %error, "failed to remove dead sandbox"),
-            }
+    for s in dead_sandboxes(status, &in_use) {
+        match ctx.runtime.remove_pod_sandbox(&s.id).await {
+            Ok(()) => debug!(sandbox = %s.id, "removed dead sandbox"),
+            Err(error) => warn!(sandbox = %s.id, %error, "failed to remove dead sandbox"),
         }
     }
 }
