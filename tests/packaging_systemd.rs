@@ -259,7 +259,14 @@ fn log_of(path: &Path) -> String {
 
 #[tokio::test]
 async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
-    let Some(loaded) = Loaded::start("unit", |args| args).await else {
+    // rkubelet sends READY=1 about a millisecond after it starts, faster than the state
+    // can be polled; a short wait before it (the same process: `exec` keeps the pid)
+    // makes the activating phase observable without changing the product.
+    let Some(loaded) = Loaded::start("unit", |args| {
+        format!("/bin/sh -c 'sleep 0.3; exec {args}'")
+    })
+    .await
+    else {
         return;
     };
     let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
