@@ -4,6 +4,7 @@
 //! `systemctl stop` ends it cleanly. Skips, saying why, only when not root or systemd is
 //! not installed.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -105,12 +106,31 @@ impl Unit {
         T::try_from(value).unwrap_or_else(|e| panic!("{interface}.{name}: {e:?}"))
     }
 
+    /// ActiveState and SubState from one `GetAll`: two `Get` calls can straddle a
+    /// transition and pair an old ActiveState with a new SubState.
     async fn state(&self) -> (String, String) {
-        (
-            self.get("org.freedesktop.systemd1.Unit", "ActiveState")
-                .await,
-            self.get("org.freedesktop.systemd1.Unit", "SubState").await,
-        )
+        let interface = "org.freedesktop.systemd1.Unit";
+        let reply = self
+            .conn
+            .call_method(
+                Some("org.freedesktop.systemd1"),
+                self.path.as_ref(),
+                Some("org.freedesktop.DBus.Properties"),
+                "GetAll",
+                &(interface,),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{interface} GetAll: {e}"));
+        let mut all: HashMap<String, OwnedValue> = reply
+            .body()
+            .deserialize()
+            .unwrap_or_else(|e| panic!("{interface} GetAll: {e}"));
+        let mut take = |name: &str| -> String {
+            all.remove(name)
+                .and_then(|v| String::try_from(v).ok())
+                .unwrap_or_else(|| panic!("{interface}.{name} missing"))
+        };
+        (take("ActiveState"), take("SubState"))
     }
 
     async fn main_pid(&self) -> u32 {
