@@ -143,6 +143,8 @@ fn daemon_starts_on_containerd() {
         &[
             format!("--container-runtime-endpoint={endpoint}"),
             format!("--root-dir={}", root.display()),
+            // The instance's own cgroup root, removed with it; never the machine's /kubepods.
+            format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
         ],
         false,
     );
