@@ -15,7 +15,7 @@ use rkubelet::domain::cgroup::{
     CgroupSettings, ResourceConfig,
 };
 use rkubelet::domain::pod::{Container, ObjectMeta, Pod, PodSpec, ResourceRequirements};
-use rkubelet::domain::quantity::Quantity;
+use rkubelet::domain::units::quantity::Quantity;
 use rkubelet::ports::cgroup::CgroupManager;
 
 #[allow(dead_code)] // shared with the tests, which use more of it

@@ -10,10 +10,10 @@ use rkubelet::adapters::fake::FakeMachine;
 use rkubelet::app::planner::snapshot::{parse_snapshot, Snapshot, SNAPSHOT_VERSION};
 use rkubelet::app::planner::{compute_plan, CgroupVersion, PlanInputs};
 use rkubelet::app::{bootstrap, cli};
-use rkubelet::domain::pod::{container_hash, Container, Pod, CONFIG_SOURCE_ANNOTATION};
-use rkubelet::domain::runtime::{
+use rkubelet::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
+use rkubelet::domain::pod::{container_hash, Container, Pod, CONFIG_SOURCE_ANNOTATION};
 
 const PODS: usize = 1_000;
 const GOAL: Duration = Duration::from_millis(100);

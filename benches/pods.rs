@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::runtime::ContainerState;
+use rkubelet::domain::kuberuntime::runtime::ContainerState;
 use rkubelet::ports::runtime::{
     ContainerConfig, ContainerFilter, RuntimeService, SandboxConfig, SandboxFilter,
 };

@@ -15,7 +15,7 @@ use rkubelet::domain::cgroup::{
     CgroupSettings, ResourceConfig,
 };
 use rkubelet::domain::pod::{Container, ObjectMeta, Pod, PodSpec, QosClass, ResourceRequirements};
-use rkubelet::domain::quantity::Quantity;
+use rkubelet::domain::units::quantity::Quantity;
 use rkubelet::ports::cgroup::{CgroupError, CgroupManager};
 
 const MOUNT_ROOT: &str = "/sys/fs/cgroup";

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::runtime::ContainerState;
+use rkubelet::domain::kuberuntime::runtime::ContainerState;
 use rkubelet::ports::runtime::{
     ContainerConfig, ImageService, RuntimeError, RuntimeService, SandboxConfig,
 };

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rkubelet::domain::runtime::{ContainerState, ContainerStatus};
+use rkubelet::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
 use rkubelet::ports::runtime::{ImageService, RuntimeService};
 
 mod common;

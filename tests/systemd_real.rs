@@ -240,7 +240,7 @@ async fn the_container_manager_builds_its_tree_as_slices() {
     use rkubelet::app::container_manager::ContainerManager;
     use rkubelet::domain::node::NodeSettings;
     use rkubelet::domain::pod::Pod;
-    use rkubelet::domain::quantity::Quantity;
+    use rkubelet::domain::units::quantity::Quantity;
     use std::sync::Arc;
 
     let Some(peer) = Systemd::start("manager") else {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use tracing::warn;
 
+use crate::domain::pod::static_pod::{ManifestError, PodSourceKind};
 use crate::domain::pod::{Pod, CONFIG_SEEN_ANNOTATION};
-use crate::domain::static_pod::{ManifestError, PodSourceKind};
 use crate::ports::pod_source::PodSetUpdate;
 
 /// The pods and errors of one look at a static pod source.

@@ -25,12 +25,12 @@ use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::cgroup::{CgroupDriver, WeightCurve};
+use crate::domain::config::feature_gates::FeatureGates;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
-use crate::domain::dns::{parse_resolv_conf, ResolvConf};
-use crate::domain::feature_gates::FeatureGates;
-use crate::domain::machine::MachineInfo;
+use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
+use crate::domain::node::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
@@ -222,7 +222,7 @@ pub fn log_node(plan: &NodePlan, resolved: &ResolvedConfig) {
         "machine info"
     );
     let c = &resolved.config;
-    let show = crate::domain::reserved::format_resource_list;
+    let show = crate::domain::node::reserved::format_resource_list;
     info!(
         cgroup_root = %c.cgroup_root,
         cgroups_per_qos = c.cgroups_per_qos,

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use crate::domain::cfs;
+use crate::domain::cgroup::cfs;
 use crate::domain::config::ResolvedConfig;
-use crate::domain::dns::{self, PodDns, ResolvConf};
+use crate::domain::kuberuntime::dns::{self, PodDns, ResolvConf};
 use crate::domain::pod::{self, Container, Pod};
 pub use crate::ports::runtime::labels::*;
 use crate::ports::runtime::{
@@ -445,7 +445,7 @@ mod tests {
         ContainerPort, EmptyDirVolume, EnvVar, HostPathVolume, ObjectMeta, PodSpec,
         ResourceRequirements, Volume, VolumeMount,
     };
-    use crate::domain::quantity::Quantity;
+    use crate::domain::units::quantity::Quantity;
 
     const GIB: u64 = 1 << 30;
 

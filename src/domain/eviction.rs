@@ -12,8 +12,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::duration::{DurationError, GoDuration};
-use crate::domain::quantity::{Quantity, QuantityError};
+use crate::domain::units::duration::{DurationError, GoDuration};
+use crate::domain::units::quantity::{Quantity, QuantityError};
 
 /// The enforcement key that makes the kubelet add `allocatableMemory.available`
 /// thresholds (mirrors `enforceNodeAllocatable: [pods]`).

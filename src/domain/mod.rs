@@ -1,22 +1,23 @@
 //! Pure decisions and their types: no I/O, no async runtime, no backend crate.
-pub mod allocatable;
-pub mod backoff;
-pub mod cfs;
+//!
+//! Where each decision lives:
+//! - `config`: flags, files and drop-ins merged, defaulted and validated into one value;
+//!   feature gates; the flag table and each field's state.
+//! - `units`: quantities, CPU sets, Go durations, API timestamps.
+//! - `node`: the node name, machine facts, reservations and allocatable.
+//! - `cgroup`: cgroup names in both drivers' spellings, the pod/QoS/kubepods configs and
+//!   the values each driver writes.
+//! - `pod`: the pod model, API defaults, validation, QoS class, OOM score, container hash;
+//!   static pod manifests and their identity.
+//! - `kuberuntime`: what the runtime reports, the pod sync decision (`compute_pod_actions`),
+//!   crash-loop and image back-off, the CRI request values, DNS, dead-container GC.
+//! - `status`: the pod status as the API shows it.
+//! - `eviction`: thresholds and signals.
 pub mod cgroup;
 pub mod config;
-pub mod container_gc;
-pub mod cpuset;
-pub mod dns;
-pub mod duration;
 pub mod eviction;
-pub mod feature_gates;
-pub mod machine;
+pub mod kuberuntime;
 pub mod node;
 pub mod pod;
-pub mod pod_status;
-pub mod pod_sync;
-pub mod quantity;
-pub mod reserved;
-pub mod runtime;
-pub mod static_pod;
-pub mod time;
+pub mod status;
+pub mod units;

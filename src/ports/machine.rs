@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::domain::machine::MachineInfo;
+use crate::domain::node::machine::MachineInfo;
 
 /// Why the machine facts could not be gathered.
 #[derive(Debug, Error)]

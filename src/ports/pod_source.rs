@@ -8,8 +8,8 @@
 
 use async_trait::async_trait;
 
+use crate::domain::pod::static_pod::ManifestError;
 use crate::domain::pod::Pod;
-use crate::domain::static_pod::ManifestError;
 
 /// Every pod a source holds now, replacing whatever it sent before.
 #[derive(Debug, Clone, PartialEq)]

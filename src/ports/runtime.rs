@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeVersion {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::runtime::{ContainerState, ContainerStatus};
+use rkubelet::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
 use rkubelet::ports::runtime::{
     ContainerEntry, ContainerFilter, RuntimeError, RuntimeService, SandboxEntry, SandboxFilter,
 };

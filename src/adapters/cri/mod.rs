@@ -12,7 +12,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 use tower::service_fn;
 
-use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+};
 use crate::ports::runtime::{
     CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
     ContainerEventStream, ContainerFilter, ImageInfo, ImageService, Protocol, RuntimeError,

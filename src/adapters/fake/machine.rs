@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::domain::machine::MachineInfo;
+use crate::domain::node::machine::MachineInfo;
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Returns a given [`MachineInfo`], or a parse error when told to fail.
@@ -21,7 +21,7 @@ impl FakeMachine {
     pub fn sample_info() -> MachineInfo {
         MachineInfo {
             num_cores: 2,
-            online_cpus: crate::domain::cpuset::CpuSet::new([0, 1]),
+            online_cpus: crate::domain::units::cpuset::CpuSet::new([0, 1]),
             memory_capacity_bytes: 4 << 30,
             root_fs_capacity_bytes: 20 << 30,
             pid_max: 32_768,

@@ -7,7 +7,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::domain::runtime::{ContainerState, ContainerStatus, SandboxState, SandboxStatus};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+};
 use tokio::sync::mpsc;
 
 use crate::ports::runtime::{

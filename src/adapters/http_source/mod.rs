@@ -33,11 +33,11 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::adapters::static_pods::{changed_update, Snapshot};
-use crate::domain::pod::Pod;
-use crate::domain::static_pod::{
+use crate::domain::pod::static_pod::{
     decode_static_pods, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
 };
-use crate::domain::time::rfc3339_nanos;
+use crate::domain::pod::Pod;
+use crate::domain::units::time::rfc3339_nanos;
 use crate::ports::clock::Clock;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 

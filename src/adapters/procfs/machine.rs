@@ -3,9 +3,9 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use crate::domain::cpuset::CpuSet;
+use crate::domain::units::cpuset::CpuSet;
 
-use crate::domain::machine::MachineInfo;
+use crate::domain::node::machine::MachineInfo;
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Where the facts are read from. Every path is configurable so tests can point at a fixture tree.

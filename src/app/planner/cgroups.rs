@@ -10,9 +10,9 @@ use crate::domain::cgroup::{
     CgroupSettings, CgroupVersion, PropValue, ResourceConfig, WeightCurve,
 };
 use crate::domain::config::model::KubeletConfiguration;
+use crate::domain::node::reserved::ENFORCE_PODS;
 use crate::domain::node::NodeSettings;
 use crate::domain::pod::{Pod, QosClass};
-use crate::domain::reserved::ENFORCE_PODS;
 
 use super::PodPlan;
 

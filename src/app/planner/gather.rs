@@ -14,7 +14,7 @@ use crate::app::compose;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{self, ResolvedConfig};
 use crate::domain::node::resolve_node_name;
-use crate::domain::time::rfc3339_nanos;
+use crate::domain::units::time::rfc3339_nanos;
 
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
@@ -165,7 +165,7 @@ async fn observe_live(
     resolved: &ResolvedConfig,
     deps: &Deps,
     warnings: &mut Vec<String>,
-) -> Vec<crate::domain::runtime::PodRuntimeStatus> {
+) -> Vec<crate::domain::kuberuntime::runtime::PodRuntimeStatus> {
     let endpoint = &resolved.config.container_runtime_endpoint;
     let unreachable = |reason: String| {
         format!("the container runtime at {endpoint} did not answer ({reason}); planned as if it held nothing")

@@ -21,12 +21,12 @@ use crate::domain::config::layers::Source;
 use crate::domain::config::states;
 use crate::domain::config::ResolvedConfig;
 use crate::domain::eviction::{self, Threshold};
-use crate::domain::machine::MachineInfo;
+use crate::domain::kuberuntime::actions::{compute_pod_actions, KillReason, PodActions};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
+use crate::domain::node::machine::MachineInfo;
+use crate::domain::node::reserved::ResourceList;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
 use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
-use crate::domain::pod_sync::{compute_pod_actions, KillReason, PodActions};
-use crate::domain::reserved::ResourceList;
-use crate::domain::runtime::{ContainerState, PodRuntimeStatus};
 
 pub use crate::domain::cgroup::CgroupVersion;
 pub use gather::run;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::domain::runtime::{ContainerStatus, SandboxStatus};
+use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxStatus};
 use crate::ports::runtime::{
     CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
     RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::pods::runtime_state::{pod_runtime_view, relist};
 use crate::domain::cgroup::CgroupVersion;
-use crate::domain::machine::MachineInfo;
-use crate::domain::runtime::PodRuntimeStatus;
+use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
+use crate::domain::node::machine::MachineInfo;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 /// The snapshot's format version; a file with another is refused.

@@ -3,8 +3,8 @@
 use super::*;
 use crate::adapters::fake::FakeMachine;
 use crate::app::{bootstrap, cli};
+use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxState, SandboxStatus};
 use crate::domain::pod::{container_hash, Container};
-use crate::domain::runtime::{ContainerStatus, SandboxState, SandboxStatus};
 
 fn resolved(args: &[&str]) -> ResolvedConfig {
     let mut argv = vec!["rkubelet", "--container-runtime-endpoint=fake://"];

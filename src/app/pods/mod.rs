@@ -19,7 +19,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::app::server::shutdown_requested;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::pod_status::{api_pod_status, ApiPodStatus};
+use crate::domain::status::{api_pod_status, ApiPodStatus};
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use crate::ports::runtime::RuntimeError;
 use manager::{PodChange, PodManager};

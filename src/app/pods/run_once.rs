@@ -10,7 +10,7 @@ use tracing::{info, info_span, warn, Instrument};
 
 use super::sync::{sync_pod, SyncContext};
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::pod_status::{api_pod_status, ApiContainerState};
+use crate::domain::status::{api_pod_status, ApiContainerState};
 use crate::ports::pod_source::PodSource;
 
 pub const MAX_TRIES: u32 = 10;

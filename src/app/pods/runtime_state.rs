@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::app::cri_requests::POD_UID_LABEL;
-use crate::domain::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::ports::runtime::{ContainerFilter, RuntimeError, RuntimeService, SandboxFilter};
 
 /// One pod's runtime status plus which sandbox each container lives in.

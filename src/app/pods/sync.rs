@@ -15,13 +15,15 @@ use crate::app::cri_requests::{
     RequestContext,
 };
 use crate::app::pods::runtime_state::{pod_runtime_view, PodRuntimeView};
-use crate::domain::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
-use crate::domain::container_gc::{dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER};
-use crate::domain::duration::GoDuration;
+use crate::domain::kuberuntime::actions::compute_pod_actions;
+use crate::domain::kuberuntime::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
+use crate::domain::kuberuntime::gc::{
+    dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
+};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::domain::pod::{container_hash, full_name, Container, ImageAction, Pod};
-use crate::domain::pod_status::Waiting;
-use crate::domain::pod_sync::compute_pod_actions;
-use crate::domain::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::status::Waiting;
+use crate::domain::units::duration::GoDuration;
 use crate::ports::clock::Clock;
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService, SandboxConfig};
 

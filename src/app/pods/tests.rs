@@ -13,10 +13,10 @@ use crate::adapters::fake::{FakeCgroupManager, FakeClock};
 use crate::app::container_manager::ContainerManager;
 use crate::app::cri_requests::RequestContext;
 use crate::domain::cgroup::CgroupDriver;
-use crate::domain::dns::ResolvConf;
+use crate::domain::kuberuntime::dns::ResolvConf;
+use crate::domain::kuberuntime::runtime::ContainerState;
 use crate::domain::pod::{Container, RestartPolicy};
-use crate::domain::pod_status::ApiContainerState;
-use crate::domain::runtime::ContainerState;
+use crate::domain::status::ApiContainerState;
 use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
@@ -87,7 +87,9 @@ fn pod(uid: &str, policy: RestartPolicy, image: &str) -> Pod {
     pod
 }
 
-async fn containers(runtime: &FakeRuntime) -> Vec<crate::domain::runtime::ContainerStatus> {
+async fn containers(
+    runtime: &FakeRuntime,
+) -> Vec<crate::domain::kuberuntime::runtime::ContainerStatus> {
     let mut list: Vec<_> = runtime
         .list_containers(&ContainerFilter::default())
         .await
@@ -99,7 +101,7 @@ async fn containers(runtime: &FakeRuntime) -> Vec<crate::domain::runtime::Contai
     list
 }
 
-fn newest_running(list: &[crate::domain::runtime::ContainerStatus]) -> Option<String> {
+fn newest_running(list: &[crate::domain::kuberuntime::runtime::ContainerStatus]) -> Option<String> {
     list.iter()
         .rev()
         .find(|c| c.state == ContainerState::Running)

@@ -2,11 +2,11 @@
 //! upstream's container manager decides them (`ResourceConfigForPod`,
 //! `setCPUCgroupConfig`, `createNodeAllocatableCgroups`, `GetPodContainerName`).
 
-use crate::domain::allocatable::node_allocatable;
-use crate::domain::cfs::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
+use crate::domain::cgroup::cfs::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
+use crate::domain::node::allocatable::node_allocatable;
+use crate::domain::node::reserved::ResourceList;
 use crate::domain::pod::{qos_class, Container, Pod, QosClass, RestartPolicy};
-use crate::domain::quantity::{Format, Quantity};
-use crate::domain::reserved::ResourceList;
+use crate::domain::units::quantity::{Format, Quantity};
 
 use super::{CgroupName, CgroupNameError, ResourceConfig};
 
@@ -342,7 +342,7 @@ pub fn shares_to_weight(shares: u64, curve: WeightCurve) -> u64 {
 mod tests {
     use super::*;
     use crate::domain::pod::{ObjectMeta, PodSpec, ResourceRequirements};
-    use crate::domain::quantity::Quantity;
+    use crate::domain::units::quantity::Quantity;
     use std::collections::BTreeMap;
 
     fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {

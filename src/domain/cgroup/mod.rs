@@ -1,6 +1,7 @@
 //! The kubelet's cgroups as pure values: names in both drivers' spellings and the
 //! resource settings each cgroup gets, and what a driver writes for them.
 
+pub mod cfs;
 pub mod config;
 pub mod name;
 pub mod values;

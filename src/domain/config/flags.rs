@@ -8,8 +8,9 @@ use serde_json::{Map, Value};
 
 use super::error::ConfigError;
 pub use super::states::State;
-use crate::domain::duration::GoDuration;
-use crate::domain::{eviction, reserved};
+use crate::domain::eviction;
+use crate::domain::node::reserved;
+use crate::domain::units::duration::GoDuration;
 
 /// How a flag's text becomes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -196,7 +196,7 @@ fn is_zero(value: &Value) -> bool {
     match value {
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => {
-            crate::domain::duration::GoDuration::parse(s).is_ok_and(|d| d.as_nanos() == 0)
+            crate::domain::units::duration::GoDuration::parse(s).is_ok_and(|d| d.as_nanos() == 0)
         }
         _ => false,
     }
@@ -607,7 +607,7 @@ mod tests {
         );
         assert_eq!(
             merged.config.file_check_frequency,
-            crate::domain::duration::GoDuration::from_secs(5)
+            crate::domain::units::duration::GoDuration::from_secs(5)
         );
     }
 

@@ -1,6 +1,7 @@
 //! The configuration model: flags, files, drop-ins, their merge, and validation.
 
 pub mod error;
+pub mod feature_gates;
 pub mod fields;
 pub mod flags;
 pub mod layers;

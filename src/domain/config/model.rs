@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::domain::duration::GoDuration;
+use crate::domain::units::duration::GoDuration;
 
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
 pub const KIND: &str = "KubeletConfiguration";

@@ -3,9 +3,10 @@
 
 use super::error::ConfigError;
 use super::model::KubeletConfiguration;
-use crate::domain::duration::GoDuration;
-use crate::domain::feature_gates::FeatureGates;
-use crate::domain::{eviction, reserved};
+use crate::domain::config::feature_gates::FeatureGates;
+use crate::domain::eviction;
+use crate::domain::node::reserved;
+use crate::domain::units::duration::GoDuration;
 
 pub const CGROUP_DRIVERS: [&str; 2] = ["cgroupfs", "systemd"];
 pub const RUNTIME_SCHEMES: [&str; 2] = ["unix://", "fake://"];

@@ -14,8 +14,10 @@
 
 use std::fmt;
 
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
+};
 use crate::domain::pod::{container_hash, Container, Pod, RestartPolicy};
-use crate::domain::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
 
 /// Why a container, or the whole pod, is to be killed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -648,8 +650,8 @@ mod tests {
     //! tests (plain, init-container and sidecar variants) plus getPhase rules.
     //! Probe-driven cases are left out: probe results are not an input yet.
     use super::*;
+    use crate::domain::kuberuntime::runtime::SandboxStatus;
     use crate::domain::pod::{ObjectMeta, PodSpec};
-    use crate::domain::runtime::SandboxStatus;
 
     fn container(name: &str, image: &str) -> Container {
         Container {

@@ -7,8 +7,8 @@
 //! to the byte, float32 percentage rounding included.
 
 use crate::domain::eviction::{Operator, Signal, Threshold, ThresholdValue};
-use crate::domain::quantity::{Format, Quantity};
-use crate::domain::reserved::ResourceList;
+use crate::domain::node::reserved::ResourceList;
+use crate::domain::units::quantity::{Format, Quantity};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocatableError {
@@ -180,7 +180,7 @@ pub fn validate_node_allocatable(
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
-    use crate::domain::duration::GoDuration;
+    use crate::domain::units::duration::GoDuration;
 
     /// Upstream getResourceList: cpu and memory, "" leaves one out.
     fn cpu_mem(cpu: &str, memory: &str) -> ResourceList {

@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::domain::kuberuntime::actions::{pod_phase, PodPhase};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
+};
 use crate::domain::pod::{Container, Pod};
-use crate::domain::pod_sync::{pod_phase, PodPhase};
-use crate::domain::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
-use crate::domain::time::rfc3339_seconds;
+use crate::domain::units::time::rfc3339_seconds;
 
 /// Why a container is not running although the kubelet wants it to: set by a sync
 /// that tried and failed, or chose to wait.
@@ -224,8 +226,8 @@ pub fn is_finished(phase: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::kuberuntime::runtime::SandboxStatus;
     use crate::domain::pod::RestartPolicy;
-    use crate::domain::runtime::SandboxStatus;
 
     fn pod(init: &[&str], apps: &[&str]) -> Pod {
         let container = |name: &&str| Container {

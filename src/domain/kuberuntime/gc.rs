@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::domain::runtime::{
+use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
 

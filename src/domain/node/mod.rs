@@ -1,18 +1,22 @@
 //! The node as the kubelet sees it at start-up: its name, its capacity, what is reserved
 //! and what is left for pods. Pure: machine facts come in as values.
 
+pub mod allocatable;
+pub mod machine;
+pub mod reserved;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::domain::allocatable::{node_allocatable, validate_node_allocatable};
 use crate::domain::config::error::ConfigError;
 use crate::domain::config::model::KubeletConfiguration;
-use crate::domain::cpuset::CpuSet;
 use crate::domain::eviction::{self, Threshold};
-use crate::domain::machine::MachineInfo;
-use crate::domain::quantity::{Format, Quantity};
-use crate::domain::reserved::{self, ResourceList};
+use crate::domain::units::cpuset::CpuSet;
+use crate::domain::units::quantity::{Format, Quantity};
+use allocatable::{node_allocatable, validate_node_allocatable};
+use machine::MachineInfo;
+use reserved::ResourceList;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NodeNameError {
@@ -167,7 +171,7 @@ pub fn node_settings(
             "the reservation is kubeReserved (--kube-reserved) {} + systemReserved (--system-reserved) {} + hard eviction {}",
             show(&kube_reserved),
             show(&system_reserved),
-            show(&crate::domain::allocatable::hard_eviction_reservation(&hard_thresholds, &capacity)),
+            show(&crate::domain::node::allocatable::hard_eviction_reservation(&hard_thresholds, &capacity)),
         )));
     }
     if !problems.is_empty() {

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::domain::cpuset::{CpuSet, CpuSetError};
-use crate::domain::quantity::{Format, Quantity, QuantityError};
+use crate::domain::units::cpuset::{CpuSet, CpuSetError};
+use crate::domain::units::quantity::{Format, Quantity, QuantityError};
 
 /// Resource name ("cpu", "memory", "ephemeral-storage", "pid") to amount.
 pub type ResourceList = BTreeMap<String, Quantity>;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::cpuset::CpuSet;
+use crate::domain::units::cpuset::CpuSet;
 
 /// Facts about the machine. Plain data: the `MachineInfoProvider` port fills it in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,12 +6,14 @@
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
+pub mod static_pod;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::quantity::{Format, Quantity};
+use crate::domain::units::quantity::{Format, Quantity};
 
 /// Upstream's `SystemCriticalPriority`: the lowest priority of a critical pod.
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;

@@ -1,0 +1,7 @@
+//! The kubelet's runtime manager decisions (upstream's `kuberuntime`): what the runtime
+//! reports, what a pod sync must do, back-off, the request values, DNS, and garbage.
+pub mod actions;
+pub mod backoff;
+pub mod dns;
+pub mod gc;
+pub mod runtime;
