@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rkubelet::adapters::systemd::SystemdManager;
+use rkubelet::adapters::systemd::{CgroupMount, SystemdManager};
 use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
 use rkubelet::ports::cgroup::CgroupManager;
 
@@ -78,7 +78,9 @@ fn main() {
         std::process::exit(1);
     };
     let result = rt.block_on(async {
-        let sd = SystemdManager::connect(Some(&address)).await?;
+        let root = std::path::PathBuf::from("/sys/fs/cgroup");
+        let version = rkubelet::adapters::cgroupfs::detect_version(&root);
+        let sd = SystemdManager::connect(Some(&address), CgroupMount { root, version }).await?;
         let none = ResourceConfig::default();
         let burstable = CgroupName::new(&CgroupName::root(), &["kubepods", "burstable"])
             .map_err(|e| rkubelet::ports::cgroup::CgroupError::InvalidName(e.to_string()))?;

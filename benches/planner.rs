@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::fake::FakeMachine;
+use rkubelet::app::cli;
 use rkubelet::app::planner::snapshot::{parse_snapshot, Snapshot, SNAPSHOT_VERSION};
 use rkubelet::app::planner::{compute_plan, CgroupVersion, PlanInputs};
-use rkubelet::app::{bootstrap, cli};
+use rkubelet::domain::config;
 use rkubelet::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
@@ -79,10 +80,7 @@ fn main() {
         eprintln!("planner bench: flags do not parse");
         return;
     };
-    let Ok(resolved) = bootstrap::load_configuration(given) else {
-        eprintln!("planner bench: configuration invalid");
-        return;
-    };
+    let config_inputs = config::ConfigInputs::from_flags(given);
     let pods: Vec<Pod> = (0..PODS).map(pod).collect();
     let snapshot = Snapshot {
         version: SNAPSHOT_VERSION,
@@ -112,10 +110,16 @@ fn main() {
             eprintln!("planner bench: snapshot does not decode");
             return;
         };
-        let inputs = PlanInputs {
-            resolved: resolved.clone(),
+        let facts = config::NodeFacts {
             hostname: snapshot.hostname,
             machine: snapshot.machine,
+        };
+        let Ok(resolved) = config::resolve(&config_inputs, &facts) else {
+            eprintln!("planner bench: configuration invalid");
+            return;
+        };
+        let inputs = PlanInputs {
+            resolved,
             cgroup_version: snapshot.cgroup_version,
             node_stats: snapshot.node_stats,
             desired: pods.clone(),

@@ -2,7 +2,9 @@
 
 use std::process::ExitCode;
 
-use rkubelet::app::{bootstrap, cli, logging};
+use rkubelet::app::bootstrap::{self, StartupError};
+use rkubelet::app::{cli, compose, logging, planner};
+use rkubelet::domain::config;
 
 fn main() -> ExitCode {
     let given = match cli::parse(std::env::args_os()) {
@@ -16,22 +18,25 @@ fn main() -> ExitCode {
             };
         }
     };
+    // The flag-only options find the files and the root directory; their problems are
+    // reported with every other one by the configuration's resolve step.
+    let options = config::flag_options(&given).unwrap_or_default();
     // The dry run decides from the flag-only options alone, so even an invalid
     // configuration is reported as a plan (all problems, exit 1).
-    if rkubelet::domain::config::flag_options(&given).is_ok_and(|o| o.dry_run) {
-        return ExitCode::from(rkubelet::app::planner::run(given));
+    if options.dry_run {
+        return ExitCode::from(planner::run(given));
     }
-    let resolved = match bootstrap::load_configuration(given) {
+    let deps = compose::production_deps(&options);
+    let resolved = match bootstrap::load_configuration(given, &deps) {
         Ok(resolved) => resolved,
         Err(e) => return report(&e),
     };
     logging::init(&resolved.config.logging);
-    let Some(runtime) = rkubelet::app::compose::async_runtime() else {
+    let Some(runtime) = compose::async_runtime() else {
         return ExitCode::FAILURE;
     };
-    let deps = rkubelet::app::compose::production_deps(&resolved);
     let outcome = runtime.block_on(async {
-        let stop = rkubelet::app::compose::shutdown_signal();
+        let stop = compose::shutdown_signal();
         let started = bootstrap::start(resolved, &deps).await?;
         bootstrap::run(started, &deps, stop).await
     });
@@ -44,8 +49,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn report(e: &bootstrap::StartupError) -> ExitCode {
-    for line in e.to_string().lines() {
+fn report(e: &StartupError) -> ExitCode {
+    for line in e.lines() {
         eprintln!("E {line}");
     }
     ExitCode::FAILURE

@@ -70,15 +70,20 @@ fn every_flag_in_the_table_is_parsed_and_the_reverse() {
     }
 }
 
+/// The fake machine (2 CPUs, 4 GiB) named `node-a`.
+fn sample_node() -> config::NodeFacts {
+    config::NodeFacts {
+        hostname: "node-a".into(),
+        machine: rkubelet::adapters::fake::FakeMachine::sample_info(),
+    }
+}
+
 fn resolve_flags(args: &[String]) -> Result<config::ResolvedConfig, Vec<String>> {
     let mut argv = vec!["rkubelet".to_string()];
     argv.extend(args.iter().cloned());
     let flags = cli::parse(argv).map_err(|e| vec![e.to_string()])?;
-    config::resolve(&ConfigInputs {
-        flags,
-        ..ConfigInputs::default()
-    })
-    .map_err(|problems| problems.iter().map(ToString::to_string).collect())
+    config::resolve(&ConfigInputs::from_flags(flags), &sample_node())
+        .map_err(|problems| problems.iter().map(ToString::to_string).collect())
 }
 
 /// Not-implemented flags are still type-checked: a bad value names the flag.
@@ -137,14 +142,14 @@ fn refused_values_stop_start_up_and_safe_values_do_not() {
 fn a_file_with_every_field_loads_and_lists_the_not_implemented_ones() {
     let path = fixture("kubelet-config-all-fields.yaml");
     let text = std::fs::read_to_string(&path).expect("fixture");
-    let resolved = config::resolve(&ConfigInputs {
+    let inputs = ConfigInputs {
         main_file: Some(FileInput {
             path,
             text: Ok(text),
         }),
-        ..ConfigInputs::default()
-    })
-    .unwrap_or_else(|p| panic!("{p:#?}"));
+        ..ConfigInputs::from_flags(Vec::new())
+    };
+    let resolved = config::resolve(&inputs, &sample_node()).unwrap_or_else(|p| panic!("{p:#?}"));
     let listed: BTreeSet<String> = states::not_implemented_given(&resolved)
         .into_iter()
         .map(|(name, _)| name)

@@ -9,13 +9,20 @@ mod common;
 
 use common::cgroups::pod_limits;
 use common::systemd::Systemd;
-use rkubelet::adapters::systemd::SystemdManager;
+use rkubelet::adapters::systemd::{CgroupMount, SystemdManager};
 use rkubelet::domain::cgroup::CgroupVersion;
 use rkubelet::domain::cgroup::{CgroupName, ResourceConfig};
 use rkubelet::ports::cgroup::{CgroupError, CgroupManager};
 
+/// This machine's cgroup mount.
+fn mount() -> CgroupMount {
+    let root = std::path::PathBuf::from("/sys/fs/cgroup");
+    let version = rkubelet::adapters::cgroupfs::detect_version(&root);
+    CgroupMount { root, version }
+}
+
 async fn connect(peer: &Systemd) -> SystemdManager {
-    SystemdManager::connect(Some(&peer.var("DBUS_SYSTEM_BUS_ADDRESS")))
+    SystemdManager::connect(Some(&peer.var("DBUS_SYSTEM_BUS_ADDRESS")), mount())
         .await
         .expect("connects to the private manager")
 }
@@ -198,7 +205,8 @@ async fn refusals_name_the_call_the_unit_and_the_bus_error() {
         other => panic!("unexpected error {other:?}"),
     }
     assert!(!sd.exists(&bad).await.expect("exists"));
-    let Err(err) = SystemdManager::connect(Some("unix:path=/nonexistent/bus")).await else {
+    let Err(err) = SystemdManager::connect(Some("unix:path=/nonexistent/bus"), mount()).await
+    else {
         panic!("connect to nothing succeeded");
     };
     assert!(
@@ -254,8 +262,14 @@ async fn the_container_manager_builds_its_tree_as_slices() {
         "--cgroup-driver=systemd",
     ])
     .expect("flags");
-    let resolved = rkubelet::app::bootstrap::load_configuration(given).expect("config");
-    let cm = ContainerManager::new(sd.clone(), &resolved).expect("container manager");
+    let resolved = rkubelet::domain::config::resolve(
+        &rkubelet::domain::config::ConfigInputs::from_flags(given),
+        &rkubelet::domain::config::NodeFacts {
+            hostname: "node-a".into(),
+            machine: rkubelet::adapters::fake::FakeMachine::sample_info(),
+        },
+    )
+    .expect("config");
     let quantity = |s: &str| Quantity::parse(s).expect("quantity");
     let node = NodeSettings {
         capacity: [("cpu", "2"), ("memory", "8Gi"), ("pods", "110")]
@@ -265,7 +279,8 @@ async fn the_container_manager_builds_its_tree_as_slices() {
         kube_reserved: [("memory".to_string(), quantity("1Gi"))].into(),
         ..NodeSettings::default()
     };
-    cm.setup(&node, true).await.expect("the QoS tree");
+    let cm = ContainerManager::new(sd.clone(), resolved.node.cgroup_tree, node);
+    cm.setup().await.expect("the QoS tree");
     for unit in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
         let n = CgroupName::from_cgroupfs(unit);
         assert!(sd.exists(&n).await.expect("exists"), "{unit} as a slice");

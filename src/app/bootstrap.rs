@@ -9,52 +9,62 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::adapters::file_source::{FileSource, DEFAULT_CHECK_FREQUENCY};
-use crate::adapters::http_source::{
-    HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
-};
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::cri_requests::RequestContext;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
-use crate::domain::cgroup::{CgroupDriver, WeightCurve};
-use crate::domain::config::feature_gates::FeatureGates;
+use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
+use crate::domain::config::error::ConfigError;
 use crate::domain::config::layers::GivenFlags;
-use crate::domain::config::model::KubeletConfiguration;
-use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
+use crate::domain::config::{
+    self, ConfigInputs, FileInput, FlagOptions, NodeConfig, NodeFacts, ResolvedConfig,
+    RuntimeEndpoint,
+};
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
-use crate::domain::node::machine::MachineInfo;
-use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
-use crate::ports::host::{ContentionWait, Host, LockHandle};
-use crate::ports::machine::MachineInfoProvider;
-use crate::ports::pod_source::PodSource;
+use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};
+use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
+use crate::ports::pod_source::{PodSource, PodSourceError};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
-/// Builds the runtime client for an endpoint (the composition root decides which).
-pub type RuntimeFactory =
-    Box<dyn Fn(&str) -> Result<Arc<dyn RuntimeService>, RuntimeError> + Send + Sync>;
+/// Builds the runtime client for an endpoint, each call bounded by the timeout (the
+/// composition root decides which client).
+pub type RuntimeFactory = Box<
+    dyn Fn(&RuntimeEndpoint, Duration) -> Result<Arc<dyn RuntimeService>, RuntimeError>
+        + Send
+        + Sync,
+>;
 
 /// Builds the image service client for an endpoint.
-pub type ImageFactory =
-    Box<dyn Fn(&str) -> Result<Arc<dyn ImageService>, RuntimeError> + Send + Sync>;
+pub type ImageFactory = Box<
+    dyn Fn(&RuntimeEndpoint, Duration) -> Result<Arc<dyn ImageService>, RuntimeError> + Send + Sync,
+>;
 
-/// Builds the cgroup manager for a driver (the endpoint tells the simulated node apart).
+/// Builds the cgroup manager for a driver (the simulated node gets one that touches
+/// nothing).
 pub type CgroupFactory = Box<
     dyn Fn(
             CgroupDriver,
-            &str,
+            &RuntimeEndpoint,
             WeightCurve,
         )
             -> Pin<Box<dyn Future<Output = Result<Arc<dyn CgroupManager>, CgroupError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Builds the pod sources the configuration asks for (manifest path, manifest URL).
+pub type SourceFactory = Box<
+    dyn Fn(&NodeConfig, Arc<dyn Clock>) -> Result<Vec<Box<dyn PodSource>>, PodSourceError>
         + Send
         + Sync,
 >;
@@ -66,6 +76,9 @@ pub struct Deps {
     pub runtime_for: RuntimeFactory,
     pub images_for: ImageFactory,
     pub cgroups_for: CgroupFactory,
+    pub sources_for: SourceFactory,
+    /// The cgroup version of this machine (for the planner).
+    pub cgroup_version: Box<dyn Fn() -> CgroupVersion + Send + Sync>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -74,99 +87,111 @@ pub enum StartupError {
     /// Bad input: each problem on its own line; nothing was changed.
     #[error("{}", .0.join("\n"))]
     Invalid(Vec<String>),
-    #[error("failed to acquire the lock file {path}: {reason}")]
-    Lock { path: PathBuf, reason: String },
-    #[error("failed to read machine info: {0}")]
-    Machine(String),
-    #[error("failed to create directory {path}: {reason}")]
-    Directory { path: PathBuf, reason: String },
-    #[error("failed to run the container runtime at {endpoint}: {reason}")]
-    Runtime { endpoint: String, reason: String },
-    #[error("failed to start the container manager: {0}")]
-    Cgroups(String),
+    #[error("failed to acquire the lock file {path}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: HostError,
+    },
+    #[error("failed to read machine info")]
+    Machine(#[source] MachineInfoError),
+    #[error("failed to create directory {path}")]
+    Directory {
+        path: PathBuf,
+        #[source]
+        source: HostError,
+    },
+    #[error("failed to run the container runtime at {endpoint}")]
+    Runtime {
+        endpoint: RuntimeEndpoint,
+        #[source]
+        source: RuntimeError,
+    },
+    #[error("failed to start the cgroup driver {driver}")]
+    CgroupDriver {
+        driver: CgroupDriver,
+        #[source]
+        source: CgroupError,
+    },
+    #[error("failed to start the container manager")]
+    ContainerManager(#[source] ContainerManagerError),
+    #[error("failed to start the pod sources")]
+    Sources(#[source] PodSourceError),
     /// `--runonce`: these pods did not reach running.
     #[error("error running pods: {}", .0.join("; "))]
     RunOnce(Vec<String>),
-    #[error("failed to serve healthz on {address}: {reason}")]
-    Healthz { address: String, reason: String },
+    #[error("failed to serve healthz on {address}")]
+    Healthz {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// Read the files the flags name: `--config` and the `*.conf` drop-ins of `--config-dir`
-/// in name order. Unreadable files become problems reported with the others.
-pub fn read_config_inputs(flags: GivenFlags) -> Result<ConfigInputs, StartupError> {
-    let options = config::flag_options(&flags).map_err(problems_to_error)?;
+impl StartupError {
+    /// The error and its causes, one per line, as printed at exit.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.to_string().lines().map(str::to_owned).collect();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            lines.push(format!("  caused by: {e}"));
+            cause = e.source();
+        }
+        lines
+    }
+}
+
+/// Read the files the options name: `--config` and the `*.conf` drop-ins of
+/// `--config-dir` in name order. Unreadable files become problems reported with the
+/// others.
+pub fn read_config_inputs(flags: GivenFlags) -> ConfigInputs {
+    let mut inputs = ConfigInputs::from_flags(flags);
+    let Ok(options) = &inputs.options else {
+        return inputs;
+    };
     let read = |path: &Path| FileInput {
         path: path.to_path_buf(),
         text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
     };
-    let main_file = options.config.as_deref().map(read);
-    let mut drop_ins = Vec::new();
+    inputs.main_file = options.config.as_deref().map(read);
     if let Some(dir) = &options.config_dir {
-        let entries = std::fs::read_dir(dir).map_err(|e| {
-            StartupError::Invalid(vec![format!(
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                let mut paths: Vec<PathBuf> = entries
+                    .filter_map(|entry| entry.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|ext| ext == "conf") && p.is_file())
+                    .collect();
+                paths.sort();
+                inputs.drop_ins = paths.iter().map(|p| read(p)).collect();
+            }
+            Err(e) => inputs.read_problems.push(ConfigError::Invalid(format!(
                 "failed to read drop-in configs from --config-dir {:?}: {e}",
                 dir.display().to_string()
-            )])
-        })?;
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|ext| ext == "conf") && p.is_file())
-            .collect();
-        paths.sort();
-        drop_ins = paths.iter().map(|p| read(p)).collect();
+            ))),
+        }
     }
-    Ok(ConfigInputs {
-        main_file,
-        drop_ins,
-        flags,
-    })
+    inputs
 }
 
 fn problems_to_error<E: ToString>(problems: Vec<E>) -> StartupError {
     StartupError::Invalid(problems.iter().map(ToString::to_string).collect())
 }
 
-/// Step: load and validate the configuration (defaults, file, drop-ins, flags).
-pub fn load_configuration(flags: GivenFlags) -> Result<ResolvedConfig, StartupError> {
-    let inputs = read_config_inputs(flags)?;
-    config::resolve(&inputs).map_err(problems_to_error)
-}
-
-/// Step: the feature gates in force (already validated with the configuration).
-pub fn initialize_feature_gates(resolved: &ResolvedConfig) -> Result<FeatureGates, StartupError> {
-    let gates =
-        FeatureGates::from_map(&resolved.config.feature_gates).map_err(problems_to_error)?;
-    info!(changed = ?gates.changed(), "feature gates initialized");
-    Ok(gates)
-}
-
-/// What start-up knows about the node before it changes anything.
-#[derive(Debug, Clone)]
-pub struct NodePlan {
-    pub node_name: String,
-    pub node_name_source: NodeNameSource,
-    pub machine: MachineInfo,
-    pub settings: NodeSettings,
-}
-
-/// Step: node name, machine facts and the container manager settings, validated
-/// against this machine (reserved CPUs, allocatable) before any side effect.
-pub fn resolve_node(resolved: &ResolvedConfig, deps: &Deps) -> Result<NodePlan, StartupError> {
+/// What the configuration is checked against: the hostname and the machine.
+pub fn node_facts(deps: &Deps) -> Result<NodeFacts, StartupError> {
+    let machine = deps.machine.machine_info().map_err(StartupError::Machine)?;
+    // An unreadable hostname is an empty one: the node name check then names the
+    // problem (and --hostname-override avoids it).
     let hostname = deps.host.hostname().unwrap_or_default();
-    let (node_name, node_name_source) =
-        resolve_node_name(resolved.options.hostname_override.as_deref(), &hostname)
-            .map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
-    let machine = deps
-        .machine
-        .machine_info()
-        .map_err(|e| StartupError::Machine(e.to_string()))?;
-    let settings = node_settings(&resolved.config, &machine).map_err(problems_to_error)?;
-    Ok(NodePlan {
-        node_name,
-        node_name_source,
-        machine,
-        settings,
-    })
+    Ok(NodeFacts { hostname, machine })
+}
+
+/// Step: load the configuration (defaults, file, drop-ins, flags) and validate it
+/// against this machine; every problem at once.
+pub fn load_configuration(flags: GivenFlags, deps: &Deps) -> Result<ResolvedConfig, StartupError> {
+    let inputs = read_config_inputs(flags);
+    let facts = node_facts(deps)?;
+    config::resolve(&inputs, &facts).map_err(problems_to_error)
 }
 
 /// Step: the lock file, when one is asked for.
@@ -180,9 +205,9 @@ pub fn acquire_lock_file(
     info!(path = %path.display(), "acquiring file lock");
     host.acquire_lock(path)
         .map(Some)
-        .map_err(|e| StartupError::Lock {
+        .map_err(|source| StartupError::Lock {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source,
         })
 }
 
@@ -202,8 +227,8 @@ pub fn register_configz(resolved: &ResolvedConfig) -> Configz {
 }
 
 /// Step: without a kubeconfig the kubelet runs standalone, as upstream does.
-pub fn check_standalone(resolved: &ResolvedConfig) -> bool {
-    let standalone = resolved.options.kubeconfig.is_none();
+pub fn check_standalone(options: &FlagOptions) -> bool {
+    let standalone = options.kubeconfig.is_none();
     if standalone {
         warn!("standalone mode, no API client: no --kubeconfig given, so the node is not registered and only static pods run");
     }
@@ -211,28 +236,29 @@ pub fn check_standalone(resolved: &ResolvedConfig) -> bool {
 }
 
 /// Step: log the machine and the container manager settings.
-pub fn log_node(plan: &NodePlan, resolved: &ResolvedConfig) {
-    info!(node = %plan.node_name, source = ?plan.node_name_source, "node name resolved");
+pub fn log_node(node: &NodeConfig) {
+    info!(node = %node.node_name, source = ?node.node_name_source, "node name resolved");
+    let machine = &node.machine;
     info!(
-        cores = plan.machine.num_cores,
-        online_cpus = %plan.machine.online_cpus,
-        memory_bytes = plan.machine.memory_capacity_bytes,
-        boot_id = %plan.machine.boot_id,
-        machine_id = %plan.machine.machine_id,
+        cores = machine.num_cores,
+        online_cpus = %machine.online_cpus,
+        memory_bytes = machine.memory_capacity_bytes,
+        boot_id = %machine.boot_id,
+        machine_id = %machine.machine_id,
         "machine info"
     );
-    let c = &resolved.config;
+    let settings = &node.node;
     let show = crate::domain::node::reserved::format_resource_list;
     info!(
-        cgroup_root = %c.cgroup_root,
-        cgroups_per_qos = c.cgroups_per_qos,
-        cgroup_driver = %c.cgroup_driver,
-        system_reserved = %show(&plan.settings.system_reserved),
-        kube_reserved = %show(&plan.settings.kube_reserved),
-        reserved_cpus = %plan.settings.reserved_cpus.as_ref().map(ToString::to_string).unwrap_or_default(),
-        enforce_node_allocatable = ?c.enforce_node_allocatable,
-        hard_eviction_thresholds = plan.settings.hard_thresholds.len(),
-        allocatable = %show(&plan.settings.allocatable),
+        cgroup_root = %node.cgroup_root,
+        cgroups_per_qos = node.cgroup_tree.is_some(),
+        cgroup_driver = %node.cgroup_driver,
+        system_reserved = %show(&settings.system_reserved),
+        kube_reserved = %show(&settings.kube_reserved),
+        reserved_cpus = %settings.reserved_cpus.as_ref().map(ToString::to_string).unwrap_or_default(),
+        enforce_node_allocatable_on_pods = node.cgroup_tree.as_ref().is_some_and(|t| t.enforce_pods),
+        hard_eviction_thresholds = settings.hard_thresholds.len(),
+        allocatable = %show(&settings.allocatable),
         "creating container manager"
     );
 }
@@ -266,19 +292,20 @@ pub fn apply_oom_score_adj(host: &dyn Host, value: i32) -> bool {
 /// Step: connect to the container runtime and check its version.
 pub async fn start_runtime(
     deps: &Deps,
-    endpoint: &str,
+    node: &NodeConfig,
 ) -> Result<(Arc<dyn RuntimeService>, String), StartupError> {
-    let fail = |e: RuntimeError| StartupError::Runtime {
-        endpoint: endpoint.to_string(),
-        reason: e.to_string(),
+    let endpoint = &node.runtime_endpoint;
+    let fail = |source: RuntimeError| StartupError::Runtime {
+        endpoint: endpoint.clone(),
+        source,
     };
-    let runtime = (deps.runtime_for)(endpoint).map_err(fail)?;
+    let runtime = (deps.runtime_for)(endpoint, node.runtime_request_timeout).map_err(fail)?;
     let version = runtime.version().await.map_err(fail)?;
-    if endpoint.starts_with("fake://") {
+    if endpoint.is_simulated() {
         warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
     }
     info!(
-        endpoint,
+        %endpoint,
         runtime = %version.runtime_name,
         version = %version.runtime_version,
         api = %version.runtime_api_version,
@@ -291,51 +318,42 @@ pub async fn start_runtime(
 /// container manager's tree: `kubepods` with node allocatable and the QoS cgroups.
 pub async fn start_container_manager(
     resolved: &ResolvedConfig,
-    plan: &NodePlan,
     deps: &Deps,
     runtime: &dyn RuntimeService,
 ) -> Result<Arc<ContainerManager>, StartupError> {
-    let config = &resolved.config;
-    let driver = CgroupDriver::parse(&config.cgroup_driver).ok_or_else(|| {
-        StartupError::Invalid(vec![format!(
-            "invalid configuration: cgroupDriver (--cgroup-driver) {:?}: must be \"cgroupfs\" or \"systemd\"",
-            config.cgroup_driver
-        )])
-    })?;
-    match runtime.cgroup_driver().await {
-        Ok(Some(reported)) if reported != driver => {
-            return Err(StartupError::Invalid(vec![format!(
-                "misconfiguration: kubelet cgroup driver: {:?} is different from the container runtime's cgroup driver: {:?}; set --cgroup-driver (cgroupDriver) to {:?} or change the runtime's",
-                driver.as_str(),
-                reported.as_str(),
-                reported.as_str()
-            )]))
+    let node = &resolved.node;
+    let driver = node.cgroup_driver;
+    let reported = runtime.cgroup_driver().await;
+    match driver.agreement(reported.as_ref().ok().copied()) {
+        Ok(DriverAgreement::Same) => {
+            info!(%driver, "the container runtime uses the same cgroup driver")
         }
-        Ok(Some(_)) => info!(%driver, "the container runtime uses the same cgroup driver"),
-        Ok(None) => info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver"),
-        Err(e) => warn!(%driver, error = %e, "cannot ask the container runtime for its cgroup driver; using the configured one"),
+        Ok(DriverAgreement::NotReported) => {
+            info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver")
+        }
+        Ok(DriverAgreement::Unknown) => {
+            warn!(%driver, error = %reported.err().map(|e| e.to_string()).unwrap_or_default(), "cannot ask the container runtime for its cgroup driver; using the configured one")
+        }
+        Err(mismatch) => return Err(StartupError::Invalid(vec![mismatch.to_string()])),
     }
-    let curve = resolved.options.cpu_weight_curve;
-    let cgroups = (deps.cgroups_for)(driver, &config.container_runtime_endpoint, curve)
-        .await
-        .map_err(|e| StartupError::Cgroups(e.to_string()))?;
-    let containers = ContainerManager::new(cgroups, resolved)
-        .map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
-    let enforce_pods = config.enforce_node_allocatable.iter().any(|e| e == "pods");
+    let cgroups = (deps.cgroups_for)(
+        driver,
+        &node.runtime_endpoint,
+        resolved.options.cpu_weight_curve,
+    )
+    .await
+    .map_err(|source| StartupError::CgroupDriver { driver, source })?;
+    let containers = ContainerManager::new(cgroups, node.cgroup_tree.clone(), node.node.clone());
     containers
-        .setup(&plan.settings, enforce_pods)
+        .setup()
         .await
-        .map_err(|e| match e {
-            ContainerManagerError::Setup { .. } => StartupError::Cgroups(e.to_string()),
-            _ => StartupError::Invalid(vec![e.to_string()]),
-        })?;
+        .map_err(StartupError::ContainerManager)?;
     Ok(Arc::new(containers))
 }
 
 /// Everything start-up produced that the running kubelet keeps.
 pub struct Started {
     pub resolved: ResolvedConfig,
-    pub plan: NodePlan,
     pub configz: Configz,
     pub runtime: Arc<dyn RuntimeService>,
     /// The runtime's name (`containerd`), which prefixes container ids in pod status.
@@ -346,30 +364,28 @@ pub struct Started {
     pub contention: Option<ContentionWait>,
 }
 
-/// The start-up flow up to a connected runtime. Bad input returns before any effect.
+/// The start-up flow up to a connected runtime. Bad input was refused by
+/// [`load_configuration`], before any effect.
 pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
     crate::app::cli::warn_compatibility(&resolved);
-    initialize_feature_gates(&resolved)?;
-    let plan = resolve_node(&resolved, deps)?;
+    info!(changed = ?resolved.node.feature_gates.changed(), "feature gates initialized");
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
     let contention = watch_lock_contention(deps.host.as_ref(), &resolved, lock.as_ref());
     let configz = register_configz(&resolved);
-    check_standalone(&resolved);
-    log_node(&plan, &resolved);
+    check_standalone(&resolved.options);
+    log_node(&resolved.node);
     deps.host
         .create_dir_all(&resolved.options.root_dir)
-        .map_err(|e| StartupError::Directory {
+        .map_err(|source| StartupError::Directory {
             path: resolved.options.root_dir.clone(),
-            reason: e.to_string(),
+            source,
         })?;
     check_root(deps.host.as_ref());
-    apply_oom_score_adj(deps.host.as_ref(), resolved.config.oom_score_adj);
-    let (runtime, runtime_name) =
-        start_runtime(deps, &resolved.config.container_runtime_endpoint).await?;
-    let containers = start_container_manager(&resolved, &plan, deps, runtime.as_ref()).await?;
+    apply_oom_score_adj(deps.host.as_ref(), resolved.node.oom_score_adj);
+    let (runtime, runtime_name) = start_runtime(deps, &resolved.node).await?;
+    let containers = start_container_manager(&resolved, deps, runtime.as_ref()).await?;
     Ok(Started {
         resolved,
-        plan,
         configz,
         runtime,
         runtime_name,
@@ -399,56 +415,16 @@ fn watch_lock_contention(
     }
 }
 
-/// The pod sources the configuration asks for: the manifest path (`staticPodPath`)
-/// and the manifest URL (`staticPodURL`).
-pub fn pod_sources(
-    started: &Started,
-    deps: &Deps,
-) -> Result<Vec<Box<dyn PodSource>>, HttpSourceError> {
-    let config = &started.resolved.config;
-    let mut sources: Vec<Box<dyn PodSource>> = Vec::new();
-    if !config.static_pod_path.is_empty() {
-        let frequency = config
-            .file_check_frequency
-            .to_std()
-            .filter(|d| !d.is_zero())
-            .unwrap_or(DEFAULT_CHECK_FREQUENCY);
-        info!(path = %config.static_pod_path, every = ?frequency, "adding static pod path");
-        sources.push(Box::new(FileSource::new(
-            &config.static_pod_path,
-            &started.plan.node_name,
-            frequency,
-            Arc::clone(&deps.clock),
-        )));
-    }
-    if !config.static_pod_url.is_empty() {
-        let frequency = config
-            .http_check_frequency
-            .to_std()
-            .filter(|d| !d.is_zero())
-            .unwrap_or(HTTP_CHECK_FREQUENCY);
-        info!(url = %config.static_pod_url, every = ?frequency, "adding pod source URL");
-        sources.push(Box::new(HttpSource::new(
-            &config.static_pod_url,
-            config.static_pod_url_header.clone(),
-            &started.plan.node_name,
-            frequency,
-            Arc::clone(&deps.clock),
-        )?));
-    }
-    Ok(sources)
-}
-
 /// The host's resolver configuration for `Default`-policy pods; an unreadable file
 /// only warns (pods then get no DNS servers), as upstream.
-fn read_resolv_conf(config: &KubeletConfiguration) -> ResolvConf {
-    if config.resolv_conf.is_empty() {
+fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
+    let Some(path) = &node.resolv_conf else {
         return ResolvConf::default();
-    }
-    match std::fs::read_to_string(&config.resolv_conf) {
+    };
+    match std::fs::read_to_string(path) {
         Ok(text) => parse_resolv_conf(&text),
         Err(e) => {
-            warn!(path = %config.resolv_conf, error = %e, "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
+            warn!(path = %path.display(), error = %e, "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
             ResolvConf::default()
         }
     }
@@ -457,18 +433,15 @@ fn read_resolv_conf(config: &KubeletConfiguration) -> ResolvConf {
 /// What every pod sync shares: the runtime and image clients, the clock, and how
 /// requests are built.
 fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, StartupError> {
-    let config = &started.resolved.config;
-    let endpoint = if config.image_service_endpoint.is_empty() {
-        &config.container_runtime_endpoint
-    } else {
-        &config.image_service_endpoint
-    };
-    let images = (deps.images_for)(endpoint).map_err(|e| StartupError::Runtime {
-        endpoint: endpoint.clone(),
-        reason: e.to_string(),
+    let node = &started.resolved.node;
+    let endpoint = &node.image_service_endpoint;
+    let images = (deps.images_for)(endpoint, node.runtime_request_timeout).map_err(|source| {
+        StartupError::Runtime {
+            endpoint: endpoint.clone(),
+            source,
+        }
     })?;
-    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(config))
-        .with_memory_capacity(started.plan.machine.memory_capacity_bytes);
+    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
     Ok(Arc::new(SyncContext::new(
         Arc::clone(&started.runtime),
         images,
@@ -479,12 +452,9 @@ fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, Star
     )))
 }
 
-fn sources_or_error(
-    started: &Started,
-    deps: &Deps,
-) -> Result<Vec<Box<dyn PodSource>>, StartupError> {
-    pod_sources(started, deps)
-        .map_err(|e| StartupError::Invalid(vec![format!("invalid --manifest-url: {e}")]))
+fn pod_sources(started: &Started, deps: &Deps) -> Result<Vec<Box<dyn PodSource>>, StartupError> {
+    (deps.sources_for)(&started.resolved.node, Arc::clone(&deps.clock))
+        .map_err(StartupError::Sources)
 }
 
 /// Step: the sync loop that runs the pods of every source on the runtime.
@@ -494,17 +464,12 @@ fn start_pod_loop(
     store: PodStatusStore,
     shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, StartupError> {
-    let config = &started.resolved.config;
     let ctx = sync_context(started, deps)?;
     let settings = LoopSettings {
-        resync_period: config
-            .sync_frequency
-            .to_std()
-            .filter(|d| !d.is_zero())
-            .unwrap_or(LoopSettings::default().resync_period),
+        resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
-    let sources = sources_or_error(started, deps)?;
+    let sources = pod_sources(started, deps)?;
     Ok(tokio::spawn(
         PodLoop::new(ctx, store, settings).run(sources, shutdown),
     ))
@@ -513,7 +478,7 @@ fn start_pod_loop(
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
     let ctx = sync_context(started, deps)?;
-    let sources = sources_or_error(started, deps)?;
+    let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
         .iter()
@@ -553,16 +518,14 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let pod_loop = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
-    let config = &started.resolved.config;
-    let server = if config.healthz_port != 0 {
-        let address = format!("{}:{}", config.healthz_bind_address, config.healthz_port);
-        let listener =
-            tokio::net::TcpListener::bind(&address)
-                .await
-                .map_err(|e| StartupError::Healthz {
-                    address: address.clone(),
-                    reason: e.to_string(),
-                })?;
+    let server = if let Some(healthz) = &started.resolved.node.healthz {
+        let address = healthz.to_string();
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .map_err(|source| StartupError::Healthz {
+                address: address.clone(),
+                source,
+            })?;
         info!(%address, "serving /healthz and /configz");
         let configz = started.configz.clone();
         let store = store.clone();
@@ -619,35 +582,8 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::fake::runtime::FakeRuntime;
-    use crate::adapters::fake::{FakeHost, FakeMachine};
-    use crate::app::cli;
-
-    fn resolved(args: &[&str]) -> Result<ResolvedConfig, StartupError> {
-        let mut argv = vec![
-            "rkubelet",
-            "--container-runtime-endpoint=fake://",
-            "--healthz-port=0",
-        ];
-        argv.extend_from_slice(args);
-        let given = cli::parse(argv).map_err(|e| StartupError::Invalid(vec![e.to_string()]))?;
-        load_configuration(given)
-    }
-
-    fn deps(host: &Arc<FakeHost>) -> Deps {
-        Deps {
-            host: host.clone(),
-            machine: Arc::new(FakeMachine::default()),
-            runtime_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),
-            images_for: Box::new(|_| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn ImageService>)),
-            cgroups_for: Box::new(|driver, _, _| {
-                let cgroups: Arc<dyn CgroupManager> =
-                    Arc::new(crate::adapters::fake::FakeCgroupManager::new(driver));
-                Box::pin(std::future::ready(Ok(cgroups)))
-            }),
-            clock: Arc::new(crate::adapters::fake::FakeClock::new(0)),
-        }
-    }
+    use crate::adapters::fake::FakeHost;
+    use crate::app::test_support::{deps, try_resolved as resolved};
 
     #[tokio::test]
     async fn the_flow_locks_creates_adjusts_notifies_and_stops_on_signal() {
@@ -662,7 +598,7 @@ mod tests {
         );
         assert!(host.created_dirs().contains(&PathBuf::from("/var/lib/rk")));
         assert_eq!(host.oom_score_adj(None), Some(-999));
-        assert_eq!(started.plan.node_name, "fake-node");
+        assert_eq!(started.resolved.node.node_name, "fake-node");
         let reason = run(started, &deps, std::future::ready(()))
             .await
             .expect("runs");
@@ -688,13 +624,37 @@ mod tests {
     async fn node_level_refusals_happen_before_any_effect() {
         let host = Arc::new(FakeHost::new());
         let deps = deps(&host);
-        let config = resolved(&["--lock-file=/run/kubelet.lock", "--reserved-cpus=0-99"])
-            .expect("config valid");
-        let error = start(config, &deps).await.err().expect("refused");
+        let given = crate::app::cli::parse([
+            "rkubelet",
+            "--container-runtime-endpoint=fake://",
+            "--lock-file=/run/kubelet.lock",
+            "--reserved-cpus=0-99",
+        ])
+        .expect("flags parse");
+        let error = load_configuration(given, &deps).expect_err("refused");
         assert!(error.to_string().contains("0-99"), "{error}");
         assert!(host.lock_acquisitions().is_empty());
         assert!(host.created_dirs().is_empty());
         assert!(host.oom_score_adj_calls().is_empty());
+    }
+
+    #[test]
+    fn machine_checks_are_reported_with_the_other_problems() {
+        let Err(StartupError::Invalid(problems)) =
+            resolved(&["--reserved-cpus=0-99", "--cgroup-driver=nonsense"])
+        else {
+            panic!("expected invalid configuration");
+        };
+        assert!(
+            problems.iter().any(|p| p.contains("cgroupDriver")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("0-99") && p.contains("0-1")),
+            "{problems:?}"
+        );
     }
 
     #[tokio::test]

@@ -1,86 +1,74 @@
 //! The composition root: the only place that picks concrete adapters.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::path::Path;
+use tracing::info;
 
-use crate::adapters::cgroupfs::CgroupfsManager;
+use crate::adapters::cgroupfs::{detect_version, CgroupfsManager};
 use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::FakeCgroupManager;
 use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
+use crate::adapters::static_pods::file::FileSource;
+use crate::adapters::static_pods::http::HttpSource;
 use crate::adapters::system::{SystemClock, SystemHost};
-use crate::adapters::systemd::SystemdManager;
+use crate::adapters::systemd::{CgroupMount, SystemdManager};
 use crate::app::bootstrap::Deps;
 use crate::domain::cgroup::{CgroupDriver, WeightCurve};
-use crate::domain::config::ResolvedConfig;
+use crate::domain::config::{FlagOptions, NodeConfig, RuntimeEndpoint};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
+use crate::ports::clock::Clock;
+use crate::ports::pod_source::{PodSource, PodSourceError};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
-/// The default `--runtime-request-timeout`.
-pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The runtime client for an endpoint with the default request timeout.
-pub fn runtime_for(endpoint: &str) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
-    runtime_with_timeout(endpoint, DEFAULT_RUNTIME_REQUEST_TIMEOUT)
-}
+/// Where the cgroup hierarchies are mounted.
+const CGROUP_MOUNT_ROOT: &str = "/sys/fs/cgroup";
 
 /// The runtime and image service clients of one endpoint.
 type CriClients = (Arc<dyn RuntimeService>, Arc<dyn ImageService>);
 
-/// The runtime and image service behind one endpoint, one client for both: `fake://`
-/// is the embedded simulated runtime, `unix://` a CRI client whose every call is
-/// bounded by `timeout`.
-fn clients_for(endpoint: &str, timeout: Duration) -> Result<CriClients, RuntimeError> {
-    if endpoint.starts_with("fake://") {
-        let fake = Arc::new(FakeRuntime::new());
-        return Ok((fake.clone(), fake));
+/// The runtime and image service behind one endpoint, one client for both: the embedded
+/// simulated runtime, or a CRI client whose every call is bounded by `timeout`.
+fn clients_for(endpoint: &RuntimeEndpoint, timeout: Duration) -> Result<CriClients, RuntimeError> {
+    match endpoint {
+        RuntimeEndpoint::Simulated => {
+            let fake = Arc::new(FakeRuntime::new());
+            Ok((fake.clone(), fake))
+        }
+        RuntimeEndpoint::Cri(uri) => {
+            let cri = Arc::new(CriRuntime::connect(uri, timeout)?);
+            Ok((cri.clone(), cri))
+        }
     }
-    if endpoint.starts_with("unix://") {
-        let cri = Arc::new(CriRuntime::connect(endpoint, timeout)?);
-        return Ok((cri.clone(), cri));
-    }
-    Err(RuntimeError::Unavailable {
-        endpoint: endpoint.to_string(),
-        reason: "no CRI client is built into this version for this endpoint".into(),
-    })
 }
 
 /// The runtime client for an endpoint (see [`clients_for`]).
-pub fn runtime_with_timeout(
-    endpoint: &str,
+pub fn runtime_for(
+    endpoint: &RuntimeEndpoint,
     timeout: Duration,
 ) -> Result<Arc<dyn RuntimeService>, RuntimeError> {
     clients_for(endpoint, timeout).map(|(runtime, _)| runtime)
 }
 
-/// The image service client for an endpoint (`--image-service-endpoint`, or the
-/// runtime's when empty; see [`clients_for`]).
-pub fn image_service_with_timeout(
-    endpoint: &str,
+/// The image service client for an endpoint (see [`clients_for`]).
+pub fn image_service_for(
+    endpoint: &RuntimeEndpoint,
     timeout: Duration,
 ) -> Result<Arc<dyn ImageService>, RuntimeError> {
     clients_for(endpoint, timeout).map(|(_, images)| images)
 }
 
-fn request_timeout(resolved: &ResolvedConfig) -> Duration {
-    resolved
-        .config
-        .runtime_request_timeout
-        .to_std()
-        .filter(|d| !d.is_zero())
-        .unwrap_or(DEFAULT_RUNTIME_REQUEST_TIMEOUT)
-}
-
 /// The cgroup manager for a driver: the kernel's cgroup filesystem or systemd over
-/// D-Bus; the simulated node (`fake://`) gets an in-memory tree so it touches no cgroup.
+/// D-Bus; the simulated node gets an in-memory tree so it touches no cgroup.
 pub async fn cgroup_manager_for(
     driver: CgroupDriver,
     curve: WeightCurve,
     simulated: bool,
 ) -> Result<Arc<dyn CgroupManager>, CgroupError> {
     if simulated {
+        info!("simulated node: cgroups are kept in memory only");
         return Ok(Arc::new(FakeCgroupManager::new(driver)));
     }
     match driver {
@@ -89,36 +77,70 @@ pub async fn cgroup_manager_for(
         ))?)),
         // The system bus, or DBUS_SYSTEM_BUS_ADDRESS where set (tests point it at a
         // private manager).
-        CgroupDriver::Systemd => Ok(Arc::new(
-            SystemdManager::connect(None)
-                .await?
-                .with_weight_curve(curve),
-        )),
+        CgroupDriver::Systemd => {
+            let root = PathBuf::from(CGROUP_MOUNT_ROOT);
+            let version = detect_version(&root);
+            Ok(Arc::new(
+                SystemdManager::connect(None, CgroupMount { root, version })
+                    .await?
+                    .with_weight_curve(curve),
+            ))
+        }
     }
 }
 
-/// Where the cgroup hierarchies are mounted.
-const CGROUP_MOUNT_ROOT: &str = "/sys/fs/cgroup";
+/// The pod sources the configuration asks for: the manifest path (`staticPodPath`)
+/// and the manifest URL (`staticPodURL`).
+pub fn pod_sources(
+    node: &NodeConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<Vec<Box<dyn PodSource>>, PodSourceError> {
+    let mut sources: Vec<Box<dyn PodSource>> = Vec::new();
+    if let Some(path) = &node.static_pod_path {
+        let every = node.file_check_frequency;
+        info!(path = %path.display(), ?every, "adding static pod path");
+        sources.push(Box::new(FileSource::new(
+            path,
+            &node.node_name,
+            every,
+            Arc::clone(&clock),
+        )));
+    }
+    if let Some(url) = &node.static_pod_url {
+        let every = node.http_check_frequency;
+        info!(%url, ?every, "adding pod source URL");
+        let source = HttpSource::new(
+            url,
+            node.static_pod_url_header.clone(),
+            &node.node_name,
+            every,
+            clock,
+        )
+        .map_err(|e| PodSourceError::Invalid {
+            what: "--manifest-url",
+            value: url.clone(),
+            source: Box::new(e),
+        })?;
+        sources.push(Box::new(source));
+    }
+    Ok(sources)
+}
 
-/// The adapters of a real node.
-pub fn production_deps(resolved: &ResolvedConfig) -> Deps {
+/// The adapters of a real node; `options` gives the root directory whose filesystem the
+/// machine facts measure.
+pub fn production_deps(options: &FlagOptions) -> Deps {
     Deps {
         host: Arc::new(SystemHost::from_env()),
         machine: Arc::new(ProcfsMachineInfo::new(MachinePaths::host(
-            resolved.options.root_dir.clone(),
+            options.root_dir.clone(),
         ))),
-        runtime_for: {
-            let timeout = request_timeout(resolved);
-            Box::new(move |endpoint: &str| runtime_with_timeout(endpoint, timeout))
-        },
-        images_for: {
-            let timeout = request_timeout(resolved);
-            Box::new(move |endpoint: &str| image_service_with_timeout(endpoint, timeout))
-        },
+        runtime_for: Box::new(runtime_for),
+        images_for: Box::new(image_service_for),
         cgroups_for: Box::new(|driver, endpoint, curve| {
-            let simulated = endpoint.starts_with("fake://");
-            Box::pin(cgroup_manager_for(driver, curve, simulated))
+            Box::pin(cgroup_manager_for(driver, curve, endpoint.is_simulated()))
         }),
+        sources_for: Box::new(pod_sources),
+        cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
     }
 }

@@ -12,34 +12,35 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 use tracing::{debug, info, warn};
 
-use crate::domain::cgroup::{
-    kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config, pod_uid_of,
-    qos_cgroup_name, qos_resource_configs, CgroupName, CgroupSettings, ResourceConfig,
-};
-use crate::domain::config::ResolvedConfig;
+use crate::domain::cgroup::tree::{CgroupTree, PlannedCgroup};
+use crate::domain::cgroup::{pod_uid_of, ResourceConfig};
 use crate::domain::node::NodeSettings;
-use crate::domain::pod::{Pod, QosClass};
+use crate::domain::pod::Pod;
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 
 pub struct ContainerManager {
     cgroups: Arc<dyn CgroupManager>,
     /// `None` without `--cgroups-per-qos`.
-    kubepods: Option<CgroupName>,
-    settings: CgroupSettings,
+    tree: Option<CgroupTree>,
+    node: NodeSettings,
     /// The burstable and besteffort settings last written, so unchanged pod sets
     /// cost no write (and no D-Bus call).
-    last_qos: Mutex<Option<(ResourceConfig, ResourceConfig)>>,
+    last_qos: Mutex<Option<[ResourceConfig; 2]>>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerManagerError {
-    #[error("invalid configuration: cgroupRoot (--cgroup-root) {root:?}: {reason}")]
-    InvalidRoot { root: String, reason: String },
     #[error("invalid configuration: cgroup-root {root:?} doesn't exist")]
     MissingRoot { root: String },
-    #[error("failed to create the {what} cgroup {name}: {source}")]
+    #[error("cannot check that the cgroup root {root} exists")]
+    CheckRoot {
+        root: String,
+        #[source]
+        source: CgroupError,
+    },
+    #[error("failed to create the {role} cgroup {name}")]
     Setup {
-        what: &'static str,
+        role: &'static str,
         name: String,
         #[source]
         source: CgroupError,
@@ -47,147 +48,107 @@ pub enum ContainerManagerError {
 }
 
 impl ContainerManager {
-    /// The manager for the configuration; checks `--cgroup-root` but changes nothing.
+    /// The manager of `tree` (none without `--cgroups-per-qos`) on a node with `node`'s
+    /// allocatable; changes nothing yet.
     pub fn new(
         cgroups: Arc<dyn CgroupManager>,
-        resolved: &ResolvedConfig,
-    ) -> Result<Self, ContainerManagerError> {
-        let config = &resolved.config;
-        let kubepods = if config.cgroups_per_qos {
-            Some(kubepods_name(&config.cgroup_root).map_err(|e| {
-                ContainerManagerError::InvalidRoot {
-                    root: config.cgroup_root.clone(),
-                    reason: e.to_string(),
-                }
-            })?)
-        } else {
-            None
-        };
-        let period_us = config
-            .cpu_cfs_quota_period
-            .to_std()
-            .map_or(100_000, |d| u64::try_from(d.as_micros()).unwrap_or(100_000));
-        Ok(Self {
+        tree: Option<CgroupTree>,
+        node: NodeSettings,
+    ) -> Self {
+        Self {
             cgroups,
-            kubepods,
-            settings: CgroupSettings {
-                cpu_cfs_quota: config.cpu_cfs_quota,
-                cpu_cfs_quota_period_us: period_us,
-                pod_pids_limit: config.pod_pids_limit,
-            },
+            tree,
+            node,
             last_qos: Mutex::new(None),
-        })
+        }
     }
 
     pub fn cgroups(&self) -> &Arc<dyn CgroupManager> {
         &self.cgroups
     }
 
+    async fn create(&self, planned: &PlannedCgroup) -> Result<(), ContainerManagerError> {
+        self.cgroups
+            .create(&planned.name, &planned.resources)
+            .await
+            .map_err(|source| ContainerManagerError::Setup {
+                role: planned.role.as_str(),
+                name: self.cgroups.driver_name(&planned.name),
+                source,
+            })
+    }
+
     /// Start-up: checks the root exists (as upstream) and creates `kubepods` with the
-    /// node's allocatable (when `enforceNodeAllocatable` has `pods`) and the QoS cgroups.
-    pub async fn setup(
-        &self,
-        node: &NodeSettings,
-        enforce_pods: bool,
-    ) -> Result<(), ContainerManagerError> {
-        let Some(kubepods) = &self.kubepods else {
+    /// node's allocatable (as limits when `enforceNodeAllocatable` has `pods`) and the
+    /// QoS cgroups.
+    pub async fn setup(&self) -> Result<(), ContainerManagerError> {
+        let Some(tree) = &self.tree else {
             info!("cgroupsPerQOS is off: pods get the runtime's default cgroup parent");
             return Ok(());
         };
-        let root = kubepods.parent();
-        let root_exists = self.cgroups.exists(&root).await.unwrap_or(false);
+        let root = tree.kubepods.parent();
+        let root_name = self.cgroups.driver_name(&root);
+        let root_exists = self.cgroups.exists(&root).await.map_err(|source| {
+            ContainerManagerError::CheckRoot {
+                root: root_name.clone(),
+                source,
+            }
+        })?;
         if !root_exists {
-            return Err(ContainerManagerError::MissingRoot {
-                root: root.to_driver(self.cgroups.driver()),
-            });
+            return Err(ContainerManagerError::MissingRoot { root: root_name });
         }
-        let config = kubepods_resource_config(
-            &node.capacity,
-            &node.kube_reserved,
-            &node.system_reserved,
-            enforce_pods,
-        );
-        let setup = |what: &'static str, name: &CgroupName| {
-            let name = self.cgroups.driver_name(name);
-            move |source| ContainerManagerError::Setup { what, name, source }
-        };
-        self.cgroups
-            .create(kubepods, &config)
-            .await
-            .map_err(setup("kubepods", kubepods))?;
+        let node_level = tree.node_level(&self.node, []);
+        for planned in &node_level {
+            self.create(planned).await?;
+        }
+        let kubepods = &node_level[0].resources;
         info!(
-            cgroup = %self.cgroups.driver_name(kubepods),
+            cgroup = %self.cgroups.driver_name(&tree.kubepods),
             driver = %self.cgroups.driver(),
-            enforce_pods,
-            memory_limit = ?config.memory_limit,
-            cpu_shares = ?config.cpu_shares,
-            pids_limit = ?config.pids_limit,
-            "created the pods' top-level cgroup"
+            enforce_pods = tree.enforce_pods,
+            memory_limit = kubepods.memory_limit.unwrap_or(-1),
+            cpu_shares = kubepods.cpu_shares.unwrap_or_default(),
+            pids_limit = kubepods.pids_limit.unwrap_or(-1),
+            "set up the pods' top-level cgroup and its QoS children"
         );
-        let (burstable, besteffort) = qos_resource_configs(&[]);
-        for (what, qos, resources) in [
-            ("burstable", QosClass::Burstable, burstable),
-            ("besteffort", QosClass::BestEffort, besteffort),
-        ] {
-            let name = qos_cgroup_name(kubepods, qos);
-            self.cgroups
-                .create(&name, &resources)
-                .await
-                .map_err(setup(what, &name))?;
-        }
-        *self.last_qos.lock().await = Some((burstable, besteffort));
+        *self.last_qos.lock().await = Some([node_level[1].resources, node_level[2].resources]);
         Ok(())
     }
 
     /// The pod's cgroup; `None` without `--cgroups-per-qos`.
-    pub fn pod_cgroup(&self, pod: &Pod) -> Option<CgroupName> {
-        self.kubepods
-            .as_ref()
-            .map(|kubepods| pod_cgroup_name(kubepods, pod))
+    pub fn pod_cgroup(&self, pod: &Pod) -> Option<PlannedCgroup> {
+        self.tree.as_ref().map(|tree| tree.pod(pod))
     }
 
     /// The sandbox's `cgroup_parent`, in the driver's spelling; empty without a tree.
     pub fn cgroup_parent(&self, pod: &Pod) -> String {
         self.pod_cgroup(pod)
-            .map(|name| self.cgroups.driver_name(&name))
+            .map(|planned| self.cgroups.driver_name(&planned.name))
             .unwrap_or_default()
     }
 
     /// Creates the pod's cgroup with its limits when it does not exist yet (upstream
     /// `EnsureExists`).
     pub async fn ensure_pod(&self, pod: &Pod) -> Result<(), CgroupError> {
-        let Some(name) = self.pod_cgroup(pod) else {
+        let Some(planned) = self.pod_cgroup(pod) else {
             return Ok(());
         };
-        if self.cgroups.exists(&name).await? {
+        if self.cgroups.exists(&planned.name).await? {
             return Ok(());
         }
-        let resources = pod_resource_config(pod, &self.settings);
-        self.cgroups.create(&name, &resources).await?;
-        debug!(cgroup = %self.cgroups.driver_name(&name), ?resources, "created pod cgroup");
+        self.cgroups
+            .create(&planned.name, &planned.resources)
+            .await?;
+        debug!(cgroup = %self.cgroups.driver_name(&planned.name), resources = ?planned.resources, "created pod cgroup");
         Ok(())
-    }
-
-    /// Every place a pod with `uid` may have its cgroup (its QoS class is unknown
-    /// when only the uid is).
-    fn candidates(&self, uid: &str) -> Vec<CgroupName> {
-        let Some(kubepods) = &self.kubepods else {
-            return Vec::new();
-        };
-        let component = format!("pod{uid}");
-        [
-            kubepods.clone(),
-            qos_cgroup_name(kubepods, QosClass::Burstable),
-            qos_cgroup_name(kubepods, QosClass::BestEffort),
-        ]
-        .iter()
-        .filter_map(|parent| CgroupName::new(parent, &[component.as_str()]).ok())
-        .collect()
     }
 
     /// Removes the pod's cgroup (call once its containers are gone).
     pub async fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
-        for name in self.candidates(uid) {
+        let Some(tree) = &self.tree else {
+            return Ok(());
+        };
+        for name in tree.pod_candidates(uid) {
             if self.cgroups.exists(&name).await? {
                 self.cgroups.destroy(&name).await?;
                 debug!(cgroup = %self.cgroups.driver_name(&name), "removed pod cgroup");
@@ -199,36 +160,35 @@ impl ContainerManager {
     /// Sets the QoS cgroups for the pods now desired (burstable shares follow the
     /// burstable pods' requests); writes only when the values change.
     pub async fn update_qos(&self, pods: &[Pod]) -> Result<(), CgroupError> {
-        let Some(kubepods) = &self.kubepods else {
+        let Some(tree) = &self.tree else {
             return Ok(());
         };
-        let wanted = qos_resource_configs(pods);
+        let wanted = tree.qos(pods);
+        let resources = [wanted[0].resources, wanted[1].resources];
         let mut last = self.last_qos.lock().await;
-        if last.as_ref() == Some(&wanted) {
+        if last.as_ref() == Some(&resources) {
             return Ok(());
         }
-        self.cgroups
-            .update(&qos_cgroup_name(kubepods, QosClass::Burstable), &wanted.0)
-            .await?;
-        self.cgroups
-            .update(&qos_cgroup_name(kubepods, QosClass::BestEffort), &wanted.1)
-            .await?;
-        debug!(burstable_shares = ?wanted.0.cpu_shares, "updated the QoS cgroups");
-        *last = Some(wanted);
+        for planned in &wanted {
+            self.cgroups
+                .update(&planned.name, &planned.resources)
+                .await?;
+        }
+        debug!(
+            burstable_shares = resources[0].cpu_shares.unwrap_or_default(),
+            "updated the QoS cgroups"
+        );
+        *last = Some(resources);
         Ok(())
     }
 
     /// The uids of every pod cgroup in the tree.
     pub async fn pod_cgroup_uids(&self) -> Result<BTreeSet<String>, CgroupError> {
-        let Some(kubepods) = &self.kubepods else {
+        let Some(tree) = &self.tree else {
             return Ok(BTreeSet::new());
         };
         let mut uids = BTreeSet::new();
-        for parent in [
-            kubepods.clone(),
-            qos_cgroup_name(kubepods, QosClass::Burstable),
-            qos_cgroup_name(kubepods, QosClass::BestEffort),
-        ] {
+        for parent in tree.pod_parents() {
             for child in self.cgroups.children(&parent).await? {
                 if let Some(uid) = pod_uid_of(&child) {
                     uids.insert(uid.to_owned());
@@ -261,14 +221,16 @@ impl ContainerManager {
 mod tests {
     use super::*;
     use crate::adapters::fake::FakeCgroupManager;
-    use crate::app::cli;
-    use crate::domain::cgroup::CgroupDriver;
+    use crate::app::test_support::resolved;
+    use crate::domain::cgroup::{CgroupDriver, CgroupName};
 
-    fn resolved(args: &[&str]) -> ResolvedConfig {
-        let mut argv = vec!["rkubelet", "--container-runtime-endpoint=fake://"];
-        argv.extend_from_slice(args);
-        let given = cli::parse(argv).unwrap_or_else(|e| panic!("flags: {e}"));
-        crate::app::bootstrap::load_configuration(given).unwrap_or_else(|e| panic!("config: {e}"))
+    /// The manager the configuration `args` asks for, with a node of no capacity.
+    fn manager(cgroups: Arc<FakeCgroupManager>, args: &[&str]) -> ContainerManager {
+        ContainerManager::new(
+            cgroups,
+            resolved(args).node.cgroup_tree,
+            NodeSettings::default(),
+        )
     }
 
     fn name(parts: &[&str]) -> CgroupName {
@@ -278,10 +240,8 @@ mod tests {
     #[tokio::test]
     async fn without_a_root_cgroup_setup_refuses_like_upstream() {
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
-        let cm = ContainerManager::new(fake, &resolved(&["--cgroup-root=/missing"]))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let node = NodeSettings::default();
-        let err = cm.setup(&node, true).await.err().map(|e| e.to_string());
+        let cm = manager(fake, &["--cgroup-root=/missing"]);
+        let err = cm.setup().await.err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
             Some("invalid configuration: cgroup-root \"/missing\" doesn't exist")
@@ -291,11 +251,8 @@ mod tests {
     #[tokio::test]
     async fn setup_creates_the_qos_tree_and_pod_cgroups_come_and_go() -> Result<(), CgroupError> {
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Systemd));
-        let cm =
-            ContainerManager::new(fake.clone(), &resolved(&[])).unwrap_or_else(|e| panic!("{e}"));
-        cm.setup(&NodeSettings::default(), true)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cm = manager(fake.clone(), &[]);
+        cm.setup().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             fake.names(),
             [
@@ -334,11 +291,8 @@ mod tests {
     #[tokio::test]
     async fn pod_max_pids_limits_every_pod_cgroup() -> Result<(), CgroupError> {
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
-        let cm = ContainerManager::new(fake.clone(), &resolved(&["--pod-max-pids=321"]))
-            .unwrap_or_else(|e| panic!("{e}"));
-        cm.setup(&NodeSettings::default(), true)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cm = manager(fake.clone(), &["--pod-max-pids=321"]);
+        cm.setup().await.unwrap_or_else(|e| panic!("{e}"));
         let mut pod = Pod::default();
         pod.metadata.uid = "abc".into();
         pod.spec.containers = vec![serde_json::from_value(serde_json::json!({"name": "a"}))
@@ -348,11 +302,8 @@ mod tests {
         assert_eq!(limits.and_then(|r| r.pids_limit), Some(321));
         // The default, -1, leaves pids.max alone.
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
-        let cm =
-            ContainerManager::new(fake.clone(), &resolved(&[])).unwrap_or_else(|e| panic!("{e}"));
-        cm.setup(&NodeSettings::default(), true)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cm = manager(fake.clone(), &[]);
+        cm.setup().await.unwrap_or_else(|e| panic!("{e}"));
         cm.ensure_pod(&pod).await?;
         let limits = fake.get(&name(&["kubepods", "besteffort", "podabc"]));
         assert_eq!(limits.map(|r| r.pids_limit), Some(None));
@@ -379,14 +330,11 @@ mod tests {
     #[tokio::test]
     async fn without_cgroups_per_qos_nothing_is_created() -> Result<(), CgroupError> {
         let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
-        let cm = ContainerManager::new(
+        let cm = manager(
             fake.clone(),
-            &resolved(&["--cgroups-per-qos=false", "--enforce-node-allocatable="]),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        cm.setup(&NodeSettings::default(), false)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            &["--cgroups-per-qos=false", "--enforce-node-allocatable="],
+        );
+        cm.setup().await.unwrap_or_else(|e| panic!("{e}"));
         let pod = Pod::default();
         cm.ensure_pod(&pod).await?;
         assert_eq!(cm.cgroup_parent(&pod), "");

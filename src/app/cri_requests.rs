@@ -65,25 +65,19 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
-    /// The context from the resolved configuration; `memory_capacity_bytes`
-    /// starts at 0 (see [`RequestContext::with_memory_capacity`]).
+    /// The context from the resolved configuration, with the node's memory.
     pub fn from_config(resolved: &ResolvedConfig, host_dns: ResolvConf) -> Self {
-        let c = &resolved.config;
-        let period_us = c.cpu_cfs_quota_period.as_nanos() / 1000;
+        let node = &resolved.node;
         RequestContext {
-            pod_logs_dir: PathBuf::from(&c.pod_logs_dir),
+            pod_logs_dir: node.pod_logs_dir.clone(),
             root_dir: resolved.options.root_dir.clone(),
             host_dns,
-            cluster_dns: c.cluster_dns.clone(),
-            cluster_domain: c.cluster_domain.clone(),
-            cpu_cfs_quota: c.cpu_cfs_quota,
-            // Validation keeps it within 1ms..=1s; guard anyway against a zero period.
-            cpu_cfs_quota_period_us: if period_us > 0 {
-                period_us
-            } else {
-                cfs::DEFAULT_QUOTA_PERIOD_US
-            },
-            memory_capacity_bytes: 0,
+            cluster_dns: node.cluster_dns.clone(),
+            cluster_domain: node.cluster_domain.clone(),
+            cpu_cfs_quota: node.pod_cgroups.cpu_cfs_quota,
+            cpu_cfs_quota_period_us: i64::try_from(node.pod_cgroups.cpu_cfs_quota_period_us)
+                .unwrap_or(i64::MAX),
+            memory_capacity_bytes: node.machine.memory_capacity_bytes,
         }
     }
 
@@ -967,17 +961,10 @@ mod tests {
 
     #[test]
     fn context_from_config() {
-        use crate::domain::config::{model::KubeletConfiguration, FlagOptions};
-        let config = KubeletConfiguration {
-            cluster_dns: vec!["10.0.0.10".into()],
-            cluster_domain: "k8s.local".into(),
-            ..Default::default()
-        };
-        let resolved = ResolvedConfig {
-            config,
-            origins: BTreeMap::new(),
-            options: FlagOptions::default(),
-        };
+        let resolved = crate::app::test_support::resolved(&[
+            "--cluster-dns=10.0.0.10",
+            "--cluster-domain=k8s.local",
+        ]);
         let c =
             RequestContext::from_config(&resolved, ResolvConf::default()).with_memory_capacity(GIB);
         assert_eq!(c.pod_logs_dir, Path::new("/var/log/pods"));

@@ -8,3 +8,5 @@ pub mod logging;
 pub mod planner;
 pub mod pods;
 pub mod server;
+#[cfg(test)]
+pub(crate) mod test_support;

@@ -338,6 +338,35 @@ pub fn validate_threshold_config(
     .1
 }
 
+/// The configuration's thresholds, hard and soft apart, with every problem found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedThresholds {
+    /// Hard thresholds, then the `allocatableMemory.available` copies (see
+    /// [`parse_threshold_config`]).
+    pub hard: Vec<Threshold>,
+    pub soft: Vec<Threshold>,
+    pub errors: Vec<EvictionError>,
+}
+
+/// Like [`parse_threshold_config`], reporting every problem and splitting the kinds.
+pub fn thresholds(
+    enforce_node_allocatable: &[String],
+    hard: &BTreeMap<String, String>,
+    soft: &BTreeMap<String, String>,
+    soft_grace_period: &BTreeMap<String, String>,
+    min_reclaim: &BTreeMap<String, String>,
+) -> ParsedThresholds {
+    let (all, errors) = build(
+        enforce_node_allocatable,
+        hard,
+        soft,
+        soft_grace_period,
+        min_reclaim,
+    );
+    let (hard, soft) = all.into_iter().partition(Threshold::is_hard);
+    ParsedThresholds { hard, soft, errors }
+}
+
 fn build(
     enforce_node_allocatable: &[String],
     hard: &BTreeMap<String, String>,
@@ -574,13 +603,7 @@ fn parse_min_reclaim(signal: Signal, value: &str) -> Result<ThresholdValue, Evic
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::domain::test_support::map;
 
     fn q(s: &str) -> ThresholdValue {
         ThresholdValue::Quantity(Quantity::parse(s).unwrap())

@@ -20,4 +20,6 @@ pub mod kuberuntime;
 pub mod node;
 pub mod pod;
 pub mod status;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod units;

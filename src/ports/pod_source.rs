@@ -23,10 +23,37 @@ pub struct PodSetUpdate {
     pub errors: Vec<ManifestError>,
 }
 
+/// A source that cannot be set up or read.
+#[derive(Debug, thiserror::Error)]
+pub enum PodSourceError {
+    /// The configuration names a source that cannot work (a bad URL).
+    #[error("invalid {what} {value:?}")]
+    Invalid {
+        /// The flag or field: `--manifest-url`.
+        what: &'static str,
+        value: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A read failed (the URL did not answer).
+    #[error("cannot read pods from {origin}")]
+    Read {
+        /// The folder or URL.
+        origin: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
 /// A stream of pod set updates. The first call returns the initial set; each
 /// later call waits until the set changes and returns the new set.
 #[async_trait]
 pub trait PodSource: Send {
     /// The next set, or `None` once the source has stopped for good.
     async fn next(&mut self) -> Option<PodSetUpdate>;
+
+    /// One read of the source now, for the planner: the set it holds, with the
+    /// manifests that yielded no pod. Errors: [`PodSourceError::Read`] when the source
+    /// could not be read at all.
+    async fn read_once(&self) -> Result<PodSetUpdate, PodSourceError>;
 }

@@ -19,7 +19,6 @@ use zbus::proxy::CacheProperties;
 use zbus::zvariant::{OwnedObjectPath, Value};
 use zbus::Connection;
 
-use crate::adapters::cgroupfs::detect_version;
 use crate::domain::cgroup::{
     resource_properties, slice_properties, CgroupDriver, CgroupName, CgroupVersion, PropValue,
     Property, ResourceConfig, WeightCurve,
@@ -125,12 +124,19 @@ fn collect_pids(dir: &Path, pids: &mut BTreeSet<u32>) -> Result<(), CgroupError>
     Ok(())
 }
 
+/// Where the cgroup hierarchies are mounted, and their version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMount {
+    pub root: PathBuf,
+    pub version: CgroupVersion,
+}
+
 impl SystemdManager {
     /// Connects to the manager on `address` (a D-Bus address such as
     /// `unix:path=/run/dbus/system_bus_socket`), else on `$DBUS_SYSTEM_BUS_ADDRESS`, else on
-    /// the system bus, and reads its root cgroup. The cgroup version (which property names
-    /// units get) is decided here, once, from /sys/fs/cgroup.
-    pub async fn connect(address: Option<&str>) -> Result<Self, CgroupError> {
+    /// the system bus, and reads its root cgroup. `mount` is where the cgroup hierarchies
+    /// are mounted, and its version decides which property names units get.
+    pub async fn connect(address: Option<&str>, mount: CgroupMount) -> Result<Self, CgroupError> {
         let address = address
             .map(str::to_owned)
             .or_else(|| std::env::var("DBUS_SYSTEM_BUS_ADDRESS").ok())
@@ -162,13 +168,12 @@ impl SystemdManager {
         } else {
             control_group
         };
-        let cgroup_root = PathBuf::from("/sys/fs/cgroup");
         Ok(Self {
             conn,
             manager,
             control_group,
-            version: detect_version(&cgroup_root),
-            cgroup_root,
+            version: mount.version,
+            cgroup_root: mount.root,
             weight_curve: WeightCurve::default(),
         })
     }

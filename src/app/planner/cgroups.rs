@@ -4,15 +4,13 @@
 
 use serde::Serialize;
 
+use crate::domain::cgroup::tree::PlannedCgroup;
 use crate::domain::cgroup::{
-    cgroupfs_files, kubepods_name, kubepods_resource_config, pod_cgroup_name, pod_resource_config,
-    qos_cgroup_name, qos_resource_configs, slice_properties, CgroupDriver, CgroupName,
-    CgroupSettings, CgroupVersion, PropValue, ResourceConfig, WeightCurve,
+    cgroupfs_files, slice_properties, CgroupDriver, CgroupName, CgroupVersion, PropValue,
+    ResourceConfig, WeightCurve,
 };
-use crate::domain::config::model::KubeletConfiguration;
-use crate::domain::node::reserved::ENFORCE_PODS;
-use crate::domain::node::NodeSettings;
-use crate::domain::pod::{Pod, QosClass};
+use crate::domain::config::NodeConfig;
+use crate::domain::pod::Pod;
 
 use super::PodPlan;
 
@@ -79,90 +77,43 @@ fn values(
 /// The tree for the desired pods; `None` when `cgroupsPerQOS` is off (pods then go
 /// where the runtime puts them). Fills each pod plan's `cgroup`; parents come first.
 pub fn cgroup_plan(
-    c: &KubeletConfiguration,
-    settings: &NodeSettings,
+    node: &NodeConfig,
     pods: &[&Pod],
     version: CgroupVersion,
     curve: WeightCurve,
     pod_plans: &mut [PodPlan],
-    problems: &mut Vec<String>,
 ) -> Option<CgroupPlan> {
-    if !c.cgroups_per_qos {
-        return None;
-    }
-    let Some(driver) = CgroupDriver::parse(&c.cgroup_driver) else {
-        problems.push(format!(
-            "cgroupDriver (--cgroup-driver) {:?} must be one of \"cgroupfs\" or \"systemd\"",
-            c.cgroup_driver
-        ));
-        return None;
+    let tree = node.cgroup_tree.as_ref()?;
+    let driver = node.cgroup_driver;
+    let entry = |planned: &PlannedCgroup, pod: Option<&str>| CgroupEntry {
+        role: planned.role.as_str().to_owned(),
+        cgroup: planned.name.to_cgroupfs(),
+        name: match driver {
+            CgroupDriver::Cgroupfs => planned.name.to_cgroupfs(),
+            CgroupDriver::Systemd => planned.name.to_systemd_unit(),
+        },
+        pod: pod.map(str::to_owned),
+        values: values(driver, &planned.name, &planned.resources, version, curve),
     };
-    let kubepods = match kubepods_name(&c.cgroup_root) {
-        Ok(name) => name,
-        Err(e) => {
-            problems.push(format!(
-                "cgroupRoot (--cgroup-root) {:?}: {e}",
-                c.cgroup_root
-            ));
-            return None;
-        }
-    };
-    let entry =
-        |role: &str, name: &CgroupName, pod: Option<&str>, r: &ResourceConfig| CgroupEntry {
-            role: role.to_owned(),
-            cgroup: name.to_cgroupfs(),
-            name: match driver {
-                CgroupDriver::Cgroupfs => name.to_cgroupfs(),
-                CgroupDriver::Systemd => name.to_systemd_unit(),
-            },
-            pod: pod.map(str::to_owned),
-            values: values(driver, name, r, version, curve),
-        };
-    let enforce_pods = c.enforce_node_allocatable.iter().any(|e| e == ENFORCE_PODS);
-    let node = kubepods_resource_config(
-        &settings.capacity,
-        &settings.kube_reserved,
-        &settings.system_reserved,
-        enforce_pods,
-    );
-    let owned: Vec<Pod> = pods.iter().map(|p| (*p).clone()).collect();
-    let (burstable, besteffort) = qos_resource_configs(&owned);
-    let mut entries = vec![
-        entry("node-allocatable", &kubepods, None, &node),
-        entry(
-            "qos",
-            &qos_cgroup_name(&kubepods, QosClass::Burstable),
-            None,
-            &burstable,
-        ),
-        entry(
-            "qos",
-            &qos_cgroup_name(&kubepods, QosClass::BestEffort),
-            None,
-            &besteffort,
-        ),
-    ];
-    let pod_settings = CgroupSettings {
-        cpu_cfs_quota: c.cpu_cfs_quota,
-        cpu_cfs_quota_period_us: u64::try_from(c.cpu_cfs_quota_period.as_nanos() / 1_000)
-            .unwrap_or(100_000),
-        pod_pids_limit: c.pod_pids_limit,
-    };
+    let mut entries: Vec<CgroupEntry> = tree
+        .node_level(&node.node, pods.iter().copied())
+        .iter()
+        .map(|planned| entry(planned, None))
+        .collect();
     let by_uid: std::collections::HashMap<&str, &Pod> =
         pods.iter().map(|p| (p.metadata.uid.as_str(), *p)).collect();
     for plan in pod_plans.iter_mut() {
         let Some(pod) = by_uid.get(plan.uid.as_str()) else {
             continue;
         };
-        let name = pod_cgroup_name(&kubepods, pod);
-        let r = pod_resource_config(pod, &pod_settings);
-        plan.cgroup = Some(name.to_driver(driver));
-        entries.push(entry("pod", &name, Some(&plan.uid), &r));
+        let planned = tree.pod(pod);
+        plan.cgroup = Some(planned.name.to_driver(driver));
+        entries.push(entry(&planned, Some(&plan.uid)));
     }
     Some(CgroupPlan {
         driver: driver.as_str().to_owned(),
         cgroup_version: version.as_str().to_owned(),
-        cgroup_root: c.cgroup_root.clone(),
+        cgroup_root: node.cgroup_root.clone(),
         entries,
     })
 }

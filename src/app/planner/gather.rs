@@ -1,33 +1,24 @@
 //! Gathering the planner's inputs through read-only means: the configuration files,
-//! the manifest path and URL read once, the machine, and the runtime behind
-//! [`ReadOnlyRuntime`] (or a snapshot file instead of the machine and the runtime).
+//! the pod sources read once, the machine, and the runtime behind [`ReadOnlyRuntime`]
+//! (or a snapshot file instead of the machine and the runtime).
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::adapters::cgroupfs::detect_version;
-use crate::adapters::file_source::read_manifests_once;
-use crate::adapters::http_source::HttpSource;
-use crate::app::bootstrap::{load_configuration, Deps, StartupError};
+use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
 use crate::domain::config::layers::GivenFlags;
-use crate::domain::config::{self, ResolvedConfig};
-use crate::domain::node::resolve_node_name;
-use crate::domain::units::time::rfc3339_nanos;
+use crate::domain::config::{self, NodeFacts, ResolvedConfig};
+use crate::ports::runtime::RuntimeService;
 
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
 use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
 use super::{compute_plan, Plan, PlanInputs, EXIT_INVALID};
 
-/// Where cgroups are mounted on a real node.
-const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
-
 fn problems(e: StartupError) -> Vec<String> {
     match e {
         StartupError::Invalid(problems) => problems,
-        other => vec![other.to_string()],
+        other => other.lines(),
     }
 }
 
@@ -57,99 +48,94 @@ pub fn run(given: GivenFlags) -> u8 {
     plan.exit_code()
 }
 
-/// The plan for the command line `given`.
+/// The plan for the command line `given` on this machine.
 pub async fn plan_from_flags(given: GivenFlags) -> Plan {
-    let resolved = match load_configuration(given) {
-        Ok(resolved) => resolved,
-        Err(e) => return Plan::invalid(problems(e)),
-    };
-    let deps = compose::production_deps(&resolved);
-    match gather_inputs(&resolved, &deps).await {
+    let options = config::flag_options(&given).unwrap_or_default();
+    let deps = compose::production_deps(&options);
+    plan_with(given, &deps).await
+}
+
+/// The plan for the command line `given` in the world `deps` gives.
+pub async fn plan_with(given: GivenFlags, deps: &Deps) -> Plan {
+    match gather_inputs(given, deps).await {
         Ok(inputs) => compute_plan(&inputs),
         Err(problems) => Plan::invalid(problems),
     }
 }
 
-/// The node facts: from the snapshot when one is given, else from this machine.
-fn node_facts(resolved: &ResolvedConfig, deps: &Deps) -> Result<Snapshot, Vec<String>> {
-    if let Some(path) = &resolved.options.dry_run_snapshot {
+/// The node facts: from the snapshot when one is given, else from this machine (its
+/// runtime's pods are then read later, once the configuration names the runtime).
+fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapshot, Vec<String>> {
+    if let Some(path) = snapshot_path {
         return load_snapshot(path).map_err(|e| vec![e.to_string()]);
     }
-    let machine = deps
-        .machine
-        .machine_info()
-        .map_err(|e| vec![format!("failed to read machine info: {e}")])?;
+    let NodeFacts { hostname, machine } = node_facts(deps).map_err(problems)?;
     Ok(Snapshot {
         version: SNAPSHOT_VERSION,
-        hostname: deps.host.hostname().unwrap_or_default(),
+        hostname,
         machine,
-        cgroup_version: detect_version(Path::new(CGROUP_MOUNT)),
+        cgroup_version: (deps.cgroup_version)(),
         node_stats: Default::default(),
         pods: Vec::new(),
     })
 }
 
-/// Everything [`compute_plan`] needs; `Err` with the problems when the node facts
-/// cannot be had (an unreadable snapshot, an empty node name).
-pub async fn gather_inputs(
-    resolved: &ResolvedConfig,
-    deps: &Deps,
-) -> Result<PlanInputs, Vec<String>> {
-    let facts = node_facts(resolved, deps)?;
-    let (node_name, _) = resolve_node_name(
-        resolved.options.hostname_override.as_deref(),
-        &facts.hostname,
-    )
-    .map_err(|e| vec![e.to_string()])?;
-    let c = &resolved.config;
-    let seen = rfc3339_nanos(deps.clock.now_unix_nanos());
+/// The configuration resolved against the facts, with the facts.
+fn resolve(given: GivenFlags, deps: &Deps) -> Result<(ResolvedConfig, Snapshot), Vec<String>> {
+    let inputs = read_config_inputs(given);
+    let snapshot_path = inputs
+        .options
+        .as_ref()
+        .ok()
+        .and_then(|o| o.dry_run_snapshot.clone());
+    let facts_of = facts(snapshot_path.as_deref(), deps)?;
+    let node = NodeFacts {
+        hostname: facts_of.hostname.clone(),
+        machine: facts_of.machine.clone(),
+    };
+    let resolved = config::resolve(&inputs, &node)
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+    Ok((resolved, facts_of))
+}
+
+/// Everything [`compute_plan`] needs; `Err` with every problem when the configuration
+/// is invalid on this node or the node facts cannot be had.
+pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs, Vec<String>> {
+    let (resolved, facts) = resolve(given, deps)?;
     let mut warnings = Vec::new();
     let mut desired = Vec::new();
     let mut sources_complete = true;
-    if !c.static_pod_path.is_empty() {
-        let (pods, errors) =
-            read_manifests_once(Path::new(&c.static_pod_path), &node_name, &seen).await;
-        desired.extend(pods);
-        warnings.extend(
-            errors
-                .iter()
-                .map(|e| format!("skipping bad static pod manifest: {e}")),
-        );
-    }
-    if !c.static_pod_url.is_empty() {
-        let read = match HttpSource::new(
-            &c.static_pod_url,
-            c.static_pod_url_header.clone(),
-            &node_name,
-            Duration::from_secs(20),
-            Arc::clone(&deps.clock),
-        ) {
-            Ok(source) => source.read_once().await,
-            Err(e) => Err(e),
-        };
-        match read {
-            Ok((pods, errors)) => {
-                desired.extend(pods);
-                if !errors.is_empty() {
+    let sources = (deps.sources_for)(&resolved.node, Arc::clone(&deps.clock))
+        .map_err(|e| vec![error_chain(&e)])?;
+    for source in sources {
+        match source.read_once().await {
+            Ok(update) => {
+                desired.extend(update.pods);
+                // A URL's bad body stops the pod loop from judging pods unwanted; a
+                // folder's bad file does not (its other files still speak).
+                if update.source != "file" && !update.errors.is_empty() {
                     sources_complete = false;
                 }
-                warnings.extend(errors.iter().map(|e| format!("manifest URL: {e}")));
+                warnings.extend(
+                    update
+                        .errors
+                        .iter()
+                        .map(|e| format!("skipping a bad static pod manifest: {e}")),
+                );
             }
             Err(e) => {
                 sources_complete = false;
-                warnings.push(format!("cannot read pods from the manifest URL: {e}"));
+                warnings.push(error_chain(&e));
             }
         }
     }
     let observed = if resolved.options.dry_run_snapshot.is_some() {
         facts.pods.clone()
     } else {
-        observe_live(resolved, deps, &mut warnings).await
+        observe_live(&resolved, deps, &mut warnings).await
     };
     Ok(PlanInputs {
-        resolved: resolved.clone(),
-        hostname: facts.hostname,
-        machine: facts.machine,
+        resolved,
         cgroup_version: facts.cgroup_version,
         node_stats: facts.node_stats,
         desired,
@@ -159,6 +145,18 @@ pub async fn gather_inputs(
     })
 }
 
+/// An error and its causes on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 /// What the runtime holds, read through [`ReadOnlyRuntime`]; an unreachable runtime
 /// is a warning and an empty runtime.
 async fn observe_live(
@@ -166,11 +164,12 @@ async fn observe_live(
     deps: &Deps,
     warnings: &mut Vec<String>,
 ) -> Vec<crate::domain::kuberuntime::runtime::PodRuntimeStatus> {
-    let endpoint = &resolved.config.container_runtime_endpoint;
+    let node = &resolved.node;
+    let endpoint = &node.runtime_endpoint;
     let unreachable = |reason: String| {
         format!("the container runtime at {endpoint} did not answer ({reason}); planned as if it held nothing")
     };
-    let inner = match (deps.runtime_for)(endpoint) {
+    let inner = match (deps.runtime_for)(endpoint, node.runtime_request_timeout) {
         Ok(inner) => inner,
         Err(e) => {
             warnings.push(unreachable(e.to_string()));
@@ -179,7 +178,6 @@ async fn observe_live(
     };
     let runtime = ReadOnlyRuntime::new(inner);
     let observed = async {
-        use crate::ports::runtime::RuntimeService;
         runtime.version().await?;
         observe_pods(&runtime, &[]).await
     }
@@ -196,11 +194,12 @@ async fn observe_live(
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the
 /// runtime's pods through read-only calls), for `--dry-run-snapshot`.
 pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>> {
-    let resolved = load_configuration(given).map_err(problems)?;
-    let deps = compose::production_deps(&resolved);
-    let mut facts = node_facts(&resolved, &deps)?;
-    let endpoint = &resolved.config.container_runtime_endpoint;
-    let inner = (deps.runtime_for)(endpoint)
+    let options = config::flag_options(&given).unwrap_or_default();
+    let deps = compose::production_deps(&options);
+    let (resolved, mut facts) = resolve(given, &deps)?;
+    let node = &resolved.node;
+    let endpoint = &node.runtime_endpoint;
+    let inner = (deps.runtime_for)(endpoint, node.runtime_request_timeout)
         .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
     let runtime = ReadOnlyRuntime::new(inner);
     facts.pods = observe_pods(&runtime, &[])

@@ -23,9 +23,8 @@ use crate::domain::config::ResolvedConfig;
 use crate::domain::eviction::{self, Threshold};
 use crate::domain::kuberuntime::actions::{compute_pod_actions, KillReason, PodActions};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
-use crate::domain::node::machine::MachineInfo;
 use crate::domain::node::reserved::ResourceList;
-use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
+use crate::domain::node::{NodeNameSource, NodeSettings};
 use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
 
 pub use crate::domain::cgroup::CgroupVersion;
@@ -46,9 +45,6 @@ pub const EXIT_ACTIONS: u8 = 2;
 #[derive(Debug, Clone)]
 pub struct PlanInputs {
     pub resolved: ResolvedConfig,
-    /// The OS hostname (the node name unless `--hostname-override` is given).
-    pub hostname: String,
-    pub machine: MachineInfo,
     pub cgroup_version: CgroupVersion,
     pub node_stats: BTreeMap<String, String>,
     /// The pods every source wants now.
@@ -508,23 +504,10 @@ fn removal(status: &PodRuntimeStatus) -> PodRemoval {
 pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     let resolved = &inputs.resolved;
     let c = &resolved.config;
-    let mut problems = Vec::new();
-    let name = resolve_node_name(
-        resolved.options.hostname_override.as_deref(),
-        &inputs.hostname,
-    )
-    .map_err(|e| problems.push(e.to_string()))
-    .ok();
-    let settings = node_settings(c, &inputs.machine)
-        .map_err(|errors| problems.extend(errors.iter().map(ToString::to_string)))
-        .ok();
-    let (Some((node_name, name_source)), Some(settings)) = (name, settings) else {
-        return Plan::invalid(problems);
-    };
-
+    let settings = &resolved.node.node;
     let node = NodePlan {
-        name: node_name,
-        name_source,
+        name: resolved.node.node_name.clone(),
+        name_source: resolved.node.node_name_source,
         capacity: strings(&settings.capacity),
         online_cpus: settings.online_cpus.to_string(),
         reserved_cpus: settings.reserved_cpus.as_ref().map(ToString::to_string),
@@ -538,12 +521,12 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         },
         reserved_cpus_effect: reserved_cpus_effect(
             resolved,
-            &settings,
+            settings,
             &c.system_reserved,
             &c.kube_reserved,
         ),
         allocatable: strings(&settings.allocatable),
-        eviction: eviction_plan(resolved, &settings, &inputs.node_stats),
+        eviction: eviction_plan(resolved, settings, &inputs.node_stats),
         stats: inputs.node_stats.clone(),
     };
 
@@ -594,22 +577,17 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     };
 
     let cgroups = cgroups::cgroup_plan(
-        c,
-        &settings,
+        &resolved.node,
         &desired,
         inputs.cgroup_version,
         resolved.options.cpu_weight_curve,
         &mut pods,
-        &mut problems,
     );
-    if !problems.is_empty() {
-        return Plan::invalid(problems);
-    }
     let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         valid: true,
-        problems,
+        problems: Vec::new(),
         warnings,
         action_count,
         config: config_entries(resolved),

@@ -1,16 +1,17 @@
 //! The planner over in-memory inputs: pod decisions, removals, node facts, exit codes.
 
+use std::sync::Arc;
+
 use super::*;
-use crate::adapters::fake::FakeMachine;
-use crate::app::{bootstrap, cli};
+use crate::adapters::fake::FakeHost;
+use crate::app::test_support::resolved_on;
 use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxState, SandboxStatus};
 use crate::domain::pod::{container_hash, Container};
 
+/// The configuration on the fake machine named `node-a`.
 fn resolved(args: &[&str]) -> ResolvedConfig {
-    let mut argv = vec!["rkubelet", "--container-runtime-endpoint=fake://"];
-    argv.extend_from_slice(args);
-    let given = cli::parse(argv).expect("flags parse");
-    bootstrap::load_configuration(given).expect("valid configuration")
+    resolved_on(&Arc::new(FakeHost::new().with_hostname("node-a")), args)
+        .expect("valid configuration")
 }
 
 fn pod(name: &str, uid: &str, images: &[(&str, &str)]) -> Pod {
@@ -70,8 +71,6 @@ fn inputs(
 ) -> PlanInputs {
     PlanInputs {
         resolved: config,
-        hostname: "node-a".into(),
-        machine: FakeMachine::sample_info(),
         cgroup_version: CgroupVersion::V2,
         node_stats: BTreeMap::new(),
         desired,
@@ -164,13 +163,17 @@ fn an_empty_node_with_no_pods_exits_zero() {
     assert_eq!(plan.exit_code(), EXIT_NO_ACTIONS);
 }
 
-#[test]
-fn node_level_problems_make_the_plan_invalid() {
-    let plan = compute_plan(&inputs(
-        resolved(&["--reserved-cpus=0-99", "--kube-reserved=memory=100Ti"]),
-        Vec::new(),
-        Vec::new(),
-    ));
+#[tokio::test]
+async fn node_level_problems_make_the_plan_invalid() {
+    let host = Arc::new(FakeHost::new().with_hostname("node-a"));
+    let given = crate::app::cli::parse([
+        "rkubelet",
+        "--container-runtime-endpoint=fake://",
+        "--reserved-cpus=0-99",
+        "--kube-reserved=memory=100Ti",
+    ])
+    .expect("flags parse");
+    let plan = gather::plan_with(given, &crate::app::test_support::deps(&host)).await;
     assert!(!plan.valid);
     assert_eq!(plan.exit_code(), EXIT_INVALID);
     let all = plan.problems.join("\n");

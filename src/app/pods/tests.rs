@@ -17,6 +17,7 @@ use crate::domain::kuberuntime::dns::ResolvConf;
 use crate::domain::kuberuntime::runtime::ContainerState;
 use crate::domain::pod::{Container, RestartPolicy};
 use crate::domain::status::ApiContainerState;
+use crate::ports::pod_source::PodSourceError;
 use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
@@ -27,12 +28,6 @@ struct World {
     clock: Arc<FakeClock>,
     ctx: Arc<SyncContext>,
     _dir: tempfile::TempDir,
-}
-
-fn resolved() -> crate::domain::config::ResolvedConfig {
-    let given = crate::app::cli::parse(["rkubelet", "--container-runtime-endpoint=fake://"])
-        .unwrap_or_else(|e| panic!("flags: {e}"));
-    crate::app::bootstrap::load_configuration(given).unwrap_or_else(|e| panic!("config: {e}"))
 }
 
 fn world() -> World {
@@ -51,10 +46,12 @@ fn world() -> World {
         memory_capacity_bytes: 1 << 30,
     };
     let cgroups = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
-    let containers = Arc::new(
-        ContainerManager::new(cgroups.clone(), &resolved())
-            .unwrap_or_else(|e| panic!("container manager: {e}")),
-    );
+    let node = crate::app::test_support::resolved(&[]).node;
+    let containers = Arc::new(ContainerManager::new(
+        cgroups.clone(),
+        node.cgroup_tree,
+        node.node,
+    ));
     let ctx = Arc::new(SyncContext::new(
         runtime.clone(),
         runtime.clone(),
@@ -260,6 +257,13 @@ struct ChannelSource(mpsc::Receiver<PodSetUpdate>);
 impl PodSource for ChannelSource {
     async fn next(&mut self) -> Option<PodSetUpdate> {
         self.0.recv().await
+    }
+
+    async fn read_once(&self) -> Result<PodSetUpdate, PodSourceError> {
+        Err(PodSourceError::Read {
+            origin: "the test's channel".into(),
+            source: "a channel is only read in order".into(),
+        })
     }
 }
 
@@ -469,15 +473,17 @@ async fn a_pods_cgroup_exists_before_its_sandbox_and_goes_only_after_its_contain
         assert!(removed_all, "containers still there: {journal:?}");
         Ok(())
     });
-    let containers = Arc::new(
-        ContainerManager::new(Arc::new(cgroups), &resolved())
-            .unwrap_or_else(|e| panic!("container manager: {e}")),
-    );
+    let resolved = crate::app::test_support::resolved(&[]);
+    let containers = Arc::new(ContainerManager::new(
+        Arc::new(cgroups),
+        resolved.node.cgroup_tree.clone(),
+        resolved.node.node.clone(),
+    ));
     let ctx = SyncContext::new(
         w.runtime.clone(),
         w.runtime.clone(),
         w.clock.clone(),
-        RequestContext::from_config(&resolved(), ResolvConf::default()),
+        RequestContext::from_config(&resolved, ResolvConf::default()),
         "fake".into(),
         containers,
     );

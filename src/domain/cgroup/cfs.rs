@@ -6,12 +6,18 @@ pub const SHARES_PER_CPU: i64 = 1024;
 /// The kernel's bounds on `cpu.shares`.
 pub const MIN_SHARES: i64 = 2;
 pub const MAX_SHARES: i64 = 262_144;
-/// The CFS period in microseconds unless configured otherwise.
-pub const DEFAULT_QUOTA_PERIOD_US: i64 = 100_000;
+/// The CFS period in microseconds unless configured otherwise (`cpuCFSQuotaPeriod`'s
+/// default, and the kernel's and runc's).
+pub const DEFAULT_QUOTA_PERIOD_US: u64 = 100_000;
 /// The smallest quota the kernel accepts: 1 ms.
 pub const MIN_QUOTA_US: i64 = 1000;
 
 const MILLI_PER_CPU: i64 = 1000;
+
+/// `cpuCFSQuotaPeriod` in microseconds, as the cgroup files take it.
+pub fn period_us(period: std::time::Duration) -> u64 {
+    u64::try_from(period.as_micros()).unwrap_or(u64::MAX)
+}
 
 /// `cpu.shares` for a CPU request in millicores: proportional, within the
 /// kernel's bounds (no request gets the minimum).

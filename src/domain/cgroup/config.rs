@@ -2,7 +2,9 @@
 //! upstream's container manager decides them (`ResourceConfigForPod`,
 //! `setCPUCgroupConfig`, `createNodeAllocatableCgroups`, `GetPodContainerName`).
 
-use crate::domain::cgroup::cfs::{milli_cpu_to_quota, milli_cpu_to_shares, MAX_SHARES, MIN_SHARES};
+use crate::domain::cgroup::cfs::{
+    milli_cpu_to_quota, milli_cpu_to_shares, DEFAULT_QUOTA_PERIOD_US, MAX_SHARES, MIN_SHARES,
+};
 use crate::domain::node::allocatable::node_allocatable;
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::pod::{qos_class, Container, Pod, QosClass, RestartPolicy};
@@ -89,7 +91,7 @@ impl Default for CgroupSettings {
     fn default() -> Self {
         Self {
             cpu_cfs_quota: true,
-            cpu_cfs_quota_period_us: 100_000,
+            cpu_cfs_quota_period_us: DEFAULT_QUOTA_PERIOD_US,
             pod_pids_limit: -1,
         }
     }
@@ -255,10 +257,12 @@ pub fn pod_resource_config(pod: &Pod, s: &CgroupSettings) -> ResourceConfig {
 /// The QoS cgroups' cpu shares (upstream setCPUCgroupConfig): burstable gets
 /// the summed cpu requests of the burstable pods (at least 2 shares),
 /// besteffort always 2.
-pub fn qos_resource_configs(pods: &[Pod]) -> (ResourceConfig, ResourceConfig) {
+pub fn qos_resource_configs<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> (ResourceConfig, ResourceConfig) {
     // Summed as millicores per pod, as upstream adds each pod's MilliValue().
     let burstable_milli = pods
-        .iter()
+        .into_iter()
         .filter(|p| qos_class(&p.spec) == QosClass::Burstable)
         .fold(0i64, |sum, p| {
             sum.saturating_add(pod_requests(p).cpu.milli_value())

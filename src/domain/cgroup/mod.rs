@@ -4,6 +4,7 @@
 pub mod cfs;
 pub mod config;
 pub mod name;
+pub mod tree;
 pub mod values;
 
 pub use config::{
@@ -11,10 +12,12 @@ pub use config::{
     qos_cgroup_name, qos_resource_configs, shares_to_weight, CgroupSettings, WeightCurve,
     POD_CGROUP_PREFIX,
 };
-pub use name::{expand_slice, CgroupDriver, CgroupName, CgroupNameError};
+pub use name::{
+    expand_slice, CgroupDriver, CgroupName, CgroupNameError, DriverAgreement, DriverMismatch,
+};
 pub use values::{
     cgroupfs_files, cpu_quota_per_sec_usec, resource_properties, slice_properties, CgroupVersion,
-    PropValue, Property, DEFAULT_CPU_PERIOD_US, INFINITY,
+    PropValue, Property, INFINITY,
 };
 
 /// The limits one cgroup is given; `None` leaves a setting as it is (unlimited

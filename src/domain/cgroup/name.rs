@@ -33,6 +33,44 @@ impl CgroupDriver {
     }
 }
 
+/// How the configured cgroup driver stands against the runtime's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverAgreement {
+    /// The runtime uses the same driver.
+    Same,
+    /// The runtime does not say (containerd 1.6 lacks `RuntimeConfig`).
+    NotReported,
+    /// The runtime could not be asked.
+    Unknown,
+}
+
+/// The runtime uses another driver: every pod would fail, so start-up refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("misconfiguration: kubelet cgroup driver: {configured:?} is different from the container runtime's cgroup driver: {reported:?}; set --cgroup-driver (cgroupDriver) to {reported:?} or change the runtime's")]
+pub struct DriverMismatch {
+    pub configured: &'static str,
+    pub reported: &'static str,
+}
+
+impl CgroupDriver {
+    /// `reported`: the runtime's answer, `Some(None)` when it does not report a driver,
+    /// `None` when it could not be asked.
+    pub fn agreement(
+        self,
+        reported: Option<Option<CgroupDriver>>,
+    ) -> Result<DriverAgreement, DriverMismatch> {
+        match reported {
+            None => Ok(DriverAgreement::Unknown),
+            Some(None) => Ok(DriverAgreement::NotReported),
+            Some(Some(r)) if r == self => Ok(DriverAgreement::Same),
+            Some(Some(r)) => Err(DriverMismatch {
+                configured: self.as_str(),
+                reported: r.as_str(),
+            }),
+        }
+    }
+}
+
 impl fmt::Display for CgroupDriver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::cfs::DEFAULT_QUOTA_PERIOD_US;
 use super::{shares_to_weight, CgroupName, ResourceConfig, WeightCurve};
 
 /// Which cgroup version the node runs; it decides file and property names. Decided
@@ -99,9 +100,6 @@ pub fn cgroupfs_files(
 /// systemd's `USEC_INFINITY` / `CGROUP_LIMIT_MAX`: "no limit" for every u64 property below.
 pub const INFINITY: u64 = u64::MAX;
 
-/// cpu.cfs_period_us when none is given (the kernel's and runc's default).
-pub const DEFAULT_CPU_PERIOD_US: u64 = 100_000;
-
 /// One property value, as systemd expects its D-Bus type (numbers are always `t`: systemd
 /// rejects `i`/`u` for them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +149,7 @@ pub fn cpu_quota_per_sec_usec(quota: i64, period: Option<u64>) -> u64 {
     }
     let period = match period {
         Some(p) if p > 0 => p,
-        _ => DEFAULT_CPU_PERIOD_US,
+        _ => DEFAULT_QUOTA_PERIOD_US,
     };
     let per_sec = (quota as u64).saturating_mul(1_000_000) / period;
     if per_sec.is_multiple_of(10_000) {

@@ -7,10 +7,30 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::ConfigError;
-pub use super::states::State;
 use crate::domain::eviction;
 use crate::domain::node::reserved;
 use crate::domain::units::duration::GoDuration;
+
+/// What rkubelet does with a flag or field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    /// It works as upstream documents.
+    Implemented,
+    /// Parsed and type-checked; when given, start-up warns and runs without it.
+    NotImplemented,
+    /// Accepted only with values that ask for nothing unsafe; otherwise start-up fails.
+    Refused,
+}
+
+impl State {
+    pub fn label(self) -> &'static str {
+        match self {
+            State::Implemented => "implemented",
+            State::NotImplemented => "accepted, not implemented",
+            State::Refused => "refused when unsafe",
+        }
+    }
+}
 
 /// How a flag's text becomes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -303,7 +303,7 @@ pub fn flag_layer(
             Target::FlagOnly => {
                 // The implemented ones are checked where they are used; the others only
                 // here, so a bad value is still an error.
-                if spec.state != super::states::State::Implemented {
+                if spec.state != super::flags::State::Implemented {
                     if let Err(e) = flag_value(spec, text) {
                         problems.push(e);
                         continue;

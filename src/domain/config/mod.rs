@@ -1,4 +1,10 @@
-//! The configuration model: flags, files, drop-ins, their merge, and validation.
+//! The configuration: flags, files and drop-ins merged (`layers`), defaulted, and
+//! validated against the node into one typed value (`validate` → [`ResolvedConfig`]).
+//!
+//! Module order, no cycles: `error`, `fields`, `model`, `feature_gates` → `flags` (the
+//! flag table and each flag's state) → `layers` → `options` → `resolved` → `states`
+//! (what rkubelet does with each given flag and field) → `validate` → this module's
+//! [`resolve`].
 
 pub mod error;
 pub mod feature_gates;
@@ -6,167 +12,20 @@ pub mod fields;
 pub mod flags;
 pub mod layers;
 pub mod model;
+pub mod options;
+pub mod resolved;
 pub mod states;
 pub mod validate;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use error::ConfigError;
-use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer, Source};
-use model::KubeletConfiguration;
+use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer};
 
-use crate::domain::cgroup::WeightCurve;
 use crate::domain::eviction;
 
-/// Options that exist only on the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlagOptions {
-    pub config: Option<PathBuf>,
-    pub config_dir: Option<PathBuf>,
-    pub kubeconfig: Option<PathBuf>,
-    pub bootstrap_kubeconfig: Option<PathBuf>,
-    pub hostname_override: Option<String>,
-    pub node_ip: Option<String>,
-    pub root_dir: PathBuf,
-    pub lock_file: Option<PathBuf>,
-    pub exit_on_lock_contention: bool,
-    pub runonce: bool,
-    pub node_labels: BTreeMap<String, String>,
-    pub dry_run: bool,
-    pub dry_run_output: String,
-    /// `--cpu-weight-curve`.
-    pub cpu_weight_curve: WeightCurve,
-    pub dry_run_snapshot: Option<PathBuf>,
-    /// Every flag given on the command line (long name, text), to report deprecated and
-    /// not-implemented ones.
-    pub given: Vec<(String, String)>,
-}
-
-impl Default for FlagOptions {
-    fn default() -> Self {
-        Self {
-            config: None,
-            config_dir: None,
-            kubeconfig: None,
-            bootstrap_kubeconfig: None,
-            hostname_override: None,
-            node_ip: None,
-            root_dir: PathBuf::from("/var/lib/kubelet"),
-            lock_file: None,
-            exit_on_lock_contention: false,
-            runonce: false,
-            node_labels: BTreeMap::new(),
-            dry_run: false,
-            dry_run_output: "text".into(),
-            cpu_weight_curve: WeightCurve::default(),
-            dry_run_snapshot: None,
-            given: Vec::new(),
-        }
-    }
-}
-
-fn non_empty_path(value: Option<&String>) -> Option<PathBuf> {
-    value.filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
-impl FlagOptions {
-    /// The flag-only options from their given text; every problem is reported.
-    pub fn from_given(given: &BTreeMap<String, String>) -> Result<FlagOptions, Vec<ConfigError>> {
-        let mut problems = Vec::new();
-        let mut boolean = |name: &str| -> bool {
-            let Some(text) = given.get(name) else {
-                return false;
-            };
-            flags::parse_go_bool(text).unwrap_or_else(|| {
-                problems.push(ConfigError::InvalidFlag {
-                    flag: name.into(),
-                    value: text.clone(),
-                    reason: format!("strconv.ParseBool: parsing {text:?}: invalid syntax"),
-                });
-                false
-            })
-        };
-        let exit_on_lock_contention = boolean("exit-on-lock-contention");
-        let runonce = boolean("runonce");
-        let dry_run = boolean("dry-run");
-        let mut node_labels = BTreeMap::new();
-        for pair in given
-            .get("node-labels")
-            .into_iter()
-            .flat_map(|t| t.split(','))
-        {
-            let pair = pair.trim();
-            if pair.is_empty() {
-                continue;
-            }
-            match pair.split_once('=') {
-                Some((k, v)) if !k.is_empty() => {
-                    node_labels.insert(k.to_string(), v.to_string());
-                }
-                _ => problems.push(ConfigError::InvalidFlag {
-                    flag: "node-labels".into(),
-                    value: pair.into(),
-                    reason: "labels must be key=value pairs".into(),
-                }),
-            }
-        }
-        let dry_run_output = given
-            .get("dry-run-output")
-            .cloned()
-            .unwrap_or_else(|| "text".into());
-        if !["text", "json"].contains(&dry_run_output.as_str()) {
-            problems.push(ConfigError::InvalidFlag {
-                flag: "dry-run-output".into(),
-                value: dry_run_output.clone(),
-                reason: "must be one of \"text\" or \"json\"".into(),
-            });
-        }
-        let cpu_weight_curve = match given.get("cpu-weight-curve").map(String::as_str) {
-            None | Some("quadratic") => WeightCurve::Quadratic,
-            Some("linear") => WeightCurve::Linear,
-            Some(other) => {
-                problems.push(ConfigError::InvalidFlag {
-                    flag: "cpu-weight-curve".into(),
-                    value: other.into(),
-                    reason: "must be one of \"quadratic\" or \"linear\"".into(),
-                });
-                WeightCurve::default()
-            }
-        };
-        let exit_needs_lock =
-            exit_on_lock_contention && non_empty_path(given.get("lock-file")).is_none();
-        if exit_needs_lock {
-            problems.push(ConfigError::Invalid(
-                "cannot exit on lock file contention: no lock file specified".into(),
-            ));
-        }
-        let options = FlagOptions {
-            config: non_empty_path(given.get("config")),
-            config_dir: non_empty_path(given.get("config-dir")),
-            kubeconfig: non_empty_path(given.get("kubeconfig")),
-            bootstrap_kubeconfig: non_empty_path(given.get("bootstrap-kubeconfig")),
-            hostname_override: given.get("hostname-override").cloned(),
-            node_ip: given.get("node-ip").cloned(),
-            root_dir: non_empty_path(given.get("root-dir"))
-                .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
-            lock_file: non_empty_path(given.get("lock-file")),
-            exit_on_lock_contention,
-            runonce,
-            node_labels,
-            dry_run,
-            dry_run_output,
-            cpu_weight_curve,
-            dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
-            given: Vec::new(),
-        };
-        if problems.is_empty() {
-            Ok(options)
-        } else {
-            Err(problems)
-        }
-    }
-}
+pub use options::FlagOptions;
+pub use resolved::{HealthzAddress, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint};
 
 /// A file as read by the app: its path and its text, or why it could not be read.
 #[derive(Debug, Clone)]
@@ -176,25 +35,36 @@ pub struct FileInput {
 }
 
 /// Everything the configuration is made from; gathered by the app, resolved here.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ConfigInputs {
     pub main_file: Option<FileInput>,
     /// Already in name order.
     pub drop_ins: Vec<FileInput>,
+    /// Problems met finding the files (an unreadable `--config-dir`).
+    pub read_problems: Vec<ConfigError>,
     pub flags: GivenFlags,
+    /// The flag-only options, parsed once by [`flag_options`] (the app needs them first,
+    /// to find the files and the root directory).
+    pub options: Result<FlagOptions, Vec<ConfigError>>,
 }
 
-/// The validated configuration, where each field came from, and the flag-only options.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedConfig {
-    pub config: KubeletConfiguration,
-    pub origins: BTreeMap<String, Source>,
-    pub options: FlagOptions,
+impl ConfigInputs {
+    /// The inputs of a command line that names no file.
+    pub fn from_flags(flags: GivenFlags) -> Self {
+        let options = flag_options(&flags);
+        Self {
+            main_file: None,
+            drop_ins: Vec::new(),
+            read_problems: Vec::new(),
+            flags,
+            options,
+        }
+    }
 }
 
 /// The flag-only options alone, to know which files to read before resolving.
 pub fn flag_options(flags: &GivenFlags) -> Result<FlagOptions, Vec<ConfigError>> {
-    let options: BTreeMap<String, String> = flags
+    let options: std::collections::BTreeMap<String, String> = flags
         .iter()
         .filter(|(spec, _)| spec.target == flags::Target::FlagOnly)
         .map(|(spec, text)| (spec.name.to_string(), text.clone()))
@@ -202,9 +72,13 @@ pub fn flag_options(flags: &GivenFlags) -> Result<FlagOptions, Vec<ConfigError>>
     FlagOptions::from_given(&options)
 }
 
-/// Merge and validate; every problem of every layer is returned at once.
-pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>> {
-    let mut problems = Vec::new();
+/// Merge and validate against the node; every problem of every layer, of the values and
+/// of the values on this machine is returned at once.
+pub fn resolve(
+    inputs: &ConfigInputs,
+    facts: &NodeFacts,
+) -> Result<ResolvedConfig, Vec<ConfigError>> {
+    let mut problems = inputs.read_problems.clone();
     let mut layers: Vec<Layer> = Vec::new();
     let files = inputs
         .main_file
@@ -223,19 +97,14 @@ pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>
             },
         }
     }
-    let options = match flag_layer(&inputs.flags) {
-        Ok((layer, given)) => {
-            layers.push(layer);
-            match FlagOptions::from_given(&given) {
-                Ok(options) => Some(options),
-                Err(errors) => {
-                    problems.extend(errors);
-                    None
-                }
-            }
-        }
+    match flag_layer(&inputs.flags) {
+        Ok((layer, _)) => layers.push(layer),
+        Err(errors) => problems.extend(errors),
+    }
+    let options = match &inputs.options {
+        Ok(options) => Some(options.clone()),
         Err(errors) => {
-            problems.extend(errors);
+            problems.extend(errors.iter().cloned());
             None
         }
     };
@@ -253,57 +122,27 @@ pub fn resolve(inputs: &ConfigInputs) -> Result<ResolvedConfig, Vec<ConfigError>
         merged.config.eviction_hard =
             eviction::effective_eviction_hard(Some(&merged.config.eviction_hard), true);
     }
-    problems.extend(validate::validate(&merged.config));
-    let Some(mut options) = options else {
-        return Err(problems);
-    };
-    options.given = inputs
-        .flags
-        .iter()
-        .map(|(spec, text)| (spec.name.to_string(), text.clone()))
-        .collect();
-    let resolved = ResolvedConfig {
-        config: merged.config,
-        origins: merged.origins,
-        options,
-    };
-    problems.extend(states::check(&resolved));
-    if problems.is_empty() {
-        Ok(resolved)
-    } else {
-        Err(problems)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(pairs: &[(&str, &str)]) -> Result<FlagOptions, Vec<ConfigError>> {
-        let given: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        FlagOptions::from_given(&given)
-    }
-
-    #[test]
-    fn the_cpu_weight_curve_is_quadratic_unless_told_and_checked() {
-        let default = options(&[]).map(|o| o.cpu_weight_curve);
-        assert_eq!(default.ok(), Some(WeightCurve::Quadratic));
-        let linear = options(&[("cpu-weight-curve", "linear")]).map(|o| o.cpu_weight_curve);
-        assert_eq!(linear.ok(), Some(WeightCurve::Linear));
-        let bad = options(&[("cpu-weight-curve", "cubic")])
-            .err()
-            .unwrap_or_default();
-        assert_eq!(
-            bad.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            [ConfigError::InvalidFlag {
-                flag: "cpu-weight-curve".into(),
-                value: "cubic".into(),
-                reason: "must be one of \"quadratic\" or \"linear\"".into(),
-            }
-            .to_string()]
-        );
+    problems.extend(states::check(&merged.config, &merged.origins));
+    // Validated with default options when the flag-only ones are bad, so the values'
+    // problems are reported with theirs.
+    let checked_with = options.clone().unwrap_or_default();
+    let node = validate::validate(&merged.config, &checked_with, facts)
+        .map_err(|errors| problems.extend(errors))
+        .ok();
+    match (node, options) {
+        (Some(node), Some(mut options)) if problems.is_empty() => {
+            options.given = inputs
+                .flags
+                .iter()
+                .map(|(spec, text)| (spec.name.to_string(), text.clone()))
+                .collect();
+            Ok(ResolvedConfig {
+                config: merged.config,
+                origins: merged.origins,
+                options,
+                node,
+            })
+        }
+        _ => Err(problems),
     }
 }

@@ -5,31 +5,13 @@
 
 use serde_json::Value;
 
+use std::collections::BTreeMap;
+
 use super::error::ConfigError;
-use super::flags::{FlagSpec, Target, FLAGS};
+use super::flags::{FlagSpec, State, Target, FLAGS};
 use super::layers::Source;
+use super::model::KubeletConfiguration;
 use super::ResolvedConfig;
-
-/// What rkubelet does with a flag or field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum State {
-    /// It works as upstream documents.
-    Implemented,
-    /// Parsed and type-checked; when given, start-up warns and runs without it.
-    NotImplemented,
-    /// Accepted only with values that ask for nothing unsafe; otherwise start-up fails.
-    Refused,
-}
-
-impl State {
-    pub fn label(self) -> &'static str {
-        match self {
-            State::Implemented => "implemented",
-            State::NotImplemented => "accepted, not implemented",
-            State::Refused => "refused when unsafe",
-        }
-    }
-}
 
 /// A top-level `KubeletConfiguration` field (or a dotted sub-field) and its state.
 #[derive(Debug, Clone, Copy)]
@@ -375,9 +357,9 @@ fn value_at<'a>(tree: &'a Value, dotted: &str) -> Option<&'a Value> {
 }
 
 /// The name a given value is reported under: the flag when a flag set it.
-fn given_as(resolved: &ResolvedConfig, field: &str) -> Option<String> {
+fn given_as(origins: &BTreeMap<String, Source>, field: &str) -> Option<String> {
     let top = field.split('.').next().unwrap_or(field);
-    match resolved.origins.get(top) {
+    match origins.get(top) {
         None | Some(Source::Default) => None,
         Some(Source::Flag(flag)) if !field.contains('.') => Some(format!("--{flag}")),
         Some(_) => Some(field.to_string()),
@@ -414,7 +396,7 @@ pub fn not_implemented_given(resolved: &ResolvedConfig) -> Vec<(String, String)>
         let Some(value) = value_at(&tree, spec.name) else {
             continue;
         };
-        let Some(name) = given_as(resolved, spec.name) else {
+        let Some(name) = given_as(&resolved.origins, spec.name) else {
             continue;
         };
         if spec.state == State::Implemented {
@@ -461,8 +443,11 @@ pub fn deprecation_notices(given: &[(String, String)]) -> Vec<String> {
 }
 
 /// Refused values and values outside a field's allowed set, as problems.
-pub fn check(resolved: &ResolvedConfig) -> Vec<ConfigError> {
-    let tree = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
+pub fn check(
+    config: &KubeletConfiguration,
+    origins: &BTreeMap<String, Source>,
+) -> Vec<ConfigError> {
+    let tree = serde_json::to_value(config).unwrap_or(Value::Null);
     let mut problems = Vec::new();
     for (name, allowed) in ALLOWED {
         if let Some(Value::String(s)) = value_at(&tree, name) {
@@ -484,7 +469,7 @@ pub fn check(resolved: &ResolvedConfig) -> Vec<ConfigError> {
         let Some(value) = value_at(&tree, refusal.field) else {
             continue;
         };
-        if given_as(resolved, refusal.field).is_some() && (refusal.refuses)(value) {
+        if given_as(origins, refusal.field).is_some() && (refusal.refuses)(value) {
             problems.push(ConfigError::Refused {
                 field: format!("{}{}", refusal.field, flag_hint(refusal.field)),
                 value: show(value),
@@ -665,12 +650,11 @@ mod tests {
                 "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}"
             )),
         });
-        resolve(&ConfigInputs {
+        let inputs = ConfigInputs {
             main_file,
-            drop_ins: Vec::new(),
-            flags,
-        })
-        .unwrap_or_else(|p| panic!("{p:?}"))
+            ..ConfigInputs::from_flags(flags)
+        };
+        resolve(&inputs, &crate::domain::test_support::node_a()).unwrap_or_else(|p| panic!("{p:?}"))
     }
 
     #[test]

@@ -1,15 +1,25 @@
-//! Semantic validation of a merged configuration, in upstream's words. Every problem is
-//! collected; nothing stops at the first.
+//! Semantic validation of a merged configuration against the node, in upstream's words,
+//! producing the typed [`NodeConfig`]. Every problem is collected; nothing stops at the
+//! first, and a value is parsed once, here.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use super::error::ConfigError;
+use super::feature_gates::FeatureGates;
 use super::model::KubeletConfiguration;
-use crate::domain::config::feature_gates::FeatureGates;
+use super::options::FlagOptions;
+use super::resolved::{HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint, RUNTIME_SCHEMES};
+use crate::domain::cgroup::cfs;
+use crate::domain::cgroup::tree::CgroupTree;
+use crate::domain::cgroup::{kubepods_name, CgroupDriver, CgroupSettings};
 use crate::domain::eviction;
-use crate::domain::node::reserved;
+use crate::domain::node::reserved::{self, ResourceList, ENFORCE_PODS};
+use crate::domain::node::{node_settings, resolve_node_name, GivenReservations};
 use crate::domain::units::duration::GoDuration;
 
 pub const CGROUP_DRIVERS: [&str; 2] = ["cgroupfs", "systemd"];
-pub const RUNTIME_SCHEMES: [&str; 2] = ["unix://", "fake://"];
 
 fn invalid(message: String) -> ConfigError {
     ConfigError::Invalid(message)
@@ -19,23 +29,49 @@ fn is_port(value: i32) -> bool {
     (1..=65535).contains(&value)
 }
 
-/// Every problem with `c`; empty when it is valid.
-pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
+/// A positive Go duration as a std one; problems name the field. A non-positive one is
+/// reported and gives `None`.
+fn positive(name: &str, d: GoDuration, problems: &mut Vec<ConfigError>) -> Option<Duration> {
+    match d.to_std().filter(|d| !d.is_zero()) {
+        Some(d) => Some(d),
+        None => {
+            problems.push(invalid(format!(
+                "invalid configuration: {name} {d} must be greater than zero"
+            )));
+            None
+        }
+    }
+}
+
+fn non_empty_path(text: &str) -> Option<PathBuf> {
+    (!text.is_empty()).then(|| PathBuf::from(text))
+}
+
+/// Every problem with `c` on the node `facts` describes, or the typed configuration.
+pub fn validate(
+    c: &KubeletConfiguration,
+    options: &FlagOptions,
+    facts: &NodeFacts,
+) -> Result<NodeConfig, Vec<ConfigError>> {
     let mut problems = Vec::new();
 
-    let gates = match FeatureGates::from_map(&c.feature_gates) {
+    let feature_gates = match FeatureGates::from_map(&c.feature_gates) {
         Ok(gates) => gates,
         Err(errors) => {
             problems.extend(errors.into_iter().map(|e| invalid(e.to_string())));
             FeatureGates::default()
         }
     };
+    let node_name = resolve_node_name(options.hostname_override.as_deref(), &facts.hostname)
+        .map_err(|e| problems.push(invalid(e.to_string())))
+        .ok();
 
     if c.node_lease_duration_seconds <= 0 {
         problems.push(invalid(
             "invalid configuration: nodeLeaseDurationSeconds must be greater than 0".into(),
         ));
     }
+    let healthz_port = u16::try_from(c.healthz_port).ok();
     if c.healthz_port != 0 && !is_port(c.healthz_port) {
         problems.push(invalid(format!("invalid configuration: healthzPort (--healthz-port) {} must be between 1 and 65535, inclusive", c.healthz_port)));
     }
@@ -49,11 +85,14 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
         problems.push(invalid(format!("invalid configuration: readOnlyPort (--read-only-port) {} must be between 0 and 65535, inclusive", c.read_only_port)));
     }
     let default_period = GoDuration::from_millis(100);
-    if !gates.enabled("CustomCPUCFSQuotaPeriod") && c.cpu_cfs_quota_period != default_period {
+    if !feature_gates.enabled("CustomCPUCFSQuotaPeriod") && c.cpu_cfs_quota_period != default_period
+    {
         problems.push(invalid(format!("invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {} requires feature gate CustomCPUCFSQuotaPeriod", c.cpu_cfs_quota_period)));
     }
     let period = c.cpu_cfs_quota_period.as_nanos();
-    if gates.enabled("CustomCPUCFSQuotaPeriod") && !(1_000_000..=1_000_000_000).contains(&period) {
+    if feature_gates.enabled("CustomCPUCFSQuotaPeriod")
+        && !(1_000_000..=1_000_000_000).contains(&period)
+    {
         problems.push(invalid(format!("invalid configuration: cpuCFSQuotaPeriod (--cpu-cfs-quota-period) {} must be between 1ms and 1sec, inclusive", c.cpu_cfs_quota_period)));
     }
     if c.max_pods < 0 {
@@ -68,37 +107,43 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
     if c.pod_pids_limit < -1 {
         problems.push(invalid(format!("invalid configuration: podPidsLimit (--pod-max-pids) {} must be -1 (unlimited) or a positive number", c.pod_pids_limit)));
     }
-    if !CGROUP_DRIVERS.contains(&c.cgroup_driver.as_str()) {
+    let cgroup_driver = CgroupDriver::parse(&c.cgroup_driver);
+    if cgroup_driver.is_none() {
         problems.push(invalid(format!(
             "invalid configuration: cgroupDriver (--cgroup-driver) {:?} must be one of {:?} or {:?}",
             c.cgroup_driver, CGROUP_DRIVERS[0], CGROUP_DRIVERS[1]
         )));
     }
-    for (name, d) in [
-        (
-            "runtimeRequestTimeout (--runtime-request-timeout)",
-            c.runtime_request_timeout,
-        ),
-        ("syncFrequency (--sync-frequency)", c.sync_frequency),
-        (
-            "fileCheckFrequency (--file-check-frequency)",
-            c.file_check_frequency,
-        ),
-        (
-            "httpCheckFrequency (--http-check-frequency)",
-            c.http_check_frequency,
-        ),
-        (
-            "nodeStatusUpdateFrequency (--node-status-update-frequency)",
-            c.node_status_update_frequency,
-        ),
-    ] {
-        if d.as_nanos() <= 0 {
-            problems.push(invalid(format!(
-                "invalid configuration: {name} {d} must be greater than zero"
-            )));
-        }
-    }
+    let runtime_request_timeout = positive(
+        "runtimeRequestTimeout (--runtime-request-timeout)",
+        c.runtime_request_timeout,
+        &mut problems,
+    );
+    let sync_frequency = positive(
+        "syncFrequency (--sync-frequency)",
+        c.sync_frequency,
+        &mut problems,
+    );
+    let file_check_frequency = positive(
+        "fileCheckFrequency (--file-check-frequency)",
+        c.file_check_frequency,
+        &mut problems,
+    );
+    let http_check_frequency = positive(
+        "httpCheckFrequency (--http-check-frequency)",
+        c.http_check_frequency,
+        &mut problems,
+    );
+    let node_status_update_frequency = positive(
+        "nodeStatusUpdateFrequency (--node-status-update-frequency)",
+        c.node_status_update_frequency,
+        &mut problems,
+    );
+    let node_status_report_frequency = positive(
+        "nodeStatusReportFrequency",
+        c.node_status_report_frequency,
+        &mut problems,
+    );
     if c.max_parallel_image_pulls.is_some_and(|n| n < 1) {
         problems.push(invalid(format!(
             "invalid configuration: maxParallelImagePulls {} must be a positive number",
@@ -125,6 +170,7 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
             problems.push(invalid(format!("invalid configuration: cgroupsPerQOS (--cgroups-per-qos) must be set to true when {value:?} contained in enforceNodeAllocatable (--enforce-node-allocatable)")));
         }
     }
+    let mut reserved_cpus = None;
     if !c.reserved_system_cpus.is_empty() {
         if let Some(e) = reserved::validate_reserved_cpus_cgroups(
             &c.reserved_system_cpus,
@@ -133,56 +179,70 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
         ) {
             problems.push(invalid(e.to_string()));
         }
-        if let Err(e) = reserved::parse_reserved_cpus(&c.reserved_system_cpus) {
-            problems.push(invalid(e.to_string()));
+        match reserved::parse_reserved_cpus(&c.reserved_system_cpus) {
+            Ok(cpus) => reserved_cpus = Some(cpus),
+            Err(e) => problems.push(invalid(e.to_string())),
         }
     }
-    for (field, map) in [
-        ("kubeReserved (--kube-reserved)", &c.kube_reserved),
-        ("systemReserved (--system-reserved)", &c.system_reserved),
-    ] {
-        if let Err(errors) = reserved::parse_reserved(field, map) {
+    let mut reserved_list = |field: &str, map: &BTreeMap<String, String>| {
+        reserved::parse_reserved(field, map).unwrap_or_else(|errors| {
             problems.extend(errors.into_iter().map(|e| invalid(e.to_string())));
-        }
-    }
+            ResourceList::new()
+        })
+    };
+    let kube_reserved = reserved_list("kubeReserved (--kube-reserved)", &c.kube_reserved);
+    let system_reserved = reserved_list("systemReserved (--system-reserved)", &c.system_reserved);
     if let Err(e) = reserved::parse_qos_reserved(&c.qos_reserved) {
         problems.push(invalid(e.to_string()));
     }
-    problems.extend(
-        eviction::validate_threshold_config(
-            &c.enforce_node_allocatable,
-            &c.eviction_hard,
-            &c.eviction_soft,
-            &c.eviction_soft_grace_period,
-            &c.eviction_minimum_reclaim,
-        )
-        .into_iter()
-        .map(|e| invalid(format!("invalid configuration: {e}"))),
+    let thresholds = eviction::thresholds(
+        &c.enforce_node_allocatable,
+        &c.eviction_hard,
+        &c.eviction_soft,
+        &c.eviction_soft_grace_period,
+        &c.eviction_minimum_reclaim,
     );
+    problems.extend(
+        thresholds
+            .errors
+            .iter()
+            .map(|e| invalid(format!("invalid configuration: {e}"))),
+    );
+    let eviction_defaults_replaced = !c.merge_default_eviction_settings
+        && eviction::default_eviction_hard()
+            .keys()
+            .any(|k| !c.eviction_hard.contains_key(k));
 
-    if c.container_runtime_endpoint.is_empty() {
+    let endpoint = |name: &str, text: &str, problems: &mut Vec<ConfigError>| {
+        let parsed = RuntimeEndpoint::parse(text);
+        if parsed.is_none() {
+            problems.push(invalid(format!(
+                "invalid configuration: {name} {text:?} must start with one of {RUNTIME_SCHEMES:?}"
+            )));
+        }
+        parsed
+    };
+    let runtime_endpoint = if c.container_runtime_endpoint.is_empty() {
         problems.push(invalid(
             "invalid configuration: the containerRuntimeEndpoint was not specified or empty".into(),
         ));
-    } else if !RUNTIME_SCHEMES
-        .iter()
-        .any(|s| c.container_runtime_endpoint.starts_with(s))
-    {
-        problems.push(invalid(format!(
-            "invalid configuration: containerRuntimeEndpoint (--container-runtime-endpoint) {:?} must start with one of {:?}",
-            c.container_runtime_endpoint, RUNTIME_SCHEMES
-        )));
-    }
-    if !c.image_service_endpoint.is_empty()
-        && !RUNTIME_SCHEMES
-            .iter()
-            .any(|s| c.image_service_endpoint.starts_with(s))
-    {
-        problems.push(invalid(format!(
-            "invalid configuration: imageServiceEndpoint (--image-service-endpoint) {:?} must start with one of {:?}",
-            c.image_service_endpoint, RUNTIME_SCHEMES
-        )));
-    }
+        None
+    } else {
+        endpoint(
+            "containerRuntimeEndpoint (--container-runtime-endpoint)",
+            &c.container_runtime_endpoint,
+            &mut problems,
+        )
+    };
+    let image_service_endpoint = if c.image_service_endpoint.is_empty() {
+        runtime_endpoint.clone()
+    } else {
+        endpoint(
+            "imageServiceEndpoint (--image-service-endpoint)",
+            &c.image_service_endpoint,
+            &mut problems,
+        )
+    };
     if c.pod_logs_dir.is_empty() {
         problems.push(invalid(
             "invalid configuration: podLogsDir was not specified".into(),
@@ -215,16 +275,147 @@ pub fn validate(c: &KubeletConfiguration) -> Vec<ConfigError> {
             )));
         }
     }
-    problems
+    let pod_cgroups = CgroupSettings {
+        cpu_cfs_quota: c.cpu_cfs_quota,
+        cpu_cfs_quota_period_us: c
+            .cpu_cfs_quota_period
+            .to_std()
+            .map_or(cfs::DEFAULT_QUOTA_PERIOD_US, cfs::period_us),
+        pod_pids_limit: c.pod_pids_limit,
+    };
+    let cgroup_tree = if c.cgroups_per_qos {
+        kubepods_name(&c.cgroup_root)
+            .map(|kubepods| CgroupTree {
+                kubepods,
+                enforce_pods: c.enforce_node_allocatable.iter().any(|e| e == ENFORCE_PODS),
+                pod_settings: pod_cgroups,
+            })
+            .map_err(|e| {
+                problems.push(invalid(format!(
+                    "invalid configuration: cgroupRoot (--cgroup-root) {:?}: {e}",
+                    c.cgroup_root
+                )))
+            })
+            .ok()
+    } else {
+        None
+    };
+
+    // The checks against this machine run whatever else is wrong, so every problem is
+    // reported at once.
+    let node = node_settings(
+        &facts.machine,
+        c.max_pods,
+        GivenReservations {
+            system_reserved,
+            kube_reserved,
+            reserved_cpus,
+            hard_thresholds: thresholds.hard,
+            soft_thresholds: thresholds.soft,
+            eviction_defaults_replaced,
+        },
+    )
+    .map_err(|errors| problems.extend(errors.iter().map(|e| invalid(e.to_string()))))
+    .ok();
+
+    let (
+        Some((node_name, node_name_source)),
+        Some(node),
+        Some(cgroup_driver),
+        Some(runtime_endpoint),
+        Some(image_service_endpoint),
+        Some(runtime_request_timeout),
+        Some(sync_frequency),
+        Some(file_check_frequency),
+        Some(http_check_frequency),
+        Some(node_status_update_frequency),
+        Some(node_status_report_frequency),
+        true,
+    ) = (
+        node_name,
+        node,
+        cgroup_driver,
+        runtime_endpoint,
+        image_service_endpoint,
+        runtime_request_timeout,
+        sync_frequency,
+        file_check_frequency,
+        http_check_frequency,
+        node_status_update_frequency,
+        node_status_report_frequency,
+        problems.is_empty(),
+    )
+    else {
+        return Err(problems);
+    };
+    Ok(NodeConfig {
+        node_name,
+        node_name_source,
+        machine: facts.machine.clone(),
+        node,
+        feature_gates,
+        runtime_endpoint,
+        image_service_endpoint,
+        runtime_request_timeout,
+        static_pod_path: non_empty_path(&c.static_pod_path),
+        file_check_frequency,
+        static_pod_url: (!c.static_pod_url.is_empty()).then(|| c.static_pod_url.clone()),
+        static_pod_url_header: c.static_pod_url_header.clone(),
+        http_check_frequency,
+        sync_frequency,
+        pod_logs_dir: PathBuf::from(&c.pod_logs_dir),
+        resolv_conf: non_empty_path(&c.resolv_conf),
+        cluster_dns: c.cluster_dns.clone(),
+        cluster_domain: c.cluster_domain.clone(),
+        cgroup_driver,
+        cgroup_root: c.cgroup_root.clone(),
+        cgroup_tree,
+        pod_cgroups,
+        healthz: healthz_port.filter(|p| *p != 0).map(|port| HealthzAddress {
+            bind_address: c.healthz_bind_address.clone(),
+            port,
+        }),
+        oom_score_adj: c.oom_score_adj,
+        register_node: c.register_node,
+        register_with_taints: c.register_with_taints.clone(),
+        node_status_update_frequency,
+        node_status_report_frequency,
+        node_lease_duration: Duration::from_secs(
+            u64::try_from(c.node_lease_duration_seconds).unwrap_or_default(),
+        ),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::domain::node::NodeSettings;
+    use crate::domain::test_support::node_a;
+    use crate::domain::units::quantity::Quantity;
+
+    /// Hard thresholds without the allocatable ones upstream adds for `pods` enforcement.
+    fn user_thresholds(node: &NodeSettings) -> usize {
+        node.hard_thresholds
+            .iter()
+            .filter(|t| t.signal != eviction::Signal::AllocatableMemoryAvailable)
+            .count()
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).expect("valid quantity")
+    }
+
+    fn settings(c: &KubeletConfiguration) -> Result<NodeSettings, Vec<ConfigError>> {
+        validate(c, &FlagOptions::default(), &node_a()).map(|node| node.node)
+    }
 
     fn messages(c: &KubeletConfiguration) -> Vec<String> {
-        validate(c).iter().map(ToString::to_string).collect()
+        validate(c, &FlagOptions::default(), &node_a())
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
@@ -353,5 +544,65 @@ mod tests {
             ..KubeletConfiguration::default()
         };
         assert_eq!(messages(&c).len(), 3);
+    }
+
+    #[test]
+    fn reserved_cpus_replace_the_cpu_reservations() {
+        let c = KubeletConfiguration {
+            reserved_system_cpus: "1".into(),
+            system_reserved: BTreeMap::from([
+                ("cpu".into(), "500m".into()),
+                ("memory".into(), "1Gi".into()),
+            ]),
+            kube_reserved: BTreeMap::from([("cpu".into(), "200m".into())]),
+            ..KubeletConfiguration::default()
+        };
+        let node = settings(&c).expect("valid");
+        assert_eq!(node.system_reserved.get("cpu"), Some(&q("1")));
+        assert_eq!(node.system_reserved.get("memory"), Some(&q("1Gi")));
+        assert_eq!(node.kube_reserved.get("cpu"), None);
+        assert_eq!(node.allocatable.get("cpu"), Some(&q("1")));
+        // 8Gi - 1Gi system-reserved - 100Mi hard eviction
+        assert_eq!(node.allocatable.get("memory"), Some(&q("7068Mi")));
+    }
+
+    #[test]
+    fn reserved_cpus_outside_the_machine_are_refused_naming_both_sets() {
+        let c = KubeletConfiguration {
+            reserved_system_cpus: "0-99".into(),
+            ..KubeletConfiguration::default()
+        };
+        let problems = settings(&c).expect_err("invalid");
+        let text = problems[0].to_string();
+        assert!(text.contains("0-99") && text.contains("0-1"), "{text}");
+    }
+
+    #[test]
+    fn a_reservation_over_capacity_is_refused() {
+        let c = KubeletConfiguration {
+            kube_reserved: BTreeMap::from([("memory".into(), "100Ti".into())]),
+            ..KubeletConfiguration::default()
+        };
+        let problems = settings(&c).expect_err("invalid");
+        assert!(
+            problems.iter().any(|p| p.to_string().contains("memory")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_given_hard_map_replaces_the_defaults_unless_merged() {
+        let mut c = KubeletConfiguration {
+            eviction_hard: BTreeMap::from([("memory.available".into(), "500Mi".into())]),
+            ..KubeletConfiguration::default()
+        };
+        let node = settings(&c).expect("valid");
+        assert!(node.eviction_defaults_replaced);
+        assert_eq!(user_thresholds(&node), 1);
+        c.merge_default_eviction_settings = true;
+        c.eviction_hard = eviction::effective_eviction_hard(Some(&c.eviction_hard), true);
+        let node = settings(&c).expect("valid");
+        assert!(!node.eviction_defaults_replaced);
+        assert_eq!(user_thresholds(&node), 4);
     }
 }

@@ -292,13 +292,7 @@ pub fn apply_reserved_cpus(
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::domain::test_support::map;
 
     fn rl(pairs: &[(&str, &str)]) -> ResourceList {
         pairs

@@ -1,6 +1,12 @@
-//! What the static pod sources (file and URL) share: keeping the first-seen
-//! stamp stable across looks at the same pods, and turning a changed look into
-//! the update sent.
+//! The static pod sources: the manifest folder (`file`) and the manifest URL (`http`),
+//! and what they share: keeping the first-seen stamp stable across looks at the same
+//! pods, and turning a changed look into the update sent.
+
+pub mod file;
+pub mod http;
+
+pub use file::FileSource;
+pub use http::{HttpSource, HttpSourceError};
 
 use std::collections::HashMap;
 

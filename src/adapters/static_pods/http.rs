@@ -32,14 +32,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::{changed_update, Snapshot};
-use crate::domain::pod::static_pod::{
-    decode_static_pods, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
-};
-use crate::domain::pod::Pod;
+use super::{changed_update, Snapshot};
+use crate::domain::pod::static_pod::{decode_static_pods, PodSourceKind, MAX_MANIFEST_BYTES};
 use crate::domain::units::time::rfc3339_nanos;
 use crate::ports::clock::Clock;
-use crate::ports::pod_source::{PodSetUpdate, PodSource};
+use crate::ports::pod_source::{PodSetUpdate, PodSource, PodSourceError};
 
 /// Upstream's default `--http-check-frequency`.
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
@@ -136,27 +133,6 @@ impl HttpSource {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
-    }
-
-    /// One fetch and decode, without the source's memory of earlier sets: the pods the
-    /// URL defines now and the decoding error, if any (the dry-run planner reads the URL
-    /// once). An empty body is no pods, as upstream; a failed fetch is the error.
-    pub async fn read_once(&self) -> Result<(Vec<Pod>, Vec<ManifestError>), HttpSourceError> {
-        let body = self.fetch().await?;
-        if body.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
-        }
-        let seen = rfc3339_nanos(self.clock.now_unix_nanos());
-        match decode_static_pods(
-            &self.url,
-            &body,
-            &self.node_name,
-            PodSourceKind::Http,
-            &seen,
-        ) {
-            Ok(pods) => Ok((pods, Vec::new())),
-            Err(error) => Ok((Vec::new(), vec![error])),
-        }
     }
 
     /// One GET of the URL: the body of a 200 OK answer within the size and
@@ -282,6 +258,36 @@ impl HttpSource {
 
 #[async_trait]
 impl PodSource for HttpSource {
+    /// One fetch and decode, without the source's memory of earlier sets (the dry-run
+    /// planner reads the URL once). An empty body is no pods, as upstream; a failed
+    /// fetch is the error.
+    async fn read_once(&self) -> Result<PodSetUpdate, PodSourceError> {
+        let body = self.fetch().await.map_err(|e| PodSourceError::Read {
+            origin: self.url.clone(),
+            source: Box::new(e),
+        })?;
+        let mut update = PodSetUpdate {
+            source: PodSourceKind::Http.as_str().to_string(),
+            pods: Vec::new(),
+            errors: Vec::new(),
+        };
+        if body.is_empty() {
+            return Ok(update);
+        }
+        let seen = rfc3339_nanos(self.clock.now_unix_nanos());
+        match decode_static_pods(
+            &self.url,
+            &body,
+            &self.node_name,
+            PodSourceKind::Http,
+            &seen,
+        ) {
+            Ok(pods) => update.pods = pods,
+            Err(error) => update.errors.push(error),
+        }
+        Ok(update)
+    }
+
     async fn next(&mut self) -> Option<PodSetUpdate> {
         loop {
             // The first deadline is the construction time: the first fetch is at once.
@@ -361,4 +367,5 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(test)]
+#[path = "http_tests.rs"]
 mod tests;

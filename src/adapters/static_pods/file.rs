@@ -24,14 +24,14 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::adapters::static_pods::{changed_update, Snapshot};
+use super::{changed_update, Snapshot};
 use crate::domain::pod::static_pod::{
     decode_static_pods, is_manifest_file_name, ManifestError, PodSourceKind, MAX_MANIFEST_BYTES,
 };
 use crate::domain::pod::Pod;
 use crate::domain::units::time::rfc3339_nanos;
 use crate::ports::clock::Clock;
-use crate::ports::pod_source::{PodSetUpdate, PodSource};
+use crate::ports::pod_source::{PodSetUpdate, PodSource, PodSourceError};
 
 /// Upstream's default `--file-check-frequency`.
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
@@ -239,6 +239,17 @@ async fn manifest_files(path: &Path) -> Vec<PathBuf> {
 
 #[async_trait]
 impl PodSource for FileSource {
+    /// One read of the path now (the dry-run planner's); an absent path is no pods.
+    async fn read_once(&self) -> Result<PodSetUpdate, PodSourceError> {
+        let seen = rfc3339_nanos(self.clock.now_unix_nanos());
+        let (pods, errors) = read_manifests_once(&self.path, &self.node_name, &seen).await;
+        Ok(PodSetUpdate {
+            source: PodSourceKind::File.as_str().to_string(),
+            pods,
+            errors,
+        })
+    }
+
     async fn next(&mut self) -> Option<PodSetUpdate> {
         loop {
             if self.last.is_some() {
@@ -420,4 +431,5 @@ fn event_masks(buf: &[u8]) -> impl Iterator<Item = AddWatchFlags> + '_ {
 }
 
 #[cfg(test)]
+#[path = "file_tests.rs"]
 mod tests;

@@ -1,0 +1,134 @@
+//! The one validated, typed configuration the rest of rkubelet works from. Nothing
+//! downstream parses a configuration string again or re-applies a default.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::feature_gates::FeatureGates;
+use super::layers::Source;
+use super::model::{KubeletConfiguration, Taint};
+use super::options::FlagOptions;
+use crate::domain::cgroup::tree::CgroupTree;
+use crate::domain::cgroup::{CgroupDriver, CgroupSettings};
+use crate::domain::node::machine::MachineInfo;
+use crate::domain::node::{NodeNameSource, NodeSettings};
+
+/// What the configuration is checked against: this machine (or a snapshot of one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The OS hostname (the node name unless `--hostname-override` is given).
+    pub hostname: String,
+    pub machine: MachineInfo,
+}
+
+/// Where the container runtime is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEndpoint {
+    /// A CRI server on a unix socket: the `unix://` URI.
+    Cri(String),
+    /// `fake://`: the embedded simulated runtime; nothing runs for real.
+    Simulated,
+}
+
+/// The endpoint schemes rkubelet has a client for.
+pub const RUNTIME_SCHEMES: [&str; 2] = ["unix://", "fake://"];
+
+impl RuntimeEndpoint {
+    /// The endpoint for a `containerRuntimeEndpoint`-style value; `None` for a scheme
+    /// rkubelet has no client for.
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.starts_with("fake://") {
+            Some(Self::Simulated)
+        } else if text.starts_with("unix://") {
+            Some(Self::Cri(text.to_owned()))
+        } else {
+            None
+        }
+    }
+
+    pub fn is_simulated(&self) -> bool {
+        matches!(self, Self::Simulated)
+    }
+}
+
+impl fmt::Display for RuntimeEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cri(uri) => f.write_str(uri),
+            Self::Simulated => f.write_str("fake://"),
+        }
+    }
+}
+
+/// The address `/healthz` is served on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthzAddress {
+    pub bind_address: String,
+    pub port: u16,
+}
+
+impl fmt::Display for HealthzAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.bind_address, self.port)
+    }
+}
+
+/// The configuration in typed form, checked against the node it runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    pub node_name: String,
+    pub node_name_source: NodeNameSource,
+    pub machine: MachineInfo,
+    /// Capacity, reservations, eviction thresholds and allocatable on this machine.
+    pub node: NodeSettings,
+    pub feature_gates: FeatureGates,
+
+    pub runtime_endpoint: RuntimeEndpoint,
+    /// `imageServiceEndpoint`, or the runtime's when not given.
+    pub image_service_endpoint: RuntimeEndpoint,
+    pub runtime_request_timeout: Duration,
+
+    /// `staticPodPath`, when given.
+    pub static_pod_path: Option<PathBuf>,
+    pub file_check_frequency: Duration,
+    /// `staticPodURL`, when given.
+    pub static_pod_url: Option<String>,
+    pub static_pod_url_header: BTreeMap<String, Vec<String>>,
+    pub http_check_frequency: Duration,
+    pub sync_frequency: Duration,
+
+    pub pod_logs_dir: PathBuf,
+    /// `resolvConf`, when given (empty turns the host's resolver off for pods).
+    pub resolv_conf: Option<PathBuf>,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+
+    pub cgroup_driver: CgroupDriver,
+    pub cgroup_root: String,
+    /// The tree under `cgroupRoot`; `None` with `cgroupsPerQOS` off.
+    pub cgroup_tree: Option<CgroupTree>,
+    /// CFS quota, its period and the pod pid limit, for pods and their containers.
+    pub pod_cgroups: CgroupSettings,
+
+    /// `None` when `healthzPort` is 0.
+    pub healthz: Option<HealthzAddress>,
+    pub oom_score_adj: i32,
+
+    pub register_node: bool,
+    pub register_with_taints: Vec<Taint>,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    pub node_lease_duration: Duration,
+}
+
+/// The validated configuration: the document as merged (for `/configz` and the planner),
+/// where each field came from, the flag-only options, and the typed value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedConfig {
+    pub config: KubeletConfiguration,
+    pub origins: BTreeMap<String, Source>,
+    pub options: FlagOptions,
+    pub node: NodeConfig,
+}

@@ -1,0 +1,37 @@
+//! What the domain's unit tests share.
+
+use std::collections::BTreeMap;
+
+use crate::domain::config::NodeFacts;
+use crate::domain::node::machine::MachineInfo;
+use crate::domain::units::cpuset::CpuSet;
+
+/// A two-CPU node with 8 GiB of memory and 100 GiB of disk.
+pub fn two_cpu_machine() -> MachineInfo {
+    MachineInfo {
+        num_cores: 2,
+        online_cpus: CpuSet::new([0, 1]),
+        memory_capacity_bytes: 8 << 30,
+        root_fs_capacity_bytes: 100 << 30,
+        pid_max: 4_194_304,
+        boot_id: "boot".into(),
+        machine_id: "machine".into(),
+        system_uuid: String::new(),
+    }
+}
+
+/// [`two_cpu_machine`] named `node-a`.
+pub fn node_a() -> NodeFacts {
+    NodeFacts {
+        hostname: "node-a".into(),
+        machine: two_cpu_machine(),
+    }
+}
+
+/// A string map from pairs.
+pub fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
