@@ -193,14 +193,6 @@ impl CgroupName {
             CgroupDriver::Systemd => self.to_systemd(),
         }
     }
-
-    /// Parses the driver's spelling back.
-    pub fn from_driver(driver: CgroupDriver, text: &str) -> CgroupName {
-        match driver {
-            CgroupDriver::Cgroupfs => Self::from_cgroupfs(text),
-            CgroupDriver::Systemd => Self::from_systemd(text),
-        }
-    }
 }
 
 impl fmt::Display for CgroupName {

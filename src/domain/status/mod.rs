@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::domain::kuberuntime::actions::{pod_phase, PodPhase};
+use crate::domain::kuberuntime::actions::pod_phase;
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
 };
@@ -216,11 +216,6 @@ pub fn api_pod_status(
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),
     }
-}
-
-/// True once the pod can no longer change phase.
-pub fn is_finished(phase: &str) -> bool {
-    phase == PodPhase::Succeeded.to_string() || phase == PodPhase::Failed.to_string()
 }
 
 #[cfg(test)]
