@@ -197,9 +197,10 @@ async fn refusals_name_the_call_the_unit_and_the_bus_error() {
         panic!("systemd accepted the unit \"bad name.slice\"");
     };
     match err {
-        CgroupError::Systemd { call, unit, reason } => {
+        CgroupError::Systemd { call, unit, source } => {
             assert_eq!(call, "StartTransientUnit");
             assert_eq!(unit, "bad name.slice");
+            let reason = source.to_string();
             assert!(reason.starts_with("org.freedesktop."), "{reason}");
         }
         other => panic!("unexpected error {other:?}"),

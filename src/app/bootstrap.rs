@@ -5,6 +5,7 @@
 //! before the first side effect, so bad input exits having created nothing: no lock
 //! file, no directory.
 
+use crate::ports::error::Chain;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -283,7 +284,7 @@ pub fn apply_oom_score_adj(host: &dyn Host, value: i32) -> bool {
             true
         }
         Err(e) => {
-            warn!(value, error = %e, "failed to apply oom_score_adj; continuing");
+            warn!(value, error = %Chain(&e), "failed to apply oom_score_adj; continuing");
             false
         }
     }
@@ -409,7 +410,7 @@ fn watch_lock_contention(
             Some(wait)
         }
         Err(e) => {
-            warn!(error = %e, "cannot watch the lock file; --exit-on-lock-contention is inactive");
+            warn!(error = %Chain(&e), "cannot watch the lock file; --exit-on-lock-contention is inactive");
             None
         }
     }
@@ -424,7 +425,7 @@ fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
     match std::fs::read_to_string(path) {
         Ok(text) => parse_resolv_conf(&text),
         Err(e) => {
-            warn!(path = %path.display(), error = %e, "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
+            warn!(path = %path.display(), error = %Chain(&e), "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
             ResolvConf::default()
         }
     }
@@ -544,13 +545,13 @@ pub async fn run(
     match deps.host.notify_ready() {
         Ok(true) => info!("notified systemd: READY=1"),
         Ok(false) => {}
-        Err(e) => warn!(error = %e, "failed to notify systemd"),
+        Err(e) => warn!(error = %Chain(&e), "failed to notify systemd"),
     }
     let contention = async {
         match started.contention {
             Some(wait) => {
                 if let Err(e) = wait.await {
-                    warn!(error = %e, "lost the lock file watch; --exit-on-lock-contention is inactive");
+                    warn!(error = %Chain(&e), "lost the lock file watch; --exit-on-lock-contention is inactive");
                     std::future::pending::<()>().await;
                 }
             }
@@ -567,12 +568,12 @@ pub async fn run(
     info!(?reason, "shutting down");
     let _ = shutdown_tx.send(true);
     if let Err(e) = pod_loop.await {
-        warn!(error = %e, "pod loop task failed");
+        warn!(error = %Chain(&e), "pod loop task failed");
     }
     if let Some(server) = server {
         match server.await {
-            Ok(Err(e)) => warn!(error = %e, "healthz server stopped with an error"),
-            Err(e) => warn!(error = %e, "healthz server task failed"),
+            Ok(Err(e)) => warn!(error = %Chain(&e), "healthz server stopped with an error"),
+            Err(e) => warn!(error = %Chain(&e), "healthz server task failed"),
             Ok(Ok(())) => {}
         }
     }

@@ -6,6 +6,7 @@
 //! With `--cgroups-per-qos=false` there is no tree: pods get the runtime's default
 //! cgroup parent and every method here does nothing.
 
+use crate::ports::error::Chain;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -204,14 +205,14 @@ impl ContainerManager {
         let uids = match self.pod_cgroup_uids().await {
             Ok(uids) => uids,
             Err(error) => {
-                warn!(%error, "cannot list pod cgroups");
+                warn!(error = %Chain(&error), "cannot list pod cgroups");
                 return;
             }
         };
         for uid in uids.difference(keep) {
             info!(%uid, "removing the cgroup of a pod that no longer exists");
             if let Err(error) = self.remove_pod(uid).await {
-                warn!(%uid, %error, "failed to remove a stale pod cgroup");
+                warn!(%uid, error = %Chain(&error), "failed to remove a stale pod cgroup");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The health, config and pod endpoints (`/healthz`, `/configz`, `/pods`): plain hyper, no framework, so the
 //! first answer comes within milliseconds of start-up and costs little memory.
 
+use crate::ports::error::Chain;
 use std::convert::Infallible;
 use std::io;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ fn json_response(what: &str, body: &serde_json::Value) -> Response<Body> {
     match serde_json::to_vec(body) {
         Ok(bytes) => response(StatusCode::OK, JSON, bytes),
         Err(e) => {
-            warn!(error = %e, what, "failed to encode a JSON answer");
+            warn!(error = %Chain(&e), what, "failed to encode a JSON answer");
             response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 TEXT,
@@ -62,7 +63,7 @@ fn json_response(what: &str, body: &serde_json::Value) -> Response<Body> {
 #[derive(Debug, Error)]
 pub enum ServerError {
     /// The listening socket itself is unusable (not a per-connection failure).
-    #[error("failed to accept connections on {addr}: {source}")]
+    #[error("failed to accept connections on {addr}")]
     Accept {
         addr: String,
         #[source]
@@ -162,7 +163,7 @@ async fn serve_connection(
         }
     };
     if let Err(e) = result {
-        debug!(error = %e, "health connection ended with an error");
+        debug!(error = %Chain(&e), "health connection ended with an error");
     }
 }
 
@@ -202,7 +203,7 @@ pub async fn serve_health(
                     break Err(ServerError::Accept { addr: addr.clone(), source: e });
                 }
                 Err(e) => {
-                    warn!(%addr, error = %e, "accept failed; backing off");
+                    warn!(%addr, error = %Chain(&e), "accept failed; backing off");
                     tokio::select! {
                         () = shutdown_requested(&mut shutdown) => break Ok(()),
                         () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
@@ -212,7 +213,7 @@ pub async fn serve_health(
             // Reap finished connections so the set does not grow for the process lifetime.
             Some(done) = connections.join_next(), if !connections.is_empty() => {
                 if let Err(e) = done {
-                    warn!(error = %e, "health connection task failed");
+                    warn!(error = %Chain(&e), "health connection task failed");
                 }
             }
         }
@@ -225,7 +226,7 @@ pub async fn serve_health(
     // On shutdown, connections see the same signal; wait for their graceful ends.
     while let Some(done) = connections.join_next().await {
         if let Err(e) = done {
-            warn!(error = %e, "health connection task failed");
+            warn!(error = %Chain(&e), "health connection task failed");
         }
     }
     info!(%addr, "healthz server stopped");

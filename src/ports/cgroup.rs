@@ -1,18 +1,39 @@
 //! The kubelet's own cgroups, behind one port with two drivers: `cgroupfs` writes the
 //! cgroup filesystem, `systemd` asks systemd for slices over D-Bus.
 
+use std::path::PathBuf;
+
 use async_trait::async_trait;
 
 use crate::domain::cgroup::{CgroupDriver, CgroupName, ResourceConfig};
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A cause kept as it came (a D-Bus error, a job result).
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     /// A cgroup file or directory operation failed.
-    #[error("{op} {path}: {reason}")]
+    #[error("{op} {path}")]
     Io {
         op: &'static str,
-        path: String,
-        reason: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing a value to a cgroup file failed.
+    #[error("write {value:?} to {path}")]
+    Write {
+        path: PathBuf,
+        value: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A cgroup file or mount holds what it should not.
+    #[error("{op} {path}: {detail}")]
+    Unexpected {
+        op: &'static str,
+        path: PathBuf,
+        detail: String,
     },
     /// The cgroup does not exist.
     #[error("cgroup {0} does not exist")]
@@ -21,11 +42,12 @@ pub enum CgroupError {
     #[error("cgroup controller {controller} is not available: {reason}")]
     MissingController { controller: String, reason: String },
     /// The systemd manager refused a request or could not be reached.
-    #[error("systemd {call} {unit}: {reason}")]
+    #[error("systemd {call} {unit}")]
     Systemd {
         call: &'static str,
         unit: String,
-        reason: String,
+        #[source]
+        source: Cause,
     },
     #[error("invalid cgroup name: {0}")]
     InvalidName(String),

@@ -10,7 +10,7 @@ use thiserror::Error;
 /// Why a host operation failed. Every I/O failure names the path (or socket address) it was on.
 #[derive(Debug, Error)]
 pub enum HostError {
-    #[error("failed to get hostname: {source}")]
+    #[error("failed to get hostname")]
     Hostname {
         #[source]
         source: std::io::Error,
@@ -22,7 +22,7 @@ pub enum HostError {
     OomScoreOutOfRange { value: i32 },
     /// Writing `oom_score_adj` failed. Lowering the score needs CAP_SYS_RESOURCE: without it the
     /// kernel answers EACCES (see [`HostError::is_permission_denied`]).
-    #[error("failed to write oom_score_adj {value} to {}: {source}", path.display())]
+    #[error("failed to write oom_score_adj {value} to {}", path.display())]
     OomScoreAdj {
         path: PathBuf,
         value: i32,
@@ -32,19 +32,19 @@ pub enum HostError {
     /// Another process holds the lock.
     #[error("lock file {} is held by another process", path.display())]
     LockContended { path: PathBuf },
-    #[error("failed to lock {}: {source}", path.display())]
+    #[error("failed to lock {}", path.display())]
     Lock {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to watch {} for lock contention: {source}", path.display())]
+    #[error("failed to watch {} for lock contention", path.display())]
     LockWatch {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to create directory {}: {source}", path.display())]
+    #[error("failed to create directory {}", path.display())]
     CreateDir {
         path: PathBuf,
         #[source]
@@ -52,7 +52,7 @@ pub enum HostError {
     },
     #[error("invalid NOTIFY_SOCKET {socket:?}: {detail}")]
     NotifySocketInvalid { socket: String, detail: String },
-    #[error("failed to notify the service manager at {socket:?}: {source}")]
+    #[error("failed to notify the service manager at {socket:?}")]
     Notify {
         socket: String,
         #[source]

@@ -11,7 +11,7 @@ use crate::domain::node::machine::MachineInfo;
 #[derive(Debug, Error)]
 pub enum MachineInfoError {
     /// A required file could not be read.
-    #[error("failed to read {}: {source}", path.display())]
+    #[error("failed to read {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -21,7 +21,7 @@ pub enum MachineInfoError {
     #[error("failed to parse {}: {detail}", path.display())]
     Parse { path: PathBuf, detail: String },
     /// The filesystem holding the root directory could not be measured.
-    #[error("failed to statvfs {}: {source}", path.display())]
+    #[error("failed to statvfs {}", path.display())]
     Statfs {
         path: PathBuf,
         #[source]

@@ -39,11 +39,11 @@ pub struct CgroupfsManager {
     weight_curve: WeightCurve,
 }
 
-fn io_err(op: &'static str, path: &Path, e: &io::Error) -> CgroupError {
+fn io_err(op: &'static str, path: &Path, source: io::Error) -> CgroupError {
     CgroupError::Io {
         op,
-        path: path.display().to_string(),
-        reason: e.to_string(),
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -55,14 +55,14 @@ fn missing(controller: &str, reason: String) -> CgroupError {
 }
 
 fn read(path: &Path) -> Result<String, CgroupError> {
-    std::fs::read_to_string(path).map_err(|e| io_err("read", path, &e))
+    std::fs::read_to_string(path).map_err(|e| io_err("read", path, e))
 }
 
 fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
-    std::fs::write(path, value).map_err(|e| CgroupError::Io {
-        op: "write",
-        path: path.display().to_string(),
-        reason: format!("value {value:?}: {e}"),
+    std::fs::write(path, value).map_err(|source| CgroupError::Write {
+        path: path.to_path_buf(),
+        value: value.to_owned(),
+        source,
     })
 }
 
@@ -106,7 +106,7 @@ fn mkdir(path: &Path) -> Result<bool, CgroupError> {
     match std::fs::create_dir(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(io_err("mkdir", path, &e)),
+        Err(e) => Err(io_err("mkdir", path, e)),
     }
 }
 
@@ -118,10 +118,10 @@ fn remove_tree(path: &Path) -> Result<(), CgroupError> {
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("read dir", path, &e)),
+        Err(e) => return Err(io_err("read dir", path, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| io_err("read dir", path, &e))?;
+        let entry = entry.map_err(|e| io_err("read dir", path, e))?;
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             remove_tree(&entry.path())?;
         }
@@ -129,7 +129,7 @@ fn remove_tree(path: &Path) -> Result<(), CgroupError> {
     match std::fs::remove_dir(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("rmdir", path, &e)),
+        Err(e) => Err(io_err("rmdir", path, e)),
     }
 }
 
@@ -139,22 +139,22 @@ fn collect_pids(path: &Path, out: &mut BTreeSet<u32>) -> Result<(), CgroupError>
     match std::fs::read_to_string(&procs) {
         Ok(text) => {
             for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-                let pid = line.parse().map_err(|_| CgroupError::Io {
+                let pid = line.parse().map_err(|_| CgroupError::Unexpected {
                     op: "parse",
-                    path: procs.display().to_string(),
-                    reason: format!("not a pid: {line:?}"),
+                    path: procs.clone(),
+                    detail: format!("not a pid: {line:?}"),
                 })?;
                 out.insert(pid);
             }
         }
         // Gone meanwhile, or a fixture without the file: no processes.
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("read", &procs, &e)),
+        Err(e) => return Err(io_err("read", &procs, e)),
     }
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("read dir", path, &e)),
+        Err(e) => return Err(io_err("read dir", path, e)),
     };
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
@@ -168,11 +168,11 @@ fn child_names(parent: &CgroupName, dir: &Path) -> Result<Vec<CgroupName>, Cgrou
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err("read dir", dir, &e)),
+        Err(e) => return Err(io_err("read dir", dir, e)),
     };
     let mut out = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| io_err("read dir", dir, &e))?;
+        let entry = entry.map_err(|e| io_err("read dir", dir, e))?;
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
@@ -204,10 +204,10 @@ impl CgroupfsManager {
         } else if let Some(h) = hierarchies.into_iter().next() {
             Layout::V2(h.mount)
         } else {
-            return Err(CgroupError::Io {
+            return Err(CgroupError::Unexpected {
                 op: "detect",
-                path: mount_root.display().to_string(),
-                reason: "no cgroup or cgroup2 filesystem mounted there".to_owned(),
+                path: mount_root.to_path_buf(),
+                detail: "no cgroup or cgroup2 filesystem mounted there".to_owned(),
             });
         };
         Ok(Self {

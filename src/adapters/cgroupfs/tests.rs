@@ -101,8 +101,11 @@ async fn v1_create_writes_every_hierarchy() {
             "{mount}"
         );
     }
-    assert_eq!(m.exists(&pod).await, Ok(true));
-    assert_eq!(m.exists(&name("/kubepods/besteffort")).await, Ok(false));
+    assert_eq!(m.exists(&pod).await.ok(), Some(true));
+    assert_eq!(
+        m.exists(&name("/kubepods/besteffort")).await.ok(),
+        Some(false)
+    );
     assert_eq!(m.driver_name(&pod), "/kubepods/burstable/pod1");
     assert_eq!(m.driver(), CgroupDriver::Cgroupfs);
     assert_eq!(
@@ -110,10 +113,10 @@ async fn v1_create_writes_every_hierarchy() {
         Some(root.join("cpu,cpuacct/kubepods/burstable/pod1"))
     );
     assert_eq!(
-        m.children(&name("/kubepods/burstable")).await,
-        Ok(vec![pod.clone()])
+        m.children(&name("/kubepods/burstable")).await.ok(),
+        Some(vec![pod.clone()])
     );
-    assert_eq!(m.children(&name("/nowhere")).await, Ok(vec![]));
+    assert_eq!(m.children(&name("/nowhere")).await.ok(), Some(vec![]));
 
     // Update: memory unlimited is -1 on v1 (`max` is EINVAL there); pids a number.
     let update = ResourceConfig {
@@ -132,9 +135,8 @@ async fn v1_create_writes_every_hierarchy() {
     );
     assert_eq!(get(&cpu.join("cpu.cfs_quota_us")), "-1");
     assert_eq!(get(&cpu.join("cpu.shares")), "256");
-    assert_eq!(
-        m.update(&name("/kubepods/gone"), &update).await,
-        Err(CgroupError::NotFound("/kubepods/gone".into()))
+    assert!(
+        matches!(m.update(&name("/kubepods/gone"), &update).await, Err(CgroupError::NotFound(ref got)) if *got == "/kubepods/gone")
     );
 }
 
@@ -152,12 +154,12 @@ async fn v1_pids_are_read_recursively() {
         &root.join("pids/kubepods/pod7/ctr/cgroup.procs"),
         "13\n12\n",
     );
-    assert_eq!(m.pids(&pod).await, Ok(vec![12, 13]));
-    assert_eq!(m.pids(&name("/kubepods/none")).await, Ok(vec![]));
+    assert_eq!(m.pids(&pod).await.ok(), Some(vec![12, 13]));
+    assert_eq!(m.pids(&name("/kubepods/none")).await.ok(), Some(vec![]));
     put(&root.join("pids/kubepods/pod7/cgroup.procs"), "x\n");
     assert!(matches!(
         m.pids(&pod).await,
-        Err(CgroupError::Io { op: "parse", .. })
+        Err(CgroupError::Unexpected { op: "parse", .. })
     ));
 }
 
@@ -187,23 +189,20 @@ async fn destroy_removes_leftovers_deepest_first_in_every_hierarchy() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     let pod = name("/kubepods/pod9");
-    assert_eq!(m.destroy(&pod).await, Ok(()));
+    assert_eq!(m.destroy(&pod).await.ok(), Some(()));
     for (mount, _, _) in V1_MOUNTS {
         assert!(!root.join(mount).join("kubepods/pod9").exists(), "{mount}");
         assert!(root.join(mount).join("kubepods").is_dir(), "{mount}");
     }
     // Absent is fine.
-    assert_eq!(m.destroy(&pod).await, Ok(()));
+    assert_eq!(m.destroy(&pod).await.ok(), Some(()));
     // A failing rmdir names the path (here ENOTEMPTY; EBUSY on a real cgroup).
     put(&root.join("memory/kubepods/pod8/stray"), "");
     let err = m.destroy(&name("/kubepods/pod8")).await;
     match err {
         Err(CgroupError::Io { op, path, .. }) => {
             assert_eq!(op, "rmdir");
-            assert_eq!(
-                path,
-                root.join("memory/kubepods/pod8").display().to_string()
-            );
+            assert_eq!(path, root.join("memory/kubepods/pod8"));
         }
         other => panic!("{other:?}"),
     }
@@ -275,10 +274,10 @@ async fn v2_create_enables_controllers_and_writes_v2_files() {
     assert_eq!(get(&d.join("cpu.max")), "50000 100000");
     assert_eq!(get(&d.join("memory.max")), "134217728");
     assert_eq!(get(&d.join("pids.max")), "max");
-    assert_eq!(m.exists(&pod).await, Ok(true));
+    assert_eq!(m.exists(&pod).await.ok(), Some(true));
     assert_eq!(
-        m.children(&kubepods).await,
-        Ok(vec![name("/kubepods/burstable")])
+        m.children(&kubepods).await.ok(),
+        Some(vec![name("/kubepods/burstable")])
     );
 
     let linear = m.clone().with_weight_curve(WeightCurve::Linear);
@@ -307,7 +306,7 @@ async fn v2_create_enables_controllers_and_writes_v2_files() {
     assert_eq!(get(&d.join("cpu.max")), "20000");
 
     put(&d.join("cgroup.procs"), "77\n");
-    assert_eq!(m.pids(&pod).await, Ok(vec![77]));
+    assert_eq!(m.pids(&pod).await.ok(), Some(vec![77]));
 }
 
 #[tokio::test]
@@ -330,5 +329,8 @@ async fn v2_missing_controller_names_the_file() {
 #[test]
 fn nothing_mounted_is_an_error() {
     let err = CgroupfsManager::from_mounts("", Path::new("/sys/fs/cgroup"));
-    assert!(matches!(err, Err(CgroupError::Io { op: "detect", .. })));
+    assert!(matches!(
+        err,
+        Err(CgroupError::Unexpected { op: "detect", .. })
+    ));
 }

@@ -11,6 +11,7 @@
 //! through. A missing path is not fatal: it yields an empty set and is
 //! checked again later.
 
+use crate::ports::error::Chain;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -40,19 +41,19 @@ pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// never fatal: the source tries again at the next check.
 #[derive(Debug, thiserror::Error)]
 pub enum FileSourceError {
-    #[error("cannot list manifest folder {path}: {source}")]
+    #[error("cannot list manifest folder {path}")]
     List {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot read manifest {path}: {source}")]
+    #[error("cannot read manifest {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot watch {path} for manifest changes: {source}")]
+    #[error("cannot watch {path} for manifest changes")]
     Watch {
         path: PathBuf,
         #[source]
@@ -115,7 +116,7 @@ impl FileSource {
                 }
                 Err(source) => {
                     let error = FileSourceError::Watch { path: self.path.clone(), source };
-                    warn!(%error, "manifest watch failed; relying on periodic checks");
+                    warn!(error = %Chain(&error), "manifest watch failed; relying on periodic checks");
                     self.watcher = None;
                 }
             },
@@ -151,7 +152,7 @@ impl FileSource {
                     path: target,
                     source,
                 };
-                warn!(%error, "relying on periodic manifest checks");
+                warn!(error = %Chain(&error), "relying on periodic manifest checks");
                 None
             }
         }
@@ -193,7 +194,7 @@ pub async fn read_manifests_once(
                 limit: MAX_MANIFEST_BYTES,
             }),
             Err(error) => {
-                warn!(%error, "skipping manifest");
+                warn!(error = %Chain(&error), "skipping manifest");
                 continue;
             }
         };
@@ -217,7 +218,7 @@ async fn manifest_files(path: &Path) -> Vec<PathBuf> {
                 path: path.to_path_buf(),
                 source,
             };
-            warn!(%error, "cannot read manifest path");
+            warn!(error = %Chain(&error), "cannot read manifest path");
             return Vec::new();
         }
     };
@@ -231,7 +232,7 @@ async fn manifest_files(path: &Path) -> Vec<PathBuf> {
                 path: path.to_path_buf(),
                 source,
             };
-            warn!(%error, "cannot list manifests");
+            warn!(error = %Chain(&error), "cannot list manifests");
             Vec::new()
         }
     }
@@ -304,7 +305,7 @@ async fn list_manifests(dir: &Path) -> io::Result<Vec<PathBuf>> {
         match tokio::fs::metadata(&path).await {
             Ok(metadata) if metadata.is_file() => files.push(path),
             Ok(_) => debug!(file = name, "ignoring entry that is not a file"),
-            Err(e) => debug!(file = name, error = %e, "ignoring entry gone while listing"),
+            Err(e) => debug!(file = name, error = %Chain(&e), "ignoring entry gone while listing"),
         }
     }
     files.sort();

@@ -17,6 +17,7 @@
 //! Only plain `http://` URLs are supported yet: an `https://` URL is refused
 //! by [`HttpSource::new`] with [`HttpSourceError::HttpsUnsupported`].
 
+use crate::ports::error::Chain;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,11 +241,11 @@ impl HttpSource {
     fn note_failure(&mut self, error: &HttpSourceError) {
         self.failures = self.failures.saturating_add(1);
         if self.failures < LOUD_FAILURES {
-            warn!(url = %self.url, %error, "cannot read pods from URL");
+            warn!(url = %self.url, error = %Chain(&error), "cannot read pods from URL");
         } else if self.failures == LOUD_FAILURES {
-            warn!(url = %self.url, %error, "cannot read pods from URL; logging further failures at debug level");
+            warn!(url = %self.url, error = %Chain(&error), "cannot read pods from URL; logging further failures at debug level");
         } else {
-            debug!(url = %self.url, %error, "cannot read pods from URL");
+            debug!(url = %self.url, error = %Chain(&error), "cannot read pods from URL");
         }
     }
 

@@ -8,6 +8,7 @@ pub mod http;
 pub use file::FileSource;
 pub use http::{HttpSource, HttpSourceError};
 
+use crate::ports::error::Chain;
 use std::collections::HashMap;
 
 use tracing::warn;
@@ -46,7 +47,7 @@ pub(crate) fn changed_update(
             .as_ref()
             .is_some_and(|last| last.errors.contains(error));
         if !known {
-            warn!(%error, "{problem}");
+            warn!(error = %Chain(&error), "{problem}");
         }
     }
     changed(&snapshot);

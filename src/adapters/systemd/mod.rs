@@ -67,7 +67,7 @@ fn bus_error(call: &'static str, unit: &str, e: &zbus::Error) -> CgroupError {
     CgroupError::Systemd {
         call,
         unit: unit.to_owned(),
-        reason: reason(e),
+        source: reason(e).into(),
     }
 }
 
@@ -80,7 +80,7 @@ fn job_error(call: &'static str, unit: &str, e: JobError) -> CgroupError {
     CgroupError::Systemd {
         call,
         unit: unit.to_owned(),
-        reason,
+        source: reason.into(),
     }
 }
 
@@ -99,10 +99,10 @@ fn to_values(props: &[Property]) -> Vec<(&'static str, Value<'static>)> {
 
 /// The pids in every `cgroup.procs` at or below `dir`.
 fn collect_pids(dir: &Path, pids: &mut BTreeSet<u32>) -> Result<(), CgroupError> {
-    let io = |op: &'static str, path: &Path, e: std::io::Error| CgroupError::Io {
+    let io = |op: &'static str, path: &Path, source: std::io::Error| CgroupError::Io {
         op,
-        path: path.display().to_string(),
-        reason: e.to_string(),
+        path: path.to_path_buf(),
+        source,
     };
     let procs = dir.join("cgroup.procs");
     match std::fs::read_to_string(&procs) {

@@ -8,6 +8,7 @@ use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
+use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
 use super::readonly::ReadOnlyRuntime;
@@ -106,7 +107,7 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
     let mut desired = Vec::new();
     let mut sources_complete = true;
     let sources = (deps.sources_for)(&resolved.node, Arc::clone(&deps.clock))
-        .map_err(|e| vec![error_chain(&e)])?;
+        .map_err(|e| vec![Chain(&e).to_string()])?;
     for source in sources {
         match source.read_once().await {
             Ok(update) => {
@@ -125,7 +126,7 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
             }
             Err(e) => {
                 sources_complete = false;
-                warnings.push(error_chain(&e));
+                warnings.push(Chain(&e).to_string());
             }
         }
     }
@@ -143,18 +144,6 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         warnings,
         observed,
     })
-}
-
-/// An error and its causes on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// What the runtime holds, read through [`ReadOnlyRuntime`]; an unreachable runtime

@@ -48,7 +48,7 @@ pub enum SnapshotError {
     },
     #[error("--dry-run-snapshot {path:?}: version {found} is not the supported version {SNAPSHOT_VERSION}")]
     Version { path: PathBuf, found: u32 },
-    #[error("cannot record the runtime's state: {0}")]
+    #[error("cannot record the runtime's state")]
     Runtime(#[from] RuntimeError),
 }
 

@@ -8,6 +8,7 @@ pub mod run_once;
 pub mod runtime_state;
 pub mod sync;
 
+use crate::ports::error::Chain;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -195,7 +196,7 @@ async fn forward_container_events(
             return;
         }
         Err(error) => {
-            warn!(%error, "cannot subscribe to container events; the PLEG relists every second");
+            warn!(error = %Chain(&error), "cannot subscribe to container events; the PLEG relists every second");
             return;
         }
     };
@@ -210,7 +211,7 @@ async fn forward_container_events(
             }
             Ok(_) => {}
             Err(error) => {
-                warn!(%error, "container event stream failed; the PLEG relists every second");
+                warn!(error = %Chain(&error), "container event stream failed; the PLEG relists every second");
                 return;
             }
         }
@@ -284,7 +285,7 @@ impl PodLoop {
             .update_qos(&self.manager.pods())
             .await
         {
-            warn!(%error, "failed to update the QoS cgroups");
+            warn!(error = %Chain(&error), "failed to update the QoS cgroups");
         }
         for change in changes {
             match change {
@@ -314,7 +315,7 @@ impl PodLoop {
         let now = match relist(self.shared.ctx.runtime.as_ref()).await {
             Ok(now) => now,
             Err(error) => {
-                warn!(%error, "PLEG relist failed");
+                warn!(error = %Chain(&error), "PLEG relist failed");
                 return;
             }
         };
