@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -218,11 +218,7 @@ pub type Configz = Arc<RwLock<Value>>;
 
 /// Step: register the effective configuration for `/configz`.
 pub fn register_configz(resolved: &ResolvedConfig) -> Configz {
-    let mut value = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        map.insert("kind".into(), json!(config::model::KIND));
-        map.insert("apiVersion".into(), json!(config::model::API_VERSION));
-    }
+    let value = config::configz::configz_document(&resolved.config);
     info!("registered /configz");
     Arc::new(RwLock::new(value))
 }

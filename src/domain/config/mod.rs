@@ -6,6 +6,7 @@
 //! (what rkubelet does with each given flag and field) → `validate` → this module's
 //! [`resolve`].
 
+pub mod configz;
 pub mod error;
 pub mod feature_gates;
 pub mod fields;

@@ -62,30 +62,46 @@ pub struct Pod {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<Container>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<Container>,
     pub restart_policy: RestartPolicy,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub host_network: bool,
     /// `None` means the default; read it through
     /// [`PodSpec::termination_grace_period`].
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub dns_policy: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub hostname: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
     /// Needed to tell system-node-critical pods apart (OOM score policy).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub priority_class_name: String,
 }
 
@@ -143,21 +159,34 @@ impl fmt::Display for RestartPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Container {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub image: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub working_dir: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
     pub resources: ResourceRequirements,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
     /// `None` means the default; read it through [`Container::pull_policy`].
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
     /// Only `Always` is allowed, and only on init containers (sidecars).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub restart_policy: Option<RestartPolicy>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
 }
 
@@ -219,18 +248,22 @@ fn image_tag_is_latest(image: &str) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct EnvVar {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub value: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ContainerPort {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
     pub container_port: i32,
     pub host_port: i32,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub protocol: String,
-    #[serde(rename = "hostIP")]
+    #[serde(rename = "hostIP", skip_serializing_if = "String::is_empty")]
     pub host_ip: String,
 }
 
@@ -249,16 +282,22 @@ impl Default for ContainerPort {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ResourceRequirements {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub limits: BTreeMap<String, Quantity>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub requests: BTreeMap<String, Quantity>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeMount {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub mount_path: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub sub_path: String,
 }
 
@@ -267,17 +306,21 @@ pub struct VolumeMount {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Volume {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_path: Option<HostPathVolume>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_dir: Option<EmptyDirVolume>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct HostPathVolume {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub path: String,
     /// `Directory`, `DirectoryOrCreate`, `File`, ...; empty means no check.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "String::is_empty")]
     pub kind: String,
 }
 
@@ -285,7 +328,9 @@ pub struct HostPathVolume {
 #[serde(rename_all = "camelCase", default)]
 pub struct EmptyDirVolume {
     /// Empty for node disk, `Memory` for tmpfs.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub medium: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub size_limit: Option<Quantity>,
 }
 
@@ -449,5 +494,32 @@ mod tests {
                 "{policy} present={present}"
             );
         }
+    }
+
+    #[test]
+    fn a_pod_serializes_without_nulls_or_empty_fields_as_the_api_omits_them() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                ..ObjectMeta::default()
+            },
+            spec: PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: "busybox".into(),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            },
+        };
+        let text = serde_json::to_string(&pod).unwrap_or_default();
+        assert!(!text.contains("null"), "{text}");
+        // As upstream's encoding/json, an empty struct stays: `"resources": {}`.
+        let without_resources = text.replace("\"resources\":{}", "");
+        assert!(
+            !without_resources.contains("{}") && !text.contains("[]"),
+            "{text}"
+        );
+        assert!(!text.contains("\"\""), "{text}");
     }
 }
