@@ -2,30 +2,37 @@
 //! syncs never overlap, pods sync in parallel up to a bound); the PLEG relists the
 //! runtime every second and wakes the workers of pods that changed; pods the runtime
 //! holds that no source wants are terminated once every source has spoken.
+//!
+//! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
+//! (container events), `runtime_state` (what the runtime holds, relists), `sync`
+//! (one sync carried out), `status` (the status manager behind `/pods`), `run_once`.
 
 pub mod manager;
+mod pleg;
 pub mod run_once;
 pub mod runtime_state;
+pub mod status;
 pub mod sync;
+mod worker;
 
-use crate::ports::error::Chain;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
-use tokio::task::JoinHandle;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info, warn};
 
 use crate::app::server::shutdown_requested;
-use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::{api_pod_status, ApiPodStatus};
+use crate::domain::pod::full_name;
+use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
-use crate::ports::runtime::RuntimeError;
 use manager::{PodChange, PodManager};
+use pleg::forward_container_events;
 use runtime_state::{changed_pods, relist, PodFingerprint};
-use sync::{sync_pod, terminate_pod, SyncContext};
+use sync::SyncContext;
+use worker::{worker_loop, Desired, Worker, WorkerShared};
+
+pub use status::PodStatusStore;
 
 /// How the loop paces itself.
 #[derive(Debug, Clone, Copy)]
@@ -44,176 +51,6 @@ impl Default for LoopSettings {
             relist_period: Duration::from_secs(1),
             resync_period: Duration::from_secs(60),
             max_parallel_syncs: 8,
-        }
-    }
-}
-
-/// Retry delay for a termination that left something behind.
-const TERMINATE_RETRY: Duration = Duration::from_secs(2);
-
-#[derive(Debug, Clone)]
-struct PodRecord {
-    pod: Pod,
-    status: ApiPodStatus,
-}
-
-/// The status manager: each pod's spec and its latest API status, for `/pods`.
-#[derive(Debug, Clone, Default)]
-pub struct PodStatusStore {
-    pods: Arc<RwLock<BTreeMap<String, PodRecord>>>,
-}
-
-impl PodStatusStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn set(&self, pod: &Pod, status: ApiPodStatus) {
-        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
-        let uid = pod.metadata.uid.clone();
-        let changed = pods.get(&uid).is_none_or(|r| r.status != status);
-        if changed {
-            let phase = &status.phase;
-            info!(pod = %full_name(pod), %uid, %phase, "pod status");
-        }
-        pods.insert(
-            uid,
-            PodRecord {
-                pod: pod.clone(),
-                status,
-            },
-        );
-    }
-
-    fn remove(&self, uid: &str) {
-        self.pods
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-    }
-
-    /// The pods as a `v1.PodList`.
-    pub fn pod_list(&self) -> Value {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
-        let items: Vec<Value> = pods
-            .values()
-            .map(|r| {
-                let mut item = serde_json::to_value(&r.pod).unwrap_or_else(|_| json!({}));
-                item["kind"] = json!("Pod");
-                item["apiVersion"] = json!("v1");
-                item["status"] = serde_json::to_value(&r.status).unwrap_or_else(|_| json!({}));
-                item
-            })
-            .collect();
-        json!({"kind": "PodList", "apiVersion": "v1", "items": items})
-    }
-}
-
-/// What a pod's worker is asked to do.
-#[derive(Debug, Clone)]
-enum Desired {
-    Run(Box<Pod>),
-    /// Terminate and remove; the last known spec when there is one.
-    Terminate(Option<Box<Pod>>),
-}
-
-struct Worker {
-    desired: watch::Sender<Desired>,
-    poke: Arc<Notify>,
-    task: JoinHandle<()>,
-}
-
-/// Shared by every worker.
-struct WorkerShared {
-    ctx: Arc<SyncContext>,
-    store: PodStatusStore,
-    permits: Arc<Semaphore>,
-    done: mpsc::UnboundedSender<String>,
-    resync: Duration,
-}
-
-async fn worker_loop(
-    uid: String,
-    shared: Arc<WorkerShared>,
-    mut desired: watch::Receiver<Desired>,
-    poke: Arc<Notify>,
-) {
-    loop {
-        let now = desired.borrow_and_update().clone();
-        let Ok(permit) = shared.permits.acquire().await else {
-            return;
-        };
-        let wait = match now {
-            Desired::Run(pod) => {
-                let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
-                let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
-                let status = api_pod_status(
-                    &pod,
-                    &outcome.runtime,
-                    &outcome.waiting,
-                    &shared.ctx.runtime_name,
-                );
-                shared.store.set(&pod, status);
-                outcome
-                    .retry_after
-                    .map_or(shared.resync, |d| d.min(shared.resync))
-            }
-            Desired::Terminate(last) => {
-                let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
-                let span = info_span!("terminate_pod", pod = %name, %uid);
-                let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())
-                    .instrument(span)
-                    .await;
-                if removed {
-                    shared.store.remove(&uid);
-                    let _ = shared.done.send(uid);
-                    return;
-                }
-                TERMINATE_RETRY
-            }
-        };
-        drop(permit);
-        tokio::select! {
-            changed = desired.changed() => if changed.is_err() { return },
-            () = poke.notified() => {}
-            () = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
-/// Forwards the pod uid of each container event the runtime streams, so a change is
-/// synced at once rather than at the next relist. The relist stays either way: it is
-/// the only source on runtimes without the call (containerd 1.6) and the safety net
-/// for a lost event on the others.
-async fn forward_container_events(
-    runtime: Arc<dyn crate::ports::runtime::RuntimeService>,
-    uids: mpsc::Sender<String>,
-) {
-    let mut stream = match runtime.container_events().await {
-        Ok(stream) => stream,
-        Err(RuntimeError::Unimplemented(_)) => {
-            info!("the runtime does not stream container events (GetContainerEvents); the PLEG relists every second");
-            return;
-        }
-        Err(error) => {
-            warn!(error = %Chain(&error), "cannot subscribe to container events; the PLEG relists every second");
-            return;
-        }
-    };
-    info!("subscribed to the runtime's container events");
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) if !event.pod_uid.is_empty() => {
-                debug!(container = %event.container_id, kind = ?event.kind, uid = %event.pod_uid, "container event");
-                if uids.send(event.pod_uid).await.is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(error) => {
-                warn!(error = %Chain(&error), "container event stream failed; the PLEG relists every second");
-                return;
-            }
         }
     }
 }

@@ -15,8 +15,8 @@ use crate::app::cri_requests::RequestContext;
 use crate::domain::cgroup::CgroupDriver;
 use crate::domain::kuberuntime::dns::ResolvConf;
 use crate::domain::kuberuntime::runtime::ContainerState;
-use crate::domain::pod::{Container, RestartPolicy};
-use crate::domain::status::ApiContainerState;
+use crate::domain::pod::{Container, Pod, RestartPolicy};
+use crate::domain::status::{api_pod_status, ApiContainerState};
 use crate::ports::pod_source::PodSourceError;
 use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
 

@@ -1,0 +1,68 @@
+//! The status manager: each pod's spec and its latest API status, served by `/pods`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{json, Value};
+use tracing::info;
+
+use crate::domain::pod::{full_name, Pod};
+use crate::domain::status::ApiPodStatus;
+
+#[derive(Debug, Clone)]
+struct PodRecord {
+    pod: Pod,
+    status: ApiPodStatus,
+}
+
+/// The status manager: each pod's spec and its latest API status, for `/pods`.
+#[derive(Debug, Clone, Default)]
+pub struct PodStatusStore {
+    pods: Arc<RwLock<BTreeMap<String, PodRecord>>>,
+}
+
+impl PodStatusStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(super) fn set(&self, pod: &Pod, status: ApiPodStatus) {
+        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        let uid = pod.metadata.uid.clone();
+        let changed = pods.get(&uid).is_none_or(|r| r.status != status);
+        if changed {
+            let phase = &status.phase;
+            info!(pod = %full_name(pod), %uid, %phase, "pod status");
+        }
+        pods.insert(
+            uid,
+            PodRecord {
+                pod: pod.clone(),
+                status,
+            },
+        );
+    }
+
+    pub(super) fn remove(&self, uid: &str) {
+        self.pods
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// The pods as a `v1.PodList`.
+    pub fn pod_list(&self) -> Value {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        let items: Vec<Value> = pods
+            .values()
+            .map(|r| {
+                let mut item = serde_json::to_value(&r.pod).unwrap_or_else(|_| json!({}));
+                item["kind"] = json!("Pod");
+                item["apiVersion"] = json!("v1");
+                item["status"] = serde_json::to_value(&r.status).unwrap_or_else(|_| json!({}));
+                item
+            })
+            .collect();
+        json!({"kind": "PodList", "apiVersion": "v1", "items": items})
+    }
+}

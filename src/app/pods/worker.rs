@@ -1,0 +1,90 @@
+//! One worker per pod: it syncs its pod whenever woken (a runtime change, the resync
+//! period, a back-off ending), never two syncs of one pod at once, and terminates the
+//! pod when it is no longer wanted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::task::JoinHandle;
+use tracing::{info_span, Instrument};
+
+use super::status::PodStatusStore;
+use super::sync::{sync_pod, terminate_pod, SyncContext};
+use crate::domain::pod::{full_name, Pod};
+use crate::domain::status::api_pod_status;
+
+/// Retry delay for a termination that left something behind.
+const TERMINATE_RETRY: Duration = Duration::from_secs(2);
+
+/// What a pod's worker is asked to do.
+#[derive(Debug, Clone)]
+pub(super) enum Desired {
+    Run(Box<Pod>),
+    /// Terminate and remove; the last known spec when there is one.
+    Terminate(Option<Box<Pod>>),
+}
+
+pub(super) struct Worker {
+    pub(super) desired: watch::Sender<Desired>,
+    pub(super) poke: Arc<Notify>,
+    pub(super) task: JoinHandle<()>,
+}
+
+/// Shared by every worker.
+pub(super) struct WorkerShared {
+    pub(super) ctx: Arc<SyncContext>,
+    pub(super) store: PodStatusStore,
+    pub(super) permits: Arc<Semaphore>,
+    pub(super) done: mpsc::UnboundedSender<String>,
+    pub(super) resync: Duration,
+}
+
+pub(super) async fn worker_loop(
+    uid: String,
+    shared: Arc<WorkerShared>,
+    mut desired: watch::Receiver<Desired>,
+    poke: Arc<Notify>,
+) {
+    loop {
+        let now = desired.borrow_and_update().clone();
+        let Ok(permit) = shared.permits.acquire().await else {
+            return;
+        };
+        let wait = match now {
+            Desired::Run(pod) => {
+                let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
+                let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
+                let status = api_pod_status(
+                    &pod,
+                    &outcome.runtime,
+                    &outcome.waiting,
+                    &shared.ctx.runtime_name,
+                );
+                shared.store.set(&pod, status);
+                outcome
+                    .retry_after
+                    .map_or(shared.resync, |d| d.min(shared.resync))
+            }
+            Desired::Terminate(last) => {
+                let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
+                let span = info_span!("terminate_pod", pod = %name, %uid);
+                let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())
+                    .instrument(span)
+                    .await;
+                if removed {
+                    shared.store.remove(&uid);
+                    let _ = shared.done.send(uid);
+                    return;
+                }
+                TERMINATE_RETRY
+            }
+        };
+        drop(permit);
+        tokio::select! {
+            changed = desired.changed() => if changed.is_err() { return },
+            () = poke.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
