@@ -20,3 +20,4 @@ pub mod reserved;
 pub mod runtime;
 pub mod static_pod;
 pub mod time;
+pub mod upstream;
