@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use crate::domain::pod::{container_hash, Container, Pod, RestartPolicy};
+use crate::domain::pod::{container_hash, container_hash_matches, Container, Pod, RestartPolicy};
 use crate::domain::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState};
 
 /// Why a container, or the whole pod, is to be killed.
@@ -316,7 +316,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodRuntimeStatus) -> PodActions {
             continue;
         }
         let wanted = container_hash(container);
-        if current.hash != wanted {
+        if !container_hash_matches(container, current.hash) {
             // A changed definition is applied whatever the restart policy.
             actions.start(
                 index,
@@ -449,7 +449,7 @@ fn plan_init_containers(pod: &Pod, status: &PodRuntimeStatus, actions: &mut PodA
                         starts.push(i + 1);
                     }
                     let wanted = container_hash(container);
-                    if current.hash != wanted {
+                    if !container_hash_matches(container, current.hash) {
                         kills.push(kill(
                             current,
                             KillReason::SpecChanged {
