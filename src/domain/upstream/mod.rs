@@ -22,6 +22,8 @@ pub mod container_hash;
 pub mod convert;
 pub mod decode;
 pub mod defaults;
+#[cfg(test)]
+mod golden;
 pub mod gojson;
 pub mod gotype;
 pub mod goval;
