@@ -22,9 +22,9 @@ pub mod container_hash;
 pub mod convert;
 pub mod decode;
 pub mod defaults;
+pub mod gojson;
 #[cfg(test)]
 mod golden;
-pub mod gojson;
 pub mod gotype;
 pub mod goval;
 pub mod quantity;
