@@ -79,8 +79,9 @@ impl GoJson {
     }
 }
 
-/// Go's own limit on nesting.
-const MAX_DEPTH: usize = 10_000;
+/// Nesting beyond this is refused (Go allows 10000): a pod is nowhere near
+/// it, and the parser recurses on a thread's stack.
+pub const MAX_DEPTH: usize = 512;
 
 struct Parser<'a> {
     bytes: &'a [u8],

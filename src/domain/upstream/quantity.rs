@@ -97,6 +97,12 @@ impl QuantityRepr {
                             scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
                         }
                     };
+                    // Past ~1e29 the canonical text is not reproduced here.
+                    if checked_shift10(i128::from(result), scale - NANO_SCALE).is_none() {
+                        return Err(QuantityIssue::Unreproducible(format!(
+                            "quantity {text:?} is too large"
+                        )));
+                    }
                     return Ok(QuantityRepr {
                         value: result,
                         scale,
@@ -188,6 +194,10 @@ fn shift10(value: i128, exp: i32) -> i128 {
     } else {
         value / 10i128.saturating_pow(exp.unsigned_abs())
     }
+}
+
+fn checked_shift10(value: i128, exp: i32) -> Option<i128> {
+    value.checked_mul(10i128.checked_pow(u32::try_from(exp).ok()?)?)
 }
 
 fn div_away_from_zero(value: i128, divisor: i128) -> i128 {
@@ -321,6 +331,10 @@ mod tests {
         ));
         assert!(matches!(
             QuantityRepr::parse("0.0000000000"),
+            Err(QuantityIssue::Unreproducible(_))
+        ));
+        assert!(matches!(
+            QuantityRepr::parse("1e100"),
             Err(QuantityIssue::Unreproducible(_))
         ));
     }

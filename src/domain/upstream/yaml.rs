@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use saphyr_parser_bw::{Event, Parser, ScalarStyle};
 
-use super::gojson::GoJson;
+use super::gojson::{GoJson, MAX_DEPTH};
 
 /// Why a manifest has no JSON form upstream would decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,6 +48,8 @@ fn first_document(text: &str) -> Result<YamlNode, ToJsonError> {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
+        depth: 0,
+        nodes: 0,
     };
     loop {
         match builder.next()? {
@@ -67,8 +69,16 @@ fn first_document(text: &str) -> Result<YamlNode, ToJsonError> {
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser_bw::StrInput<'a>>,
-    anchors: HashMap<usize, YamlNode>,
+    /// Anchored nodes with how many nodes each holds.
+    anchors: HashMap<usize, (YamlNode, usize)>,
+    depth: usize,
+    /// Nodes built so far, aliases expanded.
+    nodes: usize,
 }
+
+/// More nodes than this (aliases expanded) are refused: a pod has far fewer,
+/// and an alias bomb would otherwise grow without bound.
+const MAX_NODES: usize = 1_000_000;
 
 impl<'a> Builder<'a> {
     fn next(&mut self) -> Result<Event<'a>, ToJsonError> {
@@ -85,6 +95,20 @@ impl<'a> Builder<'a> {
     }
 
     fn node_from(&mut self, event: Event<'a>) -> Result<YamlNode, ToJsonError> {
+        self.depth += 1;
+        let node = self.nested_node(event);
+        self.depth -= 1;
+        node
+    }
+
+    fn nested_node(&mut self, event: Event<'a>) -> Result<YamlNode, ToJsonError> {
+        if self.depth > MAX_DEPTH {
+            return Err(ToJsonError::Unreproducible(format!(
+                "YAML nested deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        let before = self.nodes;
+        self.nodes += 1;
         let (node, anchor) = match event {
             Event::Scalar(value, style, anchor, tag) => (
                 YamlNode::Scalar {
@@ -121,11 +145,18 @@ impl<'a> Builder<'a> {
                 (YamlNode::Map(entries), anchor)
             }
             Event::Alias(id) => {
-                return self
+                let (node, size) = self
                     .anchors
                     .get(&id)
                     .cloned()
-                    .ok_or_else(|| ToJsonError::Invalid("unknown anchor".into()));
+                    .ok_or_else(|| ToJsonError::Invalid("unknown anchor".into()))?;
+                self.nodes += size;
+                if self.nodes > MAX_NODES {
+                    return Err(ToJsonError::Unreproducible(format!(
+                        "YAML with more than {MAX_NODES} nodes once its aliases are expanded"
+                    )));
+                }
+                return Ok(node);
             }
             other => {
                 return Err(ToJsonError::Invalid(format!(
@@ -134,7 +165,8 @@ impl<'a> Builder<'a> {
             }
         };
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors
+                .insert(anchor, (node.clone(), self.nodes - before));
         }
         Ok(node)
     }
@@ -472,6 +504,26 @@ mod tests {
         let doc = json_of("  {\"cpu\": 1e3}");
         assert_eq!(doc.get("cpu"), Some(&GoJson::Number("1e3".into())));
         assert!(matches!(to_json("{a: 1}"), Err(ToJsonError::Invalid(_))));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed() {
+        let deep = format!("a: {}1{}", "[".repeat(5000), "]".repeat(5000));
+        assert!(to_json(&deep).is_err());
+        let deep_json = format!("{{\"a\": {}1{}}}", "[".repeat(5000), "]".repeat(5000));
+        assert!(matches!(to_json(&deep_json), Err(ToJsonError::Invalid(_))));
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            doc.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert!(matches!(to_json(&doc), Err(ToJsonError::Unreproducible(_))));
     }
 
     #[test]
