@@ -27,15 +27,16 @@ SPECIAL = {
 BUILTIN_INT = {"int32": 32, "int64": 64, "int": 64, "int8": 8, "int16": 16}
 BUILTIN_UINT = {"uint8": 8, "byte": 8, "uint32": 32, "uint64": 64, "uint": 64}
 
-# Fields later upstream versions added that rkubelet acts on. They are
-# appended where upstream later put them and hashed only when set, so the
-# identity of a pod that does not use them stays v1.26's.
+# Fields later upstream versions added that rkubelet acts on. They go where
+# upstream later put them (v1.28's Container.RestartPolicy follows Resources,
+# with only the unmodelled ResizePolicy between) and are hashed only when
+# set, so the identity of a pod that does not use them stays v1.26's.
 EXTENSIONS = {
     ("v1", "Container"): [
-        ("RestartPolicy", "*ContainerRestartPolicy", "restartPolicy,omitempty", "1.28", "SecurityContext"),
+        ("RestartPolicy", "*ContainerRestartPolicy", "restartPolicy,omitempty", "1.28", "Resources"),
     ],
     ("core", "Container"): [
-        ("RestartPolicy", "*ContainerRestartPolicy", None, "1.28", "SecurityContext"),
+        ("RestartPolicy", "*ContainerRestartPolicy", None, "1.28", "Resources"),
     ],
 }
 EXTENSION_NAMED = {"ContainerRestartPolicy": "string"}

@@ -151,6 +151,19 @@ mod tests {
     }
 
     #[test]
+    fn a_sidecars_restart_policy_is_hashed_where_v1_28_puts_it() {
+        let json = GoJson::parse(
+            r#"{"name":"s","image":"i:1","restartPolicy":"Always","volumeMounts":[{"name":"v","mountPath":"/v"}]}"#,
+        )
+        .expect("json");
+        let value = decode(&T_V1_CONTAINER, &json).expect("decodes");
+        assert_eq!(
+            marshal(&T_V1_CONTAINER, &value),
+            r#"{"name":"s","image":"i:1","resources":{},"restartPolicy":"Always","volumeMounts":[{"name":"v","mountPath":"/v"}]}"#
+        );
+    }
+
+    #[test]
     fn recorded_hashes_of_every_writer_match() {
         let (name, image) = ("web", "nginx:1.25");
         let v1_26 = 0x1234_5678;

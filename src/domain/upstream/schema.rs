@@ -488,6 +488,14 @@ pub static S_CORE_CONTAINER: StructTy = StructTy {
             ty: &T_CORE_RESOURCEREQUIREMENTS,
         },
         Field {
+            name: "RestartPolicy",
+            json: "",
+            embedded: false,
+            omitempty: false,
+            since: Some("1.28"),
+            ty: &T_PTR_CORE_CONTAINERRESTARTPOLICY,
+        },
+        Field {
             name: "VolumeMounts",
             json: "",
             embedded: false,
@@ -566,14 +574,6 @@ pub static S_CORE_CONTAINER: StructTy = StructTy {
             omitempty: false,
             since: None,
             ty: &T_PTR_CORE_SECURITYCONTEXT,
-        },
-        Field {
-            name: "RestartPolicy",
-            json: "",
-            embedded: false,
-            omitempty: false,
-            since: Some("1.28"),
-            ty: &T_PTR_CORE_CONTAINERRESTARTPOLICY,
         },
         Field {
             name: "Stdin",
@@ -5264,6 +5264,14 @@ pub static S_V1_CONTAINER: StructTy = StructTy {
             ty: &T_V1_RESOURCEREQUIREMENTS,
         },
         Field {
+            name: "RestartPolicy",
+            json: "restartPolicy",
+            embedded: false,
+            omitempty: true,
+            since: Some("1.28"),
+            ty: &T_PTR_V1_CONTAINERRESTARTPOLICY,
+        },
+        Field {
             name: "VolumeMounts",
             json: "volumeMounts",
             embedded: false,
@@ -5342,14 +5350,6 @@ pub static S_V1_CONTAINER: StructTy = StructTy {
             omitempty: true,
             since: None,
             ty: &T_PTR_V1_SECURITYCONTEXT,
-        },
-        Field {
-            name: "RestartPolicy",
-            json: "restartPolicy",
-            embedded: false,
-            omitempty: true,
-            since: Some("1.28"),
-            ty: &T_PTR_V1_CONTAINERRESTARTPOLICY,
         },
         Field {
             name: "Stdin",
