@@ -19,6 +19,9 @@ cargo build --locked --all-targets
 echo "== tests"
 cargo test --locked -- --test-threads="$(nproc)"
 
+echo "== comparisons with the upstream kubelet v1.26.1 (binaries from scripts/test-env/kube-bins.sh)"
+cargo test --locked --test upstream_identity -- --ignored
+
 echo "== benchmarks (figures printed, goals in each bench's header)"
 # One invocation builds the benches once.
 cargo bench --locked --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner

@@ -4,10 +4,11 @@
 #   containerd (CRI plugin built in), runc, containernetworking-plugins (/usr/lib/cni),
 #   busybox-static (test image content), iptables (bridge/portmap CNI), gcc + libc6-dev
 #   (static pause binary), python3, dbus + dbus-user-session (the socket-activated session
-#   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh).
+#   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh), zstd
+#   (the upstream Kubernetes binaries are kept compressed, scripts/test-env/kube-bins.sh).
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd)
+PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd zstd)
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root" >&2

@@ -13,6 +13,8 @@
 //!   crash-loop and image back-off, the CRI request values, DNS, dead-container GC.
 //! - `status`: the pod status as the API shows it.
 //! - `eviction`: thresholds and signals.
+//! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
+//!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
 pub mod cgroup;
 pub mod config;
 pub mod eviction;
@@ -23,3 +25,4 @@ pub mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod units;
+pub mod upstream;

@@ -31,6 +31,7 @@ use crate::domain::pod::static_pod::{
 };
 use crate::domain::pod::Pod;
 use crate::domain::units::time::rfc3339_nanos;
+use crate::domain::upstream::static_pod_uid::join_clean;
 use crate::ports::clock::Clock;
 use crate::ports::pod_source::{PodSetUpdate, PodSource, PodSourceError};
 
@@ -179,7 +180,7 @@ pub async fn read_manifests_once(
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     for file in manifest_files(path).await {
-        let origin = file.display().to_string();
+        let origin = manifest_origin(path, &file);
         let decoded = match read_manifest(&file).await {
             Ok(Manifest::Bytes(bytes)) => decode_static_pods(
                 &origin,
@@ -204,6 +205,19 @@ pub async fn read_manifests_once(
         }
     }
     (pods, errors)
+}
+
+/// The name upstream gives a manifest, which goes into its pods' UIDs: the
+/// path as given for a manifest file, `filepath.Join(folder, name)` (that
+/// is, cleaned) for a file of a manifest folder.
+fn manifest_origin(path: &Path, file: &Path) -> String {
+    if file == path {
+        return file.display().to_string();
+    }
+    match file.file_name().and_then(|name| name.to_str()) {
+        Some(name) => join_clean(&path.display().to_string(), name),
+        None => file.display().to_string(),
+    }
 }
 
 async fn manifest_files(path: &Path) -> Vec<PathBuf> {

@@ -17,7 +17,7 @@ use std::fmt;
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
 };
-use crate::domain::pod::{container_hash, Container, Pod, RestartPolicy};
+use crate::domain::pod::{container_hash, container_hash_matches, Container, Pod, RestartPolicy};
 
 /// Why a container, or the whole pod, is to be killed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,7 +318,7 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodRuntimeStatus) -> PodActions {
             continue;
         }
         let wanted = container_hash(container);
-        if current.hash != wanted {
+        if !container_hash_matches(container, current.hash) {
             // A changed definition is applied whatever the restart policy.
             actions.start(
                 index,
@@ -451,7 +451,7 @@ fn plan_init_containers(pod: &Pod, status: &PodRuntimeStatus, actions: &mut PodA
                         starts.push(i + 1);
                     }
                     let wanted = container_hash(container);
-                    if current.hash != wanted {
+                    if !container_hash_matches(container, current.hash) {
                         kills.push(kill(
                             current,
                             KillReason::SpecChanged {

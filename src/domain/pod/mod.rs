@@ -18,7 +18,7 @@ pub mod validate;
 
 pub use decode::pod_from_value;
 pub use defaults::apply_api_defaults;
-pub use hash::container_hash;
+pub use hash::{container_hash, container_hash_matches};
 pub use qos::{container_oom_score_adj, pod_container_oom_score_adj, qos_class};
 pub use validate::{dns1123_label_errors, dns1123_subdomain_errors, validate_pod, PodError};
 
@@ -188,6 +188,12 @@ pub struct Container {
     pub stdin: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    /// Upstream v1.26's hash of the container's whole spec as the manifest
+    /// decoder read it (every field upstream decodes, defaulted), which
+    /// the modelled fields above cannot give; `None` for a container built
+    /// otherwise. Read it through [`container_hash`].
+    #[serde(skip)]
+    pub upstream_hash: Option<u32>,
 }
 
 impl Default for Container {
@@ -207,6 +213,7 @@ impl Default for Container {
             tty: false,
             stdin: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
+            upstream_hash: None,
         }
     }
 }

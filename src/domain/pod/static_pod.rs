@@ -11,6 +11,9 @@ use crate::domain::pod::{
     apply_api_defaults, pod_from_value, validate_pod, Pod, PodError, CONFIG_HASH_ANNOTATION,
     CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
+use crate::domain::upstream::static_pod_uid::{pod_items, upstream_pod, UidSource, UpstreamPod};
+use crate::domain::upstream::yaml::{to_json, ToJsonError};
+use crate::domain::upstream::IdentityError;
 
 /// Manifests larger than this are refused, as upstream does, so a runaway
 /// file cannot exhaust the kubelet's memory.
@@ -118,9 +121,53 @@ pub fn decode_static_pods(
     };
 
     let items = pod_documents(origin, &document, source)?;
+    let upstream = upstream_identities(text, items.len(), node_name, origin, source);
     items
         .iter()
-        .map(|item| decode_one(origin, item, node_name, source, seen_rfc3339))
+        .zip(upstream)
+        .map(|(item, identity)| decode_one(origin, item, node_name, source, seen_rfc3339, identity))
+        .collect()
+}
+
+/// Upstream kubelet v1.26's UID and container hashes for each pod of the
+/// manifest, in order, so a node can switch between the two kubelets
+/// without restarting anything. An error for each pod when the manifest
+/// has no upstream identity rkubelet can reproduce.
+pub fn upstream_identities(
+    text: &str,
+    count: usize,
+    node_name: &str,
+    origin: &str,
+    source: PodSourceKind,
+) -> Vec<Result<UpstreamPod, IdentityError>> {
+    let document = match to_json(text) {
+        Ok(document) => document,
+        Err(e) => {
+            let error = match e {
+                ToJsonError::Invalid(reason) => IdentityError::Refused(reason),
+                ToJsonError::Unreproducible(reason) => IdentityError::Unreproducible(reason),
+            };
+            return vec![Err(error); count];
+        }
+    };
+    let items = pod_items(&document);
+    if items.len() != count {
+        let reason = format!(
+            "upstream reads {} pods where rkubelet reads {count}",
+            items.len()
+        );
+        return vec![Err(IdentityError::Unreproducible(reason)); count];
+    }
+    let uid_source = match source {
+        PodSourceKind::File => UidSource::File {
+            node: node_name,
+            path: origin,
+        },
+        PodSourceKind::Http => UidSource::Url { url: origin },
+    };
+    items
+        .into_iter()
+        .map(|item| upstream_pod(item, uid_source))
         .collect()
 }
 
@@ -178,6 +225,7 @@ fn decode_one(
     node_name: &str,
     source: PodSourceKind,
     seen_rfc3339: &str,
+    upstream: Result<UpstreamPod, IdentityError>,
 ) -> Result<Pod, ManifestError> {
     let invalid = |errors: Vec<PodError>| ManifestError::Invalid {
         origin: origin.to_string(),
@@ -194,9 +242,13 @@ fn decode_one(
     apply_api_defaults(&mut pod);
 
     let meta = &mut pod.metadata;
-    // A UID written in the manifest is kept, as upstream keeps it.
+    // A UID written in the manifest is kept, as upstream keeps it. Without
+    // one, upstream's UID when it can be reproduced, else our own.
     if meta.uid.is_empty() {
-        meta.uid = static_pod_uid(item, node_name, origin, source);
+        meta.uid = match &upstream {
+            Ok(identity) => identity.uid.clone(),
+            Err(_) => fallback_static_pod_uid(item, node_name, origin, source),
+        };
     }
     meta.name = format!("{}-{}", meta.name, node_name.to_lowercase());
     if meta.namespace.is_empty() {
@@ -212,6 +264,20 @@ fn decode_one(
     meta.annotations
         .insert(CONFIG_SEEN_ANNOTATION.to_string(), seen_rfc3339.to_string());
     pod.spec.node_name = node_name.to_string();
+    if let Ok(identity) = &upstream {
+        for container in pod
+            .spec
+            .init_containers
+            .iter_mut()
+            .chain(&mut pod.spec.containers)
+        {
+            container.upstream_hash = identity
+                .container_hashes
+                .iter()
+                .find(|(name, _)| *name == container.name)
+                .map(|(_, hash)| *hash);
+        }
+    }
 
     let mut errors = validate_pod(&pod);
     if let Some(resource) = api_reference(item) {
@@ -226,13 +292,17 @@ fn decode_one(
     }
 }
 
-/// A UID that changes whenever the manifest's content, the node or the
-/// origin changes, and only then. Upstream hashes the decoded object and
-/// then the source (FNV-128a today, MD5 once); we hash the whole document,
-/// modelled fields or not, in a canonical form (keys sorted) so an edit to
-/// a probe restarts the pod too, and we also mix in the node for URL
-/// manifests.
-fn static_pod_uid(item: &Value, node_name: &str, origin: &str, source: PodSourceKind) -> String {
+/// The UID for a manifest whose upstream UID is not reproduced (see
+/// `upstream::IdentityError`): one that changes whenever the manifest's
+/// content, the node or the origin changes, and only then. It hashes the
+/// whole document, modelled fields or not, in a canonical form (keys
+/// sorted), and mixes in the node for URL manifests too.
+fn fallback_static_pod_uid(
+    item: &Value,
+    node_name: &str,
+    origin: &str,
+    source: PodSourceKind,
+) -> String {
     let mut hash = Fnv1a128::new();
     feed_value(&mut hash, item);
     feed_str(&mut hash, &format!("host:{node_name}"));
@@ -815,7 +885,7 @@ status:
         assert_ne!(a, uid(&base, "node1", "/m/q.json", file), "other file");
         let h1 = uid(&base, "node1", "http://cfg/p", PodSourceKind::Http);
         let h2 = uid(&base, "node2", "http://cfg/p", PodSourceKind::Http);
-        assert_ne!(h1, h2, "URL pods differ per node too");
+        assert_eq!(h1, h2, "upstream mixes only the URL into a URL pod's UID");
         assert_ne!(a, h1);
     }
 
@@ -829,16 +899,25 @@ status:
     }
 
     #[test]
-    fn uid_pinned_value() {
-        // Pinned so an accidental change of the hash (which would restart
-        // every static pod after an upgrade) is caught.
-        let text = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    fn uid_falls_back_when_upstreams_is_not_reproduced() {
+        // A set creation time is hashed by upstream with the node's time
+        // zone data, which is not reproduced: rkubelet's own UID is used.
+        let text = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","creationTimestamp":"2024-01-01T00:00:00Z"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+        let identities = upstream_identities(text, 1, "node1", "/m/p.json", PodSourceKind::File);
+        assert!(
+            matches!(&identities[0], Err(IdentityError::Unreproducible(reason)) if reason.contains("metadata.creationTimestamp")),
+            "{identities:?}"
+        );
         let got = uid(text, "node1", "/m/p.json", PodSourceKind::File);
         assert_eq!(got, uid(text, "node1", "/m/p.json", PodSourceKind::File));
-        assert_eq!(got, PINNED_UID, "hash algorithm changed");
+        // Pinned so an accidental change of the fallback hash (which would
+        // restart such static pods after an upgrade) is caught.
+        assert_eq!(got, FALLBACK_UID, "fallback hash algorithm changed");
+        let pod = &decode("/m/p.json", text, "node1", PodSourceKind::File).expect("decodes")[0];
+        assert_eq!(pod.spec.containers[0].upstream_hash, None);
     }
 
-    const PINNED_UID: &str = "027ca903f2b576791385c64007e6430c";
+    const FALLBACK_UID: &str = "9bb32688364171e12c44d143e739f679";
 
     #[test]
     fn fnv1a128_known_vector() {

@@ -113,6 +113,16 @@ impl Quantity {
         Ok(Quantity { nanos, format })
     }
 
+    /// Exactly `nanos` nano-units, printed in `format`.
+    pub fn from_nanos(nanos: i128, format: Format) -> Quantity {
+        Quantity { nanos, format }
+    }
+
+    /// The exact value in nano-units.
+    pub fn nanos(&self) -> i128 {
+        self.nanos
+    }
+
     /// `value` whole units.
     pub fn new(value: i64, format: Format) -> Quantity {
         Quantity {
@@ -214,17 +224,17 @@ fn div_away_from_zero(n: i128, d: i128) -> i128 {
 }
 
 /// The pieces of `[+-]?<int>[.<frac>]<suffix>` found by the scanner.
-struct Parts<'a> {
-    negative: bool,
-    int: &'a str,
-    frac: &'a str,
-    suffix: &'a str,
+pub(crate) struct Parts<'a> {
+    pub(crate) negative: bool,
+    pub(crate) int: &'a str,
+    pub(crate) frac: &'a str,
+    pub(crate) suffix: &'a str,
 }
 
 /// Splits a quantity into sign, digits and suffix, accepting exactly what
 /// upstream's hand-written scanner accepts (which is looser than its
 /// published regular expression: `1.`, `.5` and a bare `-` all pass).
-fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
+pub(crate) fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::FormatWrong);
     }
@@ -268,13 +278,13 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Base {
+pub(crate) enum Base {
     Two,
     Ten,
 }
 
 /// Maps a suffix to (base, exponent, format); e.g. `Ki` is 2^10.
-fn interpret_suffix(suffix: &str) -> Result<(Base, i64, Format), QuantityError> {
+pub(crate) fn interpret_suffix(suffix: &str) -> Result<(Base, i64, Format), QuantityError> {
     let decimal = |e| Ok((Base::Ten, e, Format::DecimalSI));
     let binary = |e| Ok((Base::Two, e, Format::BinarySI));
     match suffix {
