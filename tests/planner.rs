@@ -263,7 +263,8 @@ fn manifest(name: &str, image: &str) -> String {
 
 /// Every sandbox and container the runtime holds, with its state, as `crictl`-like lines.
 fn runtime_state(endpoint: &str) -> Vec<String> {
-    use rkubelet::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+    use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
+    use rkubelet::ports::runtime::RuntimeService;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -19,7 +19,6 @@ use crate::adapters::http_source::{
     HttpSource, HttpSourceError, DEFAULT_CHECK_FREQUENCY as HTTP_CHECK_FREQUENCY,
 };
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
-use crate::app::cri_requests::RequestContext;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
@@ -30,6 +29,7 @@ use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::model::KubeletConfiguration;
 use crate::domain::config::{self, ConfigInputs, FileInput, ResolvedConfig};
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node::{node_settings, resolve_node_name, NodeNameSource, NodeSettings};
 use crate::ports::cgroup::{CgroupError, CgroupManager};

@@ -12,14 +12,15 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 use tower::service_fn;
 
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::labels::CONTAINER_HASH_ANNOTATION;
+use crate::domain::kuberuntime::requests::{ContainerConfig, Protocol, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+    ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
+    ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
+    SandboxStatus,
 };
-use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
-    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, Protocol, RuntimeError,
-    RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
-};
+use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod proto {
@@ -33,7 +34,6 @@ use proto::runtime_service_client::RuntimeServiceClient;
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The CRI API version the kubelet announces in `Version`.
 const KUBE_API_VERSION: &str = "0.1.0";
-use crate::ports::runtime::labels::CONTAINER_HASH_ANNOTATION;
 
 /// A CRI runtime and image client on one unix socket (one HTTP/2 connection,
 /// established lazily on the first call).
@@ -744,7 +744,7 @@ mod tests {
 
     #[test]
     fn sandbox_wire_carries_dns_and_ports() {
-        use crate::ports::runtime::{DnsConfig, PortMapping};
+        use crate::domain::kuberuntime::requests::{DnsConfig, PortMapping};
         let c = SandboxConfig {
             dns: Some(DnsConfig {
                 servers: vec!["10.0.0.10".into()],
@@ -782,7 +782,7 @@ mod tests {
 
     #[test]
     fn container_wire_carries_mounts_and_resources() {
-        use crate::ports::runtime::{LinuxResources, Mount};
+        use crate::domain::kuberuntime::requests::{LinuxResources, Mount};
         let c = ContainerConfig {
             mounts: vec![Mount {
                 container_path: "/data".into(),

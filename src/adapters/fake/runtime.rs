@@ -7,16 +7,17 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
-};
 use tokio::sync::mpsc;
 
-use crate::ports::runtime::{
-    labels, CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
-    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, RuntimeError, RuntimeService,
-    RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::labels;
+use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use crate::domain::kuberuntime::runtime::{
+    ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
+    ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
+    SandboxStatus,
 };
+use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
 

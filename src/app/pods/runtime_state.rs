@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::app::cri_requests::POD_UID_LABEL;
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
-use crate::ports::runtime::{ContainerFilter, RuntimeError, RuntimeService, SandboxFilter};
+use crate::domain::kuberuntime::labels::POD_UID_LABEL;
+use crate::domain::kuberuntime::runtime::{
+    ContainerFilter, ContainerState, PodRuntimeStatus, SandboxFilter, SandboxState,
+};
+use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 /// One pod's runtime status plus which sandbox each container lives in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,22 +10,22 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use crate::app::container_manager::ContainerManager;
-use crate::app::cri_requests::{
-    container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, sandbox_dns,
-    RequestContext,
-};
 use crate::app::pods::runtime_state::{pod_runtime_view, PodRuntimeView};
 use crate::domain::kuberuntime::actions::compute_pod_actions;
 use crate::domain::kuberuntime::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
+use crate::domain::kuberuntime::requests::{
+    container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, sandbox_dns,
+    RequestContext, SandboxConfig,
+};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::domain::pod::{container_hash, full_name, Container, ImageAction, Pod};
 use crate::domain::status::Waiting;
 use crate::domain::units::duration::GoDuration;
 use crate::ports::clock::Clock;
-use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService, SandboxConfig};
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
 const DEFAULT_GRACE_SECS: i64 = 30;

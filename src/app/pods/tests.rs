@@ -11,13 +11,14 @@ use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::{FakeCgroupManager, FakeClock};
 use crate::app::container_manager::ContainerManager;
-use crate::app::cri_requests::RequestContext;
 use crate::domain::cgroup::CgroupDriver;
 use crate::domain::kuberuntime::dns::ResolvConf;
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::kuberuntime::runtime::ContainerState;
+use crate::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
 use crate::domain::pod::{Container, RestartPolicy};
 use crate::domain::status::ApiContainerState;
-use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+use crate::ports::runtime::RuntimeService;
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
