@@ -34,7 +34,8 @@ type CriClients = (Arc<dyn RuntimeService>, Arc<dyn ImageService>);
 /// bounded by `timeout`.
 fn clients_for(endpoint: &str, timeout: Duration) -> Result<CriClients, RuntimeError> {
     if endpoint.starts_with("fake://") {
-        let fake = Arc::new(FakeRuntime::new());
+        // Real times, as a real runtime records them (crash-loop back-off counts from them).
+        let fake = Arc::new(FakeRuntime::with_clock(Arc::new(SystemClock::new())));
         return Ok((fake.clone(), fake));
     }
     if endpoint.starts_with("unix://") {

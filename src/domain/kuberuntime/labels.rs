@@ -15,3 +15,7 @@ pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
 pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
+/// rkubelet's own: the instance's crash-loop back-off step (quick failures before it in
+/// the current streak), so the back-off is derived from the runtime's record rather
+/// than kept in memory (see `backoff`). Read back by the CRI adapter.
+pub const CONTAINER_BACKOFF_STEP_ANNOTATION: &str = "io.rkubelet.container.backOffStep";

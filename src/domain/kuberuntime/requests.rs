@@ -228,8 +228,15 @@ pub fn sandbox_dns(ctx: &RequestContext, pod: &Pod) -> PodDns {
     )
 }
 
-/// The sandbox for `pod`; `attempt` counts the sandboxes made for it before.
-pub fn sandbox_config(ctx: &RequestContext, pod: &Pod, attempt: u32) -> SandboxConfig {
+/// The sandbox for `pod`; `attempt` counts the sandboxes made for it before;
+/// `cgroup_parent` is the pod's cgroup in the driver's spelling (empty: the runtime's
+/// default).
+pub fn sandbox_config(
+    ctx: &RequestContext,
+    pod: &Pod,
+    attempt: u32,
+    cgroup_parent: &str,
+) -> SandboxConfig {
     let m = &pod.metadata;
     let mut labels = m.labels.clone();
     labels.insert(POD_NAME_LABEL.into(), m.name.clone());
@@ -250,7 +257,7 @@ pub fn sandbox_config(ctx: &RequestContext, pod: &Pod, attempt: u32) -> SandboxC
         log_directory: pod_log_dir(ctx, pod).display().to_string(),
         labels,
         annotations: m.annotations.clone(),
-        cgroup_parent: String::new(),
+        cgroup_parent: cgroup_parent.to_owned(),
         host_network: pod.spec.host_network,
         host_pid: false,
         host_ipc: false,
@@ -325,12 +332,14 @@ fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
     out
 }
 
-/// The request creating `container`'s instance number `restart_count`.
+/// The request creating `container`'s instance number `restart_count`, which records
+/// its crash-loop `backoff_step` (see `backoff`).
 pub fn container_config(
     ctx: &RequestContext,
     pod: &Pod,
     container: &Container,
     restart_count: u32,
+    backoff_step: u32,
 ) -> Result<ContainerConfig, RequestError> {
     let m = &pod.metadata;
     let envs = environment(container);
@@ -364,6 +373,10 @@ pub fn container_config(
         (
             POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
             pod.spec.termination_grace_period().to_string(),
+        ),
+        (
+            CONTAINER_BACKOFF_STEP_ANNOTATION.to_string(),
+            backoff_step.to_string(),
         ),
     ]);
     Ok(ContainerConfig {

@@ -1,7 +1,7 @@
 //! The container runtime's view of one pod, in domain terms.
 //!
 //! The CRI adapter maps sandbox and container listings into these types so
-//! that sync decisions (`pod_sync`) never see protobuf or transport details.
+//! that sync decisions (`actions`, `plan`) never see protobuf or transport details.
 //! Times are plain nanoseconds since the Unix epoch as the runtime reported
 //! them; nothing here reads a clock.
 
@@ -56,7 +56,12 @@ pub struct ContainerStatus {
     pub message: String,
     pub created_at_nanos: i64,
     pub started_at_nanos: i64,
+    /// When the instance exited; what its crash-loop back-off counts from.
     pub finished_at_nanos: i64,
+    /// The crash-loop back-off step the kubelet recorded on the instance (an
+    /// annotation); `None` when it carries none (see `backoff`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_step: Option<u32>,
 }
 
 impl ContainerStatus {
@@ -76,6 +81,7 @@ impl ContainerStatus {
             created_at_nanos: 0,
             started_at_nanos: 0,
             finished_at_nanos: 0,
+            backoff_step: None,
         }
     }
 }

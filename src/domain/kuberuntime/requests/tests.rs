@@ -104,7 +104,7 @@ fn paths() {
 
 #[test]
 fn sandbox_metadata_labels_and_annotations() {
-    let s = sandbox_config(&ctx(), &pod_with(vec![]), 2);
+    let s = sandbox_config(&ctx(), &pod_with(vec![]), 2, "");
     assert_eq!(
         (s.name.as_str(), s.namespace.as_str(), s.uid.as_str()),
         ("web", "prod", "uid-1")
@@ -128,17 +128,24 @@ fn sandbox_metadata_labels_and_annotations() {
     assert_eq!(s.annotations, pod_with(vec![]).metadata.annotations);
     assert_eq!(s.cgroup_parent, "");
     assert!(!s.host_network);
+    let under = sandbox_config(
+        &ctx(),
+        &pod_with(vec![]),
+        2,
+        "/kubepods/besteffort/poduid-1",
+    );
+    assert_eq!(under.cgroup_parent, "/kubepods/besteffort/poduid-1");
 }
 
 #[test]
 fn sandbox_hostname() {
     let mut p = pod_with(vec![]);
     p.spec.hostname = "custom".into();
-    assert_eq!(sandbox_config(&ctx(), &p, 0).hostname, "custom");
+    assert_eq!(sandbox_config(&ctx(), &p, 0, "").hostname, "custom");
     p.spec.hostname = format!("{}-.x", "a".repeat(61));
-    assert_eq!(sandbox_config(&ctx(), &p, 0).hostname, "a".repeat(61));
+    assert_eq!(sandbox_config(&ctx(), &p, 0, "").hostname, "a".repeat(61));
     p.spec.host_network = true;
-    let s = sandbox_config(&ctx(), &p, 0);
+    let s = sandbox_config(&ctx(), &p, 0, "");
     assert_eq!(s.hostname, "");
     assert!(s.host_network);
 }
@@ -146,7 +153,7 @@ fn sandbox_hostname() {
 #[test]
 fn sandbox_dns_follows_policy() {
     let mut p = pod_with(vec![]);
-    let dns = |p: &Pod| sandbox_config(&ctx(), p, 0).dns.unwrap_or_default();
+    let dns = |p: &Pod| sandbox_config(&ctx(), p, 0, "").dns.unwrap_or_default();
     let d = dns(&p);
     assert_eq!(d.servers, vec!["10.96.0.10"]);
     assert_eq!(
@@ -205,7 +212,7 @@ fn sandbox_port_mappings() {
         protocol: "SCTP".into(),
         ..Default::default()
     }];
-    let s = sandbox_config(&ctx(), &pod_with(vec![a, b]), 0);
+    let s = sandbox_config(&ctx(), &pod_with(vec![a, b]), 0, "");
     assert_eq!(
         s.port_mappings,
         vec![
@@ -230,7 +237,8 @@ fn sandbox_port_mappings() {
 }
 
 fn build(p: &Pod, i: usize, restarts: u32) -> ContainerConfig {
-    container_config(&ctx(), p, &p.spec.containers[i], restarts).unwrap_or_else(|e| panic!("{e}"))
+    container_config(&ctx(), p, &p.spec.containers[i], restarts, restarts)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -271,6 +279,16 @@ fn container_labels_annotations_and_log_path() {
         Some("File")
     );
     assert_eq!(ann(POD_TERMINATION_GRACE_PERIOD_ANNOTATION), Some("45"));
+    assert_eq!(ann(CONTAINER_BACKOFF_STEP_ANNOTATION), Some("3"));
+    let step =
+        container_config(&ctx(), &p, &p.spec.containers[0], 3, 1).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        step.annotations
+            .get(CONTAINER_BACKOFF_STEP_ANNOTATION)
+            .map(String::as_str),
+        Some("1"),
+        "the step is recorded apart from the restart count"
+    );
 }
 
 #[test]
@@ -429,13 +447,13 @@ fn mount_errors_name_container_mount_and_volume() {
     ];
     for (mount, want) in cases {
         let p = volume_pod(vec![mount]);
-        let got = container_config(&ctx(), &p, &p.spec.containers[0], 0);
+        let got = container_config(&ctx(), &p, &p.spec.containers[0], 0, 0);
         assert_eq!(got, Err(want.clone()));
         let text = want.to_string();
         assert!(text.contains("\"app\""), "{text}");
     }
     let p = volume_pod(vec![vm("nope", "/x", false, "")]);
-    let e = container_config(&ctx(), &p, &p.spec.containers[0], 0)
+    let e = container_config(&ctx(), &p, &p.spec.containers[0], 0, 0)
         .err()
         .map(|e| e.to_string());
     assert_eq!(
@@ -513,13 +531,13 @@ fn resources_without_cfs_quota_or_with_custom_period() {
     let p = pod_with(vec![c]);
     let mut cx = ctx();
     cx.cpu_cfs_quota = false;
-    let r = container_config(&cx, &p, &p.spec.containers[0], 0)
+    let r = container_config(&cx, &p, &p.spec.containers[0], 0, 0)
         .unwrap_or_else(|e| panic!("{e}"))
         .linux;
     assert_eq!((r.cpu_shares, r.cpu_period, r.cpu_quota), (102, 0, 0));
     cx.cpu_cfs_quota = true;
     cx.cpu_cfs_quota_period_us = 50_000;
-    let r = container_config(&cx, &p, &p.spec.containers[0], 0)
+    let r = container_config(&cx, &p, &p.spec.containers[0], 0, 0)
         .unwrap_or_else(|e| panic!("{e}"))
         .linux;
     assert_eq!((r.cpu_period, r.cpu_quota), (50_000, 50_000));
