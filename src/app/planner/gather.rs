@@ -11,15 +11,19 @@ use crate::adapters::file_source::read_manifests_once;
 use crate::adapters::http_source::HttpSource;
 use crate::app::bootstrap::{load_configuration, Deps, StartupError};
 use crate::app::compose;
+use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{self, ResolvedConfig};
+use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::node::resolve_node_name;
+use crate::domain::pod::Pod;
 use crate::domain::units::time::rfc3339_nanos;
 
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
 use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
-use super::{compute_plan, Plan, PlanInputs, EXIT_INVALID};
+use super::{compute_plan, images_wanted, Plan, PlanInputs, EXIT_INVALID};
 
 /// Where cgroups are mounted on a real node.
 const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
@@ -86,6 +90,8 @@ fn node_facts(resolved: &ResolvedConfig, deps: &Deps) -> Result<Snapshot, Vec<St
         cgroup_version: detect_version(Path::new(CGROUP_MOUNT)),
         node_stats: Default::default(),
         pods: Vec::new(),
+        images: Default::default(),
+        recorded_at_unix_nanos: None,
     })
 }
 
@@ -141,10 +147,26 @@ pub async fn gather_inputs(
             }
         }
     }
-    let observed = if resolved.options.dry_run_snapshot.is_some() {
-        facts.pods.clone()
+    let (observed, images, now_unix_nanos) = if resolved.options.dry_run_snapshot.is_some() {
+        let images = facts
+            .images
+            .iter()
+            .map(|(image, &present)| (image.clone(), presence(present)))
+            .collect();
+        let now = facts
+            .recorded_at_unix_nanos
+            .unwrap_or_else(|| deps.clock.now_unix_nanos());
+        (facts.pods.clone(), images, now)
     } else {
-        observe_live(resolved, deps, &mut warnings).await
+        let now = deps.clock.now_unix_nanos();
+        let (observed, runtime) = observe_live(resolved, deps, &mut warnings).await;
+        let images = match runtime {
+            Some(runtime) => {
+                image_presence(&runtime, &images_wanted(&desired, &observed, now)).await
+            }
+            None => Default::default(),
+        };
+        (observed, images, now)
     };
     Ok(PlanInputs {
         resolved: resolved.clone(),
@@ -156,16 +178,37 @@ pub async fn gather_inputs(
         sources_complete,
         warnings,
         observed,
+        images,
+        now_unix_nanos,
     })
 }
 
-/// What the runtime holds, read through [`ReadOnlyRuntime`]; an unreachable runtime
-/// is a warning and an empty runtime.
+fn presence(present: bool) -> ImagePresence {
+    if present {
+        ImagePresence::Present
+    } else {
+        ImagePresence::Absent
+    }
+}
+
+/// The image service endpoint: `--image-service-endpoint`, else the runtime's.
+fn image_endpoint(resolved: &ResolvedConfig) -> &str {
+    let c = &resolved.config;
+    if c.image_service_endpoint.is_empty() {
+        &c.container_runtime_endpoint
+    } else {
+        &c.image_service_endpoint
+    }
+}
+
+/// What the runtime holds, read through [`ReadOnlyRuntime`] (returned, with the image
+/// service, for the image questions); an unreachable runtime is a warning and an empty
+/// runtime.
 async fn observe_live(
     resolved: &ResolvedConfig,
     deps: &Deps,
     warnings: &mut Vec<String>,
-) -> Vec<crate::domain::kuberuntime::runtime::PodRuntimeStatus> {
+) -> (Vec<PodRuntimeStatus>, Option<ReadOnlyRuntime>) {
     let endpoint = &resolved.config.container_runtime_endpoint;
     let unreachable = |reason: String| {
         format!("the container runtime at {endpoint} did not answer ({reason}); planned as if it held nothing")
@@ -174,10 +217,17 @@ async fn observe_live(
         Ok(inner) => inner,
         Err(e) => {
             warnings.push(unreachable(e.to_string()));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
-    let runtime = ReadOnlyRuntime::new(inner);
+    let mut runtime = ReadOnlyRuntime::new(inner);
+    match (deps.images_for)(image_endpoint(resolved)) {
+        Ok(images) => runtime = runtime.with_images(images),
+        Err(e) => warnings.push(format!(
+            "the image service at {} did not answer ({e}); image presence is not known",
+            image_endpoint(resolved)
+        )),
+    }
     let observed = async {
         use crate::ports::runtime::RuntimeService;
         runtime.version().await?;
@@ -185,26 +235,61 @@ async fn observe_live(
     }
     .await;
     match observed {
-        Ok(pods) => pods,
+        Ok(pods) => (pods, Some(runtime)),
         Err(e) => {
             warnings.push(unreachable(e.to_string()));
-            Vec::new()
+            (Vec::new(), None)
         }
     }
 }
 
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the
-/// runtime's pods through read-only calls), for `--dry-run-snapshot`.
+/// runtime's pods through read-only calls, whether the images the desired pods name are
+/// present, the time), for `--dry-run-snapshot`.
 pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>> {
     let resolved = load_configuration(given).map_err(problems)?;
     let deps = compose::production_deps(&resolved);
     let mut facts = node_facts(&resolved, &deps)?;
+    facts.recorded_at_unix_nanos = Some(deps.clock.now_unix_nanos());
     let endpoint = &resolved.config.container_runtime_endpoint;
     let inner = (deps.runtime_for)(endpoint)
         .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
-    let runtime = ReadOnlyRuntime::new(inner);
+    let images = (deps.images_for)(image_endpoint(&resolved)).map_err(|e| {
+        vec![format!(
+            "the image service at {}: {e}",
+            image_endpoint(&resolved)
+        )]
+    })?;
+    let runtime = ReadOnlyRuntime::new(inner).with_images(images);
     facts.pods = observe_pods(&runtime, &[])
         .await
         .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
+    // The desired pods as the planner reads them, only for the images they name.
+    let desired = gather_inputs(&resolved, &deps).await?.desired;
+    for (image, presence) in image_presence(&runtime, &pod_images(&desired)).await {
+        match presence {
+            ImagePresence::Present => facts.images.insert(image, true),
+            ImagePresence::Absent => facts.images.insert(image, false),
+            ImagePresence::Unknown(reason) => {
+                return Err(vec![format!(
+                    "the image service: image {image:?}: {reason}"
+                )])
+            }
+        };
+    }
     Ok(facts)
+}
+
+/// Every image the pods name (init containers too), each once.
+fn pod_images(pods: &[Pod]) -> Vec<String> {
+    let mut images: Vec<String> = Vec::new();
+    for c in pods
+        .iter()
+        .flat_map(|p| p.spec.init_containers.iter().chain(&p.spec.containers))
+    {
+        if !images.contains(&c.image) {
+            images.push(c.image.clone());
+        }
+    }
+    images
 }
