@@ -86,14 +86,19 @@ pub fn images_wanted(
     observed: &[PodRuntimeStatus],
     now_unix_nanos: i64,
 ) -> Vec<String> {
+    let by_uid: BTreeMap<&str, &PodRuntimeStatus> =
+        observed.iter().map(|s| (s.uid.as_str(), s)).collect();
     let mut images: Vec<String> = Vec::new();
     for pod in desired {
-        let status = observed
-            .iter()
-            .find(|s| s.uid == pod.metadata.uid)
-            .cloned()
-            .unwrap_or_else(|| empty_status(pod));
-        for image in images_to_inspect(pod, &status, now_unix_nanos) {
+        let empty;
+        let status = match by_uid.get(pod.metadata.uid.as_str()) {
+            Some(status) => *status,
+            None => {
+                empty = empty_status(pod);
+                &empty
+            }
+        };
+        for image in images_to_inspect(pod, status, now_unix_nanos) {
             if !images.contains(&image) {
                 images.push(image);
             }

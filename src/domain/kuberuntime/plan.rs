@@ -137,7 +137,8 @@ pub struct SyncPlan {
     /// The sandbox to start containers in when none is created.
     pub sandbox_id: String,
     /// The sandbox's config, cgroup parent included: created from when
-    /// `create_sandbox`, and what containers are created against either way.
+    /// `create_sandbox`, and what containers are created against either way. Left
+    /// empty (default) when the sync neither creates a sandbox nor starts a container.
     pub sandbox: SandboxConfig,
     /// Init containers to start, in order; a sync stops at the first that does not start.
     pub init_containers: Vec<ContainerPlan>,
@@ -384,9 +385,16 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         .chain(&containers)
         .filter_map(|c| c.held().map(|h| h.retry_after))
         .min();
+    // Most syncs of a running pod start nothing: no config to build then.
+    let sandbox =
+        if create_sandbox.is_some() || !init_containers.is_empty() || !containers.is_empty() {
+            sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
+        } else {
+            SandboxConfig::default()
+        };
     SyncPlan {
         kill_only: actions.kill_pod && !actions.create_sandbox,
-        sandbox: sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent),
+        sandbox,
         sandbox_id: if actions.create_sandbox {
             String::new()
         } else {

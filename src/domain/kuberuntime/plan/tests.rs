@@ -181,6 +181,11 @@ fn a_running_pod_plans_nothing() {
     );
     let plan = plan(&p, &runtime, &BTreeMap::new());
     assert!(plan.is_empty(), "{plan:?}");
+    assert_eq!(
+        plan.sandbox,
+        SandboxConfig::default(),
+        "no config built for nothing"
+    );
     assert!(images_to_inspect(&p, &runtime, NOW).is_empty());
 }
 
