@@ -11,6 +11,7 @@ use rkubelet::app::cli;
 use rkubelet::app::planner::snapshot::{parse_snapshot, Snapshot, SNAPSHOT_VERSION};
 use rkubelet::app::planner::{compute_plan, CgroupVersion, PlanInputs};
 use rkubelet::domain::config;
+use rkubelet::domain::kuberuntime::plan::ImagePresence;
 use rkubelet::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
@@ -93,6 +94,8 @@ fn main() {
             .enumerate()
             .filter_map(|(i, p)| observed(p, i))
             .collect(),
+        images: [("docker.io/library/busybox:1.36".to_string(), true)].into(),
+        recorded_at_unix_nanos: Some(1_700_000_000_000_000_000),
     };
     let Ok(text) = serde_json::to_string(&snapshot) else {
         eprintln!("planner bench: snapshot does not encode");
@@ -126,6 +129,19 @@ fn main() {
             sources_complete: true,
             warnings: Vec::new(),
             observed: snapshot.pods,
+            images: snapshot
+                .images
+                .iter()
+                .map(|(image, &present)| {
+                    let presence = if present {
+                        ImagePresence::Present
+                    } else {
+                        ImagePresence::Absent
+                    };
+                    (image.clone(), presence)
+                })
+                .collect(),
+            now_unix_nanos: snapshot.recorded_at_unix_nanos.unwrap_or_default(),
         };
         let plan = compute_plan(&inputs);
         let json = serde_json::to_string(&plan).unwrap_or_default();

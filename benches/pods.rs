@@ -20,10 +20,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::kuberuntime::runtime::ContainerState;
-use rkubelet::ports::runtime::{
-    ContainerConfig, ContainerFilter, RuntimeService, SandboxConfig, SandboxFilter,
-};
+use rkubelet::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState, SandboxFilter};
+use rkubelet::ports::runtime::RuntimeService;
 
 #[allow(dead_code)] // shared with the tests, which use more of it
 #[path = "../tests/common/containerd.rs"]

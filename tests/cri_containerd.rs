@@ -5,10 +5,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use rkubelet::domain::kuberuntime::runtime::ContainerState;
-use rkubelet::ports::runtime::{
-    ContainerConfig, ImageService, RuntimeError, RuntimeService, SandboxConfig,
-};
+use rkubelet::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 mod common;
 
@@ -81,14 +80,14 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
     let sb_status = rt.pod_sandbox_status(&sb).await?;
     assert_eq!(sb_status.id, sb);
     let listed = rt
-        .list_pod_sandboxes(&rkubelet::ports::runtime::SandboxFilter {
+        .list_pod_sandboxes(&rkubelet::domain::kuberuntime::runtime::SandboxFilter {
             labels: sandbox.labels.clone(),
             ..Default::default()
         })
         .await?;
     assert!(listed.iter().any(|e| e.status.id == sb && e.uid == uid));
     let containers = rt
-        .list_containers(&rkubelet::ports::runtime::ContainerFilter {
+        .list_containers(&rkubelet::domain::kuberuntime::runtime::ContainerFilter {
             sandbox_id: sb.clone(),
             ..Default::default()
         })

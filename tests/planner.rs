@@ -263,7 +263,8 @@ fn manifest(name: &str, image: &str) -> String {
 
 /// Every sandbox and container the runtime holds, with its state, as `crictl`-like lines.
 fn runtime_state(endpoint: &str) -> Vec<String> {
-    use rkubelet::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+    use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
+    use rkubelet::ports::runtime::RuntimeService;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -489,6 +490,154 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
     );
 }
 
+/// The newest instance of every container the runtime holds: (name, attempt, state).
+fn newest_instances(endpoint: &str) -> Vec<(String, u32, String)> {
+    use rkubelet::domain::kuberuntime::runtime::ContainerFilter;
+    use rkubelet::ports::runtime::RuntimeService;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(async {
+        let cri = rkubelet::adapters::cri::CriRuntime::connect(endpoint, Duration::from_secs(30))
+            .expect("connects");
+        let mut newest: BTreeMap<String, (u32, String)> = BTreeMap::new();
+        for c in cri
+            .list_containers(&ContainerFilter::default())
+            .await
+            .expect("lists containers")
+        {
+            let s = c.status;
+            if newest.get(&s.name).is_none_or(|(a, _)| *a <= s.attempt) {
+                newest.insert(s.name, (s.attempt, format!("{:?}", s.state)));
+            }
+        }
+        newest
+            .into_iter()
+            .map(|(name, (attempt, state))| (name, attempt, state))
+            .collect()
+    })
+}
+
+/// A container rkubelet ran into crash-loop back-off, and a pod whose image is absent:
+/// the dry run (a separate process, no memory of the daemon's) holds the first with
+/// upstream's CrashLoopBackOff message, derived from the runtime's restart count and
+/// exit time, and plans the pull for the second.
+#[test]
+#[ignore = "needs containerd: run by scripts/test.sh"]
+fn against_containerd_the_plan_shows_crash_loop_back_off_and_image_pulls() {
+    let Some(ctrd) = Containerd::start("plan-backoff") else {
+        panic!("this test needs root and containerd (scripts/test-env/install-deps.sh)");
+    };
+    let endpoint = ctrd.var("CRI_ENDPOINT");
+    let busybox = ctrd.var("BUSYBOX_IMAGE");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let manifests = scratch.path().join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifest dir");
+    std::fs::write(
+        manifests.join("crash.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: crash\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {busybox}\n    command: [\"sh\", \"-c\", \"exit 1\"]\n"
+        ),
+    )
+    .expect("write");
+    let common_args = vec![
+        format!("--container-runtime-endpoint={endpoint}"),
+        format!("--root-dir={}", ctrd.base.join("kubelet-root").display()),
+        format!("--pod-logs-dir={}", ctrd.var("RKUBELET_POD_LOG_ROOT")),
+        format!("--pod-manifest-path={}", manifests.display()),
+        "--hostname-override=plan-node".to_string(),
+        format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
+    ];
+
+    // rkubelet runs the pod until its second instance has failed (restart 1: held 10 s).
+    let mut daemon = common::start_daemon(
+        &[
+            common_args.clone(),
+            vec!["--file-check-frequency=1s".into()],
+        ]
+        .concat(),
+        false,
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let newest = newest_instances(&endpoint);
+        if newest
+            .iter()
+            .any(|(name, attempt, state)| name == "main" && *attempt >= 1 && state == "Exited")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the container did not fail twice: {newest:?}\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    daemon.terminate();
+
+    // A pod whose image the node does not have (never pulled: no daemon runs now).
+    let absent = "registry.invalid/rkubelet/absent:1";
+    std::fs::write(manifests.join("fresh.yaml"), manifest("fresh", absent)).expect("write");
+    let before = runtime_state(&endpoint);
+    let (plan, code, _) = dry_run(&common_args);
+    assert_eq!(code, 2, "{plan}");
+    assert_eq!(
+        runtime_state(&endpoint),
+        before,
+        "the dry run changed the runtime"
+    );
+    assert_eq!(strs(&plan["warnings"]), Vec::<String>::new());
+    let pod = |prefix: &str| {
+        plan["pods"]
+            .as_array()
+            .and_then(|p| {
+                p.iter()
+                    .find(|p| p["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("{prefix} pod in {plan}"))
+    };
+    let crash = pod("crash");
+    let held = crash["actions"]["heldContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(held.len(), 1, "{crash}");
+    assert_eq!(held[0]["name"], "main");
+    assert_eq!(held[0]["reason"], "CrashLoopBackOff");
+    let message = held[0]["message"].as_str().unwrap_or_default();
+    let uid = crash["uid"].as_str().unwrap_or_default();
+    let tail = format!(" restarting failed container=main pod=crash-plan-node_default({uid})");
+    assert!(
+        message.starts_with("back-off ") && message.ends_with(&tail),
+        "{message}"
+    );
+    assert_eq!(crash["actions"]["startContainers"], serde_json::json!([]));
+    assert_eq!(crash["actionCount"], 0);
+
+    let fresh = pod("fresh");
+    assert_eq!(
+        fresh["actions"]["pullImages"],
+        serde_json::json!([{"image": absent, "containers": ["main"]}])
+    );
+    assert_eq!(fresh["actions"]["startContainers"][0]["name"], "main");
+
+    // The text form says the same in words.
+    let text = run(&[vec!["--dry-run".to_string()], common_args.clone()].concat());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("hold container main (") && text.contains("[CrashLoopBackOff]: back-off "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pull image {absent} (for main)")),
+        "{text}"
+    );
+    eprintln!("{text}");
+}
+
 /// The documented schema and the plan agree on every object's fields (a drift check;
 /// the schema's `additionalProperties: false` makes extra fields a documentation bug).
 #[test]
@@ -687,6 +836,6 @@ fn systemd_shows_slice_names_and_properties() {
             assert!(pod.contains_key("IOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUShares") && !pod.contains_key("MemoryLimit"));
         }
-        assert_eq!(plan["schemaVersion"], 2);
+        assert_eq!(plan["schemaVersion"], 3);
     }
 }

@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
 use rkubelet::domain::pod::container_hash;
 use rkubelet::domain::pod::static_pod::{decode_static_pods, upstream_identities, PodSourceKind};
 use rkubelet::domain::upstream::gojson::GoJson;
 use rkubelet::domain::upstream::IdentityError;
-use rkubelet::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+use rkubelet::ports::runtime::RuntimeService;
 
 mod common;
 

@@ -17,7 +17,6 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
-use crate::app::cri_requests::RequestContext;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
@@ -30,6 +29,7 @@ use crate::domain::config::{
     RuntimeEndpoint,
 };
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
 use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};

@@ -34,7 +34,8 @@ type CriClients = (Arc<dyn RuntimeService>, Arc<dyn ImageService>);
 fn clients_for(endpoint: &RuntimeEndpoint, timeout: Duration) -> Result<CriClients, RuntimeError> {
     match endpoint {
         RuntimeEndpoint::Simulated => {
-            let fake = Arc::new(FakeRuntime::new());
+            // Real times, as a real runtime records them (crash-loop back-off counts from them).
+            let fake = Arc::new(FakeRuntime::with_clock(Arc::new(SystemClock::new())));
             Ok((fake.clone(), fake))
         }
         RuntimeEndpoint::Cri(uri) => {

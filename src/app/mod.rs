@@ -3,7 +3,6 @@ pub mod bootstrap;
 pub mod cli;
 pub mod compose;
 pub mod container_manager;
-pub mod cri_requests;
 pub mod logging;
 pub mod planner;
 pub mod pods;

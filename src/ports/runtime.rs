@@ -1,21 +1,16 @@
 //! The container runtime (CRI) in the project's own types: the runtime service
-//! (sandboxes and containers) and the image service. Adapters map their wire types
-//! into these; callers never see protobuf or transport details.
-
-use std::collections::BTreeMap;
+//! (sandboxes and containers) and the image service. The values they carry are domain
+//! types (`domain::kuberuntime::{requests, runtime}`); adapters map their wire types
+//! into these, so callers never see protobuf or transport details.
 
 use async_trait::async_trait;
 
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+    ContainerEntry, ContainerEvent, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion,
+    SandboxEntry, SandboxFilter, SandboxStatus,
 };
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeVersion {
-    pub runtime_name: String,
-    pub runtime_version: String,
-    pub runtime_api_version: String,
-}
 
 /// Errors of every runtime call, mapped from the transport's codes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,178 +25,6 @@ pub enum RuntimeError {
     DeadlineExceeded { call: String, timeout_ms: u64 },
     #[error("runtime call {call} failed: {reason}")]
     Failed { call: String, reason: String },
-}
-
-/// What a pod sandbox is created from (the pod-level part of the spec).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SandboxConfig {
-    pub name: String,
-    pub uid: String,
-    pub namespace: String,
-    pub attempt: u32,
-    pub hostname: String,
-    /// Directory the container log paths are relative to (`/var/log/pods/<ns>_<name>_<uid>`).
-    pub log_directory: String,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    /// Empty: the runtime's default.
-    pub cgroup_parent: String,
-    pub host_network: bool,
-    pub host_pid: bool,
-    pub host_ipc: bool,
-    /// Empty: the runtime's default handler.
-    pub runtime_handler: String,
-    /// `None`: the runtime's default (usually the node's resolv.conf).
-    pub dns: Option<DnsConfig>,
-    pub port_mappings: Vec<PortMapping>,
-}
-
-/// The resolver configuration written into the sandbox's `/etc/resolv.conf`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DnsConfig {
-    pub servers: Vec<String>,
-    pub searches: Vec<String>,
-    /// `ndots:5`-style resolver options.
-    pub options: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Protocol {
-    #[default]
-    Tcp,
-    Udp,
-    Sctp,
-}
-
-/// A container port the sandbox exposes; `host_port` 0 means none on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PortMapping {
-    pub protocol: Protocol,
-    pub container_port: i32,
-    pub host_port: i32,
-    /// Empty: every host address.
-    pub host_ip: String,
-}
-
-/// A host path bind-mounted into a container.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Mount {
-    pub container_path: String,
-    pub host_path: String,
-    pub readonly: bool,
-}
-
-/// The Linux resource settings of one container (cgroup values as the
-/// kernel takes them: CFS period and quota in microseconds, 0 meaning unset).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LinuxResources {
-    pub cpu_period: i64,
-    pub cpu_quota: i64,
-    pub cpu_shares: i64,
-    pub memory_limit_in_bytes: i64,
-    pub oom_score_adj: i64,
-}
-
-/// What one container instance is created from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerConfig {
-    pub name: String,
-    pub attempt: u32,
-    pub image: String,
-    pub command: Vec<String>,
-    pub args: Vec<String>,
-    pub working_dir: String,
-    pub envs: Vec<(String, String)>,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    /// Relative to the sandbox's `log_directory`.
-    pub log_path: String,
-    pub mounts: Vec<Mount>,
-    pub linux: LinuxResources,
-    pub stdin: bool,
-    pub tty: bool,
-}
-
-/// One sandbox in a listing, with the pod it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxEntry {
-    pub status: SandboxStatus,
-    pub name: String,
-    pub uid: String,
-    pub namespace: String,
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Which sandboxes to list; empty fields match everything.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SandboxFilter {
-    pub id: String,
-    pub state: Option<SandboxState>,
-    pub labels: BTreeMap<String, String>,
-}
-
-/// One container in a listing, with its sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerEntry {
-    pub status: ContainerStatus,
-    pub sandbox_id: String,
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Which containers to list; empty fields match everything.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerFilter {
-    pub id: String,
-    pub sandbox_id: String,
-    pub state: Option<ContainerState>,
-    pub labels: BTreeMap<String, String>,
-}
-
-pub use crate::domain::cgroup::CgroupDriver;
-
-/// The labels and annotations the kubelet puts on what it creates, as upstream names
-/// them: how pods are found again in the runtime (after a restart too), and what
-/// crictl shows.
-pub mod labels {
-    pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-    pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-    pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-    pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
-    /// The container spec hash, as hex; read back by the CRI adapter.
-    pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
-    pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-    pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
-        "io.kubernetes.container.terminationMessagePath";
-    pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
-        "io.kubernetes.container.terminationMessagePolicy";
-    pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
-        "io.kubernetes.pod.terminationGracePeriod";
-}
-
-/// An image present on the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageInfo {
-    pub id: String,
-    pub repo_tags: Vec<String>,
-    pub repo_digests: Vec<String>,
-    pub size_bytes: u64,
-}
-
-/// What happened to a container, as the runtime streams it (CRI `GetContainerEvents`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerEventKind {
-    Created,
-    Started,
-    Stopped,
-    Deleted,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerEvent {
-    pub container_id: String,
-    pub kind: ContainerEventKind,
-    /// The uid of the pod the container belongs to; empty when the runtime did not say.
-    pub pod_uid: String,
 }
 
 /// A stream of container events; `None` once it has ended.

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
-use rkubelet::ports::runtime::{
-    ContainerEntry, ContainerFilter, RuntimeError, RuntimeService, SandboxEntry, SandboxFilter,
+use rkubelet::domain::kuberuntime::runtime::{
+    ContainerEntry, ContainerFilter, ContainerState, ContainerStatus, SandboxEntry, SandboxFilter,
 };
+use rkubelet::ports::runtime::{RuntimeError, RuntimeService};
 use serde_json::Value;
 
 use super::containerd::Containerd;

@@ -12,14 +12,17 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 use tower::service_fn;
 
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::labels::{
+    CONTAINER_BACKOFF_STEP_ANNOTATION, CONTAINER_HASH_ANNOTATION,
+};
+use crate::domain::kuberuntime::requests::{ContainerConfig, Protocol, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
+    ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
+    ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
+    SandboxStatus,
 };
-use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
-    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, Protocol, RuntimeError,
-    RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
-};
+use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod proto {
@@ -33,7 +36,6 @@ use proto::runtime_service_client::RuntimeServiceClient;
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The CRI API version the kubelet announces in `Version`.
 const KUBE_API_VERSION: &str = "0.1.0";
-use crate::ports::runtime::labels::CONTAINER_HASH_ANNOTATION;
 
 /// A CRI runtime and image client on one unix socket (one HTTP/2 connection,
 /// established lazily on the first call).
@@ -344,6 +346,13 @@ fn spec_hash(annotations: &HashMap<String, String>) -> u64 {
         .unwrap_or(0)
 }
 
+/// The crash-loop back-off step rkubelet recorded; `None` when absent or not a number.
+fn backoff_step(annotations: &HashMap<String, String>) -> Option<u32> {
+    annotations
+        .get(CONTAINER_BACKOFF_STEP_ANNOTATION)
+        .and_then(|s| s.parse().ok())
+}
+
 fn sandbox_status_from_wire(s: proto::PodSandboxStatus) -> SandboxStatus {
     let host_network = s
         .linux
@@ -365,6 +374,7 @@ fn container_status_from_wire(s: proto::ContainerStatus) -> ContainerStatus {
     let (name, attempt) = s.metadata.map(|m| (m.name, m.attempt)).unwrap_or_default();
     ContainerStatus {
         hash: spec_hash(&s.annotations),
+        backoff_step: backoff_step(&s.annotations),
         id: s.id,
         name,
         attempt,
@@ -603,6 +613,7 @@ impl RuntimeService for CriRuntime {
                 status.attempt = meta.attempt;
                 status.image = k.image.map(|i| i.image).unwrap_or_default();
                 status.hash = spec_hash(&k.annotations);
+                status.backoff_step = backoff_step(&k.annotations);
                 status.created_at_nanos = k.created_at;
                 ContainerEntry {
                     status,
@@ -744,7 +755,7 @@ mod tests {
 
     #[test]
     fn sandbox_wire_carries_dns_and_ports() {
-        use crate::ports::runtime::{DnsConfig, PortMapping};
+        use crate::domain::kuberuntime::requests::{DnsConfig, PortMapping};
         let c = SandboxConfig {
             dns: Some(DnsConfig {
                 servers: vec!["10.0.0.10".into()],
@@ -782,7 +793,7 @@ mod tests {
 
     #[test]
     fn container_wire_carries_mounts_and_resources() {
-        use crate::ports::runtime::{LinuxResources, Mount};
+        use crate::domain::kuberuntime::requests::{LinuxResources, Mount};
         let c = ContainerConfig {
             mounts: vec![Mount {
                 container_path: "/data".into(),
@@ -821,5 +832,21 @@ mod tests {
         assert_eq!(spec_hash(&a), 0);
         a.insert(CONTAINER_HASH_ANNOTATION.to_string(), "ff".to_string());
         assert_eq!(spec_hash(&a), 255);
+    }
+
+    #[test]
+    fn backoff_step_reads_a_decimal_annotation() {
+        let mut a = HashMap::new();
+        assert_eq!(backoff_step(&a), None);
+        a.insert(
+            CONTAINER_BACKOFF_STEP_ANNOTATION.to_string(),
+            "3".to_string(),
+        );
+        assert_eq!(backoff_step(&a), Some(3));
+        a.insert(
+            CONTAINER_BACKOFF_STEP_ANNOTATION.to_string(),
+            "x".to_string(),
+        );
+        assert_eq!(backoff_step(&a), None);
     }
 }

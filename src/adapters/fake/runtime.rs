@@ -3,27 +3,29 @@
 //! Containers do not run: `start_container` just marks them Running.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, SandboxState, SandboxStatus,
-};
 use tokio::sync::mpsc;
 
-use crate::ports::runtime::{
-    labels, CgroupDriver, ContainerConfig, ContainerEntry, ContainerEvent, ContainerEventKind,
-    ContainerEventStream, ContainerFilter, ImageInfo, ImageService, RuntimeError, RuntimeService,
-    RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::labels;
+use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use crate::domain::kuberuntime::runtime::{
+    ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
+    ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
+    SandboxStatus,
 };
+use crate::ports::clock::Clock;
+use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
 
 #[derive(Debug, Default)]
 struct State {
     next_id: u64,
-    /// A logical clock for creation/start/finish times.
+    /// Without a clock, the latest creation/start/finish time handed out.
     now: i64,
     sandboxes: BTreeMap<String, SandboxEntry>,
     containers: BTreeMap<String, ContainerEntry>,
@@ -71,15 +73,33 @@ impl State {
         self.next_id += 1;
         format!("{prefix}{:016x}", self.next_id)
     }
-    fn tick(&mut self) -> i64 {
-        self.now += 1;
-        self.now
+    /// The time of an event: the clock's wall time, or without a clock one past the
+    /// previous event's (a logical clock).
+    fn tick(&mut self, clock: Option<&dyn Clock>) -> i64 {
+        match clock {
+            Some(clock) => clock.now_unix_nanos(),
+            None => {
+                self.now += 1;
+                self.now
+            }
+        }
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct FakeRuntime {
     state: Mutex<State>,
+    /// Where creation, start and exit times come from; without one, a counter.
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl std::fmt::Debug for FakeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeRuntime")
+            .field("state", &self.state)
+            .field("clock", &self.clock.is_some())
+            .finish()
+    }
 }
 
 fn labels_match(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
@@ -89,6 +109,15 @@ fn labels_match(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>
 impl FakeRuntime {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A runtime that records creation, start and exit times from `clock` (wall time),
+    /// as a real runtime does; crash-loop back-off counts from those times.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock: Some(clock),
+            ..Self::default()
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -114,7 +143,7 @@ impl FakeRuntime {
     /// Simulates the container's process ending with `exit_code`.
     pub fn exit_container(&self, container_id: &str, exit_code: i32) {
         let mut s = self.state();
-        let now = s.tick();
+        let now = s.tick(self.clock.as_deref());
         if let Some(c) = s.containers.get_mut(container_id) {
             c.status.state = ContainerState::Exited;
             c.status.exit_code = exit_code;
@@ -159,7 +188,7 @@ impl RuntimeService for FakeRuntime {
         self.record(format!("RunPodSandbox {}", config.name));
         let mut s = self.state();
         let id = s.id("sb");
-        let created = s.tick();
+        let created = s.tick(self.clock.as_deref());
         let entry = SandboxEntry {
             status: SandboxStatus {
                 id: id.clone(),
@@ -185,7 +214,7 @@ impl RuntimeService for FakeRuntime {
     async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
         self.record(format!("StopPodSandbox {sandbox_id}"));
         let mut s = self.state();
-        let now = s.tick();
+        let now = s.tick(self.clock.as_deref());
         for c in s.containers.values_mut() {
             if c.sandbox_id == sandbox_id && c.status.state == ContainerState::Running {
                 c.status.state = ContainerState::Exited;
@@ -249,7 +278,7 @@ impl RuntimeService for FakeRuntime {
             Some(_) => {}
         }
         let id = s.id("ctr");
-        let created = s.tick();
+        let created = s.tick(self.clock.as_deref());
         let mut status = ContainerStatus::new(&id, &config.name, ContainerState::Created);
         status.attempt = config.attempt;
         status.image = config.image.clone();
@@ -259,6 +288,10 @@ impl RuntimeService for FakeRuntime {
             .get(labels::CONTAINER_HASH_ANNOTATION)
             .and_then(|h| u64::from_str_radix(h, 16).ok())
             .unwrap_or(0);
+        status.backoff_step = config
+            .annotations
+            .get(labels::CONTAINER_BACKOFF_STEP_ANNOTATION)
+            .and_then(|n| n.parse().ok());
         s.containers.insert(
             id.clone(),
             ContainerEntry {
@@ -273,7 +306,7 @@ impl RuntimeService for FakeRuntime {
     async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         self.record(format!("StartContainer {container_id}"));
         let mut s = self.state();
-        let now = s.tick();
+        let now = s.tick(self.clock.as_deref());
         let c = s
             .containers
             .get_mut(container_id)
@@ -297,7 +330,7 @@ impl RuntimeService for FakeRuntime {
     ) -> Result<(), RuntimeError> {
         self.record(format!("StopContainer {container_id} {timeout_secs}"));
         let mut s = self.state();
-        let now = s.tick();
+        let now = s.tick(self.clock.as_deref());
         if let Some(c) = s.containers.get_mut(container_id) {
             if c.status.state == ContainerState::Running {
                 c.status.state = ContainerState::Exited;

@@ -6,15 +6,19 @@ use std::sync::Arc;
 
 use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
+use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
+use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
+use crate::domain::pod::Pod;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
 use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
-use super::{compute_plan, Plan, PlanInputs, EXIT_INVALID};
+use super::{compute_plan, images_wanted, Plan, PlanInputs, EXIT_INVALID};
 
 fn problems(e: StartupError) -> Vec<String> {
     match e {
@@ -78,6 +82,8 @@ fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapsho
         cgroup_version: (deps.cgroup_version)(),
         node_stats: Default::default(),
         pods: Vec::new(),
+        images: Default::default(),
+        recorded_at_unix_nanos: None,
     })
 }
 
@@ -130,10 +136,26 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
             }
         }
     }
-    let observed = if resolved.options.dry_run_snapshot.is_some() {
-        facts.pods.clone()
+    let (observed, images, now_unix_nanos) = if resolved.options.dry_run_snapshot.is_some() {
+        let images = facts
+            .images
+            .iter()
+            .map(|(image, &present)| (image.clone(), presence(present)))
+            .collect();
+        let now = facts
+            .recorded_at_unix_nanos
+            .unwrap_or_else(|| deps.clock.now_unix_nanos());
+        (facts.pods.clone(), images, now)
     } else {
-        observe_live(&resolved, deps, &mut warnings).await
+        let now = deps.clock.now_unix_nanos();
+        let (observed, runtime) = observe_live(&resolved, deps, &mut warnings).await;
+        let images = match runtime {
+            Some(runtime) => {
+                image_presence(&runtime, &images_wanted(&desired, &observed, now)).await
+            }
+            None => Default::default(),
+        };
+        (observed, images, now)
     };
     Ok(PlanInputs {
         resolved,
@@ -143,16 +165,27 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         sources_complete,
         warnings,
         observed,
+        images,
+        now_unix_nanos,
     })
 }
 
-/// What the runtime holds, read through [`ReadOnlyRuntime`]; an unreachable runtime
-/// is a warning and an empty runtime.
+fn presence(present: bool) -> ImagePresence {
+    if present {
+        ImagePresence::Present
+    } else {
+        ImagePresence::Absent
+    }
+}
+
+/// What the runtime holds, read through [`ReadOnlyRuntime`] (returned, with the image
+/// service, for the image questions); an unreachable runtime is a warning and an empty
+/// runtime.
 async fn observe_live(
     resolved: &ResolvedConfig,
     deps: &Deps,
     warnings: &mut Vec<String>,
-) -> Vec<crate::domain::kuberuntime::runtime::PodRuntimeStatus> {
+) -> (Vec<PodRuntimeStatus>, Option<ReadOnlyRuntime>) {
     let node = &resolved.node;
     let endpoint = &node.runtime_endpoint;
     let unreachable = |reason: String| {
@@ -162,37 +195,84 @@ async fn observe_live(
         Ok(inner) => inner,
         Err(e) => {
             warnings.push(unreachable(e.to_string()));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
-    let runtime = ReadOnlyRuntime::new(inner);
+    let mut runtime = ReadOnlyRuntime::new(inner);
+    let images_at = &node.image_service_endpoint;
+    match (deps.images_for)(images_at, node.runtime_request_timeout) {
+        Ok(images) => runtime = runtime.with_images(images),
+        Err(e) => warnings.push(format!(
+            "the image service at {images_at} did not answer ({e}); image presence is not known"
+        )),
+    }
     let observed = async {
         runtime.version().await?;
         observe_pods(&runtime, &[]).await
     }
     .await;
     match observed {
-        Ok(pods) => pods,
+        Ok(pods) => (pods, Some(runtime)),
         Err(e) => {
             warnings.push(unreachable(e.to_string()));
-            Vec::new()
+            (Vec::new(), None)
         }
     }
 }
 
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the
-/// runtime's pods through read-only calls), for `--dry-run-snapshot`.
+/// runtime's pods through read-only calls, whether the images the desired pods name are
+/// present, the time), for `--dry-run-snapshot`.
 pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>> {
     let options = config::flag_options(&given).unwrap_or_default();
     let deps = compose::production_deps(&options);
-    let (resolved, mut facts) = resolve(given, &deps)?;
-    let node = &resolved.node;
+    let inputs = gather_inputs(given.clone(), &deps).await?;
+    let node = &inputs.resolved.node;
+    let NodeFacts { hostname, machine } = node_facts(&deps).map_err(problems)?;
+    let mut facts = Snapshot {
+        version: SNAPSHOT_VERSION,
+        hostname,
+        machine,
+        cgroup_version: inputs.cgroup_version,
+        node_stats: inputs.node_stats.clone(),
+        pods: Vec::new(),
+        images: Default::default(),
+        recorded_at_unix_nanos: Some(deps.clock.now_unix_nanos()),
+    };
     let endpoint = &node.runtime_endpoint;
     let inner = (deps.runtime_for)(endpoint, node.runtime_request_timeout)
         .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
-    let runtime = ReadOnlyRuntime::new(inner);
+    let images_at = &node.image_service_endpoint;
+    let images = (deps.images_for)(images_at, node.runtime_request_timeout)
+        .map_err(|e| vec![format!("the image service at {images_at}: {e}")])?;
+    let runtime = ReadOnlyRuntime::new(inner).with_images(images);
     facts.pods = observe_pods(&runtime, &[])
         .await
         .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
+    for (image, presence) in image_presence(&runtime, &pod_images(&inputs.desired)).await {
+        match presence {
+            ImagePresence::Present => facts.images.insert(image, true),
+            ImagePresence::Absent => facts.images.insert(image, false),
+            ImagePresence::Unknown(reason) => {
+                return Err(vec![format!(
+                    "the image service: image {image:?}: {reason}"
+                )])
+            }
+        };
+    }
     Ok(facts)
+}
+
+/// Every image the pods name (init containers too), each once.
+fn pod_images(pods: &[Pod]) -> Vec<String> {
+    let mut images: Vec<String> = Vec::new();
+    for c in pods
+        .iter()
+        .flat_map(|p| p.spec.init_containers.iter().chain(&p.spec.containers))
+    {
+        if !images.contains(&c.image) {
+            images.push(c.image.clone());
+        }
+    }
+    images
 }

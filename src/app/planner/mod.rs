@@ -2,9 +2,12 @@
 //! this node, as a typed [`Plan`], changing nothing.
 //!
 //! [`compute_plan`] is a pure function of its inputs (the resolved configuration, the
-//! machine, the desired pods, what the runtime holds, the cgroup version); gathering
-//! those inputs through read-only ports is [`run`]'s job (see `gather`). The JSON form of
-//! the plan is a stable interface, described in `docs/plan.schema.json`.
+//! machine, the desired pods, what the runtime holds, which images are present, the
+//! time, the cgroup version); gathering those inputs through read-only ports is
+//! [`run`]'s job (see `gather`). Each pod's actions are the sync's own plan
+//! (`plan_pod_sync`), so the dry run shows what a sync would do: crash-loop holds with
+//! upstream's message, image pulls and why an image holds a container. The JSON form
+//! of the plan is a stable interface, described in `docs/plan.schema.json`.
 
 pub mod cgroups;
 pub mod gather;
@@ -21,18 +24,25 @@ use crate::domain::config::layers::Source;
 use crate::domain::config::states;
 use crate::domain::config::ResolvedConfig;
 use crate::domain::eviction::{self, Threshold};
-use crate::domain::kuberuntime::actions::{compute_pod_actions, KillReason, PodActions};
+use crate::domain::kuberuntime::actions::KillReason;
+use crate::domain::kuberuntime::dns::ResolvConf;
+use crate::domain::kuberuntime::plan::{
+    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, ImagePresence, SyncInputs,
+    SyncPlan,
+};
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::node::{NodeNameSource, NodeSettings};
 use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
+use crate::domain::units::duration::GoDuration;
 
 pub use crate::domain::cgroup::CgroupVersion;
 pub use gather::run;
 pub use snapshot::Snapshot;
 
 /// Version of the plan's JSON schema; bumped on any incompatible change.
-pub const PLAN_SCHEMA_VERSION: u32 = 2;
+pub const PLAN_SCHEMA_VERSION: u32 = 3;
 
 /// Exit status: valid configuration, nothing to do.
 pub const EXIT_NO_ACTIONS: u8 = 0;
@@ -57,6 +67,47 @@ pub struct PlanInputs {
     pub warnings: Vec<String>,
     /// What the runtime holds, one entry per pod uid.
     pub observed: Vec<PodRuntimeStatus>,
+    /// Whether the images the plan asks about ([`images_wanted`]) are on the node; one
+    /// missing here is planned as present, with a warning.
+    pub images: BTreeMap<String, ImagePresence>,
+    /// Wall-clock time of the plan (Unix nanoseconds): crash-loop back-off counts from
+    /// the runtime's exit times up to it.
+    pub now_unix_nanos: i64,
+}
+
+/// The images whose presence the plan needs: those of the containers the desired pods
+/// would start now (see `images_to_inspect`), each once.
+pub fn images_wanted(
+    desired: &[Pod],
+    observed: &[PodRuntimeStatus],
+    now_unix_nanos: i64,
+) -> Vec<String> {
+    let by_uid: BTreeMap<&str, &PodRuntimeStatus> =
+        observed.iter().map(|s| (s.uid.as_str(), s)).collect();
+    let mut images: Vec<String> = Vec::new();
+    for pod in desired {
+        let empty;
+        let status = match by_uid.get(pod.metadata.uid.as_str()) {
+            Some(status) => *status,
+            None => {
+                empty = empty_status(pod);
+                &empty
+            }
+        };
+        for image in images_to_inspect(pod, status, now_unix_nanos) {
+            if !images.contains(&image) {
+                images.push(image);
+            }
+        }
+    }
+    images
+}
+
+fn empty_status(pod: &Pod) -> PodRuntimeStatus {
+    PodRuntimeStatus {
+        uid: pod.metadata.uid.clone(),
+        ..PodRuntimeStatus::default()
+    }
 }
 
 /// The plan; see `docs/plan.schema.json` for the JSON form.
@@ -67,7 +118,7 @@ pub struct Plan {
     pub valid: bool,
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
-    /// Number of runtime actions (sandboxes, containers, pods to kill or start).
+    /// Number of runtime actions (sandboxes, containers, pods to kill or start, image pulls).
     pub action_count: usize,
     pub config: Vec<ConfigEntry>,
     /// Flags and fields given that rkubelet accepts but does not act on.
@@ -208,7 +259,30 @@ pub struct ContainerKill {
     pub reason: Reason,
 }
 
-/// `compute_pod_actions`' answer for one pod, in plan form.
+/// An image the sync would pull, with the containers waiting for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePull {
+    pub image: String,
+    pub containers: Vec<String>,
+}
+
+/// A container the sync would not start now, in upstream's words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldContainer {
+    pub name: String,
+    pub image: String,
+    pub init: bool,
+    /// `CrashLoopBackOff`, `ImagePullBackOff`, `ErrImageNeverPull`,
+    /// `CreateContainerConfigError`, `ErrImageInspect`.
+    pub reason: String,
+    pub message: String,
+    /// Go duration until the sync looks again, in whole seconds rounded up.
+    pub retry_after: String,
+}
+
+/// The sync plan for one pod, in plan form.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodActionsPlan {
@@ -219,6 +293,8 @@ pub struct PodActionsPlan {
     pub start_init_containers: Vec<ContainerStart>,
     pub start_containers: Vec<ContainerStart>,
     pub kill_containers: Vec<ContainerKill>,
+    pub pull_images: Vec<ImagePull>,
+    pub held_containers: Vec<HeldContainer>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -383,70 +459,103 @@ fn eviction_plan(
     }
 }
 
-fn start_of(pod: &Pod, index: usize, init: bool, reason: &str) -> Option<ContainerStart> {
-    let list = if init {
-        &pod.spec.init_containers
-    } else {
-        &pod.spec.containers
-    };
-    list.get(index).map(|c| ContainerStart {
-        name: c.name.clone(),
-        image: c.image.clone(),
-        reason: reason.to_string(),
+fn start(step: &ContainerPlan) -> Option<ContainerStart> {
+    matches!(step.action, ContainerAction::Start(_)).then(|| ContainerStart {
+        name: step.name.clone(),
+        image: step.image.clone(),
+        reason: step.reason.clone(),
     })
 }
 
-fn actions_plan(pod: &Pod, a: &PodActions, status: &PodRuntimeStatus) -> (PodActionsPlan, usize) {
-    // As the sync does: killing a pod the runtime holds nothing of is no action.
-    let anything_left = !status.sandboxes.is_empty() || !status.containers.is_empty();
-    let plan = PodActionsPlan {
-        kill_pod: (a.kill_pod && anything_left)
-            .then(|| a.kill_pod_reason.as_ref().map(kill_reason))
-            .flatten(),
-        create_sandbox: a.create_sandbox.then(|| SandboxCreation {
-            attempt: a.attempt,
-            reason: a.create_sandbox_reason.clone().unwrap_or_default(),
-        }),
-        keep_sandbox: (!a.create_sandbox && !a.sandbox_id.is_empty()).then(|| a.sandbox_id.clone()),
-        start_init_containers: a
-            .init_containers_to_start
-            .iter()
-            .filter_map(|&i| start_of(pod, i, true, "init container due"))
-            .collect(),
-        start_containers: a
-            .containers_to_start
-            .iter()
-            .filter_map(|s| start_of(pod, s.index, false, &s.reason))
-            .collect(),
-        kill_containers: if a.kill_pod {
-            Vec::new()
-        } else {
-            a.containers_to_kill
-                .iter()
-                .map(|k| ContainerKill {
-                    id: k.id.clone(),
-                    name: k.name.clone(),
-                    reason: kill_reason(&k.reason),
-                })
-                .collect()
-        },
-    };
-    let count = usize::from(plan.kill_pod.is_some())
-        + usize::from(plan.create_sandbox.is_some())
-        + plan.start_init_containers.len()
-        + plan.start_containers.len()
-        + plan.kill_containers.len();
-    (plan, count)
+fn held(step: &ContainerPlan, init: bool) -> Option<HeldContainer> {
+    step.held().map(|held| HeldContainer {
+        name: step.name.clone(),
+        image: step.image.clone(),
+        init,
+        reason: held.waiting.reason.clone(),
+        message: held.waiting.message.clone(),
+        // Whole seconds, rounded up: when to look again, not a stopwatch.
+        retry_after: GoDuration::from_nanos(
+            i64::try_from(
+                held.retry_after
+                    .as_secs()
+                    .saturating_add(u64::from(held.retry_after.subsec_nanos() > 0)),
+            )
+            .unwrap_or(i64::MAX / 1_000_000_000)
+            .saturating_mul(1_000_000_000),
+        )
+        .to_string(),
+    })
 }
 
-fn pod_plan(pod: &Pod, status: Option<&PodRuntimeStatus>) -> PodPlan {
-    let empty = PodRuntimeStatus {
-        uid: pod.metadata.uid.clone(),
-        ..PodRuntimeStatus::default()
+fn actions_plan(plan: &SyncPlan) -> (PodActionsPlan, usize) {
+    let a = &plan.actions;
+    let out = PodActionsPlan {
+        kill_pod: plan.kill_pod.as_ref().map(kill_reason),
+        create_sandbox: plan.create_sandbox.as_ref().map(|c| SandboxCreation {
+            attempt: c.attempt,
+            reason: c.reason.clone(),
+        }),
+        keep_sandbox: (!a.create_sandbox && !a.sandbox_id.is_empty()).then(|| a.sandbox_id.clone()),
+        start_init_containers: plan.init_containers.iter().filter_map(start).collect(),
+        start_containers: plan.containers.iter().filter_map(start).collect(),
+        kill_containers: plan
+            .kill_containers
+            .iter()
+            .map(|k| ContainerKill {
+                id: k.id.clone(),
+                name: k.name.clone(),
+                reason: kill_reason(&k.reason),
+            })
+            .collect(),
+        pull_images: plan
+            .image_pulls()
+            .into_iter()
+            .map(|(image, containers)| ImagePull { image, containers })
+            .collect(),
+        held_containers: plan
+            .init_containers
+            .iter()
+            .filter_map(|s| held(s, true))
+            .chain(plan.containers.iter().filter_map(|s| held(s, false)))
+            .collect(),
     };
+    let count = usize::from(out.kill_pod.is_some())
+        + usize::from(out.create_sandbox.is_some())
+        + out.start_init_containers.len()
+        + out.start_containers.len()
+        + out.kill_containers.len()
+        + out.pull_images.len();
+    (out, count)
+}
+
+/// What a pod sync asks of the world, as the planner has it.
+struct PlanContext<'a> {
+    requests: &'a RequestContext,
+    images: &'a BTreeMap<String, ImagePresence>,
+    now_unix_nanos: i64,
+}
+
+fn pod_plan(
+    pod: &Pod,
+    status: Option<&PodRuntimeStatus>,
+    cgroup: Option<String>,
+    cx: &PlanContext<'_>,
+) -> PodPlan {
+    let empty = empty_status(pod);
     let status = status.unwrap_or(&empty);
-    let actions = compute_pod_actions(pod, status);
-    let (actions, action_count) = actions_plan(pod, &actions, status);
+    // The planner keeps no pull back-off: a pull is planned as a fresh start would make it.
+    let no_pull_backoff = BTreeMap::new();
+    let plan = plan_pod_sync(&SyncInputs {
+        pod,
+        runtime: status,
+        images: cx.images,
+        image_backoff: &no_pull_backoff,
+        now_unix_nanos: cx.now_unix_nanos,
+        requests: cx.requests,
+        cgroup_parent: cgroup.as_deref().unwrap_or_default(),
+    });
+    let (actions, action_count) = actions_plan(&plan);
     let mut running: Vec<String> = status
         .containers
         .iter()
@@ -466,10 +575,34 @@ fn pod_plan(pod: &Pod, status: Option<&PodRuntimeStatus>) -> PodPlan {
             .cloned()
             .unwrap_or_default(),
         qos_class: qos_class(&pod.spec).to_string(),
-        cgroup: None,
+        cgroup,
         running,
         actions,
         action_count,
+    }
+}
+
+/// The pod plan before its sync plan: what `cgroup_plan` fills in (the pod's cgroup).
+fn pod_skeleton(pod: &Pod) -> PodPlan {
+    PodPlan {
+        uid: pod.metadata.uid.clone(),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        source: String::new(),
+        qos_class: String::new(),
+        cgroup: None,
+        running: Vec::new(),
+        actions: PodActionsPlan {
+            kill_pod: None,
+            create_sandbox: None,
+            keep_sandbox: None,
+            start_init_containers: Vec::new(),
+            start_containers: Vec::new(),
+            kill_containers: Vec::new(),
+            pull_images: Vec::new(),
+            held_containers: Vec::new(),
+        },
+        action_count: 0,
     }
 }
 
@@ -547,12 +680,46 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     // the pod manager.
     let mut seen = BTreeSet::new();
     desired.retain(|p| seen.insert(p.metadata.uid.as_str()));
-    let mut pods: Vec<PodPlan> = desired
-        .iter()
-        .map(|pod| pod_plan(pod, observed.get(pod.metadata.uid.as_str()).copied()))
-        .collect();
+    // The pods' cgroups first: the sandbox config carries its pod's as cgroup parent.
+    let mut pods: Vec<PodPlan> = desired.iter().map(|pod| pod_skeleton(pod)).collect();
+    let cgroups = cgroups::cgroup_plan(
+        &resolved.node,
+        &desired,
+        inputs.cgroup_version,
+        resolved.options.cpu_weight_curve,
+        &mut pods,
+    );
 
     let mut warnings = inputs.warnings.clone();
+    let mut images = inputs.images.clone();
+    let unknown: Vec<String> =
+        images_wanted(&inputs.desired, &inputs.observed, inputs.now_unix_nanos)
+            .into_iter()
+            .filter(|image| !images.contains_key(image))
+            .collect();
+    if !unknown.is_empty() {
+        warnings.push(format!(
+            "whether these images are on the node is not known (the snapshot does not record them, or the runtime did not answer): {}; planned as present, so no pull is shown for them",
+            unknown.join(", ")
+        ));
+        images.extend(unknown.into_iter().map(|i| (i, ImagePresence::Present)));
+    }
+    // The host's resolv.conf is not read: DNS is not part of the printed plan.
+    let requests = RequestContext::from_config(resolved, ResolvConf::default());
+    let cx = PlanContext {
+        requests: &requests,
+        images: &images,
+        now_unix_nanos: inputs.now_unix_nanos,
+    };
+    let pods: Vec<PodPlan> = desired
+        .iter()
+        .zip(pods)
+        .map(|(pod, skeleton)| {
+            let status = observed.get(pod.metadata.uid.as_str()).copied();
+            pod_plan(pod, status, skeleton.cgroup, &cx)
+        })
+        .collect();
+
     let pods_to_remove: Vec<PodRemoval> = if inputs.sources_complete {
         let mut removals: Vec<PodRemoval> = inputs
             .observed
@@ -576,13 +743,6 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         Vec::new()
     };
 
-    let cgroups = cgroups::cgroup_plan(
-        &resolved.node,
-        &desired,
-        inputs.cgroup_version,
-        resolved.options.cpu_weight_curve,
-        &mut pods,
-    );
     let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,

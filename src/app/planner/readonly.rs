@@ -6,11 +6,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxStatus};
-use crate::ports::runtime::{
-    CgroupDriver, ContainerConfig, ContainerEntry, ContainerFilter, ImageInfo, ImageService,
-    RuntimeError, RuntimeService, RuntimeVersion, SandboxConfig, SandboxEntry, SandboxFilter,
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use crate::domain::kuberuntime::runtime::{
+    ContainerEntry, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry,
+    SandboxFilter, SandboxStatus,
 };
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Wraps a runtime (and optionally an image service); see the module documentation.
 pub struct ReadOnlyRuntime {

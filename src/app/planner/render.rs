@@ -150,7 +150,7 @@ pub fn render_text(plan: &Plan) -> String {
                 .unwrap_or_default()
         );
         let a = &pod.actions;
-        if pod.action_count == 0 {
+        if pod.action_count == 0 && a.held_containers.is_empty() {
             let _ = writeln!(
                 out,
                 "    up to date (running: {})",
@@ -179,6 +179,14 @@ pub fn render_text(plan: &Plan) -> String {
                 kill.name, kill.id, kill.reason.code, kill.reason.message
             );
         }
+        for pull in &a.pull_images {
+            let _ = writeln!(
+                out,
+                "    pull image {} (for {})",
+                pull.image,
+                pull.containers.join(", ")
+            );
+        }
         for start in &a.start_init_containers {
             let _ = writeln!(
                 out,
@@ -191,6 +199,18 @@ pub fn render_text(plan: &Plan) -> String {
                 out,
                 "    start container {} ({}): {}",
                 start.name, start.image, start.reason
+            );
+        }
+        for held in &a.held_containers {
+            let _ = writeln!(
+                out,
+                "    hold {}container {} ({}) [{}]: {}; next try in {}",
+                if held.init { "init " } else { "" },
+                held.name,
+                held.image,
+                held.reason,
+                held.message,
+                held.retry_after
             );
         }
     }

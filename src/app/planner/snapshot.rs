@@ -1,6 +1,7 @@
 //! A recorded node state the planner can answer for without the node: the runtime's
-//! sandboxes and containers per pod, the machine, the hostname, the cgroup version and
-//! node statistics. Written as JSON by `rkubelet-snapshot`; read as JSON or TOML
+//! sandboxes and containers per pod, which images the desired pods name are present,
+//! when it was recorded, the machine, the hostname, the cgroup version and node
+//! statistics. Written as JSON by `rkubelet-snapshot`; read as JSON or TOML
 //! (`--dry-run-snapshot=FILE`, by extension, else whichever parses).
 
 use std::collections::BTreeMap;
@@ -34,6 +35,14 @@ pub struct Snapshot {
     /// Every pod the runtime holds, in the domain's shapes.
     #[serde(default)]
     pub pods: Vec<PodRuntimeStatus>,
+    /// Whether each image the desired pods named was on the node, so a replay plans
+    /// the same pulls. An image not listed is planned as present, with a warning.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, bool>,
+    /// When it was recorded (wall clock, Unix nanoseconds): the replay's "now", so
+    /// crash-loop back-offs read as they were then. Absent: the time of the replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at_unix_nanos: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,8 @@ use crate::app::test_support::resolved_on;
 use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxState, SandboxStatus};
 use crate::domain::pod::{container_hash, Container};
 
+const NOW: i64 = 1_700_000_000_000_000_000;
+
 /// The configuration on the fake machine named `node-a`.
 fn resolved(args: &[&str]) -> ResolvedConfig {
     resolved_on(&Arc::new(FakeHost::new().with_hostname("node-a")), args)
@@ -77,6 +79,8 @@ fn inputs(
         sources_complete: true,
         warnings: Vec::new(),
         observed,
+        images: BTreeMap::new(),
+        now_unix_nanos: NOW,
     }
 }
 
@@ -108,7 +112,14 @@ fn running_pods_need_nothing_and_a_new_one_gets_a_sandbox_and_its_containers() {
         .map(|s| (s.name.as_str(), s.image.as_str()))
         .collect();
     assert_eq!(started, [("one", "busybox"), ("two", "nginx")]);
-    assert_eq!(plan.action_count, 3);
+    // Untagged images mean pull policy Always: a start pulls them, which counts too.
+    let pulls: Vec<&str> = new.pull_images.iter().map(|p| p.image.as_str()).collect();
+    assert_eq!(pulls, ["busybox", "nginx"]);
+    assert_eq!(
+        plan.action_count,
+        3 + 2,
+        "sandbox and two starts, plus two pulls"
+    );
     assert_eq!(plan.exit_code(), EXIT_ACTIONS);
     assert!(plan.pods_to_remove.is_empty());
 }
@@ -236,4 +247,192 @@ fn accepted_but_not_implemented_flags_are_listed() {
         "{:?}",
         plan.not_implemented
     );
+}
+
+mod through_the_fake_runtime {
+    //! The planner end to end over the fake runtime: a pod run and crash-looped by the
+    //! real sync, a pod whose image is absent, read back through the read-only runtime.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::adapters::fake::runtime::FakeRuntime;
+    use crate::adapters::fake::{FakeCgroupManager, FakeClock, FakeHost};
+    use crate::app::bootstrap::Deps;
+    use crate::app::container_manager::ContainerManager;
+    use crate::app::planner::gather::gather_inputs;
+    use crate::app::pods::sync::{sync_pod, SyncContext};
+    use crate::domain::cgroup::CgroupDriver;
+    use crate::domain::config::layers::GivenFlags;
+    use crate::domain::kuberuntime::runtime::ContainerFilter;
+    use crate::ports::runtime::{ImageService, RuntimeService};
+
+    const PRESENT: &str = "docker.io/library/busybox:1.36";
+    const ABSENT: &str = "example.com/absent:1";
+
+    fn manifest(name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n"
+        )
+    }
+
+    /// The fake world with `fake` as the runtime and the real manifest sources.
+    fn deps(fake: &Arc<FakeRuntime>, clock: &Arc<FakeClock>) -> Deps {
+        let runtime = fake.clone();
+        let images = fake.clone();
+        Deps {
+            runtime_for: Box::new(move |_, _| Ok(runtime.clone() as Arc<dyn RuntimeService>)),
+            images_for: Box::new(move |_, _| Ok(images.clone() as Arc<dyn ImageService>)),
+            sources_for: Box::new(crate::app::compose::pod_sources),
+            clock: clock.clone(),
+            ..crate::app::test_support::deps(&Arc::new(FakeHost::new()))
+        }
+    }
+
+    /// `rkubelet <args>` as the command line gives them.
+    fn given(args: &[String]) -> GivenFlags {
+        let argv = ["rkubelet", "--container-runtime-endpoint=fake://"]
+            .into_iter()
+            .map(String::from)
+            .chain(args.iter().cloned());
+        crate::app::cli::parse(argv).expect("flags parse")
+    }
+
+    async fn newest_running(fake: &FakeRuntime) -> String {
+        let mut list: Vec<_> = fake
+            .list_containers(&ContainerFilter::default())
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.status)
+            .filter(|c| c.state == ContainerState::Running)
+            .collect();
+        list.sort_by_key(|c| c.attempt);
+        list.pop().map(|c| c.id).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn the_dry_run_shows_the_crash_loop_hold_and_the_pull_it_would_make() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manifests = dir.path().join("manifests");
+        std::fs::create_dir_all(&manifests).expect("manifest dir");
+        std::fs::write(manifests.join("crash.yaml"), manifest("crash", PRESENT)).expect("write");
+        std::fs::write(manifests.join("fresh.yaml"), manifest("fresh", ABSENT)).expect("write");
+        let args = vec![
+            format!("--pod-manifest-path={}", manifests.display()),
+            "--hostname-override=node-a".to_string(),
+            format!("--root-dir={}", dir.path().join("root").display()),
+            format!("--pod-logs-dir={}", dir.path().join("logs").display()),
+        ];
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let config = resolved(&arg_refs);
+        let clock = Arc::new(FakeClock::new(NOW));
+        let fake = Arc::new(FakeRuntime::with_clock(clock.clone()));
+        fake.add_image(PRESENT);
+        let deps = deps(&fake, &clock);
+
+        // The pod loop runs `crash`; its container fails twice, the second time now.
+        let desired = gather_inputs(given(&args), &deps)
+            .await
+            .expect("inputs")
+            .desired;
+        let crash = desired
+            .iter()
+            .find(|p| p.metadata.name == "crash-node-a")
+            .cloned()
+            .expect("the crash pod is desired");
+        let containers = Arc::new(ContainerManager::new(
+            Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs)),
+            config.node.cgroup_tree.clone(),
+            config.node.node.clone(),
+        ));
+        let requests = RequestContext::from_config(&config, ResolvConf::default());
+        let ctx = SyncContext::new(
+            fake.clone(),
+            fake.clone(),
+            clock.clone(),
+            requests,
+            "fake".into(),
+            containers,
+        );
+        sync_pod(&ctx, &crash).await;
+        fake.exit_container(&newest_running(&fake).await, 1);
+        assert!(
+            sync_pod(&ctx, &crash).await.waiting.is_empty(),
+            "first restart at once"
+        );
+        fake.exit_container(&newest_running(&fake).await, 1);
+        let journal = fake.journal();
+        clock.advance(Duration::from_secs(4));
+
+        // The dry run, through the same read calls as `rkubelet --dry-run`.
+        let inputs = gather_inputs(given(&args), &deps).await.expect("inputs");
+        let plan = compute_plan(&inputs);
+        assert_eq!(fake.journal(), journal, "the planner changed nothing");
+        assert!(plan.valid, "{:?}", plan.problems);
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+
+        let pod = |name: &str| {
+            plan.pods
+                .iter()
+                .find(|p| p.name == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} in the plan"))
+        };
+        let crashing = pod("crash-node-a");
+        let held = &crashing.actions.held_containers;
+        assert_eq!(held.len(), 1, "{crashing:?}");
+        assert_eq!(held[0].name, "app");
+        assert_eq!(held[0].reason, "CrashLoopBackOff");
+        assert_eq!(
+            held[0].message,
+            format!(
+                "back-off 10s restarting failed container=app pod=crash-node-a_default({})",
+                crash.metadata.uid
+            )
+        );
+        assert_eq!(held[0].retry_after, "6s");
+        assert!(crashing.actions.start_containers.is_empty());
+        assert_eq!(crashing.actions.kill_pod, None);
+        assert_eq!(crashing.action_count, 0);
+
+        let fresh = pod("fresh-node-a");
+        assert_eq!(
+            fresh.actions.pull_images,
+            [ImagePull {
+                image: ABSENT.into(),
+                containers: vec!["app".into()],
+            }]
+        );
+        assert_eq!(fresh.actions.start_containers.len(), 1);
+        assert!(fresh.actions.create_sandbox.is_some());
+        assert_eq!(fresh.action_count, 3, "sandbox, pull, start");
+
+        let text = render::render_text(&plan);
+        assert!(
+            text.contains(&format!(
+                "hold container app ({PRESENT}) [CrashLoopBackOff]: back-off 10s restarting failed container=app pod=crash-node-a_default({}); next try in 6s",
+                crash.metadata.uid
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("pull image {ABSENT} (for app)")),
+            "{text}"
+        );
+
+        // Later the hold is over: the plan starts the container (no pull: present).
+        clock.advance(Duration::from_secs(6));
+        let plan = compute_plan(&gather_inputs(given(&args), &deps).await.expect("inputs"));
+        let crashing = plan
+            .pods
+            .iter()
+            .find(|p| p.name == "crash-node-a")
+            .cloned()
+            .expect("crash pod");
+        assert!(crashing.actions.held_containers.is_empty());
+        assert_eq!(crashing.actions.start_containers.len(), 1);
+        assert!(crashing.actions.pull_images.is_empty());
+    }
 }

@@ -1,11 +1,15 @@
 //! What the runtime holds, read through the runtime port: one pod's full status for a
-//! sync, and a cheap listing of every pod for the PLEG's relist.
+//! sync, which images are present, and a cheap listing of every pod for the PLEG's
+//! relist.
 
 use std::collections::BTreeMap;
 
-use crate::app::cri_requests::POD_UID_LABEL;
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
-use crate::ports::runtime::{ContainerFilter, RuntimeError, RuntimeService, SandboxFilter};
+use crate::domain::kuberuntime::labels::POD_UID_LABEL;
+use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::runtime::{
+    ContainerFilter, ContainerState, PodRuntimeStatus, SandboxFilter, SandboxState,
+};
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// One pod's runtime status plus which sandbox each container lives in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,6 +71,9 @@ pub async fn pod_runtime_view(
                 if status.hash == 0 {
                     status.hash = entry.status.hash;
                 }
+                if status.backoff_step.is_none() {
+                    status.backoff_step = entry.status.backoff_step;
+                }
                 status
             }
             Err(RuntimeError::NotFound(_)) => continue,
@@ -77,6 +84,24 @@ pub async fn pod_runtime_view(
         view.status.containers.push(status);
     }
     Ok(view)
+}
+
+/// Whether each of `images` is on the node (one status call each); a failed call is
+/// `Unknown` with its reason, for the plan to report.
+pub async fn image_presence(
+    service: &dyn ImageService,
+    images: &[String],
+) -> BTreeMap<String, ImagePresence> {
+    let mut presence = BTreeMap::new();
+    for image in images {
+        let state = match service.image_status(image).await {
+            Ok(Some(_)) => ImagePresence::Present,
+            Ok(None) => ImagePresence::Absent,
+            Err(e) => ImagePresence::Unknown(e.to_string()),
+        };
+        presence.insert(image.clone(), state);
+    }
+    presence
 }
 
 /// The state of every sandbox and container of one pod, by id: what the PLEG compares.

@@ -1,6 +1,8 @@
-//! Carrying out one pod's sync: read what the runtime holds, decide with the domain's
-//! `compute_pod_actions`, then kill, create the sandbox, pull images, start containers
-//! (crash-loop back-off applied), and collect dead containers. Also termination.
+//! Carrying out one pod's sync: read what the runtime holds and which images are
+//! present, ask the domain for the sync plan (`plan_pod_sync`), then carry it out
+//! (kill, create the sandbox, pull images, create and start containers), record what
+//! happened (pull failures feed the pull back-off), and collect dead containers.
+//! Also termination.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,27 +12,24 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use crate::app::container_manager::ContainerManager;
-use crate::app::cri_requests::{
-    container_config, empty_dir_paths, pod_dir, pod_log_dir, sandbox_config, sandbox_dns,
-    RequestContext,
-};
-use crate::app::pods::runtime_state::{pod_runtime_view, PodRuntimeView};
-use crate::domain::kuberuntime::actions::compute_pod_actions;
-use crate::domain::kuberuntime::backoff::{crash_loop_key, BackoffPolicy, CrashLoopBackoff};
+use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
+use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
+use crate::domain::kuberuntime::plan::{
+    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held, SandboxCreation,
+    SyncInputs, RETRY_AFTER_ERROR,
+};
+use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
-use crate::domain::pod::{container_hash, full_name, Container, ImageAction, Pod};
+use crate::domain::pod::Pod;
 use crate::domain::status::Waiting;
-use crate::domain::units::duration::GoDuration;
 use crate::ports::clock::Clock;
-use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService, SandboxConfig};
+use crate::ports::runtime::{ImageService, RuntimeService};
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
 const DEFAULT_GRACE_SECS: i64 = 30;
-/// Retry delay after a sync failed for a reason with no back-off of its own.
-const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
 /// What a sync needs from the world, shared by every pod worker.
 pub struct SyncContext {
@@ -40,8 +39,9 @@ pub struct SyncContext {
     pub requests: RequestContext,
     /// Prefix of container ids in the API status (`containerd`).
     pub runtime_name: String,
-    pub crash_backoff: Mutex<CrashLoopBackoff>,
-    pub image_backoff: Mutex<CrashLoopBackoff>,
+    /// Failed pulls per pod and image (the runtime records none, so this is kept in
+    /// memory; crash-loop back-off is derived from the runtime's record instead).
+    pub image_backoff: Mutex<Backoff>,
     /// The pods' cgroups.
     pub containers: Arc<ContainerManager>,
 }
@@ -61,14 +61,27 @@ impl SyncContext {
             clock,
             requests,
             runtime_name,
-            crash_backoff: Mutex::new(CrashLoopBackoff::new(BackoffPolicy::CRASH_LOOP)),
-            image_backoff: Mutex::new(CrashLoopBackoff::new(BackoffPolicy::CRASH_LOOP)),
+            image_backoff: Mutex::new(Backoff::new(BackoffPolicy::CRASH_LOOP)),
             containers,
         }
     }
 
-    fn now(&self) -> Duration {
+    /// Monotonic time, for the in-memory pull back-off.
+    fn monotonic(&self) -> Duration {
         Duration::from_nanos(self.clock.monotonic_nanos())
+    }
+
+    /// The images of `pod` whose pull is in back-off now, with the wait left.
+    fn pulls_in_backoff(&self, pod_uid: &str, images: &[String]) -> BTreeMap<String, Duration> {
+        let now = self.monotonic();
+        let table = lock(&self.image_backoff);
+        images
+            .iter()
+            .filter_map(|image| {
+                let left = table.in_backoff(&image_pull_key(pod_uid, image), now)?;
+                Some((image.clone(), left))
+            })
+            .collect()
     }
 }
 
@@ -92,12 +105,20 @@ impl SyncOutcome {
     fn retry(&mut self, after: Duration) {
         self.retry_after = Some(self.retry_after.map_or(after, |d| d.min(after)));
     }
+
+    fn hold(&mut self, container: &str, held: Held) {
+        self.waiting.insert(container.to_owned(), held.waiting);
+        self.retry(held.retry_after);
+    }
 }
 
-/// One container that could not be started now.
-struct Held {
-    waiting: Waiting,
-    retry_after: Duration,
+/// Held for a runtime call that failed, to try again soon.
+fn failed(container: &str, reason: &str, message: String) -> Held {
+    warn!(container, %message, reason, "container not started");
+    Held {
+        waiting: Waiting::new(reason, message),
+        retry_after: RETRY_AFTER_ERROR,
+    }
 }
 
 /// Syncs `pod` once: brings the runtime in line with its spec as far as possible now.
@@ -113,34 +134,38 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         }
     };
     outcome.runtime = view.status.clone();
-    let actions = compute_pod_actions(pod, &view.status);
-    if actions.is_empty() {
+    let now_unix_nanos = ctx.clock.now_unix_nanos();
+    let wanted = images_to_inspect(pod, &view.status, now_unix_nanos);
+    let images = image_presence(ctx.images.as_ref(), &wanted).await;
+    let image_backoff = ctx.pulls_in_backoff(uid, &wanted);
+    let cgroup_parent = ctx.containers.cgroup_parent(pod);
+    let plan = plan_pod_sync(&SyncInputs {
+        pod,
+        runtime: &view.status,
+        images: &images,
+        image_backoff: &image_backoff,
+        now_unix_nanos,
+        requests: &ctx.requests,
+        cgroup_parent: &cgroup_parent,
+    });
+    if plan.is_empty() {
         collect_dead(ctx, &view).await;
         return outcome;
     }
-    debug!(?actions, "pod actions");
+    debug!(actions = ?plan.actions, "pod sync plan");
     let grace = pod.spec.termination_grace_period();
-    if actions.kill_pod {
-        let reason = actions
-            .kill_pod_reason
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        let anything_left = !view.status.sandboxes.is_empty() || !view.status.containers.is_empty();
-        if anything_left {
-            info!(%reason, "killing pod");
-            stop_pod(ctx, &view.status, grace).await;
+    if let Some(reason) = &plan.kill_pod {
+        info!(%reason, "killing pod");
+        stop_pod(ctx, &view.status, grace).await;
+    }
+    for kill in &plan.kill_containers {
+        info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
+        if let Err(error) = ctx.runtime.stop_container(&kill.id, grace).await {
+            warn!(container = %kill.name, %error, "failed to stop container");
         }
-        if !actions.create_sandbox {
-            return outcome;
-        }
-    } else {
-        for kill in &actions.containers_to_kill {
-            info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
-            if let Err(error) = ctx.runtime.stop_container(&kill.id, grace).await {
-                warn!(container = %kill.name, %error, "failed to stop container");
-            }
-        }
+    }
+    if plan.kill_only {
+        return outcome;
     }
 
     // The pod's cgroup exists before its sandbox is asked for (upstream EnsureExists).
@@ -149,13 +174,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         outcome.retry(RETRY_AFTER_ERROR);
         return outcome;
     }
-    let mut sandbox = sandbox_config(&ctx.requests, pod, actions.attempt);
-    sandbox.cgroup_parent = ctx.containers.cgroup_parent(pod);
-    let sandbox_id = if actions.create_sandbox {
-        let reason = actions.create_sandbox_reason.clone().unwrap_or_default();
-        match create_sandbox(ctx, pod, &sandbox).await {
+    let sandbox_id = match &plan.create_sandbox {
+        Some(creation) => match create_sandbox(ctx, creation, &plan.sandbox).await {
             Ok(id) => {
-                info!(sandbox = %id, attempt = actions.attempt, %reason, "created pod sandbox");
+                info!(sandbox = %id, attempt = creation.attempt, reason = %creation.reason, "created pod sandbox");
                 id
             }
             Err(error) => {
@@ -163,34 +185,21 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
                 outcome.retry(RETRY_AFTER_ERROR);
                 return outcome;
             }
-        }
-    } else {
-        actions.sandbox_id.clone()
+        },
+        None => plan.sandbox_id.clone(),
     };
 
-    // Init containers run one at a time: a failure stops the sync here.
-    for &index in &actions.init_containers_to_start {
-        let Some(container) = pod.spec.init_containers.get(index) else {
-            continue;
-        };
-        if let Err(held) =
-            start_container(ctx, pod, container, &view.status, &sandbox_id, &sandbox).await
-        {
-            outcome.waiting.insert(container.name.clone(), held.waiting);
-            outcome.retry(held.retry_after);
+    let mut pulls = BTreeMap::new();
+    // Init containers run one at a time: one that does not start stops the sync here.
+    for step in &plan.init_containers {
+        if let Err(held) = carry_out(ctx, uid, step, &sandbox_id, &plan.sandbox, &mut pulls).await {
+            outcome.hold(&step.name, held);
             return outcome;
         }
     }
-    for start in &actions.containers_to_start {
-        let Some(container) = pod.spec.containers.get(start.index) else {
-            continue;
-        };
-        debug!(container = %container.name, reason = %start.reason, "starting container");
-        if let Err(held) =
-            start_container(ctx, pod, container, &view.status, &sandbox_id, &sandbox).await
-        {
-            outcome.waiting.insert(container.name.clone(), held.waiting);
-            outcome.retry(held.retry_after);
+    for step in &plan.containers {
+        if let Err(held) = carry_out(ctx, uid, step, &sandbox_id, &plan.sandbox, &mut pulls).await {
+            outcome.hold(&step.name, held);
         }
     }
     collect_dead(ctx, &view).await;
@@ -199,17 +208,14 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
 
 async fn create_sandbox(
     ctx: &SyncContext,
-    pod: &Pod,
+    creation: &SandboxCreation,
     sandbox: &SandboxConfig,
 ) -> Result<String, String> {
-    for warning in sandbox_dns(&ctx.requests, pod).warnings {
+    for warning in &creation.dns_warnings {
         warn!(%warning, "pod DNS configuration");
     }
-    // The runtime writes container logs under this folder but does not create it.
-    let mut dirs = vec![pod_log_dir(&ctx.requests, pod)];
-    dirs.extend(empty_dir_paths(&ctx.requests, pod));
-    for dir in dirs {
-        tokio::fs::create_dir_all(&dir)
+    for dir in &creation.directories {
+        tokio::fs::create_dir_all(dir)
             .await
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
@@ -219,103 +225,58 @@ async fn create_sandbox(
         .map_err(|e| e.to_string())
 }
 
-/// Starts one container: back-off check, image, create, start.
-async fn start_container(
+/// Carries out one container's plan: held as planned, or pull (once per image and
+/// sync), create and start.
+async fn carry_out(
     ctx: &SyncContext,
-    pod: &Pod,
-    container: &Container,
-    status: &PodRuntimeStatus,
+    pod_uid: &str,
+    step: &ContainerPlan,
     sandbox_id: &str,
     sandbox: &SandboxConfig,
+    pulls: &mut BTreeMap<String, Result<(), Held>>,
 ) -> Result<(), Held> {
-    let previous = status.find_container(&container.name);
-    if previous.is_some_and(|p| p.state == ContainerState::Exited) {
-        let key = crash_loop_key(
-            &pod.metadata.uid,
-            &container.name,
-            container_hash(container),
-        );
-        let now = ctx.now();
-        let mut backoff = lock(&ctx.crash_backoff);
-        if let Some(remaining) = backoff.in_backoff(&key, now) {
-            let delay = backoff.current_delay(&key).unwrap_or(remaining);
-            let message = format!(
-                "back-off {} restarting failed container={} pod={}",
-                GoDuration::from_nanos(i64::try_from(delay.as_nanos()).unwrap_or(i64::MAX)),
-                container.name,
-                full_name(pod)
-            );
-            debug!(container = %container.name, remaining_ms = remaining.as_millis() as u64, "in crash-loop back-off");
-            return Err(Held {
-                waiting: Waiting::new("CrashLoopBackOff", message),
-                retry_after: remaining,
-            });
+    let start = match &step.action {
+        ContainerAction::Held(held) => {
+            debug!(container = %step.name, reason = %held.waiting.reason, message = %held.waiting.message, "container held");
+            return Err(held.clone());
         }
-        backoff.record_failure(&key, now);
-    }
-    ensure_image(ctx, pod, container).await?;
-    let restart_count = previous.map_or(0, |p| p.attempt.saturating_add(1));
-    let config =
-        container_config(&ctx.requests, pod, container, restart_count).map_err(|e| Held {
-            waiting: Waiting::new("CreateContainerConfigError", e.to_string()),
-            retry_after: RETRY_AFTER_ERROR,
-        })?;
-    let held = |reason: &str, e: RuntimeError| {
-        warn!(container = %container.name, error = %e, reason, "container not started");
-        Held {
-            waiting: Waiting::new(reason, e.to_string()),
-            retry_after: RETRY_AFTER_ERROR,
-        }
+        ContainerAction::Start(start) => start,
     };
+    debug!(container = %step.name, reason = %step.reason, "starting container");
+    if start.pull_image {
+        let result = match pulls.get(&start.config.image) {
+            Some(done) => done.clone(),
+            None => {
+                let result = pull_image(ctx, pod_uid, &step.name, &start.config.image).await;
+                pulls.insert(start.config.image.clone(), result.clone());
+                result
+            }
+        };
+        result?;
+    }
     let id = ctx
         .runtime
-        .create_container(sandbox_id, &config, sandbox)
+        .create_container(sandbox_id, &start.config, sandbox)
         .await
-        .map_err(|e| held("CreateContainerError", e))?;
+        .map_err(|e| failed(&step.name, "CreateContainerError", e.to_string()))?;
     ctx.runtime
         .start_container(&id)
         .await
-        .map_err(|e| held("RunContainerError", e))?;
-    info!(container = %container.name, %id, restart_count, "started container");
+        .map_err(|e| failed(&step.name, "RunContainerError", e.to_string()))?;
+    info!(container = %step.name, %id, restart_count = start.config.attempt, "started container");
     Ok(())
 }
 
-/// Makes sure the container's image is present, pulling it when the pull policy says
-/// so, with back-off between failed pulls (upstream's EnsureImageExists).
-async fn ensure_image(ctx: &SyncContext, pod: &Pod, container: &Container) -> Result<(), Held> {
-    let image = container.image.as_str();
-    let present = ctx.images.image_status(image).await.map_err(|e| Held {
-        waiting: Waiting::new(
-            "ErrImageInspect",
-            format!("Failed to inspect image {image:?}: {e}"),
-        ),
-        retry_after: RETRY_AFTER_ERROR,
-    })?;
-    match container.pull_policy().image_action(present.is_some()) {
-        ImageAction::UsePresent => return Ok(()),
-        ImageAction::NeverPullMissing => {
-            return Err(Held {
-                waiting: Waiting::new(
-                    "ErrImageNeverPull",
-                    format!("Container image {image:?} is not present with pull policy of Never"),
-                ),
-                retry_after: RETRY_AFTER_ERROR,
-            })
-        }
-        ImageAction::Pull => {}
-    }
-    let key = format!("{}_{image}", pod.metadata.uid);
-    let now = ctx.now();
-    if let Some(remaining) = lock(&ctx.image_backoff).in_backoff(&key, now) {
-        return Err(Held {
-            waiting: Waiting::new(
-                "ImagePullBackOff",
-                format!("Back-off pulling image {image:?}"),
-            ),
-            retry_after: remaining,
-        });
-    }
-    info!(container = %container.name, image, "pulling image");
+/// Pulls `image`; a failure is recorded in the pull back-off (upstream's
+/// `EnsureImageExists` after its decision).
+async fn pull_image(
+    ctx: &SyncContext,
+    pod_uid: &str,
+    container: &str,
+    image: &str,
+) -> Result<(), Held> {
+    let key = image_pull_key(pod_uid, image);
+    info!(container, image, "pulling image");
     match ctx.images.pull_image(image).await {
         Ok(reference) => {
             info!(image, %reference, "pulled image");
@@ -324,12 +285,12 @@ async fn ensure_image(ctx: &SyncContext, pod: &Pod, container: &Container) -> Re
         }
         Err(error) => {
             let mut backoff = lock(&ctx.image_backoff);
-            backoff.record_failure(&key, now);
+            backoff.record_failure(&key, ctx.monotonic());
             // Look again soon: the status then says ImagePullBackOff until the next pull.
             let retry_after = backoff
                 .current_delay(&key)
                 .map_or(RETRY_AFTER_ERROR, |d| d.min(RETRY_AFTER_ERROR));
-            warn!(container = %container.name, image, %error, "failed to pull image");
+            warn!(container, image, %error, "failed to pull image");
             Err(Held {
                 waiting: Waiting::new(
                     "ErrImagePull",
@@ -416,9 +377,9 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
         }
     }
     if let Some(pod) = pod {
-        let mut backoff = lock(&ctx.crash_backoff);
+        let mut backoff = lock(&ctx.image_backoff);
         for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
-            backoff.reset(&crash_loop_key(uid, &c.name, container_hash(c)));
+            backoff.reset(&image_pull_key(uid, &c.image));
         }
     }
     info!(removed = clean, "pod terminated");

@@ -11,14 +11,15 @@ use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::{FakeCgroupManager, FakeClock};
 use crate::app::container_manager::ContainerManager;
-use crate::app::cri_requests::RequestContext;
 use crate::domain::cgroup::CgroupDriver;
 use crate::domain::kuberuntime::dns::ResolvConf;
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::kuberuntime::runtime::ContainerState;
+use crate::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
 use crate::domain::pod::{Container, Pod, RestartPolicy};
 use crate::domain::status::{api_pod_status, ApiContainerState};
 use crate::ports::pod_source::PodSourceError;
-use crate::ports::runtime::{ContainerFilter, RuntimeService, SandboxFilter};
+use crate::ports::runtime::RuntimeService;
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
@@ -32,9 +33,11 @@ struct World {
 
 fn world() -> World {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let runtime = Arc::new(FakeRuntime::new());
-    runtime.add_image(IMAGE);
     let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+    // The runtime records exit times from the fake clock: crash-loop back-off counts
+    // from them.
+    let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
+    runtime.add_image(IMAGE);
     let requests = RequestContext {
         pod_logs_dir: dir.path().join("logs"),
         root_dir: dir.path().join("root"),
@@ -164,6 +167,50 @@ async fn a_crashing_container_restarts_with_growing_back_off() {
         .filter(|c| c.state == ContainerState::Exited)
         .count();
     assert_eq!(exited, 1);
+}
+
+/// The back-off is derived from the runtime's record: a kubelet started afresh (no
+/// memory) holds the crash-looping container just as long as the one that ran it.
+#[tokio::test]
+async fn a_restarted_kubelet_keeps_the_crash_loop_back_off() {
+    let w = world();
+    let p = pod("u7", RestartPolicy::Always, IMAGE);
+    sync_pod(&w.ctx, &p).await;
+    for _ in 0..3 {
+        let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+        w.runtime.exit_container(&id, 1);
+        w.clock.advance(Duration::from_secs(60));
+        assert!(sync_pod(&w.ctx, &p).await.waiting.is_empty());
+    }
+    // The fourth instance (step 3) fails now: 40 s.
+    let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&id, 1);
+    w.clock.advance(Duration::from_secs(15));
+    let running = sync_pod(&w.ctx, &p).await;
+    assert_eq!(running.retry_after, Some(Duration::from_secs(25)));
+
+    let fresh = SyncContext::new(
+        w.runtime.clone(),
+        w.runtime.clone(),
+        w.clock.clone(),
+        w.ctx.requests.clone(),
+        "fake".into(),
+        w.ctx.containers.clone(),
+    );
+    let restarted = sync_pod(&fresh, &p).await;
+    assert_eq!(restarted.waiting["app"].reason, "CrashLoopBackOff");
+    assert_eq!(
+        restarted.waiting["app"].message,
+        "back-off 40s restarting failed container=app pod=web-u7_default(u7)"
+    );
+    assert_eq!(restarted.retry_after, Some(Duration::from_secs(25)));
+    let creates = w
+        .runtime
+        .journal()
+        .iter()
+        .filter(|c| c.starts_with("CreateContainer"))
+        .count();
+    assert_eq!(creates, 4, "neither kubelet restarted it early");
 }
 
 #[tokio::test]

@@ -1,7 +1,11 @@
 //! The kubelet's runtime manager decisions (upstream's `kuberuntime`): what the runtime
-//! reports, what a pod sync must do, back-off, the request values, DNS, and garbage.
+//! reports, what a pod sync must do (the actions, and the whole sync plan around them),
+//! crash-loop back-off, the request values and their builders, labels, DNS, and garbage.
 pub mod actions;
 pub mod backoff;
 pub mod dns;
 pub mod gc;
+pub mod labels;
+pub mod plan;
+pub mod requests;
 pub mod runtime;

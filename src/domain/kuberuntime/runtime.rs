@@ -1,9 +1,11 @@
 //! The container runtime's view of one pod, in domain terms.
 //!
 //! The CRI adapter maps sandbox and container listings into these types so
-//! that sync decisions (`pod_sync`) never see protobuf or transport details.
+//! that sync decisions (`actions`, `plan`) never see protobuf or transport details.
 //! Times are plain nanoseconds since the Unix epoch as the runtime reported
 //! them; nothing here reads a clock.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +56,12 @@ pub struct ContainerStatus {
     pub message: String,
     pub created_at_nanos: i64,
     pub started_at_nanos: i64,
+    /// When the instance exited; what its crash-loop back-off counts from.
     pub finished_at_nanos: i64,
+    /// The crash-loop back-off step the kubelet recorded on the instance (an
+    /// annotation); `None` when it carries none (see `backoff`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_step: Option<u32>,
 }
 
 impl ContainerStatus {
@@ -74,6 +81,7 @@ impl ContainerStatus {
             created_at_nanos: 0,
             started_at_nanos: 0,
             finished_at_nanos: 0,
+            backoff_step: None,
         }
     }
 }
@@ -110,6 +118,75 @@ impl PodRuntimeStatus {
             .iter()
             .any(|c| c.name == name && c.state == ContainerState::Exited)
     }
+}
+
+/// The runtime's name and versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeVersion {
+    pub runtime_name: String,
+    pub runtime_version: String,
+    pub runtime_api_version: String,
+}
+
+/// One sandbox in a listing, with the pod it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxEntry {
+    pub status: SandboxStatus,
+    pub name: String,
+    pub uid: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Which sandboxes to list; empty fields match everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxFilter {
+    pub id: String,
+    pub state: Option<SandboxState>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One container in a listing, with its sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEntry {
+    pub status: ContainerStatus,
+    pub sandbox_id: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Which containers to list; empty fields match everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerFilter {
+    pub id: String,
+    pub sandbox_id: String,
+    pub state: Option<ContainerState>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// An image present on the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    pub size_bytes: u64,
+}
+
+/// What happened to a container, as the runtime streams it (CRI `GetContainerEvents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEventKind {
+    Created,
+    Started,
+    Stopped,
+    Deleted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    pub container_id: String,
+    pub kind: ContainerEventKind,
+    /// The uid of the pod the container belongs to; empty when the runtime did not say.
+    pub pod_uid: String,
 }
 
 #[cfg(test)]

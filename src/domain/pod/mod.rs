@@ -407,6 +407,11 @@ pub fn full_name(pod: &Pod) -> String {
     format!("{}_{}", pod.metadata.name, pod.metadata.namespace)
 }
 
+/// `"<name>_<namespace>(<uid>)"`: how upstream names a pod in messages (`format.Pod`).
+pub fn format_pod(pod: &Pod) -> String {
+    format!("{}({})", full_name(pod), pod.metadata.uid)
+}
+
 /// True for pods the kubelet must never evict or starve: static pods,
 /// mirror pods and pods at system-critical priority or above.
 pub fn is_critical_pod(pod: &Pod) -> bool {
@@ -481,6 +486,20 @@ mod tests {
             ..Pod::default()
         };
         assert_eq!(full_name(&pod), "etcd-node1_kube-system");
+    }
+
+    #[test]
+    fn format_pod_adds_the_uid_as_upstream_does() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "1234".into(),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        assert_eq!(format_pod(&pod), "web_default(1234)");
     }
 
     #[test]

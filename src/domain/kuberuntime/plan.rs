@@ -1,0 +1,414 @@
+//! The sync plan: everything one pod sync does, decided at once.
+//!
+//! [`plan_pod_sync`] wraps [`compute_pod_actions`] with the rest of upstream's
+//! `SyncPod` decisions: whether a pod kill has anything left to kill, the sandbox
+//! config (with the pod's cgroup parent), crash-loop back-off (derived from the
+//! runtime's record, see `backoff`), the image decision (present, pull, held by pull
+//! back-off, `ErrImageNeverPull`), and the config of every container to start (or why
+//! it cannot be built). The caller gathers the inputs (runtime status, which images
+//! are present, the in-memory pull back-off, the time, the cgroup parent), carries the
+//! plan out, and records what happened; the dry-run planner prints the same plan.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::domain::kuberuntime::actions::{
+    compute_pod_actions, ContainerToKill, KillReason, PodActions,
+};
+use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, RestartBackoff};
+use crate::domain::kuberuntime::dns::DnsWarning;
+use crate::domain::kuberuntime::requests::{
+    container_config, empty_dir_paths, pod_log_dir, sandbox_config, sandbox_dns, ContainerConfig,
+    RequestContext, SandboxConfig,
+};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::pod::{container_hash, format_pod, Container, ImageAction, Pod};
+use crate::domain::status::Waiting;
+use crate::domain::units::duration::GoDuration;
+
+/// When to look again at a container held for a reason with no back-off of its own
+/// (a config error, a missing image with pull policy `Never`, an image status error).
+pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
+
+/// What the image service said about an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImagePresence {
+    Present,
+    Absent,
+    /// The status call failed; the reason as the runtime gave it.
+    Unknown(String),
+}
+
+/// What a pod sync is planned from.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncInputs<'a> {
+    pub pod: &'a Pod,
+    /// What the runtime holds for the pod.
+    pub runtime: &'a PodRuntimeStatus,
+    /// The presence of the images [`images_to_inspect`] named; an image missing here
+    /// counts as not inspected.
+    pub images: &'a BTreeMap<String, ImagePresence>,
+    /// Images whose pull for this pod is in back-off, with the wait left (the runtime
+    /// records no failed pull, so the caller keeps this in memory).
+    pub image_backoff: &'a BTreeMap<String, Duration>,
+    /// Wall-clock time, nanoseconds since the Unix epoch (the runtime's exit times are).
+    pub now_unix_nanos: i64,
+    pub requests: &'a RequestContext,
+    /// The pod's cgroup in the driver's spelling; empty: the runtime's default.
+    pub cgroup_parent: &'a str,
+}
+
+/// A sandbox to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxCreation {
+    pub attempt: u32,
+    pub reason: String,
+    /// Folders to create first: the pod's log folder (the runtime writes there but
+    /// does not create it) and its emptyDir volumes.
+    pub directories: Vec<PathBuf>,
+    /// What the pod's DNS configuration could not honour, to report.
+    pub dns_warnings: Vec<DnsWarning>,
+}
+
+/// A container that cannot start now, with the status it shows and when to look again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub waiting: Waiting,
+    pub retry_after: Duration,
+}
+
+/// A container instance to create and start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartContainer {
+    /// Pull `config.image` first.
+    pub pull_image: bool,
+    pub config: ContainerConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerAction {
+    Start(Box<StartContainer>),
+    Held(Held),
+}
+
+/// The plan for one container `compute_pod_actions` wants started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPlan {
+    /// Index into the pod's init containers or containers.
+    pub index: usize,
+    pub name: String,
+    pub image: String,
+    /// Why it is started, for logs and the planner.
+    pub reason: String,
+    pub action: ContainerAction,
+}
+
+impl ContainerPlan {
+    pub fn held(&self) -> Option<&Held> {
+        match &self.action {
+            ContainerAction::Held(held) => Some(held),
+            ContainerAction::Start(_) => None,
+        }
+    }
+
+    /// The image to pull before starting, if any.
+    pub fn pull(&self) -> Option<&str> {
+        match &self.action {
+            ContainerAction::Start(start) if start.pull_image => Some(&start.config.image),
+            _ => None,
+        }
+    }
+}
+
+/// Everything one sync does; see the module documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncPlan {
+    /// `compute_pod_actions`' answer the plan is built on (for logs and reasons).
+    pub actions: PodActions,
+    /// Stop every container and ready sandbox of the pod first; only set when the
+    /// runtime holds something to stop.
+    pub kill_pod: Option<KillReason>,
+    /// Containers to stop one by one (never together with `kill_pod`).
+    pub kill_containers: Vec<ContainerToKill>,
+    /// The pod is killed and not run again (finished, or not allowed to restart).
+    pub kill_only: bool,
+    pub create_sandbox: Option<SandboxCreation>,
+    /// The sandbox to start containers in when none is created.
+    pub sandbox_id: String,
+    /// The sandbox's config, cgroup parent included: created from when
+    /// `create_sandbox`, and what containers are created against either way. Left
+    /// empty (default) when the sync neither creates a sandbox nor starts a container.
+    pub sandbox: SandboxConfig,
+    /// Init containers to start, in order; a sync stops at the first that does not start.
+    pub init_containers: Vec<ContainerPlan>,
+    pub containers: Vec<ContainerPlan>,
+    /// Sync again after this long: the earliest end of a hold.
+    pub resync_after: Option<Duration>,
+}
+
+impl SyncPlan {
+    /// True when the sync has nothing to do (beyond collecting garbage).
+    pub fn is_empty(&self) -> bool {
+        self.kill_pod.is_none()
+            && self.kill_containers.is_empty()
+            && self.create_sandbox.is_none()
+            && self.init_containers.is_empty()
+            && self.containers.is_empty()
+    }
+
+    /// Every container plan, init containers first.
+    pub fn steps(&self) -> impl Iterator<Item = &ContainerPlan> {
+        self.init_containers.iter().chain(&self.containers)
+    }
+
+    /// The images to pull, each once, in start order, with the containers waiting for it.
+    pub fn image_pulls(&self) -> Vec<(String, Vec<String>)> {
+        let mut pulls: Vec<(String, Vec<String>)> = Vec::new();
+        for step in self.steps() {
+            let Some(image) = step.pull() else {
+                continue;
+            };
+            match pulls.iter_mut().find(|(i, _)| i == image) {
+                Some((_, names)) => names.push(step.name.clone()),
+                None => pulls.push((image.to_owned(), vec![step.name.clone()])),
+            }
+        }
+        pulls
+    }
+}
+
+/// Whether a pod kill has anything to do: a container not yet exited or a ready
+/// sandbox (what stopping a pod stops).
+pub fn something_left_to_kill(status: &PodRuntimeStatus) -> bool {
+    status
+        .containers
+        .iter()
+        .any(|c| c.state != ContainerState::Exited)
+        || status
+            .sandboxes
+            .iter()
+            .any(|s| s.state == SandboxState::Ready)
+}
+
+/// A container `compute_pod_actions` wants started, before its image is considered.
+struct Candidate<'p> {
+    index: usize,
+    container: &'p Container,
+    reason: String,
+    restart_count: u32,
+    backoff: RestartBackoff,
+}
+
+/// The containers to start, init containers first, with their crash-loop back-off.
+fn candidates<'p>(
+    pod: &'p Pod,
+    runtime: &PodRuntimeStatus,
+    actions: &PodActions,
+) -> (Vec<Candidate<'p>>, Vec<Candidate<'p>>) {
+    let candidate = |index: usize, container: &'p Container, reason: String| {
+        let newest = runtime.find_container(&container.name);
+        Candidate {
+            index,
+            container,
+            reason,
+            restart_count: newest.map_or(0, |c| c.attempt.saturating_add(1)),
+            backoff: restart_backoff(BackoffPolicy::CRASH_LOOP, newest, container_hash(container)),
+        }
+    };
+    if actions.kill_pod && !actions.create_sandbox {
+        return (Vec::new(), Vec::new());
+    }
+    let init = actions
+        .init_containers_to_start
+        .iter()
+        .filter_map(|&i| {
+            let c = pod.spec.init_containers.get(i)?;
+            Some(candidate(i, c, "init container due".to_owned()))
+        })
+        .collect();
+    let regular = actions
+        .containers_to_start
+        .iter()
+        .filter_map(|s| {
+            let c = pod.spec.containers.get(s.index)?;
+            Some(candidate(s.index, c, s.reason.clone()))
+        })
+        .collect();
+    (init, regular)
+}
+
+/// The images whose presence [`plan_pod_sync`] needs: those of the containers it would
+/// start and that crash-loop back-off does not hold, each once.
+pub fn images_to_inspect(
+    pod: &Pod,
+    runtime: &PodRuntimeStatus,
+    now_unix_nanos: i64,
+) -> Vec<String> {
+    let actions = compute_pod_actions(pod, runtime);
+    let (init, regular) = candidates(pod, runtime, &actions);
+    let mut images: Vec<String> = Vec::new();
+    for c in init.iter().chain(&regular) {
+        if c.backoff.remaining(now_unix_nanos).is_none() && !images.contains(&c.container.image) {
+            images.push(c.container.image.clone());
+        }
+    }
+    images
+}
+
+fn held(reason: &str, message: String, retry_after: Duration) -> ContainerAction {
+    ContainerAction::Held(Held {
+        waiting: Waiting::new(reason, message),
+        retry_after,
+    })
+}
+
+/// Upstream's order: crash-loop back-off, then the image (`EnsureImageExists`), then
+/// the config. A config that cannot be built holds the container without pulling its
+/// image (upstream pulls first and fails after; the pull would be for nothing).
+fn plan_container(inputs: &SyncInputs<'_>, c: Candidate<'_>) -> ContainerPlan {
+    let container = c.container;
+    let image = container.image.as_str();
+    let action = if let Some(remaining) = c.backoff.remaining(inputs.now_unix_nanos) {
+        let delay =
+            GoDuration::from_nanos(i64::try_from(c.backoff.delay.as_nanos()).unwrap_or(i64::MAX));
+        held(
+            "CrashLoopBackOff",
+            format!(
+                "back-off {delay} restarting failed container={} pod={}",
+                container.name,
+                format_pod(inputs.pod)
+            ),
+            remaining,
+        )
+    } else {
+        plan_image_and_config(inputs, &c)
+    };
+    ContainerPlan {
+        index: c.index,
+        name: container.name.clone(),
+        image: image.to_owned(),
+        reason: c.reason,
+        action,
+    }
+}
+
+fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> ContainerAction {
+    let image = c.container.image.as_str();
+    let present = match inputs.images.get(image) {
+        Some(ImagePresence::Present) => true,
+        Some(ImagePresence::Absent) => false,
+        Some(ImagePresence::Unknown(reason)) => {
+            return held(
+                "ErrImageInspect",
+                format!("Failed to inspect image {image:?}: {reason}"),
+                RETRY_AFTER_ERROR,
+            )
+        }
+        None => {
+            return held(
+                "ErrImageInspect",
+                format!("Failed to inspect image {image:?}: its status was not read"),
+                RETRY_AFTER_ERROR,
+            )
+        }
+    };
+    let pull_image = match c.container.pull_policy().image_action(present) {
+        ImageAction::UsePresent => false,
+        ImageAction::NeverPullMissing => {
+            return held(
+                "ErrImageNeverPull",
+                format!("Container image {image:?} is not present with pull policy of Never"),
+                RETRY_AFTER_ERROR,
+            )
+        }
+        ImageAction::Pull => {
+            if let Some(&remaining) = inputs.image_backoff.get(image) {
+                return held(
+                    "ImagePullBackOff",
+                    format!("Back-off pulling image {image:?}"),
+                    remaining,
+                );
+            }
+            true
+        }
+    };
+    match container_config(
+        inputs.requests,
+        inputs.pod,
+        c.container,
+        c.restart_count,
+        c.backoff.next_step,
+    ) {
+        Ok(config) => ContainerAction::Start(Box::new(StartContainer { pull_image, config })),
+        Err(e) => held(
+            "CreateContainerConfigError",
+            e.to_string(),
+            RETRY_AFTER_ERROR,
+        ),
+    }
+}
+
+/// Plans one sync of `inputs.pod`; see the module documentation.
+pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
+    let pod = inputs.pod;
+    let actions = compute_pod_actions(pod, inputs.runtime);
+    let kill_pod = (actions.kill_pod && something_left_to_kill(inputs.runtime))
+        .then(|| actions.kill_pod_reason.clone())
+        .flatten();
+    let kill_containers = if actions.kill_pod {
+        Vec::new()
+    } else {
+        actions.containers_to_kill.clone()
+    };
+    let create_sandbox = actions.create_sandbox.then(|| {
+        let mut directories = vec![pod_log_dir(inputs.requests, pod)];
+        directories.extend(empty_dir_paths(inputs.requests, pod));
+        SandboxCreation {
+            attempt: actions.attempt,
+            reason: actions.create_sandbox_reason.clone().unwrap_or_default(),
+            directories,
+            dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
+        }
+    });
+    let (init, regular) = candidates(pod, inputs.runtime, &actions);
+    let init_containers: Vec<ContainerPlan> = init
+        .into_iter()
+        .map(|c| plan_container(inputs, c))
+        .collect();
+    let containers: Vec<ContainerPlan> = regular
+        .into_iter()
+        .map(|c| plan_container(inputs, c))
+        .collect();
+    let resync_after = init_containers
+        .iter()
+        .chain(&containers)
+        .filter_map(|c| c.held().map(|h| h.retry_after))
+        .min();
+    // Most syncs of a running pod start nothing: no config to build then.
+    let sandbox =
+        if create_sandbox.is_some() || !init_containers.is_empty() || !containers.is_empty() {
+            sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
+        } else {
+            SandboxConfig::default()
+        };
+    SyncPlan {
+        kill_only: actions.kill_pod && !actions.create_sandbox,
+        sandbox,
+        sandbox_id: if actions.create_sandbox {
+            String::new()
+        } else {
+            actions.sandbox_id.clone()
+        },
+        kill_pod,
+        kill_containers,
+        create_sandbox,
+        init_containers,
+        containers,
+        resync_after,
+        actions,
+    }
+}
+
+#[cfg(test)]
+mod tests;

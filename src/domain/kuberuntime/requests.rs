@@ -1,0 +1,534 @@
+//! The CRI requests for a pod, built like upstream's kuberuntime
+//! (`generatePodSandboxConfig`, `generateContainerConfig`,
+//! `generateLinuxContainerResources`) and its DNS configurer. Pure: the
+//! caller reads resolv.conf, creates the directories and talks to the runtime.
+//!
+//! The request values are the project's own: the CRI adapter maps them to its wire
+//! types, the fake runtime keeps them as they are.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::domain::cgroup::cfs;
+use crate::domain::config::ResolvedConfig;
+use crate::domain::kuberuntime::dns::{self, PodDns, ResolvConf};
+use crate::domain::kuberuntime::labels::*;
+use crate::domain::pod::{self, Container, Pod};
+
+/// The pod model has no terminationMessagePolicy field; this is the API default.
+const TERMINATION_MESSAGE_POLICY: &str = "File";
+/// A hostname is one DNS label (64 bytes with the terminating NUL).
+const HOSTNAME_MAX_LEN: usize = 63;
+
+/// What a pod sandbox is created from (the pod-level part of the spec).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxConfig {
+    pub name: String,
+    pub uid: String,
+    pub namespace: String,
+    pub attempt: u32,
+    pub hostname: String,
+    /// Directory the container log paths are relative to (`/var/log/pods/<ns>_<name>_<uid>`).
+    pub log_directory: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Empty: the runtime's default.
+    pub cgroup_parent: String,
+    pub host_network: bool,
+    pub host_pid: bool,
+    pub host_ipc: bool,
+    /// Empty: the runtime's default handler.
+    pub runtime_handler: String,
+    /// `None`: the runtime's default (usually the node's resolv.conf).
+    pub dns: Option<DnsConfig>,
+    pub port_mappings: Vec<PortMapping>,
+}
+
+/// The resolver configuration written into the sandbox's `/etc/resolv.conf`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DnsConfig {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    /// `ndots:5`-style resolver options.
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+/// A container port the sandbox exposes; `host_port` 0 means none on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortMapping {
+    pub protocol: Protocol,
+    pub container_port: i32,
+    pub host_port: i32,
+    /// Empty: every host address.
+    pub host_ip: String,
+}
+
+/// A host path bind-mounted into a container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mount {
+    pub container_path: String,
+    pub host_path: String,
+    pub readonly: bool,
+}
+
+/// The Linux resource settings of one container (cgroup values as the
+/// kernel takes them: CFS period and quota in microseconds, 0 meaning unset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinuxResources {
+    pub cpu_period: i64,
+    pub cpu_quota: i64,
+    pub cpu_shares: i64,
+    pub memory_limit_in_bytes: i64,
+    pub oom_score_adj: i64,
+}
+
+/// What one container instance is created from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerConfig {
+    pub name: String,
+    pub attempt: u32,
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub working_dir: String,
+    pub envs: Vec<(String, String)>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Relative to the sandbox's `log_directory`.
+    pub log_path: String,
+    pub mounts: Vec<Mount>,
+    pub linux: LinuxResources,
+    pub stdin: bool,
+    pub tty: bool,
+}
+
+/// Why a container's request cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, which the pod does not define")]
+    UnknownVolume {
+        container: String,
+        mount_path: String,
+        volume: String,
+    },
+    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, whose type is not supported (only hostPath and emptyDir are)")]
+    UnsupportedVolume {
+        container: String,
+        mount_path: String,
+        volume: String,
+    },
+    #[error("container {container:?}: volumeMount {mount_path:?} of volume {volume:?} has subPath {sub_path:?}, which must be relative and must not contain \"..\"")]
+    InvalidSubPath {
+        container: String,
+        mount_path: String,
+        volume: String,
+        sub_path: String,
+    },
+}
+
+/// The node settings the requests depend on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestContext {
+    /// podLogsDir, e.g. /var/log/pods
+    pub pod_logs_dir: PathBuf,
+    /// --root-dir, e.g. /var/lib/kubelet
+    pub root_dir: PathBuf,
+    /// Parsed from resolvConf (empty when unreadable).
+    pub host_dns: ResolvConf,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    pub cpu_cfs_quota: bool,
+    /// From cpuCFSQuotaPeriod, default 100000.
+    pub cpu_cfs_quota_period_us: i64,
+    /// The node's memory, for Burstable containers' OOM score. 0 (unknown)
+    /// scores every Burstable container as protected as it can be (3), so
+    /// set it from the machine info.
+    pub memory_capacity_bytes: u64,
+}
+
+impl RequestContext {
+    /// The context from the resolved configuration, with the node's memory.
+    pub fn from_config(resolved: &ResolvedConfig, host_dns: ResolvConf) -> Self {
+        let node = &resolved.node;
+        RequestContext {
+            pod_logs_dir: node.pod_logs_dir.clone(),
+            root_dir: resolved.options.root_dir.clone(),
+            host_dns,
+            cluster_dns: node.cluster_dns.clone(),
+            cluster_domain: node.cluster_domain.clone(),
+            cpu_cfs_quota: node.pod_cgroups.cpu_cfs_quota,
+            cpu_cfs_quota_period_us: i64::try_from(node.pod_cgroups.cpu_cfs_quota_period_us)
+                .unwrap_or(i64::MAX),
+            memory_capacity_bytes: node.machine.memory_capacity_bytes,
+        }
+    }
+}
+
+/// `<pod_logs_dir>/<namespace>_<name>_<uid>`
+pub fn pod_log_dir(ctx: &RequestContext, pod: &Pod) -> PathBuf {
+    let m = &pod.metadata;
+    ctx.pod_logs_dir
+        .join(format!("{}_{}_{}", m.namespace, m.name, m.uid))
+}
+
+/// `<root_dir>/pods/<uid>`: everything the kubelet keeps for the pod,
+/// removed at teardown.
+pub fn pod_dir(ctx: &RequestContext, pod_uid: &str) -> PathBuf {
+    ctx.root_dir.join("pods").join(pod_uid)
+}
+
+/// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume name>`
+pub fn empty_dir_path(ctx: &RequestContext, pod_uid: &str, volume: &str) -> PathBuf {
+    pod_dir(ctx, pod_uid)
+        .join("volumes")
+        .join("kubernetes.io~empty-dir")
+        .join(volume)
+}
+
+/// The emptyDir directories to create before the pod's containers, whether
+/// mounted or not (as upstream sets up every volume of the pod).
+pub fn empty_dir_paths(ctx: &RequestContext, pod: &Pod) -> Vec<PathBuf> {
+    pod.spec
+        .volumes
+        .iter()
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| empty_dir_path(ctx, &pod.metadata.uid, &v.name))
+        .collect()
+}
+
+/// The pod's DNS with the warnings to report (missing cluster DNS, limits).
+/// [`sandbox_config`] uses the same configuration.
+pub fn sandbox_dns(ctx: &RequestContext, pod: &Pod) -> PodDns {
+    dns::pod_dns(
+        &pod.spec.dns_policy,
+        pod.spec.host_network,
+        &ctx.host_dns,
+        &ctx.cluster_dns,
+        &ctx.cluster_domain,
+        &pod.metadata.namespace,
+    )
+}
+
+/// The sandbox for `pod`; `attempt` counts the sandboxes made for it before;
+/// `cgroup_parent` is the pod's cgroup in the driver's spelling (empty: the runtime's
+/// default).
+pub fn sandbox_config(
+    ctx: &RequestContext,
+    pod: &Pod,
+    attempt: u32,
+    cgroup_parent: &str,
+) -> SandboxConfig {
+    let m = &pod.metadata;
+    let mut labels = m.labels.clone();
+    labels.insert(POD_NAME_LABEL.into(), m.name.clone());
+    labels.insert(POD_NAMESPACE_LABEL.into(), m.namespace.clone());
+    labels.insert(POD_UID_LABEL.into(), m.uid.clone());
+    let dns = sandbox_dns(ctx, pod).config;
+    SandboxConfig {
+        name: m.name.clone(),
+        uid: m.uid.clone(),
+        namespace: m.namespace.clone(),
+        attempt,
+        // Under host networking the sandbox keeps the node's hostname.
+        hostname: if pod.spec.host_network {
+            String::new()
+        } else {
+            pod_hostname(pod)
+        },
+        log_directory: pod_log_dir(ctx, pod).display().to_string(),
+        labels,
+        annotations: m.annotations.clone(),
+        cgroup_parent: cgroup_parent.to_owned(),
+        host_network: pod.spec.host_network,
+        host_pid: false,
+        host_ipc: false,
+        runtime_handler: String::new(),
+        dns: Some(DnsConfig {
+            servers: dns.nameservers,
+            searches: dns.searches,
+            options: dns.options,
+        }),
+        port_mappings: port_mappings(pod),
+    }
+}
+
+/// spec.hostname, else the pod name, cut to one DNS label without a
+/// trailing `-` or `.`.
+fn pod_hostname(pod: &Pod) -> String {
+    let name = if pod.spec.hostname.is_empty() {
+        &pod.metadata.name
+    } else {
+        &pod.spec.hostname
+    };
+    if name.len() <= HOSTNAME_MAX_LEN {
+        return name.clone();
+    }
+    // Names are validated ASCII; the char walk only keeps a bad one from panicking.
+    let mut end = HOSTNAME_MAX_LEN;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].trim_end_matches(['-', '.']).to_string()
+}
+
+/// One mapping per container port, skipping a repeated port name (or, for
+/// unnamed ports, a repeated family/protocol/address/ports) within a
+/// container, as upstream's `MakePortMappings` does.
+fn port_mappings(pod: &Pod) -> Vec<PortMapping> {
+    let mut out = Vec::new();
+    for container in &pod.spec.containers {
+        let mut names = std::collections::BTreeSet::new();
+        for p in &container.ports {
+            let family = if p.host_ip.is_empty() {
+                "any"
+            } else if p.host_ip.contains(':') {
+                "v6"
+            } else {
+                "v4"
+            };
+            let name = if p.name.is_empty() {
+                format!(
+                    "{family}-{}-{}:{}:{}",
+                    p.protocol, p.host_ip, p.container_port, p.host_port
+                )
+            } else {
+                p.name.clone()
+            };
+            if !names.insert(name) {
+                continue;
+            }
+            out.push(PortMapping {
+                protocol: match p.protocol.as_str() {
+                    "UDP" => Protocol::Udp,
+                    "SCTP" => Protocol::Sctp,
+                    // TCP, and upstream's fallback for anything else.
+                    _ => Protocol::Tcp,
+                },
+                container_port: p.container_port,
+                host_port: p.host_port,
+                host_ip: p.host_ip.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The request creating `container`'s instance number `restart_count`, which records
+/// its crash-loop `backoff_step` (see `backoff`).
+pub fn container_config(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+    backoff_step: u32,
+) -> Result<ContainerConfig, RequestError> {
+    let m = &pod.metadata;
+    let envs = environment(container);
+    let env_map: BTreeMap<&str, &str> =
+        envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let expand_all =
+        |items: &[String]| -> Vec<String> { items.iter().map(|s| expand(s, &env_map)).collect() };
+    let labels = BTreeMap::from([
+        (CONTAINER_NAME_LABEL.to_string(), container.name.clone()),
+        (POD_NAME_LABEL.to_string(), m.name.clone()),
+        (POD_NAMESPACE_LABEL.to_string(), m.namespace.clone()),
+        (POD_UID_LABEL.to_string(), m.uid.clone()),
+    ]);
+    let annotations = BTreeMap::from([
+        (
+            CONTAINER_HASH_ANNOTATION.to_string(),
+            format!("{:x}", pod::container_hash(container)),
+        ),
+        (
+            CONTAINER_RESTART_COUNT_ANNOTATION.to_string(),
+            restart_count.to_string(),
+        ),
+        (
+            CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION.to_string(),
+            container.termination_message_path.clone(),
+        ),
+        (
+            CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION.to_string(),
+            TERMINATION_MESSAGE_POLICY.to_string(),
+        ),
+        (
+            POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
+            pod.spec.termination_grace_period().to_string(),
+        ),
+        (
+            CONTAINER_BACKOFF_STEP_ANNOTATION.to_string(),
+            backoff_step.to_string(),
+        ),
+    ]);
+    Ok(ContainerConfig {
+        name: container.name.clone(),
+        attempt: restart_count,
+        image: container.image.clone(),
+        command: expand_all(&container.command),
+        args: expand_all(&container.args),
+        working_dir: container.working_dir.clone(),
+        labels,
+        annotations,
+        log_path: format!("{}/{restart_count}.log", container.name),
+        mounts: mounts(ctx, pod, container)?,
+        linux: linux_resources(ctx, pod, container),
+        stdin: container.stdin,
+        tty: container.tty,
+        envs,
+    })
+}
+
+/// The container's variables in order; a value may refer to variables
+/// defined before it, and a repeated name keeps its first place with the
+/// last value.
+fn environment(container: &Container) -> Vec<(String, String)> {
+    let mut envs: Vec<(String, String)> = Vec::new();
+    for var in &container.env {
+        let value = {
+            let defined: BTreeMap<&str, &str> =
+                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            expand(&var.value, &defined)
+        };
+        match envs.iter_mut().find(|(k, _)| *k == var.name) {
+            Some(slot) => slot.1 = value,
+            None => envs.push((var.name.clone(), value)),
+        }
+    }
+    envs
+}
+
+/// Kubernetes' `$(VAR)` expansion: a defined reference is replaced, an
+/// undefined or unclosed one left as written, `$$` is a literal `$`, and a
+/// `$` before anything else stays.
+pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('(') {
+            match body.find(')') {
+                Some(close) => {
+                    let name = &body[..close];
+                    match vars.get(name) {
+                        Some(value) => out.push_str(value),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &body[close + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = body;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn mounts(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+) -> Result<Vec<Mount>, RequestError> {
+    container
+        .volume_mounts
+        .iter()
+        .map(|vm| {
+            let volume = pod
+                .spec
+                .volumes
+                .iter()
+                .find(|v| v.name == vm.name)
+                .ok_or_else(|| RequestError::UnknownVolume {
+                    container: container.name.clone(),
+                    mount_path: vm.mount_path.clone(),
+                    volume: vm.name.clone(),
+                })?;
+            let source = if let Some(host) = &volume.host_path {
+                PathBuf::from(&host.path)
+            } else if volume.empty_dir.is_some() {
+                empty_dir_path(ctx, &pod.metadata.uid, &volume.name)
+            } else {
+                return Err(RequestError::UnsupportedVolume {
+                    container: container.name.clone(),
+                    mount_path: vm.mount_path.clone(),
+                    volume: vm.name.clone(),
+                });
+            };
+            let host_path = if vm.sub_path.is_empty() {
+                source
+            } else {
+                // A subPath must stay inside its volume.
+                let sub = Path::new(&vm.sub_path);
+                if !sub
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+                {
+                    return Err(RequestError::InvalidSubPath {
+                        container: container.name.clone(),
+                        mount_path: vm.mount_path.clone(),
+                        volume: vm.name.clone(),
+                        sub_path: vm.sub_path.clone(),
+                    });
+                }
+                source.join(sub)
+            };
+            Ok(Mount {
+                container_path: vm.mount_path.clone(),
+                host_path: host_path.display().to_string(),
+                readonly: vm.read_only,
+            })
+        })
+        .collect()
+}
+
+/// CPU shares from the request (the limit when there is none, as API
+/// defaulting would), CFS quota from the limit, the memory limit, and the
+/// OOM score of the pod's QoS class.
+fn linux_resources(ctx: &RequestContext, pod: &Pod, container: &Container) -> LinuxResources {
+    let res = &container.resources;
+    let cpu_limit = res.limits.get("cpu").map_or(0, |q| q.milli_value());
+    let cpu_request = res
+        .requests
+        .get("cpu")
+        .map_or(cpu_limit, |q| q.milli_value());
+    let (cpu_period, cpu_quota) = if ctx.cpu_cfs_quota {
+        (
+            ctx.cpu_cfs_quota_period_us,
+            cfs::milli_cpu_to_quota(cpu_limit, ctx.cpu_cfs_quota_period_us),
+        )
+    } else {
+        (0, 0)
+    };
+    LinuxResources {
+        cpu_period,
+        cpu_quota,
+        cpu_shares: cfs::milli_cpu_to_shares(cpu_request),
+        // Zero means no limit; a negative limit is rejected by validation.
+        memory_limit_in_bytes: res.limits.get("memory").map_or(0, |q| q.value().max(0)),
+        oom_score_adj: pod::pod_container_oom_score_adj(pod, container, ctx.memory_capacity_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests;
