@@ -329,7 +329,7 @@ pub async fn start_container_manager(
             info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver")
         }
         Ok(DriverAgreement::Unknown) => {
-            warn!(%driver, error = %reported.err().map(|e| e.to_string()).unwrap_or_default(), "cannot ask the container runtime for its cgroup driver; using the configured one")
+            warn!(%driver, error = %reported.err().map(|e| Chain(&e).to_string()).unwrap_or_default(), "cannot ask the container runtime for its cgroup driver; using the configured one")
         }
         Err(mismatch) => return Err(StartupError::Invalid(vec![mismatch.to_string()])),
     }

@@ -3,6 +3,8 @@
 //! types (`domain::kuberuntime::{requests, runtime}`); adapters map their wire types
 //! into these, so callers never see protobuf or transport details.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::domain::cgroup::CgroupDriver;
@@ -12,19 +14,38 @@ use crate::domain::kuberuntime::runtime::{
     SandboxEntry, SandboxFilter, SandboxStatus,
 };
 
+/// The cause of a runtime error as the transport or the runtime gave it; shared, so an
+/// error can be cloned into every status it explains.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A cause that is only a message (a runtime's own refusal, an unusable endpoint).
+pub fn cause(message: impl Into<String>) -> Cause {
+    Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(
+        message.into(),
+    ))
+}
+
 /// Errors of every runtime call, mapped from the transport's codes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
     #[error("not found: {0}")]
     NotFound(String),
     #[error("the runtime does not implement {0}")]
     Unimplemented(String),
-    #[error("runtime unavailable at {endpoint}: {reason}")]
-    Unavailable { endpoint: String, reason: String },
+    #[error("runtime unavailable at {endpoint}")]
+    Unavailable {
+        endpoint: String,
+        #[source]
+        source: Cause,
+    },
     #[error("runtime call {call} timed out after {timeout_ms} ms")]
     DeadlineExceeded { call: String, timeout_ms: u64 },
-    #[error("runtime call {call} failed: {reason}")]
-    Failed { call: String, reason: String },
+    #[error("runtime call {call} failed")]
+    Failed {
+        call: String,
+        #[source]
+        source: Cause,
+    },
 }
 
 /// A stream of container events; `None` once it has ended.

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,7 +23,9 @@ use crate::domain::kuberuntime::runtime::{
     ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
     SandboxStatus,
 };
-use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
+use crate::ports::runtime::{
+    cause, ContainerEventStream, ImageService, RuntimeError, RuntimeService,
+};
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod proto {
@@ -55,7 +58,7 @@ impl CriRuntime {
     pub fn connect(endpoint: &str, timeout: Duration) -> Result<CriRuntime, RuntimeError> {
         let unavailable = |reason: &str| RuntimeError::Unavailable {
             endpoint: endpoint.to_string(),
-            reason: reason.to_string(),
+            source: cause(reason),
         };
         let path = endpoint
             .strip_prefix("unix://")
@@ -97,7 +100,7 @@ impl CriRuntime {
     {
         match tokio::time::timeout(self.timeout, fut).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(map_status(&self.endpoint, name, self.timeout, &status)),
+            Ok(Err(status)) => Err(map_status(&self.endpoint, name, self.timeout, status)),
             Err(_) => Err(deadline(name, self.timeout)),
         }
     }
@@ -119,7 +122,7 @@ impl ContainerEventStream for CriEventStream {
                 &self.endpoint,
                 "GetContainerEvents",
                 self.timeout,
-                &status,
+                status,
             ))),
         }
     }
@@ -151,33 +154,38 @@ fn deadline(call: &str, timeout: Duration) -> RuntimeError {
     }
 }
 
+/// A gRPC status as a cause: its code and message, with the transport's own causes
+/// below it.
+#[derive(Debug)]
+struct CallStatus(Status);
+
+impl std::fmt::Display for CallStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.0.code(), self.0.message())
+    }
+}
+
+impl std::error::Error for CallStatus {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
 /// Maps a gRPC status of call `call` to the port's error.
-fn map_status(endpoint: &str, call: &str, timeout: Duration, status: &Status) -> RuntimeError {
+fn map_status(endpoint: &str, call: &str, timeout: Duration, status: Status) -> RuntimeError {
     match status.code() {
         Code::NotFound => RuntimeError::NotFound(status.message().to_string()),
         Code::Unimplemented => RuntimeError::Unimplemented(call.to_string()),
         Code::Unavailable => RuntimeError::Unavailable {
             endpoint: endpoint.to_string(),
-            reason: status_reason(status),
+            source: Arc::new(CallStatus(status)),
         },
         Code::DeadlineExceeded => deadline(call, timeout),
         _ => RuntimeError::Failed {
             call: call.to_string(),
-            reason: status_reason(status),
+            source: Arc::new(CallStatus(status)),
         },
     }
-}
-
-fn status_reason(status: &Status) -> String {
-    use std::error::Error as _;
-    let mut reason = format!("{:?}: {}", status.code(), status.message());
-    let mut source = status.source();
-    while let Some(cause) = source {
-        reason.push_str(": ");
-        reason.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    reason
 }
 
 fn to_hash_map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
@@ -552,7 +560,7 @@ impl RuntimeService for CriRuntime {
         request.set_timeout(budget);
         match tokio::time::timeout(budget, c.stop_container(request)).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(status)) => Err(map_status(&self.endpoint, "StopContainer", budget, &status)),
+            Ok(Err(status)) => Err(map_status(&self.endpoint, "StopContainer", budget, status)),
             Err(_) => Err(deadline("StopContainer", budget)),
         }
     }
@@ -635,7 +643,7 @@ impl RuntimeService for CriRuntime {
                     &self.endpoint,
                     "GetContainerEvents",
                     self.timeout,
-                    &status,
+                    status,
                 ))
             }
             Err(_) => return Err(deadline("GetContainerEvents", self.timeout)),
@@ -717,24 +725,24 @@ mod tests {
     #[test]
     fn status_codes_map_to_port_errors() {
         let t = Duration::from_millis(1500);
-        let e = |code| map_status("unix:///x", "Call", t, &Status::new(code, "msg"));
-        assert_eq!(e(Code::NotFound), RuntimeError::NotFound("msg".into()));
-        assert_eq!(
-            e(Code::Unimplemented),
-            RuntimeError::Unimplemented("Call".into())
-        );
+        let e = |code| map_status("unix:///x", "Call", t, Status::new(code, "msg"));
+        assert!(matches!(e(Code::NotFound), RuntimeError::NotFound(m) if m == "msg"));
+        assert!(matches!(e(Code::Unimplemented), RuntimeError::Unimplemented(c) if c == "Call"));
         assert!(matches!(
             e(Code::Unavailable),
             RuntimeError::Unavailable { .. }
         ));
-        assert_eq!(
+        assert!(matches!(
             e(Code::DeadlineExceeded),
-            RuntimeError::DeadlineExceeded {
-                call: "Call".into(),
-                timeout_ms: 1500
-            }
+            RuntimeError::DeadlineExceeded { call, timeout_ms: 1500 } if call == "Call"
+        ));
+        let failed = e(Code::Unknown);
+        assert!(matches!(&failed, RuntimeError::Failed { call, .. } if call == "Call"));
+        // The status is kept as the cause, with its code and message.
+        assert_eq!(
+            crate::ports::error::Chain(&failed).to_string(),
+            "runtime call Call failed: Unknown: msg"
         );
-        assert!(matches!(e(Code::Unknown), RuntimeError::Failed { call, .. } if call == "Call"));
     }
 
     #[test]

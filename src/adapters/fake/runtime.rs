@@ -18,7 +18,9 @@ use crate::domain::kuberuntime::runtime::{
     SandboxStatus,
 };
 use crate::ports::clock::Clock;
-use crate::ports::runtime::{ContainerEventStream, ImageService, RuntimeError, RuntimeService};
+use crate::ports::runtime::{
+    cause, ContainerEventStream, ImageService, RuntimeError, RuntimeService,
+};
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
 
@@ -272,7 +274,7 @@ impl RuntimeService for FakeRuntime {
             Some(sb) if sb.status.state != SandboxState::Ready => {
                 return Err(RuntimeError::Failed {
                     call: "CreateContainer".into(),
-                    reason: format!("sandbox {sandbox_id} is not ready"),
+                    source: cause(format!("sandbox {sandbox_id} is not ready")),
                 })
             }
             Some(_) => {}
@@ -314,7 +316,7 @@ impl RuntimeService for FakeRuntime {
         if c.status.state != ContainerState::Created {
             return Err(RuntimeError::Failed {
                 call: "StartContainer".into(),
-                reason: format!("container {container_id} is not in state Created"),
+                source: cause(format!("container {container_id} is not in state Created")),
             });
         }
         c.status.state = ContainerState::Running;
@@ -402,7 +404,7 @@ impl ImageService for FakeRuntime {
         if let Some(reason) = &s.pull_failure {
             return Err(RuntimeError::Failed {
                 call: "PullImage".into(),
-                reason: reason.clone(),
+                source: cause(reason.clone()),
             });
         }
         let id = format!("sha256:{:064x}", s.images.len() + 1);

@@ -194,7 +194,7 @@ async fn observe_live(
     let inner = match (deps.runtime_for)(endpoint, node.runtime_request_timeout) {
         Ok(inner) => inner,
         Err(e) => {
-            warnings.push(unreachable(e.to_string()));
+            warnings.push(unreachable(Chain(&e).to_string()));
             return (Vec::new(), None);
         }
     };
@@ -203,7 +203,8 @@ async fn observe_live(
     match (deps.images_for)(images_at, node.runtime_request_timeout) {
         Ok(images) => runtime = runtime.with_images(images),
         Err(e) => warnings.push(format!(
-            "the image service at {images_at} did not answer ({e}); image presence is not known"
+            "the image service at {images_at} did not answer ({}); image presence is not known",
+            Chain(&e)
         )),
     }
     let observed = async {
@@ -214,7 +215,7 @@ async fn observe_live(
     match observed {
         Ok(pods) => (pods, Some(runtime)),
         Err(e) => {
-            warnings.push(unreachable(e.to_string()));
+            warnings.push(unreachable(Chain(&e).to_string()));
             (Vec::new(), None)
         }
     }
@@ -240,15 +241,22 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
         recorded_at_unix_nanos: Some(deps.clock.now_unix_nanos()),
     };
     let endpoint = &node.runtime_endpoint;
-    let inner = (deps.runtime_for)(endpoint, node.runtime_request_timeout)
-        .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
+    let inner = (deps.runtime_for)(endpoint, node.runtime_request_timeout).map_err(|e| {
+        vec![format!(
+            "the container runtime at {endpoint}: {}",
+            Chain(&e)
+        )]
+    })?;
     let images_at = &node.image_service_endpoint;
     let images = (deps.images_for)(images_at, node.runtime_request_timeout)
-        .map_err(|e| vec![format!("the image service at {images_at}: {e}")])?;
+        .map_err(|e| vec![format!("the image service at {images_at}: {}", Chain(&e))])?;
     let runtime = ReadOnlyRuntime::new(inner).with_images(images);
-    facts.pods = observe_pods(&runtime, &[])
-        .await
-        .map_err(|e| vec![format!("the container runtime at {endpoint}: {e}")])?;
+    facts.pods = observe_pods(&runtime, &[]).await.map_err(|e| {
+        vec![format!(
+            "the container runtime at {endpoint}: {}",
+            Chain(&e)
+        )]
+    })?;
     for (image, presence) in image_presence(&runtime, &pod_images(&inputs.desired)).await {
         match presence {
             ImagePresence::Present => facts.images.insert(image, true),

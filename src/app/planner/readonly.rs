@@ -12,7 +12,7 @@ use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry,
     SandboxFilter, SandboxStatus,
 };
-use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
+use crate::ports::runtime::{cause, ImageService, RuntimeError, RuntimeService};
 
 /// Wraps a runtime (and optionally an image service); see the module documentation.
 pub struct ReadOnlyRuntime {
@@ -51,7 +51,9 @@ impl ReadOnlyRuntime {
             .push(format!("{call} {subject}"));
         Err(RuntimeError::Failed {
             call: call.to_string(),
-            reason: format!("refused for {subject:?}: the dry-run planner is read-only"),
+            source: cause(format!(
+                "refused for {subject:?}: the dry-run planner is read-only"
+            )),
         })
     }
 }

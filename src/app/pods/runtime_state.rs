@@ -97,7 +97,7 @@ pub async fn image_presence(
         let state = match service.image_status(image).await {
             Ok(Some(_)) => ImagePresence::Present,
             Ok(None) => ImagePresence::Absent,
-            Err(e) => ImagePresence::Unknown(e.to_string()),
+            Err(e) => ImagePresence::Unknown(crate::ports::error::Chain(&e).to_string()),
         };
         presence.insert(image.clone(), state);
     }

@@ -26,7 +26,8 @@ use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, Sand
 use crate::domain::pod::Pod;
 use crate::domain::status::Waiting;
 use crate::ports::clock::Clock;
-use crate::ports::runtime::{ImageService, RuntimeService};
+use crate::ports::error::Chain;
+use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
 const DEFAULT_GRACE_SECS: i64 = 30;
@@ -128,7 +129,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
         Ok(view) => view,
         Err(error) => {
-            warn!(%error, "cannot read the pod's runtime status; retrying");
+            warn!(error = %Chain(&error), "cannot read the pod's runtime status; retrying");
             outcome.retry(RETRY_AFTER_ERROR);
             return outcome;
         }
@@ -161,7 +162,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     for kill in &plan.kill_containers {
         info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
         if let Err(error) = ctx.runtime.stop_container(&kill.id, grace).await {
-            warn!(container = %kill.name, %error, "failed to stop container");
+            warn!(container = %kill.name, error = %Chain(&error), "failed to stop container");
         }
     }
     if plan.kill_only {
@@ -170,7 +171,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
 
     // The pod's cgroup exists before its sandbox is asked for (upstream EnsureExists).
     if let Err(error) = ctx.containers.ensure_pod(pod).await {
-        warn!(%error, "failed to create the pod's cgroup; retrying");
+        warn!(error = %Chain(&error), "failed to create the pod's cgroup; retrying");
         outcome.retry(RETRY_AFTER_ERROR);
         return outcome;
     }
@@ -181,7 +182,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
                 id
             }
             Err(error) => {
-                warn!(%error, "failed to create pod sandbox; retrying");
+                warn!(error = %Chain(&error), "failed to create pod sandbox; retrying");
                 outcome.retry(RETRY_AFTER_ERROR);
                 return outcome;
             }
@@ -206,23 +207,36 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     outcome
 }
 
+/// Why a pod's sandbox was not created.
+#[derive(Debug, thiserror::Error)]
+enum SandboxError {
+    #[error("cannot create {}", path.display())]
+    Directory {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
 async fn create_sandbox(
     ctx: &SyncContext,
     creation: &SandboxCreation,
     sandbox: &SandboxConfig,
-) -> Result<String, String> {
+) -> Result<String, SandboxError> {
     for warning in &creation.dns_warnings {
         warn!(%warning, "pod DNS configuration");
     }
     for dir in &creation.directories {
         tokio::fs::create_dir_all(dir)
             .await
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|source| SandboxError::Directory {
+                path: dir.clone(),
+                source,
+            })?;
     }
-    ctx.runtime
-        .run_pod_sandbox(sandbox)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(ctx.runtime.run_pod_sandbox(sandbox).await?)
 }
 
 /// Carries out one container's plan: held as planned, or pull (once per image and
@@ -258,11 +272,11 @@ async fn carry_out(
         .runtime
         .create_container(sandbox_id, &start.config, sandbox)
         .await
-        .map_err(|e| failed(&step.name, "CreateContainerError", e.to_string()))?;
+        .map_err(|e| failed(&step.name, "CreateContainerError", Chain(&e).to_string()))?;
     ctx.runtime
         .start_container(&id)
         .await
-        .map_err(|e| failed(&step.name, "RunContainerError", e.to_string()))?;
+        .map_err(|e| failed(&step.name, "RunContainerError", Chain(&e).to_string()))?;
     info!(container = %step.name, %id, restart_count = start.config.attempt, "started container");
     Ok(())
 }
@@ -290,11 +304,11 @@ async fn pull_image(
             let retry_after = backoff
                 .current_delay(&key)
                 .map_or(RETRY_AFTER_ERROR, |d| d.min(RETRY_AFTER_ERROR));
-            warn!(container, image, %error, "failed to pull image");
+            warn!(container, image, error = %Chain(&error), "failed to pull image");
             Err(Held {
                 waiting: Waiting::new(
                     "ErrImagePull",
-                    format!("Failed to pull image {image:?}: {error}"),
+                    format!("Failed to pull image {image:?}: {}", Chain(&error)),
                 ),
                 retry_after,
             })
@@ -315,7 +329,7 @@ async fn stop_pod(ctx: &SyncContext, status: &PodRuntimeStatus, grace_secs: i64)
         let (id, name) = (c.id.clone(), c.name.clone());
         stops.spawn(async move {
             if let Err(error) = runtime.stop_container(&id, grace_secs).await {
-                warn!(container = %name, %id, %error, "failed to stop container");
+                warn!(container = %name, %id, error = %Chain(&error), "failed to stop container");
             }
         });
     }
@@ -326,7 +340,7 @@ async fn stop_pod(ctx: &SyncContext, status: &PodRuntimeStatus, grace_secs: i64)
         .filter(|s| s.state == SandboxState::Ready)
     {
         if let Err(error) = ctx.runtime.stop_pod_sandbox(&s.id).await {
-            warn!(sandbox = %s.id, %error, "failed to stop pod sandbox");
+            warn!(sandbox = %s.id, error = %Chain(&error), "failed to stop pod sandbox");
         }
     }
 }
@@ -338,7 +352,7 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     let view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
         Ok(view) => view,
         Err(error) => {
-            warn!(%error, "cannot read the pod's runtime status to terminate it");
+            warn!(error = %Chain(&error), "cannot read the pod's runtime status to terminate it");
             return false;
         }
     };
@@ -348,20 +362,20 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     let mut clean = true;
     for c in &view.status.containers {
         if let Err(error) = ctx.runtime.remove_container(&c.id).await {
-            warn!(container = %c.name, id = %c.id, %error, "failed to remove container");
+            warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove container");
             clean = false;
         }
     }
     for s in &view.status.sandboxes {
         if let Err(error) = ctx.runtime.remove_pod_sandbox(&s.id).await {
-            warn!(sandbox = %s.id, %error, "failed to remove pod sandbox");
+            warn!(sandbox = %s.id, error = %Chain(&error), "failed to remove pod sandbox");
             clean = false;
         }
     }
     // Only now that its containers are gone may the pod's cgroup go.
     if clean {
         if let Err(error) = ctx.containers.remove_pod(uid).await {
-            warn!(%error, "failed to remove the pod's cgroup");
+            warn!(error = %Chain(&error), "failed to remove the pod's cgroup");
             clean = false;
         }
     }
@@ -373,7 +387,9 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => warn!(dir = %dir.display(), %error, "failed to remove pod folder"),
+            Err(error) => {
+                warn!(dir = %dir.display(), error = %Chain(&error), "failed to remove pod folder")
+            }
         }
     }
     if let Some(pod) = pod {
@@ -398,7 +414,7 @@ async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
                 removed.insert(c.id.as_str());
             }
             Err(error) => {
-                warn!(container = %c.name, id = %c.id, %error, "failed to remove dead container")
+                warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container")
             }
         }
     }
@@ -411,7 +427,9 @@ async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
     for s in dead_sandboxes(status, &in_use) {
         match ctx.runtime.remove_pod_sandbox(&s.id).await {
             Ok(()) => debug!(sandbox = %s.id, "removed dead sandbox"),
-            Err(error) => warn!(sandbox = %s.id, %error, "failed to remove dead sandbox"),
+            Err(error) => {
+                warn!(sandbox = %s.id, error = %Chain(&error), "failed to remove dead sandbox")
+            }
         }
     }
 }
