@@ -249,7 +249,7 @@ fn parse_tree(tokens: &[Token], mut i: usize, prefix: Vec<String>) -> (Vec<Vec<S
     loop {
         match tokens.get(i).map(|t| &t.tok) {
             Some(Tok::Ident(s)) => {
-                if !(s == "self" && !segments.is_empty()) {
+                if s != "self" || segments.is_empty() {
                     segments.push(s.clone());
                 }
                 i += 1;
@@ -698,7 +698,7 @@ fn tree_violations() -> Vec<Violation> {
     let mut all = Vec::new();
     for (rel, text) in &sources {
         let (module, _) = module_of(rel);
-        let test = (1..=module.len()).any(|n| test_only.contains(&module[..n].to_vec()));
+        let test = (1..=module.len()).any(|n| test_only.contains(&module[..n]));
         all.extend(violations(rel, text, test));
     }
     all
