@@ -15,8 +15,8 @@
 # root folder, the pod logs and the file. Each run starts with fresh ones.
 #
 # The build is the `local` profile of Cargo.toml: optimized like a release, without its
-# link-time optimization, and shared with the benchmarks of scripts/test.sh; `make
-# install` builds the packaged binary with the full release profile.
+# link-time optimization, so that a first run builds faster; `make install` builds the
+# packaged binary with the full release profile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -92,5 +92,5 @@ fi
 } >"$config"
 
 status=0
-"./target/$profile/rkubelet" --config="$config" --root-dir="$state/root" "$@" || status=$?
+"${CARGO_TARGET_DIR:-target}/$profile/rkubelet" --config="$config" --root-dir="$state/root" "$@" || status=$?
 exit "$status"

@@ -10,8 +10,9 @@
 # missing. Likewise a benchmark that cannot reach its peer fails.
 #
 # The crate is compiled three ways, each needed once: clippy's check, the test build
-# (dev profile), and the benchmarks' optimized build (the `local` profile, which
-# scripts/run.sh shares).
+# (dev profile), and the benchmarks' release build (the `release-unwind` profile: the
+# release profile's optimizations, with one build of the dependencies for the benchmarks
+# and the binaries they start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -38,7 +39,7 @@ echo "== benchmarks (each figure with its goal: met or NOT MET)"
 figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
 mkdir -p "$(dirname "$figures")"
 # One invocation builds the benches once.
-cargo bench --locked --profile local \
+cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner \
     | tee "$figures"
 took "benchmarks"
