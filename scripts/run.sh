@@ -14,15 +14,15 @@
 # (Ctrl-C), the script removes what it made: the private containerd with its pods, the
 # root folder, the pod logs and the file. Each run starts with fresh ones.
 #
-# The build is the `local` profile of Cargo.toml: optimized like a release, without its
-# link-time optimization, so that a first run builds faster; `make install` builds the
-# packaged binary with the full release profile.
+# The build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
+# on panic; scripts/test.sh builds the benchmarks with it, so each command reuses what
+# the other built. `make install` builds the packaged binary (release, abort on panic).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 state=${RKUBELET_STATE_DIR:-${TMPDIR:-/tmp}/rkubelet-run}
 port=${RKUBELET_HEALTHZ_PORT:-10248}
-profile=local
+profile=release-unwind
 
 endpoint=${RKUBELET_ENDPOINT:-}
 if [[ -z "$endpoint" ]]; then
@@ -48,6 +48,7 @@ cleanup() {
     fi
     # --one-file-system: never into a mount left below the state folder.
     rm -rf --one-file-system "$state/root" "$state/logs" "$config"
+    rmdir "$state" 2>/dev/null || true
 }
 trap cleanup EXIT
 

@@ -12,7 +12,7 @@
 # The crate is compiled three ways, each needed once: clippy's check, the test build
 # (dev profile), and the benchmarks' release build (the `release-unwind` profile: the
 # release profile's optimizations, with one build of the dependencies for the benchmarks
-# and the binaries they start).
+# and the binaries they start; scripts/run.sh shares it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
