@@ -1,5 +1,5 @@
 # Build and install rkubelet as a systemd service.
-#   make install                     # binary to /usr/local/bin, unit and kubeadm drop-in
+#   make install                     # rkubelet and rkubelet-snapshot to /usr/local/bin, unit and kubeadm drop-in
 #   make install DESTDIR=/tmp/stage  # staged install, for packaging
 #   make install KUBEADM_DROPIN=     # without the kubeadm drop-in
 # The unit files name /usr/local/bin/rkubelet; install rewrites that to $(PREFIX)/bin.
@@ -21,6 +21,7 @@ build:
 
 install: build
 	install -D -m 0755 $(TARGET_DIR)/release/rkubelet $(BINDIR)/rkubelet
+	install -D -m 0755 $(TARGET_DIR)/release/rkubelet-snapshot $(BINDIR)/rkubelet-snapshot
 	install -D -m 0644 packaging/rkubelet.service $(UNITDIR)/rkubelet.service
 	sed -i 's#/usr/local/bin/rkubelet#$(PREFIX)/bin/rkubelet#' $(UNITDIR)/rkubelet.service
 ifneq ($(KUBEADM_DROPIN),)
@@ -30,5 +31,5 @@ endif
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null; then systemctl daemon-reload || true; fi
 
 uninstall:
-	rm -f $(BINDIR)/rkubelet $(UNITDIR)/rkubelet.service $(DROPINDIR)/$(KUBEADM_DROPIN)
+	rm -f $(BINDIR)/rkubelet $(BINDIR)/rkubelet-snapshot $(UNITDIR)/rkubelet.service $(DROPINDIR)/$(KUBEADM_DROPIN)
 	-rmdir $(DROPINDIR) 2>/dev/null

@@ -2,11 +2,9 @@
 //! quota, memory and pids limits) under `kubepods-burstable.slice`, one at a time, against
 //! a private systemd manager (scripts/test-env/systemd-up.sh). Prints the time per slice
 //! for each phase. Goal: under 10 ms per create and per destroy. `RKUBELET_BENCH_PODS`
-//! sets the number of pods (default 100). Skips, saying why, when not root or systemd is
-//! not installed.
+//! sets the number of pods (default 100). Needs root and systemd; fails, saying which is
+//! missing, without them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::systemd::{CgroupMount, SystemdManager};
@@ -16,66 +14,40 @@ use rkubelet::ports::cgroup::CgroupManager;
 #[allow(dead_code)] // shared with the tests, which use more of it
 #[path = "../tests/common/cgroups.rs"]
 mod cgroups;
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/systemd.rs"]
+mod systemd;
+
+mod common;
 
 use cgroups::pod_limits;
+use common::{below, fail};
+use systemd::Systemd;
 
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
-}
-
-/// Tears the private manager down however the bench ends.
-struct Peer(PathBuf);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = Command::new(scripts().join("systemd-down.sh"))
-            .arg(&self.0)
-            .status();
-    }
-}
-
-fn per(total: Duration, n: usize) -> String {
-    format!(
-        "{:.2} ms/slice ({:.0} ms total)",
-        total.as_secs_f64() * 1000.0 / n.max(1) as f64,
-        total.as_secs_f64() * 1000.0
-    )
+/// Milliseconds per slice.
+fn per_slice(total: Duration, n: usize) -> f64 {
+    total.as_secs_f64() * 1000.0 / n.max(1) as f64
 }
 
 fn main() {
-    if !nix::unistd::Uid::effective().is_root() {
-        println!("cgroups_systemd: SKIP: not root; a private systemd manager needs root");
-        return;
-    }
-    if !Path::new("/lib/systemd/systemd").exists() {
-        println!(
-            "cgroups_systemd: SKIP: systemd is not installed (scripts/test-env/install-deps.sh)"
-        );
-        return;
+    if let Some(missing) = Systemd::unavailable() {
+        fail("cgroups_systemd", &missing);
     }
     let pods: usize = std::env::var("RKUBELET_BENCH_PODS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
-    let base = PathBuf::from(format!("/tmp/rksd-{}-bench", std::process::id()));
-    let peer = Peer(base.clone());
-    let up = Command::new(scripts().join("systemd-up.sh"))
-        .arg(&base)
-        // its stdout is the env file's path; its timings (stderr) stay visible
-        .stdout(std::process::Stdio::null())
-        .status();
-    if !up.is_ok_and(|s| s.success()) {
-        println!("cgroups_systemd: FAIL: systemd-up.sh failed");
-        std::process::exit(1);
-    }
-    let address = format!("unix:path={}/run/bus", base.display());
+    // Torn down however the bench ends.
+    let peer = Systemd::start("bench");
+    let address = peer.var("DBUS_SYSTEM_BUS_ADDRESS");
 
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     else {
-        println!("cgroups_systemd: FAIL: no tokio runtime");
-        std::process::exit(1);
+        fail("cgroups_systemd", "no tokio runtime");
     };
     let result = rt.block_on(async {
         let root = std::path::PathBuf::from("/sys/fs/cgroup");
@@ -113,12 +85,15 @@ fn main() {
     match result {
         Ok((created, destroyed, listed)) => {
             println!("cgroups_systemd: {pods} pod slices (listed {listed} while up)");
-            println!("cgroups_systemd: create  {}", per(created, pods));
-            println!("cgroups_systemd: destroy {}", per(destroyed, pods));
+            for (phase, total) in [("create ", created), ("destroy", destroyed)] {
+                let each = per_slice(total, pods);
+                println!(
+                    "cgroups_systemd: {phase} {each:.2} ms/slice ({:.0} ms total; {})",
+                    total.as_secs_f64() * 1000.0,
+                    below(each, 10.0, " ms/slice")
+                );
+            }
         }
-        Err(e) => {
-            println!("cgroups_systemd: FAIL: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fail("cgroups_systemd", &e.to_string()),
     }
 }

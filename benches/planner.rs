@@ -17,6 +17,10 @@ use rkubelet::domain::kuberuntime::runtime::{
 };
 use rkubelet::domain::pod::{container_hash, Container, Pod, CONFIG_SOURCE_ANNOTATION};
 
+mod common;
+
+use common::{below, fail};
+
 const PODS: usize = 1_000;
 const GOAL: Duration = Duration::from_millis(100);
 
@@ -78,8 +82,7 @@ fn observed(pod: &Pod, i: usize) -> Option<PodRuntimeStatus> {
 
 fn main() {
     let Ok(given) = cli::parse(["rkubelet", "--container-runtime-endpoint=fake://"]) else {
-        eprintln!("planner bench: flags do not parse");
-        return;
+        fail("planner", "flags do not parse");
     };
     let config_inputs = config::ConfigInputs::from_flags(given);
     let pods: Vec<Pod> = (0..PODS).map(pod).collect();
@@ -98,8 +101,7 @@ fn main() {
         recorded_at_unix_nanos: Some(1_700_000_000_000_000_000),
     };
     let Ok(text) = serde_json::to_string(&snapshot) else {
-        eprintln!("planner bench: snapshot does not encode");
-        return;
+        fail("planner", "snapshot does not encode");
     };
     let runs: usize = std::env::var("RKUBELET_BENCH_RUNS")
         .ok()
@@ -110,16 +112,14 @@ fn main() {
     for _ in 0..runs.max(1) {
         let start = Instant::now();
         let Ok(snapshot) = parse_snapshot(Path::new("bench.json"), &text) else {
-            eprintln!("planner bench: snapshot does not decode");
-            return;
+            fail("planner", "snapshot does not decode");
         };
         let facts = config::NodeFacts {
             hostname: snapshot.hostname,
             machine: snapshot.machine,
         };
         let Ok(resolved) = config::resolve(&config_inputs, &facts) else {
-            eprintln!("planner bench: configuration invalid");
-            return;
+            fail("planner", "configuration invalid");
         };
         let inputs = PlanInputs {
             resolved,
@@ -151,11 +151,11 @@ fn main() {
     }
     times.sort();
     let median = times[times.len() / 2];
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "planner: {PODS} pods from a snapshot in {:.2} ms (median of {}; {actions} actions; goal < {} ms: {})",
-        median.as_secs_f64() * 1000.0,
+        "planner: {PODS} pods from a snapshot in {:.2} ms (median of {}; {actions} actions; {})",
+        ms(median),
         times.len(),
-        GOAL.as_millis(),
-        if median < GOAL { "met" } else { "MISSED" }
+        below(ms(median), ms(GOAL), " ms")
     );
 }

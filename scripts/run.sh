@@ -4,17 +4,25 @@
 # As root on a machine that has (or can install with apt) containerd, it installs what is
 # missing, starts a private containerd with locally built pause and busybox images, and
 # runs rkubelet against it over the CRI with the demo static pods in
-# fixtures/manifests/demo (or --pod-manifest-path given by you). The private containerd
-# and its pods are removed when rkubelet stops (Ctrl-C).
+# fixtures/manifests/demo (or --pod-manifest-path given by you).
 # Otherwise (not root, or RKUBELET_ENDPOINT=fake://) it runs on the embedded simulated
 # runtime (fake://). RKUBELET_ENDPOINT=unix:///... uses a containerd you run yourself.
 # Extra arguments are passed to rkubelet.
+#
+# Settings go to rkubelet in a KubeletConfiguration file written under the state folder
+# (as upstream recommends; the equivalent flags are deprecated). When rkubelet stops
+# (Ctrl-C), the script removes what it made: the private containerd with its pods, the
+# root folder, the pod logs and the file. Each run starts with fresh ones.
+#
+# The build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
+# on panic; scripts/test.sh builds the benchmarks with it, so each command reuses what
+# the other built. `make install` builds the packaged binary (release, abort on panic).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 state=${RKUBELET_STATE_DIR:-${TMPDIR:-/tmp}/rkubelet-run}
 port=${RKUBELET_HEALTHZ_PORT:-10248}
-mkdir -p "$state"
+profile=release-unwind
 
 endpoint=${RKUBELET_ENDPOINT:-}
 if [[ -z "$endpoint" ]]; then
@@ -28,27 +36,62 @@ fi
 if [[ "$endpoint" == containerd ]]; then
     "$root/scripts/test-env/install-deps.sh"
 fi
-cargo build --release --locked
+cargo build --locked --profile "$profile" --bin rkubelet
 
-args=(--root-dir="$state/root" --healthz-port="$port" --file-check-frequency=2s)
+base="$state/containerd"
+config="$state/kubelet-config.yaml"
+started_containerd=0
+cleanup() {
+    if [[ $started_containerd -eq 1 ]]; then
+        echo "run.sh: removing the private containerd and the pods on it (rkubelet itself leaves pods running when it stops, as on a node)"
+        "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
+    fi
+    # --one-file-system: never into a mount left below the state folder.
+    rm -rf --one-file-system "$state/root" "$state/logs" "$config"
+    rmdir "$state" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# A fresh start: nothing of an earlier run that was killed before it could clean up.
 if [[ "$endpoint" == containerd ]]; then
-    base="$state/containerd"
     "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
+fi
+rm -rf --one-file-system "$state/root" "$state/logs"
+mkdir -p "$state/root" "$state/logs"
+
+# A YAML string in double quotes (paths may hold any character).
+quote() {
+    local s=${1//\\/\\\\}
+    printf '"%s"' "${s//\"/\\\"}"
+}
+settings=(
+    "healthzPort: $port"
+    "fileCheckFrequency: 2s"
+    "podLogsDir: $(quote "$state/logs")"
+)
+if [[ "$endpoint" == containerd ]]; then
+    started_containerd=1
     "$root/scripts/test-env/containerd-up.sh" "$base"
     # shellcheck disable=SC1091
     . "$base/env"
     endpoint=$CRI_ENDPOINT
-    args+=(--pod-logs-dir="$state/logs" --cgroup-root="$RKUBELET_CGROUP_ROOT")
+    settings+=("cgroupRoot: $(quote "$RKUBELET_CGROUP_ROOT")")
     # The demo manifests unless the caller names a manifest path.
     if [[ " $* " != *" --pod-manifest-path"* ]]; then
-        args+=(--pod-manifest-path="$root/fixtures/manifests/demo")
+        settings+=("staticPodPath: $(quote "$root/fixtures/manifests/demo")")
     fi
-    cleanup() { "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true; }
-    trap cleanup EXIT
     echo "rkubelet: containerd at $endpoint, pod logs in $state/logs, healthz and /pods on 127.0.0.1:$port (Ctrl-C stops it and removes the private containerd)"
 else
     echo "rkubelet: runtime $endpoint, root dir $state/root, healthz on 127.0.0.1:$port (Ctrl-C stops it)"
 fi
+{
+    echo "# Written by scripts/run.sh for this run; removed when it ends."
+    echo "apiVersion: kubelet.config.k8s.io/v1beta1"
+    echo "kind: KubeletConfiguration"
+    echo "containerRuntimeEndpoint: $(quote "$endpoint")"
+    printf '%s\n' "${settings[@]}"
+} >"$config"
+
 status=0
-./target/release/rkubelet --container-runtime-endpoint="$endpoint" "${args[@]}" "$@" || status=$?
+"${CARGO_TARGET_DIR:-target}/$profile/rkubelet" --config="$config" --root-dir="$state/root" "$@" || status=$?
 exit "$status"

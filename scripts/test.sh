@@ -1,29 +1,47 @@
 #!/usr/bin/env bash
-# The project's test command (the README's second command). On a fresh machine it
-# installs what the tests need, starts the private peers they use, runs every test,
-# lint and benchmark smoke check, and stops the peers again.
+# The project's test command (the README's second command, and CI's through .ci/run). On
+# a fresh machine it installs what the tests need, checks formatting and lints, runs every
+# test, the real-peer ones included, and runs the benchmarks, which print their figures.
+# Each real-peer test starts its own private peer (containerd, systemd) and stops it.
+#
+# The real-peer tests are `#[ignore = "needs ..."]` so that a plain `cargo test` lists
+# them as ignored rather than passed; here they run (`--include-ignored`), and a missing
+# peer (not root, containerd or systemd absent, no cgroup v1) fails them, saying what is
+# missing. Likewise a benchmark that cannot reach its peer fails.
+#
+# The crate is compiled three ways, each needed once: clippy's check, the test build
+# (dev profile), and the benchmarks' release build (the `release-unwind` profile: the
+# release profile's optimizations, with one build of the dependencies for the benchmarks
+# and the binaries they start; scripts/run.sh shares it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
+started=$SECONDS
+step_started=$SECONDS
+# Prints the time the step that just ended took.
+took() { echo "-- $1: $((SECONDS - step_started)) s"; step_started=$SECONDS; }
+
 echo "== installing test dependencies"
 ./scripts/test-env/install-deps.sh
+took "dependencies"
 
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+took "format and lints"
 
-echo "== build"
-cargo build --locked --all-targets
-
-echo "== tests"
-# --include-ignored: the tests marked `#[ignore = "needs containerd: ..."]` run here,
-# where the peers are installed; a bare `cargo test` lists them as ignored, never passed.
+echo "== tests, the real-peer tests included"
 cargo test --locked -- --include-ignored --test-threads="$(nproc)"
+took "tests"
 
-echo "== comparisons with the upstream kubelet v1.26.1 (binaries from scripts/test-env/kube-bins.sh)"
-cargo test --locked --test upstream_identity -- --ignored
-
-echo "== benchmarks (figures printed, goals in each bench's header)"
+echo "== benchmarks (each figure with its goal: met or NOT MET)"
+figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
+mkdir -p "$(dirname "$figures")"
 # One invocation builds the benches once.
-cargo bench --locked --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner
+cargo bench --locked --profile release-unwind \
+    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner \
+    | tee "$figures"
+took "benchmarks"
+missed=$(grep -c "NOT MET" "$figures" || true)
+echo "== done in $((SECONDS - started)) s; benchmark goals not met: $missed (figures in $figures)"

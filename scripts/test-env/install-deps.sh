@@ -32,8 +32,21 @@ else
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Debian containerd package enables a system-wide containerd service; the tests run
-# their own private instances and never touch it, so it is left alone here.
+# The Debian containerd package enables the system-wide containerd.service (and starts it
+# where systemd runs the machine). rkubelet's scripts and tests only use private instances,
+# so a service that this run installed is switched off again and the machine is left as it
+# was; a containerd that was installed before is never touched.
+if [[ " ${missing[*]} " == *" containerd "* ]]; then
+    if [ -d /run/systemd/system ]; then
+        systemctl disable --now containerd.service >/dev/null 2>&1 || true
+    else
+        # No systemd running: nothing was started; remove the enablement links.
+        systemctl --root=/ disable containerd.service >/dev/null 2>&1 || true
+    fi
+    echo "install-deps.sh: the containerd package enabled the system's containerd.service;" \
+        "disabled and stopped it again (rkubelet's scripts use private instances only;" \
+        "'systemctl enable --now containerd' turns it on)"
+fi
 for b in containerd containerd-shim-runc-v2 ctr runc busctl dbus-daemon /usr/lib/cni/bridge /usr/lib/cni/host-local \
          /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3; do
     if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then

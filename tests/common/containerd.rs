@@ -23,17 +23,16 @@ pub struct Containerd {
 }
 
 impl Containerd {
-    /// `None` (with the reason printed) when this machine cannot run one; panics when
-    /// it could but containerd did not come up.
-    pub fn start(name: &str) -> Option<Containerd> {
+    /// Starts one; panics, saying what is missing and how to get it, when this machine
+    /// cannot run one, and when it could but containerd did not come up.
+    pub fn start(name: &str) -> Containerd {
         Containerd::try_start(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Like `start`, but a failed start-up is an error rather than a panic.
-    pub fn try_start(name: &str) -> Result<Option<Containerd>, String> {
-        if let Some(reason) = Containerd::unavailable() {
-            eprintln!("SKIP: {reason}");
-            return Ok(None);
+    /// Like `start`, but a missing peer or a failed start-up is an error, not a panic.
+    pub fn try_start(name: &str) -> Result<Containerd, String> {
+        if let Some(missing) = Containerd::unavailable() {
+            return Err(missing);
         }
         let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
         // The guard exists before the script runs, so a half-started instance is torn down.
@@ -54,13 +53,16 @@ impl Containerd {
             ));
         }
         guard.env = env_file::read(&base.join("env"))?;
-        Ok(Some(guard))
+        Ok(guard)
     }
 
-    /// Why this machine cannot run a private containerd, if it cannot.
-    pub fn unavailable() -> Option<&'static str> {
+    /// What this machine lacks to run a private containerd, and how to get it.
+    pub fn unavailable() -> Option<String> {
         if !nix::unistd::Uid::effective().is_root() {
-            return Some("not root; a private containerd needs root");
+            return Some(
+                "peer missing: a private containerd needs root; run as root, as scripts/test.sh does"
+                    .into(),
+            );
         }
         let installed = Command::new("sh")
             .args(["-c", "command -v containerd"])
@@ -68,7 +70,11 @@ impl Containerd {
             .status()
             .is_ok_and(|s| s.success());
         if !installed {
-            return Some("containerd is not installed (scripts/test-env/install-deps.sh)");
+            return Some(
+                "peer missing: containerd is not installed (not in PATH); \
+                 scripts/test-env/install-deps.sh installs it"
+                    .into(),
+            );
         }
         None
     }

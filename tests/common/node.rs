@@ -57,8 +57,10 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn start(name: &str) -> Option<Node> {
-        let ctrd = Containerd::start(name)?;
+    /// A node on a fresh private containerd; panics when this machine cannot run one
+    /// (saying what is missing).
+    pub fn start(name: &str) -> Node {
+        let ctrd = Containerd::start(name);
         let dirs = tempfile::tempdir().expect("temp dir");
         let manifests = dirs.path().join("manifests");
         let root = dirs.path().join("root");
@@ -67,7 +69,7 @@ impl Node {
         let logs = PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT"));
         let endpoint = ctrd.var("CRI_ENDPOINT");
         let rt = CriRuntime::connect(&endpoint, Duration::from_secs(30)).expect("CRI client");
-        Some(Node {
+        Node {
             daemon: None,
             rt,
             busybox: ctrd.var("BUSYBOX_IMAGE"),
@@ -77,7 +79,7 @@ impl Node {
             logs,
             _dirs: dirs,
             ctrd,
-        })
+        }
     }
 
     /// Start rkubelet (again) with the contract's flags; returns once it serves /healthz.

@@ -9,6 +9,11 @@ use std::process::Command;
 
 use super::env_file;
 
+/// The systemd binary systemd-up.sh starts: `$SYSTEMD_BIN`, or Debian's.
+fn systemd_bin() -> String {
+    std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into())
+}
+
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
 }
@@ -20,18 +25,11 @@ pub struct Systemd {
 }
 
 impl Systemd {
-    /// `None` (with the reason printed) when this machine cannot run one; panics when
-    /// it could but the manager did not come up.
-    pub fn start(name: &str) -> Option<Systemd> {
-        if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIP: not root; a private systemd manager needs root");
-            return None;
-        }
-        let systemd =
-            std::env::var("SYSTEMD_BIN").unwrap_or_else(|_| "/lib/systemd/systemd".into());
-        if !Path::new(&systemd).exists() {
-            eprintln!("SKIP: systemd is not installed (scripts/test-env/install-deps.sh)");
-            return None;
+    /// Starts one; panics, saying what is missing and how to get it, when this machine
+    /// cannot run one, and when it could but the manager did not come up.
+    pub fn start(name: &str) -> Systemd {
+        if let Some(missing) = Systemd::unavailable() {
+            panic!("{missing}");
         }
         let base = PathBuf::from(format!("/tmp/rksd-{}-{name}", std::process::id()));
         // The guard exists before the script runs, so a half-started instance is torn down.
@@ -52,7 +50,26 @@ impl Systemd {
         // the harness's timings
         eprint!("{}", String::from_utf8_lossy(&out.stderr));
         guard.env = env_file::read(&base.join("env")).unwrap_or_else(|e| panic!("{e}"));
-        Some(guard)
+        guard
+    }
+
+    /// What this machine lacks to run a private systemd manager, and how to get it.
+    pub fn unavailable() -> Option<String> {
+        if !nix::unistd::Uid::effective().is_root() {
+            return Some(
+                "peer missing: a private systemd manager needs root; run as root, as \
+                 scripts/test.sh does"
+                    .into(),
+            );
+        }
+        let systemd = systemd_bin();
+        if !Path::new(&systemd).exists() {
+            return Some(format!(
+                "peer missing: systemd is not installed ({systemd} absent); \
+                 scripts/test-env/install-deps.sh installs it"
+            ));
+        }
+        None
     }
 
     /// A variable of `BASE/env`; panics when missing.

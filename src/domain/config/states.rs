@@ -519,7 +519,7 @@ pub fn markdown_table() -> String {
     let mut out = String::from(
         "# Flags and configuration fields\n\n\
          Generated from `src/domain/config/flags.rs` and `src/domain/config/states.rs`; do not \
-         edit by hand. Regenerate with `UPDATE_FLAG_TABLE=1 cargo test --test flag_table`.\n\n\
+         edit by hand. Regenerate with `UPDATE_FLAG_TABLE=1 cargo test flag_table`.\n\n\
          Each upstream kubelet flag (Kubernetes 1.26 to 1.36) and `KubeletConfiguration` \
          v1beta1 field is in one state:\n\n\
          - **implemented**: it works as upstream documents.\n\

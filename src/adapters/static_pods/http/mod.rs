@@ -368,5 +368,4 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 mod tests;

@@ -26,10 +26,8 @@ use rkubelet::domain::upstream::gojson::GoJson;
 use rkubelet::domain::upstream::IdentityError;
 use rkubelet::ports::runtime::RuntimeService;
 
-mod common;
-
-use common::containerd::Containerd;
-use common::free_port;
+use crate::common::containerd::Containerd;
+use crate::common::free_port;
 
 const LOCK: &str = "/tmp/rkubelet-upstream-kubelet.lock";
 const SEEN: &str = "2024-01-01T00:00:00Z";
@@ -231,7 +229,7 @@ async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() 
     let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
         .unwrap_or_else(|(_, e)| panic!("lock {LOCK}: {e}"));
 
-    let mut ctrd = Containerd::start("upid").expect("containerd starts");
+    let mut ctrd = Containerd::start("upid");
     let dir = PathBuf::from(format!("/tmp/rkid-{}", std::process::id()));
     let _dir_guard = RemoveOnDrop(dir.clone());
     let manifests = dir.join("manifests");

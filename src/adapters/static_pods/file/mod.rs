@@ -446,5 +446,4 @@ fn event_masks(buf: &[u8]) -> impl Iterator<Item = AddWatchFlags> + '_ {
 }
 
 #[cfg(test)]
-#[path = "file_tests.rs"]
 mod tests;

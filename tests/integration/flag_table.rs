@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::{http_get, start_daemon};
 use rkubelet::app::cli;
@@ -31,7 +31,7 @@ fn the_committed_table_is_the_generated_one() {
     assert!(
         committed == generated,
         "docs/flags.md is out of date with the flag and field tables; regenerate it with\n  \
-         UPDATE_FLAG_TABLE=1 cargo test --test flag_table the_committed_table_is_the_generated_one"
+         UPDATE_FLAG_TABLE=1 cargo test flag_table"
     );
 }
 

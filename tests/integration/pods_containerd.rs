@@ -2,8 +2,8 @@
 //! containerd, one rkubelet and one set of directories per test, so tests run in
 //! parallel). Assertions use what the runtime reports, and `/pods` only where the
 //! runtime cannot tell (pod phase, image pull errors). On failure the test prints
-//! rkubelet's log and the tail of containerd's. Skips, saying why, only when not root or
-//! containerd is not installed.
+//! rkubelet's log and the tail of containerd's. Needs root and containerd; fails, saying
+//! which is missing, without them.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rkubelet::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
 use rkubelet::ports::runtime::{ImageService, RuntimeService};
 
-mod common;
+use crate::common;
 
 use common::node::*;
 
@@ -43,10 +43,9 @@ async fn wait_gone_or_exited(node: &Node, id: &str) {
 
 /// Scenario 1: a pod runs and its output lands in the pod log folder in CRI format.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn static_pod_runs_and_logs() {
-    let Some(mut node) = Node::start("run") else {
-        return;
-    };
+    let mut node = Node::start("run");
     run_pod(&mut node, "web", "", "echo hello-rk; sleep 3600");
     let main = node.wait_running("web-n1", "main", 60).await;
     assert_eq!(main.status.attempt, 0);
@@ -81,10 +80,9 @@ async fn static_pod_runs_and_logs() {
 /// Scenario 2a: a crashing container under `restartPolicy: Always` is restarted at once,
 /// then after growing back-off waits (10 s, 20 s, ...).
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn crash_loop_backs_off() {
-    let Some(mut node) = Node::start("backoff") else {
-        return;
-    };
+    let mut node = Node::start("backoff");
     run_pod(
         &mut node,
         "crash",
@@ -206,9 +204,7 @@ async fn exits_without_restart(
     exit_code: i32,
     phase: &str,
 ) {
-    let Some(mut node) = Node::start(test) else {
-        return;
-    };
+    let mut node = Node::start(test);
     run_pod(
         &mut node,
         name,
@@ -225,6 +221,7 @@ async fn exits_without_restart(
 
 /// Scenario 2b: under `OnFailure` a container that succeeds is not restarted.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn on_failure_success_is_not_restarted() {
     exits_without_restart(
         "onfail",
@@ -239,6 +236,7 @@ async fn on_failure_success_is_not_restarted() {
 
 /// Scenario 2c: under `Never` a failing container is not restarted.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn never_failure_is_not_restarted() {
     exits_without_restart(
         "never",
@@ -253,10 +251,9 @@ async fn never_failure_is_not_restarted() {
 
 /// Scenario 3: editing a manifest replaces the container; deleting it removes the pod.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn edit_replaces_and_delete_removes() {
-    let Some(mut node) = Node::start("edit") else {
-        return;
-    };
+    let mut node = Node::start("edit");
     run_pod(&mut node, "web", "", "echo v1-running; sleep 3600");
     let old = node.wait_running("web-n1", "main", 60).await;
     eventually!(30, "v1's log line", node.log_line("v1-running"));
@@ -338,10 +335,9 @@ async fn edit_replaces_and_delete_removes() {
 
 /// Scenario 4: app containers are created only after the init container succeeded.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn init_container_runs_first() {
-    let Some(mut node) = Node::start("init") else {
-        return;
-    };
+    let mut node = Node::start("init");
     let manifest = pod(
         "boot",
         "",
@@ -398,10 +394,9 @@ async fn init_container_runs_first() {
 
 /// Scenario 5: a `hostNetwork` pod runs in the node's network namespace.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn host_network_pod_runs() {
-    let Some(mut node) = Node::start("hostnet") else {
-        return;
-    };
+    let mut node = Node::start("hostnet");
     let host_ns = std::fs::read_link("/proc/self/ns/net").expect("own netns");
     run_pod(
         &mut node,
@@ -426,10 +421,9 @@ async fn host_network_pod_runs() {
 
 /// Scenario 6: after SIGKILL, a restarted rkubelet adopts the running pod.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn restart_adopts_running_pods() {
-    let Some(mut node) = Node::start("adopt") else {
-        return;
-    };
+    let mut node = Node::start("adopt");
     run_pod(&mut node, "web", "", "echo up; sleep 3600");
     let main = node.wait_running("web-n1", "main", 60).await;
     let sandbox_id = main.sandbox_id.clone();
@@ -471,10 +465,9 @@ async fn restart_adopts_running_pods() {
 
 /// Scenario 7: broken manifests are reported by name and reason; a good one still runs.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn broken_manifest_does_not_stop_good_pods() {
-    let Some(mut node) = Node::start("broken") else {
-        return;
-    };
+    let mut node = Node::start("broken");
     node.write(
         "bad.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: [broken\n",
@@ -510,10 +503,9 @@ async fn broken_manifest_does_not_stop_good_pods() {
 
 /// Scenario 8: an image that cannot be pulled is reported; other pods run.
 #[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn missing_image_is_reported() {
-    let Some(mut node) = Node::start("noimage") else {
-        return;
-    };
+    let mut node = Node::start("noimage");
     let ghost = pod(
         "ghost",
         "",
