@@ -103,6 +103,11 @@ impl ContainerManager {
             self.create(planned).await?;
         }
         let kubepods = &node_level[0].resources;
+        let what = if self.cgroups.is_simulated() {
+            "simulated node: the pods' top-level cgroup and its QoS children are kept in memory only"
+        } else {
+            "set up the pods' top-level cgroup and its QoS children"
+        };
         info!(
             cgroup = %self.cgroups.driver_name(&tree.kubepods),
             driver = %self.cgroups.driver(),
@@ -110,7 +115,7 @@ impl ContainerManager {
             memory_limit = kubepods.memory_limit.unwrap_or(-1),
             cpu_shares = kubepods.cpu_shares.unwrap_or_default(),
             pids_limit = kubepods.pids_limit.unwrap_or(-1),
-            "set up the pods' top-level cgroup and its QoS children"
+            "{what}"
         );
         *self.last_qos.lock().await = Some([node_level[1].resources, node_level[2].resources]);
         Ok(())

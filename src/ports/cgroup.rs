@@ -64,6 +64,12 @@ pub trait CgroupManager: Send + Sync {
     /// path, or a systemd slice unit name.
     fn driver_name(&self, name: &CgroupName) -> String;
 
+    /// True when the cgroups are only kept in memory (the simulated node): nothing on
+    /// the machine changes, and the log must not say otherwise.
+    fn is_simulated(&self) -> bool {
+        false
+    }
+
     /// Creates the cgroup (and missing parents) with `resources`; an existing one is updated.
     async fn create(
         &self,

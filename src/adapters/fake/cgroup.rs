@@ -68,6 +68,10 @@ impl CgroupManager for FakeCgroupManager {
         name.to_driver(self.driver)
     }
 
+    fn is_simulated(&self) -> bool {
+        true
+    }
+
     async fn create(
         &self,
         name: &CgroupName,
