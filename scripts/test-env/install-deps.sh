@@ -4,10 +4,12 @@
 #   containerd (CRI plugin built in), runc, containernetworking-plugins (/usr/lib/cni),
 #   busybox-static (test image content), iptables (bridge/portmap CNI), gcc + libc6-dev
 #   (static pause binary), python3, dbus + dbus-user-session (the socket-activated session
-#   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh).
+#   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh),
+#   etcd-server + openssl + zstd (the private control plane, scripts/test-env/cluster-up.sh).
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd)
+PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd
+      etcd-server openssl zstd)
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root" >&2
@@ -31,10 +33,10 @@ else
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Debian containerd package enables a system-wide containerd service; the tests run
-# their own private instances and never touch it, so it is left alone here.
+# The Debian containerd and etcd-server packages enable system-wide services; the tests run
+# their own private instances and never touch them, so they are left alone here.
 for b in containerd containerd-shim-runc-v2 ctr runc busctl dbus-daemon /usr/lib/cni/bridge /usr/lib/cni/host-local \
-         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3; do
+         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3 etcd openssl zstd; do
     if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then
         echo "install-deps.sh: $b still missing after install" >&2
         exit 1
