@@ -3,6 +3,7 @@
 //! brought back, and CSRs are approved by the test. Never proof the kube adapter works.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -11,8 +12,9 @@ use serde_json::Value;
 
 use crate::domain::node_status::model::{Event, Lease, NodeObject};
 use crate::ports::api::{
-    ApiClients, CallError, CallErrorKind, CertificateApi, CertificatesError, CsrRef, CsrRequest,
-    EventApi, EventsError, LeaseApi, LeasesError, NodeApi, NodesError,
+    ApiClients, ApiConnector, CallError, CallErrorKind, CertificateApi, CertificatesError,
+    ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi,
+    LeasesError, NodeApi, NodesError,
 };
 
 /// A stored CSR and its outcome.
@@ -488,6 +490,60 @@ impl CertificateApi for FakeApiServer {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// A connector whose kubeconfigs are summaries the test sets; every connection reaches the
+/// same fake API server. Records the paths connected with.
+#[derive(Debug, Clone, Default)]
+pub struct FakeConnector {
+    pub server: FakeApiServer,
+    kubeconfigs: Arc<Mutex<BTreeMap<PathBuf, KubeconfigSummary>>>,
+    connections: Arc<Mutex<Vec<PathBuf>>>,
+}
+
+impl FakeConnector {
+    pub fn new(server: FakeApiServer) -> Self {
+        FakeConnector {
+            server,
+            ..FakeConnector::default()
+        }
+    }
+
+    pub fn set_kubeconfig(&self, path: &Path, summary: KubeconfigSummary) {
+        if let Ok(mut k) = self.kubeconfigs.lock() {
+            k.insert(path.to_path_buf(), summary);
+        }
+    }
+
+    pub fn connections(&self) -> Vec<PathBuf> {
+        self.connections
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl ApiConnector for FakeConnector {
+    fn inspect(&self, path: &Path) -> Result<KubeconfigSummary, ConnectError> {
+        self.kubeconfigs
+            .lock()
+            .ok()
+            .and_then(|k| k.get(path).cloned())
+            .ok_or_else(|| ConnectError::Kubeconfig {
+                path: path.to_path_buf(),
+                problem: "cannot read it: No such file or directory (os error 2)".into(),
+                source: None,
+            })
+    }
+
+    async fn connect(&self, path: &Path) -> Result<ApiClients, ConnectError> {
+        self.inspect(path)?;
+        if let Ok(mut c) = self.connections.lock() {
+            c.push(path.to_path_buf());
+        }
+        Ok(self.server.clients())
     }
 }
 

@@ -11,7 +11,7 @@ mod machine;
 pub mod runtime;
 mod runtime_status;
 
-pub use api::FakeApiServer;
+pub use api::{FakeApiServer, FakeConnector};
 pub use cert_store::FakeCertStore;
 pub use cgroup::FakeCgroupManager;
 pub use clock::FakeClock;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use thiserror::Error;
 
 use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi};
@@ -52,6 +53,7 @@ pub enum ConnectError {
     },
 }
 
+#[async_trait]
 pub trait ApiConnector: Send + Sync {
     /// Read a kubeconfig without connecting.
     /// # Errors
@@ -63,5 +65,5 @@ pub trait ApiConnector: Send + Sync {
     /// unreachable server shows in the first call.
     /// # Errors
     /// [`ConnectError::Kubeconfig`] or [`ConnectError::Client`] (a bad CA or key).
-    fn connect(&self, kubeconfig: &Path) -> Result<ApiClients, ConnectError>;
+    async fn connect(&self, kubeconfig: &Path) -> Result<ApiClients, ConnectError>;
 }
