@@ -45,7 +45,9 @@ fn harness_runs_two_control_planes_with_node_and_bootstrap_identities() {
     // The bootstrap token may list CSRs (node-bootstrapper role), not nodes.
     let csrs = as_node(&a.bootstrap_kubeconfig(), &["get", "csr"]);
     assert!(csrs.status.success(), "{csrs:?}");
-    assert!(!as_node(&a.bootstrap_kubeconfig(), &["get", "nodes"]).status.success());
+    assert!(!as_node(&a.bootstrap_kubeconfig(), &["get", "nodes"])
+        .status
+        .success());
     // An expired identity is refused.
     let expired = a.node_kubeconfig("harness-old", -1);
     assert!(!as_node(&expired, &["get", "nodes"]).status.success());
