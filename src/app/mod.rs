@@ -5,6 +5,7 @@ pub mod compose;
 pub mod container_manager;
 pub mod cri_requests;
 pub mod logging;
+pub mod node;
 pub mod planner;
 pub mod pods;
 pub mod server;

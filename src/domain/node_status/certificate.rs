@@ -58,6 +58,33 @@ pub fn rotation_deadline(not_before: i64, not_after: i64, jitter: f64) -> i64 {
     not_before + (total * fraction).round() as i64
 }
 
+/// The certificate blocks and the private key block of a pair file (PEM, any order).
+pub fn split_pair(pem: &str) -> (String, Option<String>) {
+    let mut certificates = String::new();
+    let mut key = None;
+    let mut rest = pem;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let block = &rest[start..];
+        let Some(label_end) = block[11..].find("-----") else {
+            break;
+        };
+        let label = &block[11..11 + label_end];
+        let end_marker = format!("-----END {label}-----");
+        let Some(end) = block.find(&end_marker) else {
+            break;
+        };
+        let text = &block[..end + end_marker.len()];
+        if label.ends_with("PRIVATE KEY") {
+            key = Some(format!("{text}\n"));
+        } else {
+            certificates.push_str(text);
+            certificates.push('\n');
+        }
+        rest = &block[end + end_marker.len()..];
+    }
+    (certificates, key)
+}
+
 /// How a kubeconfig names the API server's CA.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CaSource {
@@ -123,6 +150,22 @@ mod tests {
         assert_eq!(rotation_deadline(1000, 2000, 0.5), 1800);
         assert_eq!(rotation_deadline(1000, 2000, 1.0), 1900);
         assert_eq!(rotation_deadline(1000, 500, 0.5), 1000);
+    }
+
+    #[test]
+    fn a_pair_splits_into_certificate_and_key() {
+        let pem = "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n\
+                   -----BEGIN PRIVATE KEY-----\nBBB\n-----END PRIVATE KEY-----\n";
+        let (cert, key) = split_pair(pem);
+        assert_eq!(
+            cert,
+            "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n"
+        );
+        assert_eq!(
+            key.as_deref(),
+            Some("-----BEGIN PRIVATE KEY-----\nBBB\n-----END PRIVATE KEY-----\n")
+        );
+        assert_eq!(split_pair("junk"), (String::new(), None));
     }
 
     #[test]
