@@ -203,7 +203,7 @@ pub fn register_configz(resolved: &ResolvedConfig) -> Configz {
 
 /// Step: without a kubeconfig the kubelet runs standalone, as upstream does.
 pub fn check_standalone(resolved: &ResolvedConfig) -> bool {
-    let standalone = resolved.options.kubeconfig.is_none();
+    let standalone = !crate::app::node::startup::connected(resolved);
     if standalone {
         warn!("standalone mode, no API client: no --kubeconfig given, so the node is not registered and only static pods run");
     }
@@ -351,6 +351,7 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     crate::app::cli::warn_compatibility(&resolved);
     initialize_feature_gates(&resolved)?;
     let plan = resolve_node(&resolved, deps)?;
+    crate::app::node::startup::validate(&resolved)?;
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
     let contention = watch_lock_contention(deps.host.as_ref(), &resolved, lock.as_ref());
     let configz = register_configz(&resolved);
@@ -553,6 +554,8 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let pod_loop = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
+    // Connected mode: the node agent runs beside the pod loop until shutdown.
+    let _node_agent = crate::app::node::startup::start_if_connected(&started, deps)?;
     let config = &started.resolved.config;
     let server = if config.healthz_port != 0 {
         let address = format!("{}:{}", config.healthz_bind_address, config.healthz_port);

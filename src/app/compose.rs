@@ -159,3 +159,45 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
         }
     }
 }
+
+/// The adapters of the node agent (connected mode): kube-rs with `kubeAPIQPS` and
+/// `kubeAPIBurst`, the runtime's status over the CRI (the simulated runtime is always
+/// ready), the host's facts, rcgen for keys and `--cert-dir` on disk.
+pub fn node_agent_deps(
+    resolved: &ResolvedConfig,
+    runtime: Arc<dyn RuntimeService>,
+    clock: Arc<dyn crate::ports::clock::Clock>,
+) -> Result<crate::app::node::NodeAgentDeps, RuntimeError> {
+    use crate::adapters::apiserver::{ClientSettings, KubeConnector};
+    use crate::ports::runtime_status::RuntimeStatusService;
+    let endpoint = resolved.config.container_runtime_endpoint.as_str();
+    let runtime_status: Arc<dyn RuntimeStatusService> = if endpoint.starts_with("fake://") {
+        Arc::new(crate::adapters::fake::FakeRuntimeStatus::new())
+    } else {
+        Arc::new(CriRuntime::connect(endpoint, request_timeout(resolved))?)
+    };
+    let defaults = ClientSettings::default();
+    let settings = ClientSettings {
+        qps: resolved
+            .config
+            .kube_api_qps
+            .map_or(defaults.qps, f64::from),
+        burst: resolved
+            .config
+            .kube_api_burst
+            .and_then(|b| u32::try_from(b).ok())
+            .unwrap_or(defaults.burst),
+        ..defaults
+    };
+    Ok(crate::app::node::NodeAgentDeps {
+        connector: Arc::new(KubeConnector { settings }),
+        runtime,
+        runtime_status,
+        host_facts: Arc::new(crate::adapters::system::SystemHostFacts),
+        clock,
+        pki: Arc::new(crate::adapters::pki::RcgenPki),
+        cert_store: Arc::new(crate::adapters::system::FileCertStore::new(
+            crate::app::node::startup::cert_dir(resolved),
+        )),
+    })
+}

@@ -11,6 +11,7 @@ pub mod lease_loop;
 pub mod recorder;
 pub mod register;
 pub mod runtime_watch;
+pub mod startup;
 pub mod status_loop;
 pub mod tls;
 
