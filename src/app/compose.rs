@@ -178,10 +178,7 @@ pub fn node_agent_deps(
     };
     let defaults = ClientSettings::default();
     let settings = ClientSettings {
-        qps: resolved
-            .config
-            .kube_api_qps
-            .map_or(defaults.qps, f64::from),
+        qps: resolved.config.kube_api_qps.map_or(defaults.qps, f64::from),
         burst: resolved
             .config
             .kube_api_burst

@@ -3,7 +3,7 @@
 
 use std::error::Error as StdError;
 
-use crate::ports::api::{CallError, CallErrorKind};
+use crate::ports::api::{CallError, CallErrorKind, Cause};
 
 /// What the API server said, for the ports' specific variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,58 +44,65 @@ fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
 
 /// Classify a kube error: the server's answer when there was one, the call error otherwise.
 pub fn classify(error: kube::Error) -> (Answer, CallError) {
-    let (answer, kind, message) = match &error {
+    let (answer, kind, message, source): (Answer, CallErrorKind, String, Cause) = match error {
+        // The server's Status is the cause worth keeping (kube's wrapper repeats it in
+        // Debug form).
         kube::Error::Api(status) => {
-            let answer = if status.is_not_found() {
-                Answer::NotFound
-            } else if status.is_already_exists() {
-                Answer::AlreadyExists
-            } else if status.is_conflict() {
-                Answer::Conflict
-            } else {
-                Answer::Other
-            };
-            let kind = match status.code {
-                401 => CallErrorKind::Unauthorized,
-                403 => CallErrorKind::Forbidden,
-                400 | 422 => CallErrorKind::Invalid,
-                429 => CallErrorKind::Throttled,
-                500..=599 => CallErrorKind::Server,
+            let (answer, kind, message) = api_status(&status);
+            (answer, kind, message, status)
+        }
+        other => {
+            let kind = match &other {
+                kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => CallErrorKind::Decode,
+                kube::Error::HyperError(_)
+                | kube::Error::Service(_)
+                | kube::Error::RustlsTls(_) => {
+                    if is_timeout(&other) {
+                        CallErrorKind::Timeout
+                    } else {
+                        CallErrorKind::Unreachable
+                    }
+                }
+                kube::Error::Auth(_) => CallErrorKind::Unauthorized,
                 _ => CallErrorKind::Other,
             };
-            let message = if status.message.is_empty() {
-                format!("HTTP {} {}", status.code, status.reason)
-            } else {
-                status.message.clone()
-            };
-            (answer, kind, message)
+            (Answer::Other, kind, chain_message(&other), Box::new(other))
         }
-        kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => {
-            (Answer::Other, CallErrorKind::Decode, chain_message(&error))
-        }
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::RustlsTls(_) => {
-            let kind = if is_timeout(&error) {
-                CallErrorKind::Timeout
-            } else {
-                CallErrorKind::Unreachable
-            };
-            (Answer::Other, kind, chain_message(&error))
-        }
-        kube::Error::Auth(_) => (
-            Answer::Other,
-            CallErrorKind::Unauthorized,
-            chain_message(&error),
-        ),
-        _ => (Answer::Other, CallErrorKind::Other, chain_message(&error)),
     };
     (
         answer,
         CallError {
             kind,
             message,
-            source: Some(Box::new(error)),
+            source: Some(source),
         },
     )
+}
+
+fn api_status(status: &kube::core::Status) -> (Answer, CallErrorKind, String) {
+    let answer = if status.is_not_found() {
+        Answer::NotFound
+    } else if status.is_already_exists() {
+        Answer::AlreadyExists
+    } else if status.is_conflict() {
+        Answer::Conflict
+    } else {
+        Answer::Other
+    };
+    let kind = match status.code {
+        401 => CallErrorKind::Unauthorized,
+        403 => CallErrorKind::Forbidden,
+        400 | 422 => CallErrorKind::Invalid,
+        429 => CallErrorKind::Throttled,
+        500..=599 => CallErrorKind::Server,
+        _ => CallErrorKind::Other,
+    };
+    let message = if status.message.is_empty() {
+        format!("HTTP {} {}", status.code, status.reason)
+    } else {
+        status.message.clone()
+    };
+    (answer, kind, message)
 }
 
 /// A call that did not answer within `timeout`.

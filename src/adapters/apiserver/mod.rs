@@ -94,6 +94,8 @@ impl Limiter {
 #[derive(Clone)]
 struct Connection {
     client: kube::Client,
+    /// For error messages: which server a failure is about.
+    server: String,
     limiter: Arc<Limiter>,
     timeout: Duration,
 }
@@ -109,7 +111,18 @@ impl Connection {
         }
         tokio::time::timeout(self.timeout, call)
             .await
-            .map_err(|_| timed_out(self.timeout))
+            .map_err(|_| self.about(timed_out(self.timeout)))
+    }
+
+    /// A kube error as the ports' call error, naming the server.
+    fn classify(&self, error: kube::Error) -> (Answer, CallError) {
+        let (answer, e) = classify(error);
+        (answer, self.about(e))
+    }
+
+    fn about(&self, mut error: CallError) -> CallError {
+        error.message = format!("{}: {}", self.server, error.message);
+        error
     }
 }
 
@@ -135,7 +148,11 @@ impl ApiConnector for KubeConnector {
 
     async fn connect(&self, path: &Path) -> Result<ApiClients, ConnectError> {
         let mut config = kubeconfig::client_config(path).await?;
-        let server = config.cluster_url.to_string();
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
         config.connect_timeout = Some(self.settings.call_timeout);
         config.read_timeout = None;
         // The loops back off themselves; kube's retries would multiply their requests.
@@ -150,6 +167,7 @@ impl ApiConnector for KubeConnector {
             .build();
         let connection = Arc::new(Connection {
             client,
+            server: server.clone(),
             limiter: Arc::new(Limiter::new(self.settings.qps, self.settings.burst)),
             timeout: self.settings.call_timeout,
         });
@@ -215,7 +233,7 @@ impl KubeClients {
         {
             Ok(node) => from_kube(&node).map_err(call_error),
             Err(e) => {
-                let (answer, source) = classify(e);
+                let (answer, source) = self.connection.classify(e);
                 Err(node_error(verb, name, answer, source))
             }
         }
@@ -294,7 +312,7 @@ impl KubeClients {
         {
             Ok(lease) => from_kube(&lease).map_err(call_error),
             Err(e) => {
-                let (answer, source) = classify(e);
+                let (answer, source) = self.connection.classify(e);
                 let (namespace, name) = (namespace.to_string(), name.to_string());
                 Err(match answer {
                     Answer::NotFound => LeasesError::NotFound { namespace, name },
@@ -386,7 +404,7 @@ impl KubeClients {
         match self.connection.call(true, call).await.map_err(call_error)? {
             Ok(event) => from_kube(&event).map_err(call_error),
             Err(e) => {
-                let (answer, source) = classify(e);
+                let (answer, source) = self.connection.classify(e);
                 Err(match answer {
                     Answer::NotFound => EventsError::NotFound {
                         namespace: namespace.into(),
@@ -533,7 +551,7 @@ impl CertificateApi for KubeClients {
         let stored = match created {
             Ok(stored) => stored,
             Err(e) => {
-                let (answer, source) = classify(e);
+                let (answer, source) = self.connection.classify(e);
                 if answer != Answer::AlreadyExists {
                     return Err(Self::csr_call_error("create", &name, source));
                 }
@@ -543,7 +561,9 @@ impl CertificateApi for KubeClients {
                     .call(true, api.get(&name))
                     .await
                     .map_err(|e| Self::csr_call_error("get", &name, e))?
-                    .map_err(|e| Self::csr_call_error("get", &name, classify(e).1))?;
+                    .map_err(|e| {
+                        Self::csr_call_error("get", &name, self.connection.classify(e).1)
+                    })?;
                 if existing.spec.request.0 != request.request_pem {
                     return Err(CertificatesError::Exists { name });
                 }
@@ -577,7 +597,7 @@ impl CertificateApi for KubeClients {
             let current = match current {
                 Ok(c) => c,
                 Err(e) => {
-                    let (answer, source) = classify(e);
+                    let (answer, source) = self.connection.classify(e);
                     if answer == Answer::NotFound {
                         return Err(CertificatesError::Gone {
                             name: csr.name.clone(),
@@ -627,7 +647,11 @@ impl CertificateApi for KubeClients {
                 Ok(Ok(Some(done))) => return done,
                 Ok(Ok(None)) => {}
                 Ok(Err(e)) => {
-                    return Err(Self::csr_call_error("watch", &csr.name, classify(e).1));
+                    return Err(Self::csr_call_error(
+                        "watch",
+                        &csr.name,
+                        self.connection.classify(e).1,
+                    ));
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tracing::info;
+use tracing::{debug, info};
 
 use super::failures::FailureLog;
 use super::Agent;
@@ -35,12 +35,16 @@ impl Registered {
 }
 
 /// One attempt.
-async fn try_register(agent: &Agent) -> Result<Registered, NodesError> {
+async fn try_register(agent: &Agent, first: bool) -> Result<Registered, NodesError> {
     let mut node = initial_node(&agent.settings.registration);
     let update = compute_status(&NodeStatus::default(), &agent.status_inputs());
     node.status = update.status;
     let api = agent.clients.borrow().nodes.clone();
-    info!(node = %node.metadata.name, "Attempting to register node");
+    if first {
+        info!(node = %node.metadata.name, "Attempting to register node");
+    } else {
+        debug!(node = %node.metadata.name, "Attempting to register node");
+    }
     match api.create_node(&node).await {
         Ok(created) => {
             for event in update.events {
@@ -71,7 +75,7 @@ pub async fn register(agent: &Agent) -> Registered {
     let mut failures = FailureLog::new("registering the node");
     let mut step = STEP_INITIAL;
     loop {
-        match try_register(agent).await {
+        match try_register(agent, failures.failures() == 0).await {
             Ok(registered) => {
                 failures.succeeded();
                 return registered;

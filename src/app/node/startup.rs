@@ -85,9 +85,10 @@ pub fn agent_settings(
 ) -> Result<NodeAgentSettings, StartupError> {
     let c = &resolved.config;
     let o = &resolved.options;
-    let kubeconfig = o.kubeconfig.clone().ok_or_else(|| {
-        StartupError::Invalid(vec!["connected mode needs --kubeconfig".into()])
-    })?;
+    let kubeconfig = o
+        .kubeconfig
+        .clone()
+        .ok_or_else(|| StartupError::Invalid(vec!["connected mode needs --kubeconfig".into()]))?;
     let registration = Registration {
         node_name: plan.node_name.clone(),
         // Upstream's `kl.hostname`: the override when given, else the OS hostname,
@@ -108,9 +109,8 @@ pub fn agent_settings(
         controller_attach_detach: true,
     };
     let mut settings = NodeAgentSettings::new(registration, kubeconfig);
-    let duration = |d: Option<Duration>, default: Duration| {
-        d.filter(|d| !d.is_zero()).unwrap_or(default)
-    };
+    let duration =
+        |d: Option<Duration>, default: Duration| d.filter(|d| !d.is_zero()).unwrap_or(default);
     settings.register_node = c.register_node;
     settings.node_ips =
         node_ips(o.node_ip.as_deref().unwrap_or("")).map_err(|e| StartupError::Invalid(vec![e]))?;
@@ -145,7 +145,10 @@ pub fn cert_dir(resolved: &ResolvedConfig) -> PathBuf {
 }
 
 /// Start the node agent when connected mode is asked for; `None` in standalone mode.
-pub fn start_if_connected(started: &Started, deps: &Deps) -> Result<Option<NodeAgent>, StartupError> {
+pub fn start_if_connected(
+    started: &Started,
+    deps: &Deps,
+) -> Result<Option<NodeAgent>, StartupError> {
     if !connected(&started.resolved) {
         return Ok(None);
     }

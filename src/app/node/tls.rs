@@ -177,6 +177,14 @@ pub async fn connected_clients(settings: &NodeAgentSettings, deps: &NodeAgentDep
     let mut wait = Duration::from_millis(500);
     loop {
         let attempt = async {
+            if settings.bootstrap_kubeconfig.is_none() {
+                // Say it plainly: the server's answer to an expired certificate is a bare 401.
+                if let Err(why) = kubeconfig_still_valid(deps, &settings.kubeconfig) {
+                    if why.contains("expired") {
+                        warn!(problem = %why, "the API server will refuse this client certificate (no --bootstrap-kubeconfig to renew it)");
+                    }
+                }
+            }
             if let Some(bootstrap_path) = &settings.bootstrap_kubeconfig {
                 match kubeconfig_still_valid(deps, &settings.kubeconfig) {
                     Ok(()) => info!("Kubeconfig exists and is valid, skipping bootstrap"),
