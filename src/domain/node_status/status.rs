@@ -2,7 +2,8 @@
 //! capacity and allocatable, nodeInfo, the kubelet endpoint, images, and the conditions
 //! with their transitions and the events those transitions record.
 
-use std::net::IpAddr;
+// `core::net`: the address types only (no sockets).
+use core::net::IpAddr;
 
 use thiserror::Error;
 
