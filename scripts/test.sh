@@ -21,4 +21,4 @@ cargo test --locked -- --test-threads="$(nproc)"
 
 echo "== benchmarks (figures printed, goals in each bench's header)"
 # One invocation builds the benches once.
-cargo bench --locked --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner
+cargo bench --locked --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster
