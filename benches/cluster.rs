@@ -7,11 +7,11 @@
 //! `RKUBELET_BENCH_IDLE_SECS` the idle wait (default 60).
 
 #[allow(dead_code)]
-#[path = "../tests/common/env_file.rs"]
-mod env_file;
-#[allow(dead_code)]
 #[path = "../tests/common/cluster.rs"]
 mod cluster;
+#[allow(dead_code)]
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
