@@ -800,12 +800,12 @@ fn an_adapter_may_not_use_another_adapter_or_app() {
 
 #[test]
 fn app_code_may_not_use_adapters_outside_the_composition_root() {
-    let source = "use crate::adapters::file_source::FileSource;\n\
+    let source = "use crate::adapters::static_pods::file::FileSource;\n\
                   use crate::ports::runtime::RuntimeService;\n\
                   fn f() { let c = crate::adapters::cri::CriRuntime::connect(e); }\n";
     assert_eq!(
         reached("app/bootstrap.rs", source),
-        ["adapters::file_source", "adapters::cri"]
+        ["adapters::static_pods", "adapters::cri"]
     );
     assert_eq!(
         reached(

@@ -5,10 +5,12 @@
 #   busybox-static (test image content), iptables (bridge/portmap CNI), gcc + libc6-dev
 #   (static pause binary), python3, dbus + dbus-user-session (the socket-activated session
 #   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh), zstd
-#   (the upstream Kubernetes binaries are kept compressed, scripts/test-env/kube-bins.sh).
+#   (the upstream Kubernetes binaries are kept compressed, scripts/test-env/kube-bins.sh),
+#   etcd-server + openssl (the private control plane, scripts/test-env/cluster-up.sh).
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd zstd)
+PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd
+      zstd etcd-server openssl)
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root" >&2
@@ -32,23 +34,26 @@ else
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Debian containerd package enables the system-wide containerd.service (and starts it
-# where systemd runs the machine). rkubelet's scripts and tests only use private instances,
-# so a service that this run installed is switched off again and the machine is left as it
-# was; a containerd that was installed before is never touched.
-if [[ " ${missing[*]} " == *" containerd "* ]]; then
+# The Debian containerd and etcd-server packages enable system-wide services (and start
+# them where systemd runs the machine). rkubelet's scripts and tests only use private
+# instances, so a service that this run installed is switched off again and the machine is
+# left as it was; one installed before is never touched.
+for pkg_service in containerd:containerd.service etcd-server:etcd.service; do
+    pkg=${pkg_service%%:*}
+    service=${pkg_service#*:}
+    [[ " ${missing[*]} " == *" $pkg "* ]] || continue
     if [ -d /run/systemd/system ]; then
-        systemctl disable --now containerd.service >/dev/null 2>&1 || true
+        systemctl disable --now "$service" >/dev/null 2>&1 || true
     else
         # No systemd running: nothing was started; remove the enablement links.
-        systemctl --root=/ disable containerd.service >/dev/null 2>&1 || true
+        systemctl --root=/ disable "$service" >/dev/null 2>&1 || true
     fi
-    echo "install-deps.sh: the containerd package enabled the system's containerd.service;" \
+    echo "install-deps.sh: the $pkg package enabled the system's $service;" \
         "disabled and stopped it again (rkubelet's scripts use private instances only;" \
-        "'systemctl enable --now containerd' turns it on)"
-fi
+        "'systemctl enable --now $service' turns it on)"
+done
 for b in containerd containerd-shim-runc-v2 ctr runc busctl dbus-daemon /usr/lib/cni/bridge /usr/lib/cni/host-local \
-         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3; do
+         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3 etcd openssl zstd; do
     if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then
         echo "install-deps.sh: $b still missing after install" >&2
         exit 1

@@ -1,7 +1,9 @@
 //! One folder per backend.
+pub mod apiserver;
 pub mod cgroupfs;
 pub mod cri;
 pub mod fake;
+pub mod pki;
 pub mod procfs;
 pub mod static_pods;
 pub mod system;

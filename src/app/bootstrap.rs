@@ -25,8 +25,7 @@ use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, Weight
 use crate::domain::config::error::ConfigError;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{
-    self, ConfigInputs, FileInput, FlagOptions, NodeConfig, NodeFacts, ResolvedConfig,
-    RuntimeEndpoint,
+    self, ConfigInputs, FileInput, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint,
 };
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::kuberuntime::requests::RequestContext;
@@ -70,6 +69,17 @@ pub type SourceFactory = Box<
         + Sync,
 >;
 
+/// Builds the node agent's adapters for a connected node.
+pub type NodeAgentFactory = Box<
+    dyn Fn(
+            &NodeConfig,
+            Arc<dyn RuntimeService>,
+            Arc<dyn Clock>,
+        ) -> Result<crate::app::node::NodeAgentDeps, RuntimeError>
+        + Send
+        + Sync,
+>;
+
 /// The world as start-up sees it.
 pub struct Deps {
     pub host: Arc<dyn Host>,
@@ -78,6 +88,7 @@ pub struct Deps {
     pub images_for: ImageFactory,
     pub cgroups_for: CgroupFactory,
     pub sources_for: SourceFactory,
+    pub node_agent_for: NodeAgentFactory,
     /// The cgroup version of this machine (for the planner).
     pub cgroup_version: Box<dyn Fn() -> CgroupVersion + Send + Sync>,
     pub clock: Arc<dyn Clock>,
@@ -224,8 +235,8 @@ pub fn register_configz(resolved: &ResolvedConfig) -> Configz {
 }
 
 /// Step: without a kubeconfig the kubelet runs standalone, as upstream does.
-pub fn check_standalone(options: &FlagOptions) -> bool {
-    let standalone = options.kubeconfig.is_none();
+pub fn check_standalone(resolved: &ResolvedConfig) -> bool {
+    let standalone = !crate::app::node::startup::connected(resolved);
     if standalone {
         warn!("standalone mode, no API client: no --kubeconfig given, so the node is not registered and only static pods run");
     }
@@ -369,7 +380,7 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
     let contention = watch_lock_contention(deps.host.as_ref(), &resolved, lock.as_ref());
     let configz = register_configz(&resolved);
-    check_standalone(&resolved.options);
+    check_standalone(&resolved);
     log_node(&resolved.node);
     deps.host
         .create_dir_all(&resolved.options.root_dir)
@@ -515,6 +526,8 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let pod_loop = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
+    // Connected mode: the node agent runs beside the pod loop until shutdown.
+    let _node_agent = crate::app::node::startup::start_if_connected(&started, deps)?;
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)

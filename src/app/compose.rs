@@ -6,22 +6,29 @@ use std::time::Duration;
 
 use tracing::info;
 
+use crate::adapters::apiserver::{ClientSettings, KubeConnector};
 use crate::adapters::cgroupfs::{detect_version, CgroupfsManager};
 use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::FakeCgroupManager;
+use crate::adapters::fake::FakeRuntimeStatus;
+use crate::adapters::pki::RcgenPki;
 use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
 use crate::adapters::static_pods::file::FileSource;
 use crate::adapters::static_pods::http::HttpSource;
+use crate::adapters::system::{FileCertStore, SystemHostFacts};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::adapters::systemd::{CgroupMount, SystemdManager};
 use crate::app::bootstrap::Deps;
+use crate::app::node::NodeAgentDeps;
 use crate::domain::cgroup::{CgroupDriver, WeightCurve};
+use crate::domain::config::options::DEFAULT_CERT_DIR;
 use crate::domain::config::{FlagOptions, NodeConfig, RuntimeEndpoint};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
 use crate::ports::pod_source::{PodSource, PodSourceError};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
+use crate::ports::runtime_status::RuntimeStatusService;
 
 /// Where the cgroup hierarchies are mounted.
 const CGROUP_MOUNT_ROOT: &str = "/sys/fs/cgroup";
@@ -141,6 +148,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
             Box::pin(cgroup_manager_for(driver, curve, endpoint.is_simulated()))
         }),
         sources_for: Box::new(pod_sources),
+        node_agent_for: Box::new(node_agent_deps),
         cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
     }
@@ -181,4 +189,41 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             _ = int.recv() => tracing::info!("received SIGINT"),
         }
     }
+}
+
+/// The node agent's adapters: the API server through kube-rs (rate-limited as
+/// `kubeAPIQPS`/`kubeAPIBurst` say), the runtime's status over the CRI (or the simulated
+/// one), the host's facts, the key and CSR maker, and the certificate folder.
+pub fn node_agent_deps(
+    node: &NodeConfig,
+    runtime: Arc<dyn RuntimeService>,
+    clock: Arc<dyn Clock>,
+) -> Result<NodeAgentDeps, RuntimeError> {
+    let runtime_status: Arc<dyn RuntimeStatusService> = match &node.runtime_endpoint {
+        RuntimeEndpoint::Simulated => Arc::new(FakeRuntimeStatus::new()),
+        RuntimeEndpoint::Cri(uri) => {
+            Arc::new(CriRuntime::connect(uri, node.runtime_request_timeout)?)
+        }
+    };
+    let defaults = ClientSettings::default();
+    let (settings, cert_dir) = match &node.cluster {
+        Some(cluster) => (
+            ClientSettings {
+                qps: cluster.kube_api_qps,
+                burst: cluster.kube_api_burst,
+                ..defaults
+            },
+            cluster.cert_dir.clone(),
+        ),
+        None => (defaults, PathBuf::from(DEFAULT_CERT_DIR)),
+    };
+    Ok(NodeAgentDeps {
+        connector: Arc::new(KubeConnector { settings }),
+        runtime,
+        runtime_status,
+        host_facts: Arc::new(SystemHostFacts),
+        clock,
+        pki: Arc::new(RcgenPki),
+        cert_store: Arc::new(FileCertStore::new(cert_dir)),
+    })
 }

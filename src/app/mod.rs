@@ -4,6 +4,7 @@ pub mod cli;
 pub mod compose;
 pub mod container_manager;
 pub mod logging;
+pub mod node;
 pub mod planner;
 pub mod pods;
 pub mod server;

@@ -25,6 +25,12 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
             Box::pin(std::future::ready(Ok(cgroups)))
         }),
         sources_for: Box::new(|_, _| Ok(Vec::new())),
+        // The app's unit tests run standalone; the node agent has its own (app/node/tests.rs).
+        node_agent_for: Box::new(|_, _, _| {
+            Err(crate::ports::runtime::RuntimeError::Unimplemented(
+                "the node agent in the start-up tests".into(),
+            ))
+        }),
         cgroup_version: Box::new(|| CgroupVersion::V1),
         clock: Arc::new(FakeClock::new(0)),
     }

@@ -20,9 +20,11 @@ pub mod config;
 pub mod eviction;
 pub mod kuberuntime;
 pub mod node;
+pub mod node_status;
 pub mod pod;
 pub mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod token_bucket;
 pub mod units;
 pub mod upstream;

@@ -1,8 +1,13 @@
 //! Traits the domain and the app need from the world.
+pub mod api;
+pub mod cert_store;
 pub mod cgroup;
 pub mod clock;
 pub mod error;
 pub mod host;
+pub mod host_facts;
 pub mod machine;
+pub mod pki;
 pub mod pod_source;
 pub mod runtime;
+pub mod runtime_status;

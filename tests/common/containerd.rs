@@ -134,6 +134,39 @@ impl Containerd {
     }
 }
 
+impl Containerd {
+    /// Stop the containerd daemon only (SIGTERM, its shims and pods stay), as an operator's
+    /// `systemctl stop containerd` would.
+    pub fn stop_daemon(&self) {
+        let pid = std::fs::read_to_string(self.base.join("containerd.pid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .expect("containerd.pid");
+        let pid = nix::unistd::Pid::from_raw(pid);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signalled");
+        for _ in 0..200 {
+            if nix::sys::signal::kill(pid, None).is_err() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("containerd did not stop");
+    }
+
+    /// Start the daemon again on the same base (containerd-up.sh is idempotent).
+    pub fn start_daemon(&self) {
+        let out = Command::new(scripts().join("containerd-up.sh"))
+            .arg(&self.base)
+            .output()
+            .expect("containerd-up.sh runs");
+        assert!(
+            out.status.success(),
+            "containerd-up.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Processes (shims, containerd) with `arg` as one whole command-line argument.
 fn processes_with_argument(arg: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod cgroups;
+pub mod cluster;
 pub mod containerd;
 pub mod env_file;
 pub mod node;

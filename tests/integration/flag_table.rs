@@ -210,11 +210,10 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
     let warnings = warned_names(&log);
     assert_eq!(warnings.len(), 1, "one warning; log:\n{log}");
     // --make-iptables-util-chains=false and --read-only-port=0 ask for what rkubelet does
-    // anyway; the file's fields are the kubeadm defaults rkubelet does not act on.
+    // anyway; the file's fields are the kubeadm defaults rkubelet does not act on. The
+    // connection flags (--kubeconfig, --bootstrap-kubeconfig, --cert-dir,
+    // rotateCertificates) are implemented.
     let expected: BTreeSet<String> = [
-        "--kubeconfig",
-        "--bootstrap-kubeconfig",
-        "--cert-dir",
         "--pod-infra-container-image",
         "--address",
         "--port",
@@ -226,7 +225,6 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
         "imageMinimumGCAge",
         "logging.options",
         "memorySwap",
-        "rotateCertificates",
         "shutdownGracePeriod",
         "shutdownGracePeriodCriticalPods",
         "streamingConnectionIdleTimeout",

@@ -13,9 +13,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod apiserver_adapter;
 mod cgroupfs_real;
 mod cgroups_containerd;
 mod cli;
+mod cluster_node;
 mod cri_containerd;
 mod flag_table;
 mod packaging;

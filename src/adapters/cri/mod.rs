@@ -32,6 +32,8 @@ mod proto {
     tonic::include_proto!("runtime.v1");
 }
 
+mod status;
+
 use proto::image_service_client::ImageServiceClient;
 use proto::runtime_service_client::RuntimeServiceClient;
 

@@ -1,13 +1,23 @@
 //! In-memory stand-ins for the host ports, for tests of the start-up flow and for the planner.
 //! Never proof that a real adapter works.
 
+pub mod api;
+mod cert_store;
 mod cgroup;
 mod clock;
 mod host;
+mod host_facts;
 mod machine;
+mod pki;
 pub mod runtime;
+mod runtime_status;
 
+pub use api::{FakeApiServer, FakeConnector};
+pub use cert_store::FakeCertStore;
 pub use cgroup::FakeCgroupManager;
 pub use clock::FakeClock;
 pub use host::FakeHost;
+pub use host_facts::FakeHostFacts;
 pub use machine::FakeMachine;
+pub use pki::FakePki;
+pub use runtime_status::FakeRuntimeStatus;

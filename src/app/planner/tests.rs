@@ -236,14 +236,14 @@ fn the_text_form_names_each_decision() {
 #[test]
 fn accepted_but_not_implemented_flags_are_listed() {
     let plan = compute_plan(&inputs(
-        resolved(&["--node-ip=10.0.0.9"]),
+        resolved(&["--pod-infra-container-image=pause:3.10"]),
         Vec::new(),
         Vec::new(),
     ));
     assert!(
         plan.not_implemented
             .iter()
-            .any(|n| n.name == "--node-ip" && n.value == "10.0.0.9"),
+            .any(|n| n.name == "--pod-infra-container-image" && n.value == "pause:3.10"),
         "{:?}",
         plan.not_implemented
     );

@@ -26,7 +26,9 @@ use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer};
 use crate::domain::eviction;
 
 pub use options::FlagOptions;
-pub use resolved::{HealthzAddress, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint};
+pub use resolved::{
+    ClusterConfig, HealthzAddress, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint,
+};
 
 /// A file as read by the app: its path and its text, or why it could not be read.
 #[derive(Debug, Clone)]

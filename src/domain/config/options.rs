@@ -7,6 +7,9 @@ use super::error::ConfigError;
 use super::flags;
 use crate::domain::cgroup::WeightCurve;
 
+/// Upstream's default `--cert-dir`.
+pub const DEFAULT_CERT_DIR: &str = "/var/lib/kubelet/pki";
+
 /// Options that exist only on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlagOptions {
@@ -15,7 +18,12 @@ pub struct FlagOptions {
     pub kubeconfig: Option<PathBuf>,
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub hostname_override: Option<String>,
-    pub node_ip: Option<String>,
+    /// `--node-ip`, parsed (comma-separated addresses; empty: none).
+    pub node_ips: Vec<core::net::IpAddr>,
+    /// `--cert-dir`.
+    pub cert_dir: PathBuf,
+    /// `--register-schedulable` (deprecated).
+    pub register_schedulable: bool,
     pub root_dir: PathBuf,
     pub lock_file: Option<PathBuf>,
     pub exit_on_lock_contention: bool,
@@ -39,7 +47,9 @@ impl Default for FlagOptions {
             kubeconfig: None,
             bootstrap_kubeconfig: None,
             hostname_override: None,
-            node_ip: None,
+            node_ips: Vec::new(),
+            cert_dir: PathBuf::from(DEFAULT_CERT_DIR),
+            register_schedulable: true,
             root_dir: PathBuf::from("/var/lib/kubelet"),
             lock_file: None,
             exit_on_lock_contention: false,
@@ -77,6 +87,8 @@ impl FlagOptions {
         };
         let exit_on_lock_contention = boolean("exit-on-lock-contention");
         let runonce = boolean("runonce");
+        let register_schedulable =
+            !given.contains_key("register-schedulable") || boolean("register-schedulable");
         let dry_run = boolean("dry-run");
         let mut node_labels = BTreeMap::new();
         for pair in given
@@ -129,13 +141,40 @@ impl FlagOptions {
                 "cannot exit on lock file contention: no lock file specified".into(),
             ));
         }
+        let mut node_ips = Vec::new();
+        for text in given
+            .get("node-ip")
+            .into_iter()
+            .flat_map(|t| t.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            match text.parse() {
+                Ok(ip) => node_ips.push(ip),
+                Err(_) => problems.push(ConfigError::InvalidFlag {
+                    flag: "node-ip".into(),
+                    value: text.into(),
+                    reason: "not an IP address".into(),
+                }),
+            }
+        }
+        if non_empty_path(given.get("bootstrap-kubeconfig")).is_some()
+            && non_empty_path(given.get("kubeconfig")).is_none()
+        {
+            problems.push(ConfigError::Invalid(
+                "--bootstrap-kubeconfig needs --kubeconfig: the path where the bootstrapped kubeconfig is written".into(),
+            ));
+        }
         let options = FlagOptions {
             config: non_empty_path(given.get("config")),
             config_dir: non_empty_path(given.get("config-dir")),
             kubeconfig: non_empty_path(given.get("kubeconfig")),
             bootstrap_kubeconfig: non_empty_path(given.get("bootstrap-kubeconfig")),
             hostname_override: given.get("hostname-override").cloned(),
-            node_ip: given.get("node-ip").cloned(),
+            node_ips,
+            cert_dir: non_empty_path(given.get("cert-dir"))
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
+            register_schedulable,
             root_dir: non_empty_path(given.get("root-dir"))
                 .unwrap_or_else(|| PathBuf::from("/var/lib/kubelet")),
             lock_file: non_empty_path(given.get("lock-file")),

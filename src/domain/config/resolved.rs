@@ -121,7 +121,38 @@ pub struct NodeConfig {
     pub node_status_update_frequency: Duration,
     pub node_status_report_frequency: Duration,
     pub node_lease_duration: Duration,
+    /// The OS hostname, or `--hostname-override` lower-cased (the `kubernetes.io/hostname`
+    /// label and the `Hostname` address).
+    pub hostname: String,
+    /// The API server connection; `None` in standalone mode.
+    pub cluster: Option<ClusterConfig>,
 }
+
+/// Connected mode: `--kubeconfig` (or `--bootstrap-kubeconfig`) is given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    pub kubeconfig: PathBuf,
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub cert_dir: PathBuf,
+    pub rotate_certificates: bool,
+    /// `kubeAPIQPS`, `kubeAPIBurst`: the client-side rate limit.
+    pub kube_api_qps: f64,
+    pub kube_api_burst: u32,
+    /// `--node-labels`, validated as node restriction requires.
+    pub node_labels: BTreeMap<String, String>,
+    pub node_ips: Vec<core::net::IpAddr>,
+    pub register_schedulable: bool,
+    pub provider_id: Option<String>,
+    /// `nodeStatusMaxImages`: the most images the node status lists (-1: all).
+    pub node_status_max_images: i32,
+}
+
+/// `kubeAPIQPS` and `kubeAPIBurst` unless given: upstream's since v1.27 (v1.26 had 5 and
+/// 10, which held a busy node's pod statuses back by tens of seconds).
+pub const DEFAULT_KUBE_API_QPS: f64 = 50.0;
+pub const DEFAULT_KUBE_API_BURST: u32 = 100;
+/// `nodeStatusMaxImages` unless given.
+pub const DEFAULT_NODE_STATUS_MAX_IMAGES: i32 = 50;
 
 /// The validated configuration: the document as merged (for `/configz` and the planner),
 /// where each field came from, the flag-only options, and the typed value.

@@ -10,13 +10,17 @@ use super::error::ConfigError;
 use super::feature_gates::FeatureGates;
 use super::model::KubeletConfiguration;
 use super::options::FlagOptions;
-use super::resolved::{HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint, RUNTIME_SCHEMES};
+use super::resolved::{
+    ClusterConfig, HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint, DEFAULT_KUBE_API_BURST,
+    DEFAULT_KUBE_API_QPS, DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
+};
 use crate::domain::cgroup::cfs;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{kubepods_name, CgroupDriver, CgroupSettings};
 use crate::domain::eviction;
 use crate::domain::node::reserved::{self, ResourceList, ENFORCE_PODS};
 use crate::domain::node::{node_settings, resolve_node_name, GivenReservations};
+use crate::domain::node_status::labels::validate_node_labels;
 use crate::domain::units::duration::GoDuration;
 
 pub const CGROUP_DRIVERS: [&str; 2] = ["cgroupfs", "systemd"];
@@ -301,6 +305,8 @@ pub fn validate(
         None
     };
 
+    let cluster = cluster_config(c, options, &mut problems);
+
     // The checks against this machine run whatever else is wrong, so every problem is
     // reported at once.
     let node = node_settings(
@@ -383,6 +389,57 @@ pub fn validate(
         node_lease_duration: Duration::from_secs(
             u64::try_from(c.node_lease_duration_seconds).unwrap_or_default(),
         ),
+        hostname: options
+            .hostname_override
+            .as_deref()
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .unwrap_or(facts.hostname.trim())
+            .to_lowercase(),
+        cluster,
+    })
+}
+
+/// The API server connection of connected mode (`--kubeconfig` given), its node labels
+/// checked as node restriction will check them.
+fn cluster_config(
+    c: &KubeletConfiguration,
+    options: &FlagOptions,
+    problems: &mut Vec<ConfigError>,
+) -> Option<ClusterConfig> {
+    if let Err(e) = validate_node_labels(&options.node_labels) {
+        problems.push(invalid(e.to_string()));
+    }
+    if c.kube_api_qps.is_some_and(|q| q < 0) {
+        problems.push(invalid(format!(
+            "invalid configuration: kubeAPIQPS (--kube-api-qps) {} must not be a negative number",
+            c.kube_api_qps.unwrap_or_default()
+        )));
+    }
+    if c.kube_api_burst.is_some_and(|b| b < 0) {
+        problems.push(invalid(format!(
+            "invalid configuration: kubeAPIBurst (--kube-api-burst) {} must not be a negative number",
+            c.kube_api_burst.unwrap_or_default()
+        )));
+    }
+    let kubeconfig = options.kubeconfig.clone()?;
+    Some(ClusterConfig {
+        kubeconfig,
+        bootstrap_kubeconfig: options.bootstrap_kubeconfig.clone(),
+        cert_dir: options.cert_dir.clone(),
+        rotate_certificates: c.rotate_certificates.unwrap_or(false),
+        kube_api_qps: c.kube_api_qps.map_or(DEFAULT_KUBE_API_QPS, f64::from),
+        kube_api_burst: c
+            .kube_api_burst
+            .and_then(|b| u32::try_from(b).ok())
+            .unwrap_or(DEFAULT_KUBE_API_BURST),
+        node_labels: options.node_labels.clone(),
+        node_ips: options.node_ips.clone(),
+        register_schedulable: options.register_schedulable,
+        provider_id: c.provider_id.clone().filter(|p| !p.is_empty()),
+        node_status_max_images: c
+            .node_status_max_images
+            .unwrap_or(DEFAULT_NODE_STATUS_MAX_IMAGES),
     })
 }
 

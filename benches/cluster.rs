@@ -1,0 +1,174 @@
+//! Connected-mode benchmark against a private control plane (scripts/test-env/cluster-up.sh,
+//! kube-apiserver v1.26.1): simulated nodes (`fake://`, one process each) started at once,
+//! time until all are Ready, their memory after a minute idle, and the API requests an idle
+//! node sends. Goals (issue 11): 100 nodes all Ready within 30 s, total memory under 1 GiB;
+//! an idle node no more requests than upstream (12 a minute: a Node read and a Lease update
+//! every 10 s). `RKUBELET_BENCH_NODES` sets the count (default 100),
+//! `RKUBELET_BENCH_IDLE_SECS` the idle wait (default 60).
+
+#[allow(dead_code)]
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+#[allow(dead_code)]
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// Kernel's proportional share of a process's memory (shared pages divided among sharers).
+fn pss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn ready_nodes(c: &cluster::Cluster) -> usize {
+    c.get_json(&["nodes"])
+        .and_then(|list| {
+            Some(
+                list["items"]
+                    .as_array()?
+                    .iter()
+                    .filter(|n| {
+                        n["status"]["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        })
+                    })
+                    .count(),
+            )
+        })
+        .unwrap_or(0)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "NOT MET"
+    }
+}
+
+fn main() {
+    let nodes = usize::try_from(env_number("RKUBELET_BENCH_NODES", 100)).unwrap_or(100);
+    let idle = Duration::from_secs(env_number("RKUBELET_BENCH_IDLE_SECS", 60));
+    let c = cluster::Cluster::start("bench");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfigs: Vec<_> = (0..nodes)
+        .map(|i| c.node_kubeconfig(&format!("sim-{i:03}"), 30))
+        .collect();
+    let start = Instant::now();
+    let mut children: Vec<Child> = Vec::new();
+    for (i, kubeconfig) in kubeconfigs.iter().enumerate() {
+        let root = dir.path().join(format!("{i}"));
+        std::fs::create_dir_all(&root).expect("root");
+        let child = Command::new(BIN)
+            .args([
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--container-runtime-endpoint=fake://".into(),
+                format!("--hostname-override=sim-{i:03}"),
+                format!("--root-dir={}", root.display()),
+                format!("--healthz-port={}", free_port()),
+            ])
+            .env_remove("NOTIFY_SOCKET")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("rkubelet starts");
+        children.push(child);
+    }
+    let mut all_ready = None;
+    while start.elapsed() < Duration::from_secs(60) {
+        if ready_nodes(&c) >= nodes {
+            all_ready = Some(start.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    match all_ready {
+        Some(t) => println!(
+            "cluster: {nodes} simulated nodes started at once, all Ready after {:.2} s (goal 30 s: {})",
+            t.as_secs_f64(),
+            met(t <= Duration::from_secs(30))
+        ),
+        None => println!(
+            "cluster: only {} of {nodes} simulated nodes Ready after 60 s (goal 30 s: NOT MET)",
+            ready_nodes(&c)
+        ),
+    }
+    let window_start = std::time::SystemTime::now();
+    std::thread::sleep(idle);
+    let pss: u64 = children.iter().map(|ch| pss_kib(ch.id())).sum();
+    let rss: u64 = children.iter().map(|ch| rss_kib(ch.id())).sum();
+    println!(
+        "cluster: after {} s idle, {nodes} nodes use {:.1} MiB in total (proportional set size; {:.1} MiB resident counting the shared binary in each) (goal 1 GiB: {})",
+        idle.as_secs(),
+        pss as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        met(pss < 1024 * 1024)
+    );
+    let since = window_start
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let requests = c
+        .audit_events()
+        .into_iter()
+        .filter(|e: &Value| {
+            e["user"]["username"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("system:node:sim-"))
+        })
+        .filter(|e| {
+            e["stageTimestamp"]
+                .as_str()
+                .and_then(rkubelet::domain::units::time::parse_rfc3339)
+                .is_some_and(|t| t as f64 / 1e9 >= since)
+        })
+        .count();
+    let per_node_minute = requests as f64 / nodes as f64 / (idle.as_secs_f64() / 60.0);
+    println!(
+        "cluster: an idle node sends {per_node_minute:.1} API requests a minute (upstream v1.26.1: 12; goal no more: {})",
+        met(per_node_minute <= 12.0)
+    );
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,51 @@
+//! The CRI `Status` and `ListImages` calls, for the node status.
+
+use async_trait::async_trait;
+
+use super::{proto, CriRuntime};
+use crate::domain::node_status::readiness::RuntimeCondition;
+use crate::domain::node_status::status::ImageSummary;
+use crate::ports::runtime::RuntimeError;
+use crate::ports::runtime_status::RuntimeStatusService;
+
+#[async_trait]
+impl RuntimeStatusService for CriRuntime {
+    async fn runtime_conditions(&self) -> Result<Vec<RuntimeCondition>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "Status",
+                c.status(self.request(proto::StatusRequest { verbose: false })),
+            )
+            .await?;
+        Ok(r.status
+            .map(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| RuntimeCondition {
+                type_: c.r#type,
+                status: c.status,
+                reason: c.reason,
+                message: c.message,
+            })
+            .collect())
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let mut c = self.images.clone();
+        let r = self
+            .call(
+                "ListImages",
+                c.list_images(self.request(proto::ListImagesRequest { filter: None })),
+            )
+            .await?;
+        Ok(r.images
+            .into_iter()
+            .map(|i| ImageSummary {
+                repo_digests: i.repo_digests,
+                repo_tags: i.repo_tags,
+                size_bytes: i64::try_from(i.size).unwrap_or(i64::MAX),
+            })
+            .collect())
+    }
+}

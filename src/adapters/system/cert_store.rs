@@ -1,0 +1,130 @@
+//! `--cert-dir` on disk, as upstream's certificate `FileStore`: each pair in
+//! `kubelet-client-<time>.pem` (certificate then key, mode 0600), the `-current.pem`
+//! symlink switched atomically.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::domain::node_status::certificate::{current_pair_name, PENDING_KEY_FILE};
+use crate::ports::cert_store::{CertStore, CertStoreError};
+
+#[derive(Debug, Clone)]
+pub struct FileCertStore {
+    dir: PathBuf,
+}
+
+impl FileCertStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        FileCertStore { dir: dir.into() }
+    }
+}
+
+fn error(action: &'static str, path: &Path, source: std::io::Error) -> CertStoreError {
+    CertStoreError {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Write `data` to `path` through a temporary file and a rename, mode 0600.
+fn write_private(path: &Path, data: &[u8]) -> Result<(), CertStoreError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| error("create", parent, e))?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| error("create", &tmp, e))?;
+    file.write_all(data)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| error("write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| error("rename", path, e))
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, CertStoreError> {
+    match std::fs::read(path) {
+        Ok(data) => Ok(Some(data)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(error("read", path, e)),
+    }
+}
+
+impl CertStore for FileCertStore {
+    fn current(&self) -> Result<Option<Vec<u8>>, CertStoreError> {
+        read_optional(&self.current_path())
+    }
+
+    fn store(&self, file_name: &str, pair_pem: &[u8]) -> Result<PathBuf, CertStoreError> {
+        let pair = self.dir.join(file_name);
+        write_private(&pair, pair_pem)?;
+        let link = self.current_path();
+        let tmp = self.dir.join(format!(".{}.tmp", current_pair_name()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(file_name, &tmp).map_err(|e| error("link", &tmp, e))?;
+        std::fs::rename(&tmp, &link).map_err(|e| error("rename", &link, e))?;
+        Ok(link)
+    }
+
+    fn current_path(&self) -> PathBuf {
+        self.dir.join(current_pair_name())
+    }
+
+    fn pending_key(&self) -> Result<Option<String>, CertStoreError> {
+        Ok(read_optional(&self.dir.join(PENDING_KEY_FILE))?
+            .map(|k| String::from_utf8_lossy(&k).into_owned()))
+    }
+
+    fn save_pending_key(&self, pem: &str) -> Result<(), CertStoreError> {
+        write_private(&self.dir.join(PENDING_KEY_FILE), pem.as_bytes())
+    }
+
+    fn remove_pending_key(&self) -> Result<(), CertStoreError> {
+        let path = self.dir.join(PENDING_KEY_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(error("remove", &path, e)),
+        }
+    }
+
+    fn write_kubeconfig(&self, path: &Path, text: &str) -> Result<(), CertStoreError> {
+        write_private(path, text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn pairs_are_private_and_the_link_follows_the_newest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileCertStore::new(dir.path().join("pki"));
+        assert_eq!(store.current().expect("read"), None);
+        let link = store.store("kubelet-client-1.pem", b"one").expect("stored");
+        assert_eq!(store.current().expect("read").as_deref(), Some(&b"one"[..]));
+        store.store("kubelet-client-2.pem", b"two").expect("stored");
+        assert_eq!(store.current().expect("read").as_deref(), Some(&b"two"[..]));
+        assert_eq!(
+            std::fs::read_link(&link).expect("link"),
+            PathBuf::from("kubelet-client-2.pem")
+        );
+        let mode = std::fs::metadata(dir.path().join("pki/kubelet-client-2.pem"))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        store.save_pending_key("KEY").expect("saved");
+        assert_eq!(store.pending_key().expect("read").as_deref(), Some("KEY"));
+        store.remove_pending_key().expect("removed");
+        store.remove_pending_key().expect("idempotent");
+        assert_eq!(store.pending_key().expect("read"), None);
+    }
+}

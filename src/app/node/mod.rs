@@ -1,0 +1,314 @@
+//! The node agent of connected mode: TLS bootstrap and certificate rotation, registration,
+//! the node status loop, the lease loop, node events, and readiness following the runtime.
+//! It runs beside the pod loop and never blocks it: while the API server is unreachable the
+//! static pods run on, and the agent retries with back-off.
+//!
+//! Start-up calls [`run_node_agent`] when `--kubeconfig` or `--bootstrap-kubeconfig` is given;
+//! the composition root supplies the ports ([`NodeAgentDeps`]).
+
+pub mod failures;
+pub mod lease_loop;
+pub mod recorder;
+pub mod register;
+pub mod runtime_watch;
+pub mod startup;
+pub mod status_loop;
+pub mod tls;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{error, info};
+
+use crate::domain::node::machine::MachineInfo;
+use crate::domain::node_status::labels::Registration;
+use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
+use crate::domain::node_status::status::{node_addresses, NodeEvent, StatusInputs, Versions};
+use crate::ports::api::{ApiClients, ApiConnector};
+use crate::ports::cert_store::CertStore;
+use crate::ports::clock::Clock;
+use crate::ports::host_facts::HostFacts;
+use crate::ports::pki::Pki;
+use crate::ports::runtime::RuntimeService;
+use crate::ports::runtime_status::RuntimeStatusService;
+use recorder::{run_recorder, EventRecorder};
+use register::{register, Registered};
+use runtime_watch::{check_once, watch_runtime, RuntimeHealth};
+use status_loop::{run_status_loop, StatusState};
+
+/// The chain of an error's causes on one line, for logs.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// What the agent is configured with (from flags and the configuration file).
+#[derive(Debug, Clone)]
+pub struct NodeAgentSettings {
+    pub registration: Registration,
+    /// `registerNode`.
+    pub register_node: bool,
+    /// `--node-ip`, parsed.
+    pub node_ips: Vec<IpAddr>,
+    /// The kubelet's port (`port`, 10250) for `daemonEndpoints`.
+    pub kubelet_port: i32,
+    pub capacity: ResourceList,
+    pub allocatable: ResourceList,
+    pub machine: MachineInfo,
+    /// Reported as kubeletVersion and kubeProxyVersion.
+    pub kubelet_version: String,
+    /// `nodeStatusMaxImages`.
+    pub max_images: i32,
+    /// `nodeStatusUpdateFrequency` (10 s).
+    pub status_update_frequency: Duration,
+    /// `nodeStatusReportFrequency` (5 m).
+    pub status_report_frequency: Duration,
+    /// `nodeLeaseDurationSeconds` (40).
+    pub lease_duration_seconds: i32,
+    /// How often the runtime's status is checked (upstream: 5 s).
+    pub runtime_check_period: Duration,
+    /// How long the runtime may go without a good check before the node is not ready.
+    /// Upstream waits 30 s; 15 s (three checks) makes `Ready` False show within 30 s of the
+    /// runtime stopping, status push included.
+    pub runtime_down_after: Duration,
+    /// `--kubeconfig`.
+    pub kubeconfig: PathBuf,
+    /// `--bootstrap-kubeconfig`.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `rotateCertificates`.
+    pub rotate_certificates: bool,
+    /// Record `NodeAllocatableEnforced` (node allocatable is enforced on the pods' cgroup).
+    pub allocatable_enforced: bool,
+}
+
+impl NodeAgentSettings {
+    /// Upstream's defaults around a registration and the node's resources.
+    pub fn new(registration: Registration, kubeconfig: PathBuf) -> Self {
+        NodeAgentSettings {
+            registration,
+            register_node: true,
+            node_ips: Vec::new(),
+            kubelet_port: 10250,
+            capacity: ResourceList::new(),
+            allocatable: ResourceList::new(),
+            machine: MachineInfo {
+                num_cores: 0,
+                online_cpus: Default::default(),
+                memory_capacity_bytes: 0,
+                root_fs_capacity_bytes: 0,
+                pid_max: 0,
+                boot_id: String::new(),
+                machine_id: String::new(),
+                system_uuid: String::new(),
+            },
+            kubelet_version: crate::app::node::KUBELET_VERSION.into(),
+            max_images: crate::domain::node_status::status::DEFAULT_MAX_IMAGES,
+            status_update_frequency: Duration::from_secs(10),
+            status_report_frequency: Duration::from_secs(300),
+            lease_duration_seconds: 40,
+            runtime_check_period: Duration::from_secs(5),
+            runtime_down_after: Duration::from_secs(15),
+            kubeconfig,
+            bootstrap_kubeconfig: None,
+            rotate_certificates: false,
+            allocatable_enforced: false,
+        }
+    }
+}
+
+/// The Kubernetes version rkubelet reports itself as (the API it implements).
+pub const KUBELET_VERSION: &str = "v1.26.1";
+
+/// The ports the agent works through.
+#[derive(Clone)]
+pub struct NodeAgentDeps {
+    pub connector: Arc<dyn ApiConnector>,
+    pub runtime: Arc<dyn RuntimeService>,
+    pub runtime_status: Arc<dyn RuntimeStatusService>,
+    pub host_facts: Arc<dyn HostFacts>,
+    pub clock: Arc<dyn Clock>,
+    pub pki: Arc<dyn Pki>,
+    pub cert_store: Arc<dyn CertStore>,
+}
+
+/// Everything the loops share.
+pub struct Agent {
+    pub settings: NodeAgentSettings,
+    pub deps: NodeAgentDeps,
+    pub clock: Arc<dyn Clock>,
+    /// The current clients (replaced when the client certificate rotates).
+    pub clients: watch::Receiver<ApiClients>,
+    /// The Node's uid once registered (the lease's owner).
+    pub node_uid: watch::Sender<Option<String>>,
+    pub recorder: EventRecorder,
+    pub health: Arc<RuntimeHealth>,
+}
+
+impl Agent {
+    /// The observations the status is computed from, now.
+    pub fn status_inputs(&self) -> StatusInputs {
+        let s = &self.settings;
+        let runtime = self.health.snapshot();
+        let addresses = match node_addresses(
+            &s.registration.node_name,
+            &s.node_ips,
+            &s.registration.hostname,
+            self.deps.host_facts.default_route_ip(),
+        ) {
+            Ok(a) => a,
+            Err(e) => {
+                error!(error = %e, "Failed to set some node status fields");
+                vec![NodeAddress::new(
+                    "Hostname",
+                    s.registration.hostname.clone(),
+                )]
+            }
+        };
+        StatusInputs {
+            node_name: s.registration.node_name.clone(),
+            now: Time::from_unix_nanos(self.clock.now_unix_nanos()),
+            addresses,
+            capacity: s.capacity.clone(),
+            allocatable: s.allocatable.clone(),
+            machine_id: s.machine.machine_id.clone(),
+            system_uuid: s.machine.system_uuid.clone(),
+            boot_id: s.machine.boot_id.clone(),
+            versions: Versions {
+                kernel_version: self.deps.host_facts.kernel_version(),
+                os_image: self.deps.host_facts.os_image(),
+                container_runtime_version: runtime
+                    .version
+                    .unwrap_or_else(|| "Unknown://Unknown".into()),
+                kubelet_version: s.kubelet_version.clone(),
+            },
+            operating_system: s.registration.os.clone(),
+            architecture: s.registration.arch.clone(),
+            kubelet_port: s.kubelet_port,
+            images: runtime.images,
+            max_images: s.max_images,
+            not_ready: self.health.not_ready(),
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
+        }
+    }
+}
+
+/// The running agent; dropping it stops every loop.
+pub struct NodeAgent {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl NodeAgent {
+    pub fn stop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Start the agent: returns at once; everything runs in the background.
+pub fn run_node_agent(settings: NodeAgentSettings, deps: NodeAgentDeps) -> NodeAgent {
+    let task = tokio::spawn(run(settings, deps));
+    NodeAgent { tasks: vec![task] }
+}
+
+/// The agent's flow: a client certificate, a connection, the first runtime check, the
+/// Starting event, registration, then the loops.
+async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
+    let clients = tls::connected_clients(&settings, &deps).await;
+    let (clients_tx, clients_rx) = watch::channel(clients);
+    let health = RuntimeHealth::new(settings.runtime_down_after);
+    check_once(
+        &health,
+        deps.runtime.as_ref(),
+        deps.runtime_status.as_ref(),
+        true,
+        settings.runtime_check_period,
+    )
+    .await;
+    let (recorder, events) = EventRecorder::new();
+    let (node_uid, _) = watch::channel(None);
+    let agent = Arc::new(Agent {
+        clock: deps.clock.clone(),
+        settings,
+        deps,
+        clients: clients_rx.clone(),
+        node_uid,
+        recorder,
+        health: health.clone(),
+    });
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(run_recorder(
+        events,
+        clients_rx,
+        agent.clock.clone(),
+        agent.settings.registration.node_name.clone(),
+    )));
+    tasks.push(tokio::spawn(watch_runtime(
+        health,
+        agent.deps.runtime.clone(),
+        agent.deps.runtime_status.clone(),
+        agent.settings.runtime_check_period,
+        6,
+    )));
+    if agent.settings.rotate_certificates {
+        let a = agent.clone();
+        tasks.push(tokio::spawn(async move {
+            tls::run_rotation(&a, clients_tx).await;
+        }));
+    }
+    agent.recorder.record(NodeEvent::starting());
+    let registered = if agent.settings.register_node {
+        register(&agent).await
+    } else {
+        loop {
+            let api = agent.clients.borrow().nodes.clone();
+            match api.get_node(&agent.settings.registration.node_name).await {
+                Ok(node) => break Registered::Adopted(node),
+                Err(e) => {
+                    error!(error = %error_chain(&e), "registerNode is false and the Node cannot be read; retrying");
+                    tokio::time::sleep(Duration::from_secs(7)).await;
+                }
+            }
+        }
+    };
+    agent
+        .node_uid
+        .send_replace(Some(registered.node().metadata.uid.clone()));
+    if agent.settings.allocatable_enforced {
+        agent.recorder.record(NodeEvent::allocatable_enforced());
+    }
+    info!(node = %agent.settings.registration.node_name, "Node agent running: lease and status loops");
+    let a = agent.clone();
+    tasks.push(tokio::spawn(async move {
+        lease_loop::run_lease_loop(&a).await;
+    }));
+    let adopted = matches!(registered, Registered::Adopted(_));
+    let state = StatusState::after(&registered);
+    // The loops run until the agent is stopped; keep their handles alive with this task.
+    let _guard = NodeAgent { tasks };
+    run_status_loop(&agent, state, adopted).await;
+}

@@ -1,0 +1,108 @@
+//! The event recorder: node events go through a bounded queue to one task that correlates
+//! them (deduplication, aggregation, spam filter) and writes them, retrying a failed write
+//! up to upstream's twelve tries ten seconds apart.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::failures::FailureLog;
+use crate::domain::node_status::events::{
+    make_event, node_reference, EventAction, EventCorrelator, MAX_TRIES_PER_EVENT, RETRY_WAIT,
+};
+use crate::domain::node_status::model::EventSource;
+use crate::domain::node_status::status::NodeEvent;
+use crate::ports::api::{ApiClients, EventsError};
+use crate::ports::clock::Clock;
+
+/// Upstream's `maxQueuedEvents`.
+const QUEUE: usize = 1000;
+
+/// Where the node's loops send their events.
+#[derive(Debug, Clone)]
+pub struct EventRecorder {
+    tx: mpsc::Sender<NodeEvent>,
+}
+
+impl EventRecorder {
+    /// A recorder and the receiving end for [`run_recorder`].
+    pub fn new() -> (EventRecorder, mpsc::Receiver<NodeEvent>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (EventRecorder { tx }, rx)
+    }
+
+    pub fn record(&self, event: NodeEvent) {
+        debug!(reason = %event.reason, message = %event.message, "Event recorded");
+        if self.tx.try_send(event).is_err() {
+            warn!("event queue full or closed; event dropped");
+        }
+    }
+}
+
+fn transient(error: &EventsError) -> bool {
+    match error {
+        EventsError::Call { source, .. } => source.is_transient(),
+        EventsError::NotFound { .. } => false,
+    }
+}
+
+/// Write events as they come until every recorder is dropped.
+pub async fn run_recorder(
+    mut rx: mpsc::Receiver<NodeEvent>,
+    clients: watch::Receiver<ApiClients>,
+    clock: Arc<dyn Clock>,
+    node_name: String,
+) {
+    let origin = Instant::now();
+    let mut correlator = EventCorrelator::default();
+    let source = EventSource {
+        component: "kubelet".into(),
+        host: node_name.clone(),
+    };
+    let object = node_reference(&node_name);
+    let mut failures = FailureLog::new("writing an event");
+    // Event names carry the time in nanoseconds: never the same twice, even from a clock
+    // that did not move.
+    let mut last_nanos = i64::MIN;
+    while let Some(node_event) = rx.recv().await {
+        let nanos = clock.now_unix_nanos().max(last_nanos.saturating_add(1));
+        last_nanos = nanos;
+        let event = make_event(&object, &source, &node_event, nanos);
+        let action = correlator.correlate(event, nanos, origin.elapsed());
+        for attempt in 1..=MAX_TRIES_PER_EVENT {
+            let api = clients.borrow().events.clone();
+            let result = match &action {
+                EventAction::Skip => Ok(()),
+                EventAction::Create(e) => api.create_event(e).await.map(|_| ()),
+                EventAction::Patch { event, patch } => {
+                    match api
+                        .patch_event(&event.metadata.namespace, &event.metadata.name, patch)
+                        .await
+                    {
+                        // The first one is gone (expired): create it anew.
+                        Err(EventsError::NotFound { .. }) => {
+                            api.create_event(event).await.map(|_| ())
+                        }
+                        other => other.map(|_| ()),
+                    }
+                }
+            };
+            match result {
+                Ok(()) => {
+                    failures.succeeded();
+                    break;
+                }
+                Err(e) => {
+                    failures.failed(&e);
+                    if !transient(&e) || attempt == MAX_TRIES_PER_EVENT {
+                        warn!(reason = %node_event.reason, error = %e, "Unable to write event; dropped");
+                        break;
+                    }
+                    tokio::time::sleep(RETRY_WAIT).await;
+                }
+            }
+        }
+    }
+}

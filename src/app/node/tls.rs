@@ -1,0 +1,269 @@
+//! The client certificate: TLS bootstrap (upstream's `LoadClientCert`) when the kubeconfig
+//! is missing or its certificate unusable, and rotation at 70-90 % of its life. kube-rs
+//! reads certificates once, so a rotated certificate means new clients, handed to the loops
+//! through a watch channel.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::path::Path;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::failures::FailureLog;
+use super::{Agent, NodeAgentDeps, NodeAgentSettings};
+use crate::domain::node_status::certificate::{
+    bootstrapped_kubeconfig, node_subject, pair_file_name, rotation_deadline, split_pair, CaSource,
+    BOOTSTRAP_WAIT, CLIENT_USAGES, SIGNER_KUBELET_CLIENT,
+};
+use crate::ports::api::{ApiClients, CertificatesError, ConnectError, CsrRequest};
+use crate::ports::cert_store::CertStoreError;
+use crate::ports::pki::PkiError;
+
+#[derive(Debug, Error)]
+pub enum TlsError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Certificates(#[from] CertificatesError),
+    #[error(transparent)]
+    Store(#[from] CertStoreError),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("bootstrap kubeconfig {}: no certificate authority and not insecure", path.display())]
+    NoCa { path: std::path::PathBuf },
+}
+
+fn now_secs(deps: &NodeAgentDeps) -> i64 {
+    deps.clock.now_unix_nanos().div_euclid(1_000_000_000)
+}
+
+/// Whether the kubeconfig exists and its client certificate has not expired (upstream's
+/// `isClientConfigStillValid`); why not, otherwise.
+pub fn kubeconfig_still_valid(deps: &NodeAgentDeps, kubeconfig: &Path) -> Result<(), String> {
+    let summary = deps
+        .connector
+        .inspect(kubeconfig)
+        .map_err(|e| e.to_string())?;
+    let cert = summary.client_certificate.ok_or_else(|| {
+        format!(
+            "kubeconfig {} has no client certificate",
+            kubeconfig.display()
+        )
+    })?;
+    let validity = deps
+        .pki
+        .validity(&cert)
+        .map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))?;
+    if validity.not_after <= now_secs(deps) {
+        return Err(format!(
+            "the client certificate in {} is expired",
+            kubeconfig.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The private key to ask with: the current pair's when it is usable, else the pending
+/// one of an interrupted bootstrap, else a new one (kept until the certificate arrives).
+fn bootstrap_key(deps: &NodeAgentDeps) -> Result<String, TlsError> {
+    if let Some(pair) = deps.cert_store.current()? {
+        if let (_, Some(key)) = split_pair(&String::from_utf8_lossy(&pair)) {
+            if deps.pki.valid_key(&key) {
+                return Ok(key);
+            }
+        }
+    }
+    if let Some(key) = deps.cert_store.pending_key()? {
+        if deps.pki.valid_key(&key) {
+            return Ok(key);
+        }
+    }
+    let key = deps.pki.generate_key()?;
+    deps.cert_store.save_pending_key(&key)?;
+    Ok(key)
+}
+
+/// Ask for a client certificate with `clients` and store the pair; returns the pair's path.
+async fn request_certificate(
+    deps: &NodeAgentDeps,
+    node_name: &str,
+    clients: &ApiClients,
+    key: &str,
+    named: bool,
+    within: Duration,
+) -> Result<std::path::PathBuf, TlsError> {
+    let request = deps
+        .pki
+        .certificate_request(key, &node_subject(node_name), CLIENT_USAGES)?;
+    let csr = CsrRequest {
+        // Bootstrap names the request after its key (a restart finds it again); a renewal
+        // lets the server name it, as upstream's certificate manager does.
+        name: named.then(|| request.digest_name.clone()),
+        request_pem: request.pem,
+        signer_name: SIGNER_KUBELET_CLIENT.into(),
+        usages: CLIENT_USAGES.iter().map(|u| u.to_string()).collect(),
+        expiration_seconds: None,
+    };
+    let created = clients.certificates.create_csr(&csr).await?;
+    info!(csr = %created.name, "Waiting for client certificate to be issued");
+    let certificate = clients
+        .certificates
+        .wait_for_certificate(&created, within)
+        .await?;
+    let mut pair = String::from_utf8_lossy(&certificate).into_owned();
+    if !pair.ends_with('\n') {
+        pair.push('\n');
+    }
+    pair.push_str(key);
+    let path = deps.cert_store.store(
+        &pair_file_name(deps.clock.now_unix_nanos()),
+        pair.as_bytes(),
+    )?;
+    info!(csr = %created.name, path = %path.display(), "Client certificate issued");
+    Ok(path)
+}
+
+/// TLS bootstrap: a certificate from the bootstrap kubeconfig's identity, then the
+/// kubeconfig at `--kubeconfig` pointing at it.
+pub async fn bootstrap(
+    settings: &NodeAgentSettings,
+    deps: &NodeAgentDeps,
+    bootstrap_path: &Path,
+) -> Result<(), TlsError> {
+    let summary = deps.connector.inspect(bootstrap_path)?;
+    let ca = match (&summary.ca_file, &summary.ca_data) {
+        (Some(file), _) => CaSource::File(file.to_string_lossy().into_owned()),
+        (None, Some(data)) => CaSource::Data(base64_encode(data)),
+        (None, None) if summary.insecure => CaSource::Insecure,
+        (None, None) => {
+            return Err(TlsError::NoCa {
+                path: bootstrap_path.to_path_buf(),
+            })
+        }
+    };
+    let key = bootstrap_key(deps)?;
+    let clients = deps.connector.connect(bootstrap_path).await?;
+    let pair = request_certificate(
+        deps,
+        &settings.registration.node_name,
+        &clients,
+        &key,
+        true,
+        BOOTSTRAP_WAIT,
+    )
+    .await?;
+    deps.cert_store.remove_pending_key()?;
+    deps.cert_store.write_kubeconfig(
+        &settings.kubeconfig,
+        &bootstrapped_kubeconfig(&summary.server, &ca, &pair),
+    )?;
+    info!(kubeconfig = %settings.kubeconfig.display(), "Wrote the kubeconfig for the bootstrapped client certificate");
+    Ok(())
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+/// Clients for `--kubeconfig`, after TLS bootstrap when needed; retried with back-off (up to
+/// 30 s apart) until it works: a missing or broken kubeconfig is logged with its path and
+/// the problem, and the pods run on meanwhile.
+pub async fn connected_clients(settings: &NodeAgentSettings, deps: &NodeAgentDeps) -> ApiClients {
+    let mut failures = FailureLog::new("connecting to the API server");
+    let mut wait = Duration::from_millis(500);
+    loop {
+        let attempt = async {
+            if settings.bootstrap_kubeconfig.is_none() {
+                // Say it plainly: the server's answer to an expired certificate is a bare 401.
+                if let Err(why) = kubeconfig_still_valid(deps, &settings.kubeconfig) {
+                    if why.contains("expired") {
+                        warn!(problem = %why, "the API server will refuse this client certificate (no --bootstrap-kubeconfig to renew it)");
+                    }
+                }
+            }
+            if let Some(bootstrap_path) = &settings.bootstrap_kubeconfig {
+                match kubeconfig_still_valid(deps, &settings.kubeconfig) {
+                    Ok(()) => info!("Kubeconfig exists and is valid, skipping bootstrap"),
+                    Err(why) => {
+                        info!(reason = %why, "Using bootstrap kubeconfig to generate TLS client cert, key and kubeconfig file");
+                        bootstrap(settings, deps, bootstrap_path).await?;
+                    }
+                }
+            }
+            Ok::<_, TlsError>(deps.connector.connect(&settings.kubeconfig).await?)
+        };
+        match attempt.await {
+            Ok(clients) => {
+                failures.succeeded();
+                info!(server = %clients.server, "API client ready");
+                return clients;
+            }
+            Err(e) => {
+                failures.failed(&e);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// A number in `[0, 1)` for the rotation jitter.
+fn jitter() -> f64 {
+    let bits = RandomState::new().hash_one(0u8);
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Renew the client certificate at 70-90 % of its life, forever; each new certificate
+/// gives new clients to the loops.
+pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) {
+    let deps = &agent.deps;
+    let mut failures = FailureLog::new("rotating the client certificate");
+    let mut retry = Duration::from_secs(2);
+    loop {
+        let current = deps.cert_store.current().ok().flatten();
+        let Some(validity) = current.and_then(|p| deps.pki.validity(&p).ok()) else {
+            warn!("certificate rotation is on, but --cert-dir has no current client certificate (rotation needs the TLS bootstrap layout); not rotating");
+            return;
+        };
+        let deadline = rotation_deadline(validity.not_before, validity.not_after, jitter());
+        info!(
+            expires = validity.not_after,
+            rotation_deadline = deadline,
+            "Certificate expiration and rotation deadline (Unix seconds)"
+        );
+        // Sleep towards the deadline in steps, so a wall-clock jump is noticed.
+        loop {
+            let left = deadline - now_secs(deps);
+            if left <= 0 {
+                break;
+            }
+            let step = u64::try_from(left).unwrap_or(0).min(60);
+            tokio::time::sleep(Duration::from_secs(step)).await;
+        }
+        let clients = agent.clients.borrow().clone();
+        let node = &agent.settings.registration.node_name;
+        let renewed = async {
+            let key = deps.pki.generate_key()?;
+            let within = Duration::from_secs(600);
+            request_certificate(deps, node, &clients, &key, false, within).await?;
+            Ok::<_, TlsError>(deps.connector.connect(&agent.settings.kubeconfig).await?)
+        };
+        match renewed.await {
+            Ok(new_clients) => {
+                failures.succeeded();
+                retry = Duration::from_secs(2);
+                info!("Rotated the client certificate; API clients rebuilt");
+                clients_tx.send_replace(new_clients);
+            }
+            Err(e) => {
+                failures.failed(&e);
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(Duration::from_secs(300));
+            }
+        }
+    }
+}

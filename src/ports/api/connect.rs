@@ -1,0 +1,69 @@
+//! Making API clients from a kubeconfig. kube-rs reads client certificates once, so a
+//! rotated certificate means connecting again.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi};
+
+/// The clients of one connection. Node and lease calls (the heartbeat) bypass the
+/// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client
+/// does; events and certificate requests share it.
+#[derive(Clone)]
+pub struct ApiClients {
+    pub server: String,
+    pub nodes: Arc<dyn NodeApi>,
+    pub leases: Arc<dyn LeaseApi>,
+    pub events: Arc<dyn EventApi>,
+    pub certificates: Arc<dyn CertificateApi>,
+}
+
+/// What a kubeconfig says, read without connecting.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KubeconfigSummary {
+    pub server: String,
+    /// The CA as given: a file path, or PEM data.
+    pub ca_file: Option<PathBuf>,
+    pub ca_data: Option<Vec<u8>>,
+    pub insecure: bool,
+    /// The client certificate (PEM) when the user has one, from a file or data.
+    pub client_certificate: Option<Vec<u8>>,
+    pub has_token: bool,
+}
+
+#[derive(Debug, Error)]
+pub enum ConnectError {
+    #[error("kubeconfig {}: {problem}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        problem: String,
+        #[source]
+        source: Option<Cause>,
+    },
+    #[error("API client for {server} from {}: {problem}", path.display())]
+    Client {
+        path: PathBuf,
+        server: String,
+        problem: String,
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+#[async_trait]
+pub trait ApiConnector: Send + Sync {
+    /// Read a kubeconfig without connecting.
+    /// # Errors
+    /// [`ConnectError::Kubeconfig`] naming the file and the problem (missing, not YAML,
+    /// no current context, unreadable certificate file).
+    fn inspect(&self, kubeconfig: &Path) -> Result<KubeconfigSummary, ConnectError>;
+
+    /// Clients for the kubeconfig's server and credentials. Nothing is sent yet: an
+    /// unreachable server shows in the first call.
+    /// # Errors
+    /// [`ConnectError::Kubeconfig`] or [`ConnectError::Client`] (a bad CA or key).
+    async fn connect(&self, kubeconfig: &Path) -> Result<ApiClients, ConnectError>;
+}

@@ -1,0 +1,260 @@
+//! A private Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) for one
+//! test, started with `scripts/test-env/cluster-up.sh BASE` and torn down with
+//! `cluster-down.sh BASE` when the guard is dropped. Each instance has its own base
+//! directory, CA and ports, so tests run in parallel. A missing binary (etcd, the Kubernetes
+//! binaries) fails the test: there is no skip.
+//!
+//! Ports come from the OS, or from `RKUBELET_TEST_PORTS=LOW-HIGH` when set (a range reserved
+//! for this user of the machine).
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::env_file;
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
+}
+
+/// What a test asks of its control plane.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// Also run kube-scheduler.
+    pub scheduler: bool,
+    /// The controller manager's `--cluster-signing-duration` (default 720h).
+    pub signing_duration: Option<String>,
+    /// Node identities (`BASE/node-NAME.kubeconfig`) made at start-up.
+    pub nodes: Vec<String>,
+}
+
+/// A running private control plane, torn down on drop.
+pub struct Cluster {
+    pub base: PathBuf,
+    env: BTreeMap<String, String>,
+    down: bool,
+}
+
+/// A free TCP port on 127.0.0.1 (and, for etcd, the next one free too), from
+/// `RKUBELET_TEST_PORTS` when set.
+pub fn pick_port(pair: bool) -> u16 {
+    let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+    if let Ok(range) = std::env::var("RKUBELET_TEST_PORTS") {
+        let (low, high) = range
+            .split_once('-')
+            .and_then(|(l, h)| Some((l.parse::<u16>().ok()?, h.parse::<u16>().ok()?)))
+            .unwrap_or_else(|| panic!("RKUBELET_TEST_PORTS={range}: expected LOW-HIGH"));
+        let span = u32::from(high.saturating_sub(low)).max(1);
+        // Start at a point that differs between test processes, so parallel tests rarely race.
+        let seed = std::process::id().wrapping_mul(2_654_435_761)
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+        for i in 0..span {
+            let port = low + u16::try_from((seed.wrapping_add(i)) % span).unwrap_or(0);
+            if free(port) && (!pair || (port < high && free(port + 1))) {
+                return port;
+            }
+        }
+        panic!("no free port in RKUBELET_TEST_PORTS={range}");
+    }
+    for _ in 0..100 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if !pair || port.checked_add(1).is_some_and(free) {
+            return port;
+        }
+    }
+    panic!("no pair of free ports");
+}
+
+impl Cluster {
+    /// Start a control plane named after the test; panics (the test fails) when it cannot.
+    pub fn start(name: &str) -> Cluster {
+        Cluster::start_with(name, ClusterOptions::default())
+    }
+
+    pub fn start_with(name: &str, options: ClusterOptions) -> Cluster {
+        let base = PathBuf::from(format!("/tmp/rkcl-{}-{name}", std::process::id()));
+        // The guard exists before the script runs, so a half-started instance is torn down.
+        let mut guard = Cluster {
+            base: base.clone(),
+            env: BTreeMap::new(),
+            down: false,
+        };
+        let mut command = Command::new(scripts().join("cluster-up.sh"));
+        command
+            .arg(&base)
+            .env("APORT", pick_port(false).to_string())
+            .env("ETCD_PORT", pick_port(true).to_string())
+            .env("NODES", options.nodes.join(" "));
+        if options.scheduler {
+            command.env("SCHEDULER", "1");
+        }
+        if let Some(d) = &options.signing_duration {
+            command.env("SIGNING_DURATION", d);
+        }
+        let started = Instant::now();
+        let out = command.output().expect("cluster-up.sh runs");
+        assert!(
+            out.status.success(),
+            "cluster-up.sh {} failed:\n{}\n{}",
+            base.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard.env = env_file::read(&base.join("env")).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!(
+            "control plane {} up in {:.1} s at {}",
+            base.display(),
+            started.elapsed().as_secs_f64(),
+            guard.var("APISERVER")
+        );
+        guard
+    }
+
+    /// A variable of `BASE/env`; panics when missing.
+    pub fn var(&self, key: &str) -> String {
+        self.env
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} missing from {}/env", self.base.display()))
+    }
+
+    pub fn server(&self) -> String {
+        self.var("APISERVER")
+    }
+
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("KUBECONFIG"))
+    }
+
+    pub fn bootstrap_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("BOOTSTRAP_KUBECONFIG"))
+    }
+
+    pub fn ca_cert(&self) -> PathBuf {
+        PathBuf::from(self.var("CA_CERT"))
+    }
+
+    pub fn audit_log(&self) -> PathBuf {
+        PathBuf::from(self.var("AUDIT_LOG"))
+    }
+
+    /// A kubeconfig with the node identity `system:node:NAME` (group `system:nodes`),
+    /// valid `days` days (negative: already expired).
+    pub fn node_kubeconfig(&self, node: &str, days: i32) -> PathBuf {
+        let out = Command::new(scripts().join("cluster-up.sh"))
+            .arg(&self.base)
+            .args(["node", node, &days.to_string()])
+            .output()
+            .expect("cluster-up.sh runs");
+        assert!(
+            out.status.success(),
+            "cluster-up.sh node {node} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    /// Stop one component (`apiserver`, `etcd`, `controller-manager`, `scheduler`).
+    pub fn stop_component(&self, name: &str) {
+        let out = Command::new(scripts().join("cluster-down.sh"))
+            .arg(&self.base)
+            .args(["stop", name])
+            .output()
+            .expect("cluster-down.sh runs");
+        assert!(out.status.success(), "stopping {name} failed: {out:?}");
+    }
+
+    /// Start a stopped component again; for the API server, wait until it is ready.
+    pub fn start_component(&self, name: &str) {
+        let out = Command::new(scripts().join("cluster-up.sh"))
+            .arg(&self.base)
+            .args(["start", name])
+            .output()
+            .expect("cluster-up.sh runs");
+        assert!(out.status.success(), "starting {name} failed: {out:?}");
+        if name == "apiserver" {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !self.kubectl(&["get", "--raw", "/readyz"]).status.success() {
+                assert!(Instant::now() < deadline, "apiserver not ready again");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+
+    /// kubectl as the cluster's admin.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(self.var("KUBECTL"))
+            .env("KUBECONFIG", self.admin_kubeconfig())
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// `kubectl get ARGS -o json`, parsed; `None` when kubectl fails (e.g. not found).
+    pub fn get_json(&self, args: &[&str]) -> Option<Value> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        let out = self.kubectl(&all);
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The API server's audit events so far (one per request, stage ResponseComplete).
+    pub fn audit_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Tear down now; the folder goes too.
+    pub fn down(&mut self) {
+        self.down = true;
+        let out = Command::new(scripts().join("cluster-down.sh"))
+            .arg(&self.base)
+            .output();
+        if let Ok(out) = out {
+            if !out.status.success() {
+                eprintln!(
+                    "cluster-down.sh {} failed: {}",
+                    self.base.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.down {
+            if std::thread::panicking() {
+                // Keep what explains the failure: the last lines of each component's log.
+                for name in ["apiserver", "controller-manager", "etcd"] {
+                    let log = std::fs::read_to_string(self.base.join(format!("{name}.log")))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                    eprintln!("--- {name}.log (last lines) ---");
+                    for l in tail.iter().rev() {
+                        eprintln!("{l}");
+                    }
+                }
+            }
+            self.down();
+        }
+    }
+}
