@@ -5,6 +5,23 @@
 //! quirks ("0%" and "100%" switch a threshold off, a soft threshold needs a
 //! grace period), so that a configuration accepted upstream is accepted here
 //! and means the same thing.
+//!
+//! The eviction manager's decisions live in the submodules: `signals` (the stats it
+//! observes and the signal observations), `thresholds` (met, grace periods, node
+//! conditions), `rank` (the order pods go in), `manager` (one cycle: conditions, local
+//! storage limits, node reclaim, the pod to evict and its message), `admission` (pods
+//! refused under pressure), `image_gc` (which images go).
+
+pub mod admission;
+pub mod image_gc;
+pub mod manager;
+pub mod rank;
+pub mod signals;
+pub mod thresholds;
+
+/// The reason of an evicted pod's status, of its event and of an admission refused
+/// under node pressure.
+pub const EVICTED_REASON: &str = "Evicted";
 
 use std::collections::BTreeMap;
 use std::fmt;
