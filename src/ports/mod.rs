@@ -11,3 +11,4 @@ pub mod pki;
 pub mod pod_source;
 pub mod runtime;
 pub mod runtime_status;
+pub mod stats;
