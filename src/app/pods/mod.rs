@@ -23,7 +23,11 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::app::server::shutdown_requested;
+use crate::domain::eviction::admission::admit;
+use crate::domain::eviction::manager::Eviction;
+use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::pod::full_name;
+use crate::domain::status::rejected_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use manager::{PodChange, PodManager};
@@ -55,6 +59,20 @@ impl Default for LoopSettings {
     }
 }
 
+/// How the eviction manager reaches the loop: the pods to evict, and the node
+/// conditions new pods are admitted under.
+pub struct EvictionHooks {
+    pub orders: mpsc::Receiver<Eviction>,
+    pub conditions: watch::Receiver<Vec<PressureCondition>>,
+}
+
+async fn next_order(hooks: &mut Option<EvictionHooks>) -> Option<Eviction> {
+    match hooks {
+        Some(hooks) => hooks.orders.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The loop's state; see the module documentation.
 pub struct PodLoop {
     shared: Arc<WorkerShared>,
@@ -64,6 +82,9 @@ pub struct PodLoop {
     done: mpsc::UnboundedReceiver<String>,
     last_relist: BTreeMap<String, PodFingerprint>,
     stale_cgroups_checked: bool,
+    eviction: Option<EvictionHooks>,
+    /// Pods evicted or refused admission: they stay Failed while their source keeps them.
+    terminal: BTreeSet<String>,
 }
 
 impl PodLoop {
@@ -83,7 +104,46 @@ impl PodLoop {
             done,
             last_relist: BTreeMap::new(),
             stale_cgroups_checked: false,
+            eviction: None,
+            terminal: BTreeSet::new(),
         }
+    }
+
+    /// Takes evictions from the eviction manager and admits new pods under its node
+    /// conditions.
+    pub fn with_eviction(mut self, hooks: EvictionHooks) -> Self {
+        self.eviction = Some(hooks);
+        self
+    }
+
+    /// Upstream's eviction admission for a pod not seen before: refused under pressure,
+    /// it gets a Failed status and no worker.
+    fn refused(&mut self, pod: &crate::domain::pod::Pod) -> bool {
+        let Some(hooks) = &self.eviction else {
+            return false;
+        };
+        let conditions = hooks.conditions.borrow().clone();
+        let Err(rejection) = admit(pod, &conditions) else {
+            return false;
+        };
+        warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = rejection.reason, message = %rejection.message, "Failed to admit pod to node");
+        self.shared
+            .store
+            .set(pod, rejected_status(rejection.reason, &rejection.message));
+        self.terminal.insert(pod.metadata.uid.clone());
+        true
+    }
+
+    /// Hands an eviction to the pod's worker; the pod then stays Failed.
+    fn evict(&mut self, eviction: Eviction) {
+        let uid = eviction.pod_uid.clone();
+        let Some(pod) = self.manager.get(&uid).cloned() else {
+            warn!(%uid, "eviction of a pod that is no longer desired; ignored");
+            return;
+        };
+        info!(pod = %eviction.pod, reason = eviction.reason, message = %eviction.message, "evicting pod");
+        self.terminal.insert(uid.clone());
+        self.dispatch(&uid, Desired::Evict(Box::new(pod), Box::new(eviction)));
     }
 
     fn dispatch(&mut self, uid: &str, desired: Desired) {
@@ -128,10 +188,18 @@ impl PodLoop {
             match change {
                 PodChange::Upsert(pod) => {
                     let uid = pod.metadata.uid.clone();
+                    if self.terminal.contains(&uid) {
+                        debug!(%uid, "pod was evicted or refused; it stays Failed");
+                        continue;
+                    }
+                    if !self.workers.contains_key(&uid) && self.refused(&pod) {
+                        continue;
+                    }
                     self.dispatch(&uid, Desired::Run(pod));
                 }
                 PodChange::Remove { uid, last } => {
                     info!(pod = %full_name(&last), %uid, "pod removed from its source");
+                    self.terminal.remove(&uid);
                     self.dispatch(&uid, Desired::Terminate(Some(last)));
                 }
             }
@@ -141,6 +209,9 @@ impl PodLoop {
     fn worker_done(&mut self, uid: &str) {
         self.workers.remove(uid);
         // Re-added while it was being terminated: run it again.
+        if self.terminal.contains(uid) {
+            return;
+        }
         if let Some(pod) = self.manager.get(uid).cloned() {
             self.dispatch(uid, Desired::Run(Box::new(pod)));
         }
@@ -226,6 +297,7 @@ impl PodLoop {
                     None => sources_open = false,
                 },
                 Some(uid) = self.done.recv() => self.worker_done(&uid),
+                Some(eviction) = next_order(&mut self.eviction) => self.evict(eviction),
                 Some(uid) = events.recv() => {
                     if let Some(worker) = self.workers.get(&uid) {
                         worker.poke.notify_one();

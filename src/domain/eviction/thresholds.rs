@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::signals::Observations;
+use super::signals::{MemoryStats, Observations};
 use super::{Signal, Threshold, ThresholdValue};
 use crate::domain::node_status::status::{
     CONDITION_DISK_PRESSURE, CONDITION_MEMORY_PRESSURE, CONDITION_PID_PRESSURE,
@@ -294,6 +294,25 @@ pub fn threshold_met_info(
             let observed = observations.get(&t.signal)?;
             Some((t.value.quantity(&observed.capacity), observed.available))
         })
+}
+
+/// The usage at which a cgroup's working set reaches a memory threshold: capacity −
+/// threshold + inactive file (upstream's memory threshold notifier), where the capacity
+/// is available + working set. `None` without an observation of the cgroup.
+pub fn memcg_usage_threshold(threshold: &Threshold, memory: &MemoryStats) -> Option<u64> {
+    let available = memory.available_bytes?;
+    let capacity = available.saturating_add(memory.working_set_bytes);
+    let inactive_file = memory.usage_bytes.saturating_sub(memory.working_set_bytes);
+    let capacity_q = Quantity::new(
+        i64::try_from(capacity).unwrap_or(i64::MAX),
+        Format::BinarySI,
+    );
+    let reserve = u64::try_from(threshold.value.quantity(&capacity_q).value()).unwrap_or(0);
+    Some(
+        capacity
+            .saturating_sub(reserve)
+            .saturating_add(inactive_file),
+    )
 }
 
 #[cfg(test)]
@@ -624,6 +643,35 @@ mod tests {
         assert!(with_reclaim.same_as(&t(n(1))));
         let merged = merge_thresholds(vec![t(n(1))], vec![with_reclaim, t(n(2))]);
         assert_eq!(merged.len(), 2);
+    }
+
+    #[test]
+    fn the_kernel_is_told_the_usage_at_which_the_working_set_meets_the_threshold() {
+        let t = threshold(
+            Signal::MemoryAvailable,
+            ThresholdValue::Quantity(q("1Gi")),
+            0,
+        );
+        // 8Gi capacity (6Gi available + 2Gi working set), 1Gi of inactive cache.
+        let memory = MemoryStats {
+            usage_bytes: 3 << 30,
+            working_set_bytes: 2 << 30,
+            available_bytes: Some(6 << 30),
+        };
+        assert_eq!(
+            memcg_usage_threshold(&t, &memory),
+            Some((8 << 30) - (1 << 30) + (1 << 30))
+        );
+        let pct = threshold(Signal::MemoryAvailable, ThresholdValue::Percentage(0.5), 0);
+        assert_eq!(
+            memcg_usage_threshold(&pct, &memory),
+            Some((4 << 30) + (1 << 30))
+        );
+        let unlimited = MemoryStats {
+            available_bytes: None,
+            ..memory
+        };
+        assert_eq!(memcg_usage_threshold(&t, &unlimited), None);
     }
 
     #[test]

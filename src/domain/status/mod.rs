@@ -85,10 +85,75 @@ pub struct ApiContainerStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ApiPodStatus {
     pub phase: String,
+    /// Why a pod ended that way (`Evicted`), empty otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PodCondition>,
     #[serde(rename = "podIP", skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
     pub init_container_statuses: Vec<ApiContainerStatus>,
     pub container_statuses: Vec<ApiContainerStatus>,
+}
+
+/// `v1.PodCondition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// The phase of a pod the kubelet ended.
+pub const PHASE_FAILED: &str = "Failed";
+
+/// The status of a pod the kubelet stopped for good (an eviction): phase `Failed`, the
+/// reason and message, and `condition` set as upstream's `UpdatePodCondition` does
+/// (replacing one of the same type).
+pub fn terminal_status(
+    mut status: ApiPodStatus,
+    reason: &str,
+    message: &str,
+    condition: Option<PodCondition>,
+) -> ApiPodStatus {
+    status.phase = PHASE_FAILED.to_owned();
+    status.reason = reason.to_owned();
+    status.message = message.to_owned();
+    if let Some(condition) = condition {
+        status.conditions.retain(|c| c.type_ != condition.type_);
+        status.conditions.push(condition);
+    }
+    status
+}
+
+/// The status of a pod refused admission (upstream `rejectPod`): phase `Failed`, the
+/// reason, `Pod was rejected: <message>`, no container status.
+pub fn rejected_status(reason: &str, message: &str) -> ApiPodStatus {
+    ApiPodStatus {
+        phase: PHASE_FAILED.to_owned(),
+        reason: reason.to_owned(),
+        message: format!("Pod was rejected: {message}"),
+        conditions: Vec::new(),
+        pod_ip: String::new(),
+        init_container_statuses: Vec::new(),
+        container_statuses: Vec::new(),
+    }
+}
+
+impl ApiPodStatus {
+    /// Failed or Succeeded: the kubelet runs nothing more of the pod.
+    pub fn is_terminal(&self) -> bool {
+        self.phase == PHASE_FAILED || self.phase == "Succeeded"
+    }
 }
 
 /// The prefix upstream puts on container ids in the API (`containerd://<id>`).
@@ -212,6 +277,9 @@ pub fn api_pod_status(
         .unwrap_or_default();
     ApiPodStatus {
         phase: phase.to_string(),
+        reason: String::new(),
+        message: String::new(),
+        conditions: Vec::new(),
         pod_ip,
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),
@@ -358,6 +426,32 @@ mod tests {
             ApiContainerState::Waiting(Waiting::new("ErrImagePull", "pull failed"))
         );
         assert_eq!(status.phase, "Pending");
+    }
+
+    #[test]
+    fn an_evicted_pod_is_failed_with_reason_message_and_condition() {
+        let running = app_pod_status(&PodRuntimeStatus::default());
+        let condition = |message: &str| PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: "TerminationByKubelet".into(),
+            message: message.into(),
+            last_transition_time: None,
+        };
+        let status = terminal_status(running, "Evicted", "low", Some(condition("old")));
+        let status = terminal_status(status, "Evicted", "low", Some(condition("low")));
+        assert!(status.is_terminal());
+        assert_eq!(status.conditions, [condition("low")]);
+        let json = serde_json::to_value(&status).unwrap_or_default();
+        assert_eq!(json["phase"], "Failed");
+        assert_eq!(json["reason"], "Evicted");
+        assert_eq!(json["conditions"][0]["type"], "DisruptionTarget");
+        let rejected = rejected_status("Evicted", "The node had condition: [DiskPressure]. ");
+        assert_eq!(
+            rejected.message,
+            "Pod was rejected: The node had condition: [DiskPressure]. "
+        );
+        assert!(rejected.container_statuses.is_empty() && rejected.is_terminal());
     }
 
     #[test]
