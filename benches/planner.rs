@@ -142,6 +142,7 @@ fn main() {
                 })
                 .collect(),
             now_unix_nanos: snapshot.recorded_at_unix_nanos.unwrap_or_default(),
+            cluster: None,
         };
         let plan = compute_plan(&inputs);
         let json = serde_json::to_string(&plan).unwrap_or_default();

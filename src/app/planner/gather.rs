@@ -6,15 +6,20 @@ use std::sync::Arc;
 
 use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
+use crate::app::node::startup::agent_settings;
+use crate::app::node::{status_inputs, RuntimeFacts};
 use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::ClusterConfig;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
 use crate::domain::kuberuntime::plan::ImagePresence;
 use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::pod::Pod;
+use crate::ports::api::nodes::NodesError;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
+use super::cluster::ClusterObservation;
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
 use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
@@ -157,6 +162,10 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         };
         (observed, images, now)
     };
+    let cluster = match &resolved.node.cluster {
+        Some(cluster) => Some(observe_cluster(&resolved, cluster, deps, now_unix_nanos).await),
+        None => None,
+    };
     Ok(PlanInputs {
         resolved,
         cgroup_version: facts.cgroup_version,
@@ -167,6 +176,7 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         observed,
         images,
         now_unix_nanos,
+        cluster,
     })
 }
 
@@ -219,6 +229,80 @@ async fn observe_live(
             (Vec::new(), None)
         }
     }
+}
+
+/// Connected mode, read-only: the Node this node's kubeconfig finds on the API server, and
+/// what the node agent would report (the runtime's version and images, the host's facts).
+async fn observe_cluster(
+    resolved: &ResolvedConfig,
+    cluster: &ClusterConfig,
+    deps: &Deps,
+    now_unix_nanos: i64,
+) -> ClusterObservation {
+    let node = &resolved.node;
+    let settings = agent_settings(resolved, cluster);
+    let bootstrap_first = cluster.bootstrap_kubeconfig.is_some() && !cluster.kubeconfig.exists();
+    let mut observation = ClusterObservation {
+        server: String::new(),
+        bootstrap_first,
+        registration: settings.registration.clone(),
+        status_inputs: Default::default(),
+        existing: Ok(None),
+    };
+    let runtime = match (deps.runtime_for)(&node.runtime_endpoint, node.runtime_request_timeout) {
+        Ok(runtime) => Arc::new(ReadOnlyRuntime::new(runtime)),
+        Err(e) => {
+            observation.existing = Err(format!("the container runtime: {}", Chain(&e)));
+            return observation;
+        }
+    };
+    let agent = match (deps.node_agent_for)(node, runtime.clone(), Arc::clone(&deps.clock)) {
+        Ok(agent) => agent,
+        Err(e) => {
+            observation.existing = Err(format!("the container runtime: {}", Chain(&e)));
+            return observation;
+        }
+    };
+    let version = runtime
+        .version()
+        .await
+        .ok()
+        .map(|v| format!("{}://{}", v.runtime_name, v.runtime_version));
+    let images = agent.runtime_status.list_images().await.ok();
+    observation.status_inputs = status_inputs(
+        &settings,
+        agent.host_facts.as_ref(),
+        RuntimeFacts {
+            version,
+            images,
+            not_ready: Vec::new(),
+        },
+        now_unix_nanos,
+    );
+    // Before TLS bootstrap there is no node identity to read the Node with.
+    let kubeconfig = if bootstrap_first {
+        cluster.bootstrap_kubeconfig.clone().unwrap_or_default()
+    } else {
+        cluster.kubeconfig.clone()
+    };
+    if let Ok(summary) = agent.connector.inspect(&kubeconfig) {
+        observation.server = summary.server;
+    }
+    if bootstrap_first {
+        observation.existing = Err(
+            "not read: the bootstrap identity may not read Nodes; the Node is registered (or adopted) once the client certificate is issued".into(),
+        );
+        return observation;
+    }
+    observation.existing = match agent.connector.connect(&kubeconfig).await {
+        Ok(clients) => match clients.nodes.get_node(&node.node_name).await {
+            Ok(existing) => Ok(Some(existing)),
+            Err(NodesError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Chain(&e).to_string()),
+        },
+        Err(e) => Err(Chain(&e).to_string()),
+    };
+    observation
 }
 
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the

@@ -10,6 +10,7 @@
 //! of the plan is a stable interface, described in `docs/plan.schema.json`.
 
 pub mod cgroups;
+pub mod cluster;
 pub mod gather;
 pub mod readonly;
 pub mod render;
@@ -42,7 +43,7 @@ pub use gather::run;
 pub use snapshot::Snapshot;
 
 /// Version of the plan's JSON schema; bumped on any incompatible change.
-pub const PLAN_SCHEMA_VERSION: u32 = 3;
+pub const PLAN_SCHEMA_VERSION: u32 = 4;
 
 /// Exit status: valid configuration, nothing to do.
 pub const EXIT_NO_ACTIONS: u8 = 0;
@@ -73,6 +74,8 @@ pub struct PlanInputs {
     /// Wall-clock time of the plan (Unix nanoseconds): crash-loop back-off counts from
     /// the runtime's exit times up to it.
     pub now_unix_nanos: i64,
+    /// Connected mode: the Node on the API server and what it would be given.
+    pub cluster: Option<cluster::ClusterObservation>,
 }
 
 /// The images whose presence the plan needs: those of the containers the desired pods
@@ -127,6 +130,8 @@ pub struct Plan {
     pub cgroups: Option<cgroups::CgroupPlan>,
     pub pods: Vec<PodPlan>,
     pub pods_to_remove: Vec<PodRemoval>,
+    /// Connected mode: the Node it would register or how it would patch it.
+    pub cluster: Option<cluster::ClusterPlan>,
 }
 
 impl Plan {
@@ -144,6 +149,7 @@ impl Plan {
             cgroups: None,
             pods: Vec::new(),
             pods_to_remove: Vec::new(),
+            cluster: None,
         }
     }
 
@@ -743,7 +749,10 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         Vec::new()
     };
 
-    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
+    let cluster = inputs.cluster.as_ref().map(cluster::cluster_plan);
+    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>()
+        + pods_to_remove.len()
+        + cluster.as_ref().map_or(0, |c| c.action_count);
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         valid: true,
@@ -759,6 +768,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         cgroups,
         pods,
         pods_to_remove,
+        cluster,
     }
 }
 

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use serde_json::Value;
+
 use super::{Plan, ThresholdPlan};
 
 fn list(map: &BTreeMap<String, String>) -> String {
@@ -112,6 +114,28 @@ pub fn render_text(plan: &Plan) -> String {
         let _ = writeln!(out, "  {}", node.eviction.note);
         if !node.stats.is_empty() {
             let _ = writeln!(out, "  node statistics: {}", list(&node.stats));
+        }
+    }
+
+    if let Some(c) = &plan.cluster {
+        let _ = writeln!(out, "\nAPI server {} (node {}):", c.server, c.node);
+        if c.bootstrap_first {
+            let _ = writeln!(
+                out,
+                "  request a client certificate first (TLS bootstrap with --bootstrap-kubeconfig)"
+            );
+        }
+        let reason = c.reason.as_deref().unwrap_or("");
+        let _ = writeln!(out, "  {}: {reason}", c.action);
+        let json = |v: &Value| serde_json::to_string(v).unwrap_or_default();
+        if let Some(node) = &c.node_object {
+            let _ = writeln!(out, "  create Node {}", json(node));
+        }
+        if let Some(patch) = &c.metadata_patch {
+            let _ = writeln!(out, "  patch Node metadata {}", json(patch));
+        }
+        if let Some(patch) = &c.status_patch {
+            let _ = writeln!(out, "  patch Node status {}", json(patch));
         }
     }
 
