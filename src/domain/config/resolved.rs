@@ -121,6 +121,12 @@ pub struct NodeConfig {
     pub node_status_update_frequency: Duration,
     pub node_status_report_frequency: Duration,
     pub node_lease_duration: Duration,
+
+    /// `seccompDefault`: `RuntimeDefault` for containers that name no seccomp profile.
+    pub seccomp_default: bool,
+    /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
+    /// safe ones, each known to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The validated configuration: the document as merged (for `/configz` and the planner),
