@@ -104,7 +104,7 @@ fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
 }
 
 /// The huge page sizes the kernel offers, as runc names them (`hugepages-2048kB` gives
-/// `2MB`), in name order as runc lists the folder; none when the folder is absent.
+/// `2MB`), in the folder's order as runc lists it; none when the folder is absent.
 fn hugepage_sizes(dir: &Path) -> Result<Vec<String>, MachineInfoError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -116,11 +116,12 @@ fn hugepage_sizes(dir: &Path) -> Result<Vec<String>, MachineInfoError> {
             })
         }
     };
-    let mut names: Vec<String> = entries
+    // In the folder's own order, unsorted, as runc lists it (upstream sends the limits
+    // in that order: `2MB` before `1GB` here).
+    let names: Vec<String> = entries
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    names.sort();
     names
         .iter()
         .map(|name| {
