@@ -22,7 +22,7 @@ echo "== tests"
 cargo test --locked -- --include-ignored --test-threads="$(nproc)"
 
 echo "== comparisons with the upstream kubelet v1.26.1 (binaries from scripts/test-env/kube-bins.sh)"
-cargo test --locked --test upstream_identity -- --ignored
+cargo test --locked --test upstream_identity --test upstream_compare --test live_swap -- --ignored
 
 echo "== benchmarks (figures printed, goals in each bench's header)"
 # One invocation builds the benches once.
