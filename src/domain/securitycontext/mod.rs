@@ -428,12 +428,9 @@ pub fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
 
 /// Upstream's `IsValidSysctlPattern`: a sysctl name whose last segment may end in `*`.
 fn is_valid_sysctl_pattern(pattern: &str) -> bool {
-    let Some((last, rest)) = pattern
-        .rsplit_once(['.', '/'])
-        .map(|(rest, last)| (last, Some(rest)))
-        .or(Some((pattern, None)))
-    else {
-        return false;
+    let (rest, last) = match pattern.rsplit_once(['.', '/']) {
+        Some((rest, last)) => (Some(rest), last),
+        None => (None, pattern),
     };
     let head_ok = rest.is_none_or(crate::domain::pod::security::is_valid_sysctl_name);
     let body = |s: &str| {
