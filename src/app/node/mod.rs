@@ -118,6 +118,8 @@ impl NodeAgentSettings {
                 boot_id: String::new(),
                 machine_id: String::new(),
                 system_uuid: String::new(),
+                hugepage_sizes: Vec::new(),
+                apparmor_enabled: false,
             },
             kubelet_version: crate::app::node::KUBELET_VERSION.into(),
             max_images: crate::domain::node_status::status::DEFAULT_MAX_IMAGES,

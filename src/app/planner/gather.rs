@@ -12,7 +12,8 @@ use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::ClusterConfig;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
-use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::runtime::ImageUser;
 use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::pod::Pod;
 use crate::ports::api::nodes::NodesError;
@@ -22,7 +23,7 @@ use crate::ports::runtime::RuntimeService;
 use super::cluster::ClusterObservation;
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
-use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
+use super::snapshot::{load_snapshot, observe_pods, Snapshot, SnapshotImage, SNAPSHOT_VERSION};
 use super::{compute_plan, images_wanted, Plan, PlanInputs, EXIT_INVALID};
 
 fn problems(e: StartupError) -> Vec<String> {
@@ -88,6 +89,7 @@ fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapsho
         node_stats: Default::default(),
         pods: Vec::new(),
         images: Default::default(),
+        image_facts: Default::default(),
         recorded_at_unix_nanos: None,
     })
 }
@@ -145,7 +147,12 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         let images = facts
             .images
             .iter()
-            .map(|(image, &present)| (image.clone(), presence(present)))
+            .map(|(image, &present)| {
+                (
+                    image.clone(),
+                    presence(present, facts.image_facts.get(image)),
+                )
+            })
             .collect();
         let now = facts
             .recorded_at_unix_nanos
@@ -180,9 +187,18 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
     })
 }
 
-fn presence(present: bool) -> ImagePresence {
+fn presence(present: bool, recorded: Option<&SnapshotImage>) -> ImagePresence {
     if present {
-        ImagePresence::Present
+        ImagePresence::Present(recorded.map_or_else(
+            || ImageFacts {
+                id: String::new(),
+                user: ImageUser::root(),
+            },
+            |r| ImageFacts {
+                id: r.id.clone(),
+                user: r.user.clone(),
+            },
+        ))
     } else {
         ImagePresence::Absent
     }
@@ -322,6 +338,7 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
         node_stats: inputs.node_stats.clone(),
         pods: Vec::new(),
         images: Default::default(),
+        image_facts: Default::default(),
         recorded_at_unix_nanos: Some(deps.clock.now_unix_nanos()),
     };
     let endpoint = &node.runtime_endpoint;
@@ -343,7 +360,16 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
     })?;
     for (image, presence) in image_presence(&runtime, &pod_images(&inputs.desired)).await {
         match presence {
-            ImagePresence::Present => facts.images.insert(image, true),
+            ImagePresence::Present(found) => {
+                facts.image_facts.insert(
+                    image.clone(),
+                    SnapshotImage {
+                        id: found.id,
+                        user: found.user,
+                    },
+                );
+                facts.images.insert(image, true)
+            }
             ImagePresence::Absent => facts.images.insert(image, false),
             ImagePresence::Unknown(reason) => {
                 return Err(vec![format!(

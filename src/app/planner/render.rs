@@ -174,7 +174,7 @@ pub fn render_text(plan: &Plan) -> String {
                 .unwrap_or_default()
         );
         let a = &pod.actions;
-        if pod.action_count == 0 && a.held_containers.is_empty() {
+        if pod.action_count == 0 && a.held_containers.is_empty() && a.rejected.is_none() {
             let _ = writeln!(
                 out,
                 "    up to date (running: {})",
@@ -185,6 +185,13 @@ pub fn render_text(plan: &Plan) -> String {
                 }
             );
             continue;
+        }
+        if let Some(rejected) = &a.rejected {
+            let _ = writeln!(
+                out,
+                "    rejected [{}]: {}",
+                rejected.reason, rejected.message
+            );
         }
         if let Some(reason) = &a.kill_pod {
             let _ = writeln!(out, "    kill pod [{}]: {}", reason.code, reason.message);
@@ -217,6 +224,7 @@ pub fn render_text(plan: &Plan) -> String {
                 "    start init container {} ({})",
                 start.name, start.image
             );
+            let _ = writeln!(out, "      security: {}", security_line(&start.security));
         }
         for start in &a.start_containers {
             let _ = writeln!(
@@ -224,6 +232,7 @@ pub fn render_text(plan: &Plan) -> String {
                 "    start container {} ({}): {}",
                 start.name, start.image, start.reason
             );
+            let _ = writeln!(out, "      security: {}", security_line(&start.security));
         }
         for held in &a.held_containers {
             let _ = writeln!(
@@ -256,4 +265,58 @@ pub fn render_text(plan: &Plan) -> String {
         }
     }
     out
+}
+
+/// One line of a container's security settings: who it runs as, then what differs
+/// from an ordinary container.
+fn security_line(s: &super::ContainerSecurityPlan) -> String {
+    let mut parts = Vec::new();
+    let user = match (s.run_as_user, &s.run_as_username) {
+        (Some(uid), _) => format!("uid {uid}"),
+        (None, Some(name)) => format!("user {name}"),
+        (None, None) => "the image's user".to_owned(),
+    };
+    parts.push(match s.run_as_group {
+        Some(gid) => format!("{user}, gid {gid}"),
+        None => user,
+    });
+    if !s.supplemental_groups.is_empty() {
+        let groups: Vec<String> = s.supplemental_groups.iter().map(i64::to_string).collect();
+        parts.push(format!("groups {}", groups.join(",")));
+    }
+    if s.privileged {
+        parts.push("privileged".to_owned());
+    }
+    if let Some(caps) = &s.capabilities {
+        for (what, sign) in [("add", '+'), ("drop", '-')] {
+            for cap in caps.get(what).into_iter().flatten() {
+                parts.push(format!("{sign}{cap}"));
+            }
+        }
+    }
+    if s.read_only_root_filesystem {
+        parts.push("read-only root".to_owned());
+    }
+    if s.no_new_privs {
+        parts.push("no_new_privs".to_owned());
+    }
+    parts.push(format!("seccomp {}", s.seccomp));
+    if let Some(apparmor) = &s.apparmor {
+        parts.push(format!("apparmor {apparmor}"));
+    }
+    if let Some(selinux) = &s.selinux {
+        parts.push(format!("selinux {selinux}"));
+    }
+    let ns: Vec<String> = s
+        .namespaces
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    parts.push(format!("namespaces {}", ns.join(", ")));
+    parts.push(format!(
+        "{} masked and {} read-only paths",
+        s.masked_paths.len(),
+        s.readonly_paths.len()
+    ));
+    parts.join("; ")
 }
