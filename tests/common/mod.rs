@@ -13,6 +13,7 @@ pub mod containerd;
 pub mod env_file;
 pub mod node;
 pub mod systemd;
+pub mod upstream;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 

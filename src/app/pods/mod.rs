@@ -5,7 +5,8 @@
 //!
 //! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
 //! (container events), `runtime_state` (what the runtime holds, relists), `sync`
-//! (one sync carried out), `status` (the status manager behind `/pods`), `run_once`.
+//! (one sync carried out), `volumes` (emptyDir folders and `fsGroup`), `status` (the
+//! status manager behind `/pods`), `run_once`.
 
 pub mod manager;
 mod pleg;
@@ -13,6 +14,7 @@ pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
+mod volumes;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -27,7 +29,7 @@ use crate::domain::eviction::admission::admit;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::pod::full_name;
-use crate::domain::status::rejected_status;
+use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use manager::{PodChange, PodManager};
@@ -129,7 +131,7 @@ impl PodLoop {
         warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = rejection.reason, message = %rejection.message, "Failed to admit pod to node");
         self.shared
             .store
-            .set(pod, rejected_status(rejection.reason, &rejection.message));
+            .set(pod, rejected_pod_status(rejection.reason, &rejection.message));
         self.terminal.insert(pod.metadata.uid.clone());
         true
     }

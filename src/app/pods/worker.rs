@@ -13,7 +13,7 @@ use super::status::PodStatusStore;
 use super::sync::{kill_pod, sync_pod, terminate_pod, SyncContext};
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::{api_pod_status, terminal_status, PodCondition};
+use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 use crate::domain::units::time::rfc3339_seconds;
 
 /// Retry delay for a termination that left something behind.
@@ -59,12 +59,15 @@ pub(super) async fn worker_loop(
             Desired::Run(pod) => {
                 let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
-                let status = api_pod_status(
-                    &pod,
-                    &outcome.runtime,
-                    &outcome.waiting,
-                    &shared.ctx.runtime_name,
-                );
+                let status = match &outcome.rejected {
+                    Some(r) => rejected_pod_status(&r.reason, &r.message),
+                    None => api_pod_status(
+                        &pod,
+                        &outcome.runtime,
+                        &outcome.waiting,
+                        &shared.ctx.runtime_name,
+                    ),
+                };
                 shared.store.set(&pod, status);
                 outcome
                     .retry_after

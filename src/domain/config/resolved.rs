@@ -130,6 +130,11 @@ pub struct NodeConfig {
     pub cluster: Option<ClusterConfig>,
     /// The eviction manager and image garbage collection (the thresholds are in `node`).
     pub eviction: EvictionSettings,
+    /// `seccompDefault`: `RuntimeDefault` for containers that name no seccomp profile.
+    pub seccomp_default: bool,
+    /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
+    /// safe ones, each known to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The eviction manager's and image GC's settings, typed.

@@ -85,7 +85,7 @@ pub struct ApiContainerStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ApiPodStatus {
     pub phase: String,
-    /// Why a pod ended that way (`Evicted`), empty otherwise.
+    /// Why the node ended or refused the pod (`Evicted`, `SysctlForbidden`, `AppArmor`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -135,9 +135,9 @@ pub fn terminal_status(
     status
 }
 
-/// The status of a pod refused admission (upstream `rejectPod`): phase `Failed`, the
-/// reason, `Pod was rejected: <message>`, no container status.
-pub fn rejected_status(reason: &str, message: &str) -> ApiPodStatus {
+/// The status of a pod the node refuses to run, as upstream's `rejectPod` sets it:
+/// `Failed`, the reason, and `Pod was rejected: <message>`, no container status.
+pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
     ApiPodStatus {
         phase: PHASE_FAILED.to_owned(),
         reason: reason.to_owned(),
@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(json["phase"], "Failed");
         assert_eq!(json["reason"], "Evicted");
         assert_eq!(json["conditions"][0]["type"], "DisruptionTarget");
-        let rejected = rejected_status("Evicted", "The node had condition: [DiskPressure]. ");
+        let rejected = rejected_pod_status("Evicted", "The node had condition: [DiskPressure]. ");
         assert_eq!(
             rejected.message,
             "Pod was rejected: The node had condition: [DiskPressure]. "
