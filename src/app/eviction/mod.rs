@@ -21,21 +21,23 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
-use crate::app::pods::PodStatusStore;
+use crate::app::container_manager::ContainerManager;
+use crate::app::pods::{EvictionHooks, PodStatusStore};
 use crate::app::server::shutdown_requested;
 use crate::domain::cgroup::CgroupName;
-use crate::domain::config::EvictionSettings;
+use crate::domain::config::{EvictionSettings, NodeConfig};
 use crate::domain::eviction::manager::{
     choose_pod, reclaim_sufficient, synchronize, Eviction, EvictionConfig, EvictionState,
 };
 use crate::domain::eviction::signals::NodeSummary;
 use crate::domain::eviction::thresholds::{memcg_usage_threshold, PressureCondition};
 use crate::domain::eviction::{Signal, Threshold};
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
-use crate::ports::stats::{MemoryThresholdNotifier, StatsError};
+use crate::ports::stats::{MemoryThresholdNotifier, NodeStats, RuntimeStats, StatsError};
 use image_gc::ImageGc;
 use observe::Observer;
 
@@ -375,3 +377,78 @@ impl EvictionManager {
 
 #[cfg(test)]
 mod tests;
+
+/// The ports the eviction manager and image GC read the node through (the composition
+/// root picks them).
+pub struct EvictionPorts {
+    pub node: Arc<dyn NodeStats>,
+    pub runtime: Arc<dyn RuntimeStats>,
+    pub notifier: Arc<dyn MemoryThresholdNotifier>,
+}
+
+/// The running eviction manager and image GC: what the pod loop and the node status
+/// take from them, and their tasks.
+pub struct RunningEviction {
+    /// For the pod loop: the pods to evict and the conditions pods are admitted under.
+    pub hooks: EvictionHooks,
+    /// The node's pressure conditions, for the node status.
+    pub conditions: watch::Receiver<Vec<PressureCondition>>,
+    pub tasks: Vec<JoinHandle<()>>,
+}
+
+/// What the manager works on besides its ports.
+pub struct EvictionInputs {
+    pub node: NodeConfig,
+    pub requests: RequestContext,
+    pub containers: Arc<ContainerManager>,
+    pub runtime: Arc<dyn RuntimeService>,
+    pub store: PodStatusStore,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Starts the eviction manager (every `--housekeeping-interval`) and image GC (every
+/// 5 minutes) until `stop`.
+pub fn start(
+    inputs: EvictionInputs,
+    ports: EvictionPorts,
+    stop: &watch::Receiver<bool>,
+) -> RunningEviction {
+    let (orders_tx, orders) = mpsc::channel(16);
+    let (conditions_tx, conditions) = watch::channel(Vec::new());
+    let observer = Arc::new(Observer {
+        stats: ports.node,
+        runtime: Arc::clone(&ports.runtime),
+        containers: inputs.containers,
+        memory_capacity_bytes: inputs.requests.memory_capacity_bytes,
+        requests: inputs.requests,
+    });
+    let images = Arc::new(ImageGc::new(
+        ports.runtime,
+        Arc::clone(&inputs.clock),
+        inputs.node.eviction.image_gc,
+    ));
+    let manager = EvictionManager::new(
+        inputs.node.eviction_config(),
+        inputs.node.eviction.clone(),
+        Arc::clone(&observer),
+        Arc::clone(&images),
+        inputs.runtime,
+        ports.notifier,
+        inputs.store,
+        inputs.clock,
+        orders_tx,
+        conditions_tx,
+    );
+    let tasks = vec![
+        tokio::spawn(manager.run(stop.clone())),
+        tokio::spawn(images.run(observer, image_gc::IMAGE_GC_PERIOD, stop.clone())),
+    ];
+    RunningEviction {
+        hooks: EvictionHooks {
+            orders,
+            conditions: conditions.clone(),
+        },
+        conditions,
+        tasks,
+    }
+}
