@@ -19,6 +19,7 @@ mod cgroups_containerd;
 mod cli;
 mod cluster_node;
 mod cri_containerd;
+mod eviction_containerd;
 mod flag_table;
 mod live_swap;
 mod packaging;

@@ -96,6 +96,7 @@ impl RuntimeStats for CriRuntime {
                 id: i.id,
                 size_bytes: i.size,
                 pinned: i.pinned,
+                names: i.repo_tags.into_iter().chain(i.repo_digests).collect(),
             })
             .collect())
     }

@@ -14,7 +14,11 @@ use tracing::{debug, info, warn};
 
 use super::observe::Observer;
 use crate::app::server::shutdown_requested;
-use crate::domain::eviction::image_gc::{bytes_to_free, ImageGcError, ImageGcPolicy, ImageRecords};
+use crate::app::pods::PodStatusStore;
+use crate::domain::eviction::image_gc::{
+    bytes_to_free, wanted_image_ids, ImageGcError, ImageGcPolicy, ImageRecords,
+};
+use crate::domain::eviction::signals::FsStats;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeError;
@@ -37,15 +41,23 @@ pub enum ImageGcFailure {
 /// The image GC manager.
 pub struct ImageGc {
     runtime: Arc<dyn RuntimeStats>,
+    /// The kubelet's pods: the images they name are kept.
+    pods: PodStatusStore,
     clock: Arc<dyn Clock>,
     policy: ImageGcPolicy,
     records: Mutex<(ImageRecords, bool)>,
 }
 
 impl ImageGc {
-    pub fn new(runtime: Arc<dyn RuntimeStats>, clock: Arc<dyn Clock>, policy: ImageGcPolicy) -> Self {
+    pub fn new(
+        runtime: Arc<dyn RuntimeStats>,
+        pods: PodStatusStore,
+        clock: Arc<dyn Clock>,
+        policy: ImageGcPolicy,
+    ) -> Self {
         ImageGc {
             runtime,
+            pods,
             clock,
             policy,
             records: Mutex::new((ImageRecords::new(), false)),
@@ -53,10 +65,23 @@ impl ImageGc {
     }
 
     /// Records the images and their use; the first detection dates the images already
-    /// there as old (upstream's zero time). Returns the images in use.
-    async fn detect(&self, records: &mut (ImageRecords, bool), now: i64) -> Result<BTreeSet<String>, RuntimeError> {
-        let in_use = self.runtime.images_in_use().await?;
+    /// there as old (upstream's zero time). Returns the images in use: those of the
+    /// runtime's containers and those the kubelet's pods name.
+    async fn detect(
+        &self,
+        records: &mut (ImageRecords, bool),
+        now: i64,
+    ) -> Result<BTreeSet<String>, RuntimeError> {
+        let mut in_use = self.runtime.images_in_use().await?;
         let images = self.runtime.list_images().await?;
+        let named: Vec<String> = self
+            .pods
+            .active_pods()
+            .iter()
+            .flat_map(|p| p.spec.containers.iter().chain(&p.spec.init_containers))
+            .map(|c| c.image.clone())
+            .collect();
+        in_use.extend(wanted_image_ids(&images, &named));
         let detect_time = if records.1 { now } else { 0 };
         records.0.detect(&images, &in_use, detect_time, now);
         records.1 = true;
@@ -97,8 +122,14 @@ impl ImageGc {
     /// One periodic collection (upstream `GarbageCollect`).
     pub async fn garbage_collect(&self, observer: &Observer) -> Result<u64, ImageGcFailure> {
         let fs = observer.image_fs().await.ok_or(ImageGcFailure::NoImageFs)?;
-        let capacity = i64::try_from(fs.stats.capacity_bytes).unwrap_or(i64::MAX);
-        let available = i64::try_from(fs.stats.available_bytes).unwrap_or(i64::MAX);
+        self.collect(&fs.stats).await
+    }
+
+    /// One collection with the image filesystem measured as `fs`: over the high
+    /// threshold, frees down to the low one.
+    pub async fn collect(&self, fs: &FsStats) -> Result<u64, ImageGcFailure> {
+        let capacity = i64::try_from(fs.capacity_bytes).unwrap_or(i64::MAX);
+        let available = i64::try_from(fs.available_bytes).unwrap_or(i64::MAX);
         let Some(to_free) = bytes_to_free(&self.policy, capacity, available)? else {
             // Record uses anyway, so least-recently-used stays true between collections.
             let now = self.clock.now_unix_nanos();
@@ -125,9 +156,16 @@ impl ImageGc {
         Ok(freed)
     }
 
-    /// Collects every `period` until `stop`.
-    pub async fn run(self: Arc<Self>, observer: Arc<Observer>, period: Duration, mut stop: watch::Receiver<bool>) {
-        let mut ticker = tokio::time::interval(period);
+    /// Collects every `period` until `stop`. Unlike upstream, the first collection is one
+    /// period after start-up, not at once: images pulled for pods about to start are not
+    /// removed before the pods are known.
+    pub async fn run(
+        self: Arc<Self>,
+        observer: Arc<Observer>,
+        period: Duration,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

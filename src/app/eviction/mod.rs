@@ -424,6 +424,7 @@ pub fn start(
     });
     let images = Arc::new(ImageGc::new(
         ports.runtime,
+        inputs.store.clone(),
         Arc::clone(&inputs.clock),
         inputs.node.eviction.image_gc,
     ));

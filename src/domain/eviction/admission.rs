@@ -1,11 +1,12 @@
 //! Admission under node pressure (upstream's eviction `Admit`): with only memory
 //! pressure, every pod but a BestEffort one is admitted; under any other pressure no
-//! pod is; critical pods always are. The pod admission of the API pod source calls
+//! pod is; critical pods always are (see [`super::protected_from_eviction`]). The pod admission of the API pod source calls
 //! [`admit`] with the eviction manager's current conditions.
 
 use super::thresholds::PressureCondition;
 use super::EVICTED_REASON;
-use crate::domain::pod::{is_critical_pod, qos_class, Pod, QosClass};
+use super::protected_from_eviction;
+use crate::domain::pod::{qos_class, Pod, QosClass};
 
 /// Why a pod was not admitted: reason `Evicted` and upstream's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub fn node_condition_message(conditions: &[PressureCondition]) -> String {
 
 /// Whether `pod` may start on a node with `conditions`.
 pub fn admit(pod: &Pod, conditions: &[PressureCondition]) -> Result<(), Rejection> {
-    if conditions.is_empty() || is_critical_pod(pod) {
+    if conditions.is_empty() || protected_from_eviction(pod) {
         return Ok(());
     }
     let only_memory = conditions
@@ -102,6 +103,11 @@ mod tests {
             .metadata
             .annotations
             .insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+        assert!(
+            admit(&static_pod, &[PressureCondition::DiskPressure]).is_err(),
+            "static alone does not protect (unlike upstream)"
+        );
+        static_pod.spec.priority_class_name = "system-node-critical".into();
         for pod in [&critical, &static_pod] {
             assert!(admit(pod, &[PressureCondition::DiskPressure]).is_ok());
         }

@@ -36,6 +36,48 @@ pub struct PresentImage {
     pub size_bytes: u64,
     /// The runtime asks that it be kept (CRI `pinned`).
     pub pinned: bool,
+    /// Its repository tags and digests.
+    pub names: Vec<String>,
+}
+
+/// The reference as the runtime names it: Docker Hub's `docker.io/library/` for a bare
+/// name, `docker.io/` for a user's, `:latest` when neither a tag nor a digest is given.
+pub fn normalized_reference(image: &str) -> String {
+    let (name, suffix) = match image.find('@') {
+        Some(at) => (&image[..at], &image[at..]),
+        None => match image.rfind(':') {
+            Some(colon) if !image[colon..].contains('/') => (&image[..colon], &image[colon..]),
+            _ => (image, ":latest"),
+        },
+    };
+    let first = name.split('/').next().unwrap_or_default();
+    let has_registry = name.contains('/')
+        && (first.contains('.') || first.contains(':') || first == "localhost");
+    let name = if has_registry {
+        name.to_owned()
+    } else if name.contains('/') {
+        format!("docker.io/{name}")
+    } else {
+        format!("docker.io/library/{name}")
+    };
+    format!("{name}{suffix}")
+}
+
+/// The ids of the images the kubelet's pods name (`wanted`), whether or not a container
+/// runs them yet: image GC keeps them, so an image pulled for a pod that has not started
+/// is not removed under it (upstream counts only the runtime's containers).
+pub fn wanted_image_ids(images: &[PresentImage], wanted: &[String]) -> BTreeSet<String> {
+    let wanted: BTreeSet<String> = wanted.iter().map(|w| normalized_reference(w)).collect();
+    images
+        .iter()
+        .filter(|i| {
+            wanted.contains(&i.id)
+                || i.names
+                    .iter()
+                    .any(|n| wanted.contains(&normalized_reference(n)))
+        })
+        .map(|i| i.id.clone())
+        .collect()
 }
 
 /// What the kubelet remembers of an image (wall clock, Unix nanoseconds).
@@ -164,6 +206,7 @@ mod tests {
 
     fn image(i: u32, size: u64) -> PresentImage {
         PresentImage {
+            names: Vec::new(),
             id: format!("image-{i}"),
             size_bytes: size,
             pinned: false,
@@ -372,5 +415,25 @@ mod tests {
             ImageGcError::NotEnoughFreed { wanted: 150, freed: 50 }.to_string(),
             "Failed to garbage collect required amount of images. Attempted to free 150 bytes, but only found 50 bytes eligible to free."
         );
+    }
+
+    #[test]
+    fn images_named_by_pods_are_wanted_under_any_of_their_names() {
+        assert_eq!(normalized_reference("busybox"), "docker.io/library/busybox:latest");
+        assert_eq!(normalized_reference("me/app:1"), "docker.io/me/app:1");
+        assert_eq!(
+            normalized_reference("localhost:5000/app"),
+            "localhost:5000/app:latest"
+        );
+        assert_eq!(
+            normalized_reference("registry.k8s.io/pause@sha256:abc"),
+            "registry.k8s.io/pause@sha256:abc"
+        );
+        let mut busybox = image(1, 10);
+        busybox.names = vec!["docker.io/library/busybox:1.36".into()];
+        let mut other = image(2, 10);
+        other.names = vec!["docker.io/library/other:1".into()];
+        let wanted = wanted_image_ids(&[busybox, other], &["busybox:1.36".into()]);
+        assert_eq!(wanted, BTreeSet::from([image(1, 10).id]));
     }
 }

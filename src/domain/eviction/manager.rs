@@ -21,7 +21,8 @@ use super::thresholds::{
     thresholds_updated_stats, PressureCondition, Resource, ThresholdsObservedAt,
 };
 use super::{Signal, Threshold, EVICTED_REASON};
-use crate::domain::pod::{format_pod, is_critical_pod, Pod};
+use super::protected_from_eviction;
+use crate::domain::pod::{format_pod, Pod};
 use crate::domain::units::quantity::{Format, Quantity};
 
 /// Event annotations upstream puts on an `Evicted` event.
@@ -299,7 +300,7 @@ pub fn choose_pod(
     let mut protected = Vec::new();
     let mut chosen = None;
     for pod in &ranked {
-        if is_critical_pod(pod) {
+        if protected_from_eviction(pod) {
             protected.push(format_pod(pod));
             continue;
         }
@@ -405,7 +406,7 @@ pub fn local_storage_evictions(
         let Some((cause, message)) = over_local_limit(pod, pod_stats, dedicated_image_fs) else {
             continue;
         };
-        if is_critical_pod(pod) {
+        if protected_from_eviction(pod) {
             protected.push(format_pod(pod));
             continue;
         }

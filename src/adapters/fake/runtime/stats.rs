@@ -95,6 +95,7 @@ impl RuntimeStats for FakeRuntime {
                 id: info.id.clone(),
                 size_bytes: s.usage.sizes.get(name).copied().unwrap_or(info.size_bytes),
                 pinned: s.usage.pinned.contains(name),
+                names: vec![name.clone()],
             })
             .collect())
     }
