@@ -17,9 +17,9 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
+use crate::app::eviction::{EvictionInputs, RunningEviction};
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
-use crate::app::eviction::{EvictionInputs, RunningEviction};
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};

@@ -12,8 +12,8 @@ use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::FakeCgroupManager;
 use crate::adapters::fake::FakeRuntimeStatus;
-use crate::adapters::pki::RcgenPki;
 use crate::adapters::fake::{FakeMemoryNotifier, FakeNodeStats};
+use crate::adapters::pki::RcgenPki;
 use crate::adapters::procfs::{
     MachinePaths, MemcgThresholdNotifier, ProcfsMachineInfo, ProcfsNodeStats,
 };

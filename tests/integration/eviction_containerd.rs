@@ -4,10 +4,10 @@
 //!
 //! The machine is shared with other work whose memory comes and goes by hundreds of
 //! megabytes a second, so the memory test does not lean on the node-wide
-//! `memory.available`: its hard threshold X is half the machine's memory less 150Mi,
-//! far below what is free (the node signal stays clear), and the `allocatableMemory`
-//! copy upstream derives from it (capacity − X allocatable, threshold X) is met as soon
-//! as the test's own pods use more than capacity − 2X = 300Mi: only the pods decide.
+//! `memory.available`: `--system-reserved` leaves the pods 1Gi (the `kubepods` limit),
+//! and the hard threshold of 800Mi is far below what the node has free, while the
+//! `allocatableMemory.available` copy upstream derives from it (1Gi − the pods' working
+//! set) is met as soon as the test's own pods use more than 224Mi: only the pods decide.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,9 +69,10 @@ fn evicted(p: &Value) -> bool {
 #[ignore = "needs root, containerd and cgroup memory: run by scripts/test.sh"]
 async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort_is_refused() {
     let mut node = Node::start("evict-mem");
-    let x_mi = (mem_total_bytes() - 300 * MI) / 2 / MI;
+    let reserved_mi = mem_total_bytes() / MI - 1024;
     node.kubelet_with(&[
-        &format!("--eviction-hard=memory.available<{x_mi}Mi"),
+        &format!("--system-reserved=memory={reserved_mi}Mi"),
+        "--eviction-hard=memory.available<800Mi",
         "--eviction-pressure-transition-period=15s",
         "--housekeeping-interval=2s",
     ]);
@@ -87,7 +88,8 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
         ),
     );
     node.wait_running("steady-n1", "steady", 60).await;
-    // 400 MB held in a shell variable: well past the 300Mi the pods may use.
+    // 300 MB held in a shell variable: past the 224Mi the pods may use. (The shell must
+    // not exec its last command: the variable would go with it.)
     node.write(
         "hog.yaml",
         &pod(
@@ -97,7 +99,7 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             &[container(
                 "hog",
                 &bb,
-                "sleep 1; x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo allocated; sleep 3600",
+                "sleep 1; x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo allocated; while true; do sleep 60; done",
             )],
         ),
     );
@@ -114,7 +116,10 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             && message.contains(", request is 0, has larger consumption of memory. "),
         "{message}"
     );
-    let conditions = hog["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let conditions = hog["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         conditions
             .iter()
@@ -125,7 +130,8 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     let log = node.log_text();
     assert!(log.contains("Evicting pod"), "no Evicted event in the log");
     assert!(
-        log.contains("node condition changed") && log.contains("condition=MemoryPressure status=True"),
+        log.contains("node condition changed")
+            && log.contains("condition=MemoryPressure status=\"True\""),
         "MemoryPressure True not logged"
     );
 
@@ -149,19 +155,26 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
         phase(&refused).2,
         "Pod was rejected: The node had condition: [MemoryPressure]. "
     );
-    assert!(node.containers("late-be-n1").await.is_empty(), "a refused pod gets no container");
+    assert!(
+        node.containers("late-be-n1").await.is_empty(),
+        "a refused pod gets no container"
+    );
     node.wait_running("late-bu-n1", "late", 60).await;
 
     // The condition clears once the transition period has passed without pressure.
     eventually!(60, "MemoryPressure False in the log", {
         node.log_text()
-            .contains("condition=MemoryPressure status=False")
+            .contains("condition=MemoryPressure status=\"False\"")
             .then_some(())
     });
     // The Guaranteed pod kept running all along.
     let steady = node.pod_json("steady-n1").expect("steady listed");
     assert!(running(&steady), "{steady}");
-    assert_eq!(node.containers("steady-n1").await.len(), 1, "steady never restarted");
+    assert_eq!(
+        node.containers("steady-n1").await.len(),
+        1,
+        "steady never restarted"
+    );
     node.finish();
 }
 
@@ -180,8 +193,11 @@ async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
         "sleep 1; dd if=/dev/zero of=/scratch/fill bs=1M count=20; sleep 3600",
     ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
     node.write("writer.yaml", &pod("writer", spec, &[], &[writer]));
-    let within = container("within", &bb, "dd if=/dev/zero of=/scratch/fill bs=1M count=2; sleep 3600")
-        + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
+    let within = container(
+        "within",
+        &bb,
+        "dd if=/dev/zero of=/scratch/fill bs=1M count=2; sleep 3600",
+    ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
     node.write("within.yaml", &pod("within", spec, &[], &[within]));
     let writer = wait_status(&node, "writer-n1", 60, evicted).await;
     assert_eq!(
@@ -201,20 +217,28 @@ async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
 #[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_in_use() {
     let mut node = Node::start("evict-imggc");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/test-env/build-images.sh");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/build-images.sh");
     let out = std::process::Command::new(script)
         .arg("--gc-images")
         .arg(node.ctrd.socket())
         .output()
         .expect("build-images.sh runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     node.kubelet();
     let bb = node.busybox.clone();
-    node.write("user.yaml", &pod("user", "", &[], &[container("app", &bb, "sleep 3600")]));
+    node.write(
+        "user.yaml",
+        &pod("user", "", &[], &[container("app", &bb, "sleep 3600")]),
+    );
     node.wait_running("user-n1", "app", 60).await;
 
-    let runtime = Arc::new(CriRuntime::connect(&node.endpoint, Duration::from_secs(30)).expect("CRI"));
+    let runtime =
+        Arc::new(CriRuntime::connect(&node.endpoint, Duration::from_secs(30)).expect("CRI"));
     let images = runtime.list_images().await.expect("ListImages");
     let id_of = |name: &str| {
         images
@@ -282,7 +306,10 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         .map(|i| i.id)
         .collect();
     assert!(!left.contains(&gc_b), "gc-b removed: {left:?}");
-    assert!(left.contains(&gc_a), "gc-a (used more recently) kept: {left:?}");
+    assert!(
+        left.contains(&gc_a),
+        "gc-a (used more recently) kept: {left:?}"
+    );
     let busybox = id_of(&node.busybox).0;
     assert!(left.contains(&busybox), "the running pod's image kept");
     assert_eq!(left.len(), 3, "pause, busybox and gc-a left: {left:?}");
@@ -292,7 +319,10 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         available_bytes: 0,
         ..FsStats::default()
     };
-    assert!(gc.collect(&full).await.is_err(), "not enough to free is an error");
+    assert!(
+        gc.collect(&full).await.is_err(),
+        "not enough to free is an error"
+    );
     let left: Vec<String> = runtime
         .list_images()
         .await
@@ -300,6 +330,9 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         .into_iter()
         .map(|i| i.id)
         .collect();
-    assert!(!left.contains(&gc_a) && left.contains(&busybox) && left.len() == 2, "{left:?}");
+    assert!(
+        !left.contains(&gc_a) && left.contains(&busybox) && left.len() == 2,
+        "{left:?}"
+    );
     node.finish();
 }

@@ -12,8 +12,7 @@ use tokio::sync::broadcast;
 use crate::domain::cgroup::CgroupName;
 use crate::domain::eviction::signals::{FsUsage, PidStats};
 use crate::ports::stats::{
-    CgroupStats, FilesystemInfo, MemoryThresholdNotifier, NodeStats, StatsError,
-    ThresholdCrossings,
+    CgroupStats, FilesystemInfo, MemoryThresholdNotifier, NodeStats, StatsError, ThresholdCrossings,
 };
 
 #[derive(Debug, Default)]

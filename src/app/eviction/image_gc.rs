@@ -13,8 +13,8 @@ use tokio::sync::{watch, Mutex};
 use tracing::{debug, info, warn};
 
 use super::observe::Observer;
-use crate::app::server::shutdown_requested;
 use crate::app::pods::PodStatusStore;
+use crate::app::server::shutdown_requested;
 use crate::domain::eviction::image_gc::{
     bytes_to_free, wanted_image_ids, ImageGcError, ImageGcPolicy, ImageRecords,
 };
@@ -95,7 +95,9 @@ impl ImageGc {
         let now = self.clock.now_unix_nanos();
         let mut records = self.records.lock().await;
         let in_use = self.detect(&mut records, now).await?;
-        let order = records.0.removal_order(&in_use, now, self.policy.min_age_nanos);
+        let order = records
+            .0
+            .removal_order(&in_use, now, self.policy.min_age_nanos);
         let mut freed = 0u64;
         for (id, size) in order {
             info!(image = %id, size, "removing image to free bytes");
@@ -135,7 +137,10 @@ impl ImageGc {
             let now = self.clock.now_unix_nanos();
             let mut records = self.records.lock().await;
             self.detect(&mut records, now).await?;
-            debug!(capacity, available, "image filesystem below the high threshold");
+            debug!(
+                capacity,
+                available, "image filesystem below the high threshold"
+            );
             return Ok(0);
         };
         info!(

@@ -61,7 +61,10 @@ impl Observer {
     pub async fn image_fs(&self) -> Option<FilesystemInfo> {
         let filesystems = logged("the image filesystem", self.runtime.image_fs_info().await)?;
         let mountpoint = filesystems.into_iter().next()?.mountpoint;
-        logged("the image filesystem", self.stats.filesystem(&mountpoint).await)
+        logged(
+            "the image filesystem",
+            self.stats.filesystem(&mountpoint).await,
+        )
     }
 
     /// Observes the node and `pods`; `now` stamps it.
@@ -83,8 +86,8 @@ impl Observer {
             _ => false,
         };
         let pids = logged("the pids", self.stats.pids().await);
-        let running = logged("container stats", self.runtime.container_stats().await)
-            .unwrap_or_default();
+        let running =
+            logged("container stats", self.runtime.container_stats().await).unwrap_or_default();
         let mut by_pod: BTreeMap<&str, Vec<&RuntimeContainerStats>> = BTreeMap::new();
         for c in &running {
             by_pod.entry(c.pod_uid.as_str()).or_default().push(c);
@@ -114,7 +117,9 @@ impl Observer {
 
     async fn pod(&self, pod: &Pod, runtime: &[&RuntimeContainerStats]) -> PodStats {
         let cgroup = match self.containers.pod_cgroup(pod) {
-            Some(planned) => logged("a pod cgroup", self.stats.cgroup(&planned.name).await).flatten(),
+            Some(planned) => {
+                logged("a pod cgroup", self.stats.cgroup(&planned.name).await).flatten()
+            }
             None => None,
         };
         let logs = pod_log_dir(&self.requests, pod);
@@ -143,7 +148,9 @@ impl Observer {
         let mut volumes = Vec::new();
         for volume in pod.spec.volumes.iter().filter(|v| is_local_ephemeral(v)) {
             let path = empty_dir_path(&self.requests, &pod.metadata.uid, &volume.name);
-            if let Some(usage) = logged("an emptyDir", self.stats.directory_usage(&path).await).flatten() {
+            if let Some(usage) =
+                logged("an emptyDir", self.stats.directory_usage(&path).await).flatten()
+            {
                 volumes.push(VolumeStats {
                     name: volume.name.clone(),
                     usage,
@@ -153,7 +160,8 @@ impl Observer {
         PodStats {
             uid: pod.metadata.uid.clone(),
             memory_working_set_bytes: cgroup.map(|c| {
-                MemoryStats::new(c.memory_usage_bytes, c.inactive_file_bytes, None).working_set_bytes
+                MemoryStats::new(c.memory_usage_bytes, c.inactive_file_bytes, None)
+                    .working_set_bytes
             }),
             process_count: cgroup.and_then(|c| c.tasks),
             containers,

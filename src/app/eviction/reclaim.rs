@@ -9,7 +9,9 @@ use tracing::{debug, info, warn};
 use super::image_gc::ImageGc;
 use crate::app::pods::runtime_state::{pod_runtime_view, relist};
 use crate::domain::eviction::manager::NodeReclaim;
-use crate::domain::kuberuntime::gc::{dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER};
+use crate::domain::kuberuntime::gc::{
+    dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
+};
 use crate::domain::kuberuntime::runtime::SandboxState;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
@@ -34,14 +36,20 @@ pub async fn delete_all_unused_containers(
             continue;
         };
         let ended = terminal.contains(uid);
-        let keep = if ended { 0 } else { DEAD_CONTAINERS_PER_CONTAINER };
+        let keep = if ended {
+            0
+        } else {
+            DEAD_CONTAINERS_PER_CONTAINER
+        };
         let mut removed = BTreeSet::new();
         for c in dead_containers(&view.status, keep) {
             match runtime.remove_container(&c.id).await {
                 Ok(()) => {
                     removed.insert(c.id.clone());
                 }
-                Err(error) => warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container"),
+                Err(error) => {
+                    warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container")
+                }
             }
         }
         removed_total += removed.len();
@@ -87,7 +95,10 @@ pub async fn reclaim(
                 info!(removed, "eviction manager: removed dead containers");
             }
             NodeReclaim::UnusedImages => match images.delete_unused_images().await {
-                Ok(freed) => info!(freed_bytes = freed, "eviction manager: removed unused images"),
+                Ok(freed) => info!(
+                    freed_bytes = freed,
+                    "eviction manager: removed unused images"
+                ),
                 Err(error) => {
                     warn!(error = %Chain(&error), "eviction manager: unexpected error when attempting to reduce resource pressure")
                 }

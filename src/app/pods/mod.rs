@@ -129,9 +129,10 @@ impl PodLoop {
             return false;
         };
         warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = rejection.reason, message = %rejection.message, "Failed to admit pod to node");
-        self.shared
-            .store
-            .set(pod, rejected_pod_status(rejection.reason, &rejection.message));
+        self.shared.store.set(
+            pod,
+            rejected_pod_status(rejection.reason, &rejection.message),
+        );
         self.terminal.insert(pod.metadata.uid.clone());
         true
     }

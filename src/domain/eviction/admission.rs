@@ -3,9 +3,9 @@
 //! pod is; critical pods always are (see [`super::protected_from_eviction`]). The pod admission of the API pod source calls
 //! [`admit`] with the eviction manager's current conditions.
 
+use super::protected_from_eviction;
 use super::thresholds::PressureCondition;
 use super::EVICTED_REASON;
-use super::protected_from_eviction;
 use crate::domain::pod::{qos_class, Pod, QosClass};
 
 /// Why a pod was not admitted: reason `Evicted` and upstream's message.

@@ -51,8 +51,8 @@ pub fn normalized_reference(image: &str) -> String {
         },
     };
     let first = name.split('/').next().unwrap_or_default();
-    let has_registry = name.contains('/')
-        && (first.contains('.') || first.contains(':') || first == "localhost");
+    let has_registry =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
     let name = if has_registry {
         name.to_owned()
     } else if name.contains('/') {
@@ -419,7 +419,10 @@ mod tests {
 
     #[test]
     fn images_named_by_pods_are_wanted_under_any_of_their_names() {
-        assert_eq!(normalized_reference("busybox"), "docker.io/library/busybox:latest");
+        assert_eq!(
+            normalized_reference("busybox"),
+            "docker.io/library/busybox:latest"
+        );
         assert_eq!(normalized_reference("me/app:1"), "docker.io/me/app:1");
         assert_eq!(
             normalized_reference("localhost:5000/app"),

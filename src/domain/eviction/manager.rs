@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::protected_from_eviction;
 use super::rank::{pod_limit, rank, Ranking};
 use super::signals::{make_signal_observations, NodeSummary, Observations, PodStats};
 use super::thresholds::{
@@ -21,7 +22,6 @@ use super::thresholds::{
     thresholds_updated_stats, PressureCondition, Resource, ThresholdsObservedAt,
 };
 use super::{Signal, Threshold, EVICTED_REASON};
-use super::protected_from_eviction;
 use crate::domain::pod::{format_pod, Pod};
 use crate::domain::units::quantity::{Format, Quantity};
 
