@@ -9,11 +9,13 @@
 
 pub mod target;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
 use crate::domain::pod::{Container, Pod, Probe, RestartPolicy};
+use crate::domain::status::{pod_conditions, ApiPodStatus};
 
 pub use target::{resolve_port, HandlerTarget, HttpTarget, TargetError};
 
@@ -308,6 +310,22 @@ pub fn started_and_ready(
     let started = running && settled(startup);
     let ready = started && settled(readiness);
     (started, ready)
+}
+
+/// Writes what the probes say (`started`, `ready` by container name, from
+/// [`started_and_ready`]) into `status` and recomputes the pod's conditions.
+pub fn apply_to_status(
+    pod: &Pod,
+    status: &mut ApiPodStatus,
+    states: &BTreeMap<String, (bool, bool)>,
+) {
+    for c in &mut status.container_statuses {
+        if let Some((started, ready)) = states.get(&c.name) {
+            c.started = *started;
+            c.ready = *ready;
+        }
+    }
+    status.conditions = pod_conditions(pod, status);
 }
 
 /// Why a container is killed, and how (upstream's `killContainer` inputs).

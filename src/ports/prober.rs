@@ -1,0 +1,25 @@
+//! Network checks for probes and hooks: an HTTP GET, a TCP connect, a gRPC health
+//! check, made from the node into the pod's network. `exec` goes through
+//! `RuntimeService::exec_sync`.
+//!
+//! Every answer is a [`HandlerOutcome`] whose text is upstream's: a connection refused
+//! or a timeout is a failure with its message (upstream converts such errors into
+//! failures), not an error of the call.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::probe::{HandlerOutcome, HttpTarget};
+
+#[async_trait]
+pub trait Prober: Send + Sync {
+    /// A GET of `target`, following redirects to the same host (at most 10); a
+    /// redirect to another host answers `Warning`; 200..400 is healthy.
+    async fn http_get(&self, target: &HttpTarget, timeout: Duration) -> HandlerOutcome;
+    /// A TCP connection to `host:port` that opens within `timeout` is healthy.
+    async fn tcp(&self, host: &str, port: u16, timeout: Duration) -> HandlerOutcome;
+    /// `grpc.health.v1.Health/Check` for `service` answering `SERVING` is healthy.
+    async fn grpc(&self, host: &str, port: u16, service: &str, timeout: Duration)
+        -> HandlerOutcome;
+}
