@@ -23,3 +23,31 @@ pub trait Prober: Send + Sync {
     async fn grpc(&self, host: &str, port: u16, service: &str, timeout: Duration)
         -> HandlerOutcome;
 }
+
+/// A prober for contexts without a network (the planner, unit tests): every check
+/// answers an error, which a probe worker throws away.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProber;
+
+const NO_PROBER: &str = "no network prober configured";
+
+#[async_trait]
+impl Prober for NoProber {
+    async fn http_get(&self, _target: &HttpTarget, _timeout: Duration) -> HandlerOutcome {
+        HandlerOutcome::Error(NO_PROBER.into())
+    }
+
+    async fn tcp(&self, _host: &str, _port: u16, _timeout: Duration) -> HandlerOutcome {
+        HandlerOutcome::Error(NO_PROBER.into())
+    }
+
+    async fn grpc(
+        &self,
+        _host: &str,
+        _port: u16,
+        _service: &str,
+        _timeout: Duration,
+    ) -> HandlerOutcome {
+        HandlerOutcome::Error(NO_PROBER.into())
+    }
+}

@@ -47,7 +47,12 @@ impl ServingStatus {
 
 const CHECK: &str = "/grpc.health.v1.Health/Check";
 
-pub(super) async fn probe(host: &str, port: u16, service: &str, timeout: Duration) -> HandlerOutcome {
+pub(super) async fn probe(
+    host: &str,
+    port: u16,
+    service: &str,
+    timeout: Duration,
+) -> HandlerOutcome {
     let addr = join_host_port(host, port);
     let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
         Ok(e) => e.connect_timeout(timeout).timeout(timeout),

@@ -125,7 +125,10 @@ async fn get_once(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result
         .header("Connection", "close")
         .body(Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| e.to_string());
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string());
     let response = match response {
         Ok(r) => r,
         Err(e) => {
@@ -182,9 +185,7 @@ fn redirect_target(from: &HttpTarget, location: &str) -> Option<HttpTarget> {
             };
             let uri: hyper::http::uri::Authority = authority.parse().ok()?;
             next.host = uri.host().trim_matches(['[', ']']).to_owned();
-            next.port = uri
-                .port_u16()
-                .unwrap_or(if next.https { 443 } else { 80 });
+            next.port = uri.port_u16().unwrap_or(if next.https { 443 } else { 80 });
             next.path = path.to_owned();
         }
         None if location.starts_with('/') => next.path = location.to_owned(),
@@ -279,7 +280,10 @@ mod tests {
         assert_eq!(url("d").as_deref(), Some("http://10.0.0.5:8080/a/d"));
         assert_eq!(url("http://other:9/e").as_deref(), Some("http://other:9/e"));
         assert_eq!(url("https://other").as_deref(), Some("https://other:443/"));
-        assert_eq!(url("//[fd00::1]:81/f").as_deref(), Some("http://[fd00::1]:81/f"));
+        assert_eq!(
+            url("//[fd00::1]:81/f").as_deref(),
+            Some("http://[fd00::1]:81/f")
+        );
         assert_eq!(url("ftp://x/"), None);
     }
 }

@@ -145,11 +145,12 @@ async fn grpc_health_server(status: Arc<Mutex<i32>>) -> SocketAddr {
                         return;
                     };
                     let value = *status.lock().expect("status");
-                    let message = prost::Message::encode_to_vec(&grpc::HealthCheckResponse {
-                        status: value,
-                    });
+                    let message =
+                        prost::Message::encode_to_vec(&grpc::HealthCheckResponse { status: value });
                     let mut frame = vec![0u8];
-                    frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(0).to_be_bytes());
+                    frame.extend_from_slice(
+                        &u32::try_from(message.len()).unwrap_or(0).to_be_bytes(),
+                    );
                     frame.extend_from_slice(&message);
                     let _ = send.send_data(Bytes::from(frame), false);
                     let mut trailers = hyper::HeaderMap::new();
@@ -183,7 +184,9 @@ async fn grpc_serving_then_not_serving() {
         panic!("a failure");
     };
     assert!(
-        message.starts_with(&format!("error: failed to connect service at \"127.0.0.1:{port}\"")),
+        message.starts_with(&format!(
+            "error: failed to connect service at \"127.0.0.1:{port}\""
+        )),
         "{message}"
     );
 }

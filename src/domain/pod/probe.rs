@@ -24,6 +24,12 @@ const PORT_RANGE_ERR: &str = "must be between 1 and 65535, inclusive";
 const NONNEGATIVE_ERR: &str = "must be greater than or equal to 0";
 const HEADER_NAME_ERR: &str = "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')";
 
+/// Validates one handler given its path.
+type HandlerCheck<'a> = Box<dyn Fn(&str, &mut Vec<PodError>) + 'a>;
+/// The decoder's enum check: object, path, key, allowed values.
+pub(super) type EnumCheck<'a> =
+    dyn FnMut(&mut serde_json::Map<String, serde_json::Value>, &str, &str, &[&str]) + 'a;
+
 fn is_zero(n: &i32) -> bool {
     *n == 0
 }
@@ -252,7 +258,7 @@ pub fn apply_container_defaults(container: &mut Container) {
 pub(super) fn check_enum_fields(
     container: &mut serde_json::Map<String, serde_json::Value>,
     path: &str,
-    check: &mut dyn FnMut(&mut serde_json::Map<String, serde_json::Value>, &str, &str, &[&str]),
+    check: &mut EnumCheck<'_>,
 ) {
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(http) = container
@@ -260,7 +266,12 @@ pub(super) fn check_enum_fields(
             .and_then(|p| p.get_mut("httpGet"))
             .and_then(|h| h.as_object_mut())
         {
-            check(http, &format!("{path}.{probe}.httpGet"), "scheme", &HTTP_SCHEMES);
+            check(
+                http,
+                &format!("{path}.{probe}.httpGet"),
+                "scheme",
+                &HTTP_SCHEMES,
+            );
         }
     }
     for hook in ["postStart", "preStop"] {
@@ -350,12 +361,15 @@ pub(super) fn validate_container(
 
 fn validate_probe(probe: &Probe, path: &str, errors: &mut Vec<PodError>) {
     let h = &probe.handler;
-    let mut handlers: Vec<(&str, Box<dyn Fn(&str, &mut Vec<PodError>) + '_>)> = Vec::new();
+    let mut handlers: Vec<(&str, HandlerCheck<'_>)> = Vec::new();
     if let Some(exec) = &h.exec {
         handlers.push(("exec", Box::new(move |p, e| validate_exec(exec, p, e))));
     }
     if let Some(http) = &h.http_get {
-        handlers.push(("httpGet", Box::new(move |p, e| validate_http_get(http, p, e))));
+        handlers.push((
+            "httpGet",
+            Box::new(move |p, e| validate_http_get(http, p, e)),
+        ));
     }
     if let Some(tcp) = &h.tcp_socket {
         handlers.push((
@@ -404,12 +418,15 @@ fn validate_lifecycle_handler(
     grace: i64,
     errors: &mut Vec<PodError>,
 ) {
-    let mut handlers: Vec<(&str, Box<dyn Fn(&str, &mut Vec<PodError>) + '_>)> = Vec::new();
+    let mut handlers: Vec<(&str, HandlerCheck<'_>)> = Vec::new();
     if let Some(exec) = &h.exec {
         handlers.push(("exec", Box::new(move |p, e| validate_exec(exec, p, e))));
     }
     if let Some(http) = &h.http_get {
-        handlers.push(("httpGet", Box::new(move |p, e| validate_http_get(http, p, e))));
+        handlers.push((
+            "httpGet",
+            Box::new(move |p, e| validate_http_get(http, p, e)),
+        ));
     }
     if let Some(tcp) = &h.tcp_socket {
         handlers.push((
@@ -438,7 +455,7 @@ fn validate_lifecycle_handler(
 /// Upstream's `validateHandler`: exactly one handler; each further one is forbidden.
 #[allow(clippy::type_complexity)]
 fn validate_handlers(
-    handlers: Vec<(&str, Box<dyn Fn(&str, &mut Vec<PodError>) + '_>)>,
+    handlers: Vec<(&str, HandlerCheck<'_>)>,
     path: &str,
     errors: &mut Vec<PodError>,
 ) {
@@ -566,7 +583,10 @@ mod tests {
         assert_eq!(startup.failure_threshold, 30);
         assert_eq!(startup.termination_grace_period_seconds, Some(5));
         let lifecycle = c.lifecycle.as_ref().expect("lifecycle");
-        let post_start = lifecycle.post_start.as_ref().and_then(|h| h.http_get.as_ref());
+        let post_start = lifecycle
+            .post_start
+            .as_ref()
+            .and_then(|h| h.http_get.as_ref());
         assert_eq!(post_start.map(HttpGetAction::scheme), Some(UriScheme::Http));
         assert_eq!(
             lifecycle.pre_stop.as_ref().and_then(|h| h.sleep.clone()),

@@ -28,7 +28,11 @@ pub enum ProbeKind {
 }
 
 impl ProbeKind {
-    pub const ALL: [ProbeKind; 3] = [ProbeKind::Startup, ProbeKind::Liveness, ProbeKind::Readiness];
+    pub const ALL: [ProbeKind; 3] = [
+        ProbeKind::Startup,
+        ProbeKind::Liveness,
+        ProbeKind::Readiness,
+    ];
 
     /// The container's probe of this kind.
     pub fn of(self, container: &Container) -> Option<&Probe> {
@@ -347,7 +351,12 @@ fn pod_grace_period(pod: &Pod) -> i64 {
 /// The kill a liveness or startup failure past its threshold calls for (upstream's
 /// `computePodActions` message and `setTerminationGracePeriod`: the probe's own
 /// `terminationGracePeriodSeconds` wins over the pod's).
-pub fn probe_kill(pod: &Pod, container: &Container, container_id: &str, kind: ProbeKind) -> ContainerKill {
+pub fn probe_kill(
+    pod: &Pod,
+    container: &Container,
+    container_id: &str,
+    kind: ProbeKind,
+) -> ContainerKill {
     let mut message = format!(
         "Container {} failed {} probe",
         container.name,
@@ -405,7 +414,9 @@ pub const MINIMUM_GRACE_PERIOD_SECS: i64 = 2;
 /// The grace left for the stop itself once a `preStop` hook took `hook_secs` (whole
 /// seconds, as upstream counts) of `grace_secs`.
 pub fn grace_after_pre_stop(grace_secs: i64, hook_secs: i64) -> i64 {
-    grace_secs.saturating_sub(hook_secs).max(MINIMUM_GRACE_PERIOD_SECS)
+    grace_secs
+        .saturating_sub(hook_secs)
+        .max(MINIMUM_GRACE_PERIOD_SECS)
 }
 
 #[cfg(test)]

@@ -58,8 +58,15 @@ pub fn join_host_port(host: &str, port: u16) -> String {
 pub enum HandlerTarget {
     Exec(Vec<String>),
     Http(HttpTarget),
-    Tcp { host: String, port: u16 },
-    Grpc { host: String, port: u16, service: String },
+    Tcp {
+        host: String,
+        port: u16,
+    },
+    Grpc {
+        host: String,
+        port: u16,
+        service: String,
+    },
     Sleep(i64),
 }
 
@@ -142,7 +149,9 @@ pub fn probe_target(
         return Ok(HandlerTarget::Exec(exec.command.clone()));
     }
     if let Some(http) = &handler.http_get {
-        return Ok(HandlerTarget::Http(http_target(http, container, pod_ip, "probe")?));
+        return Ok(HandlerTarget::Http(http_target(
+            http, container, pod_ip, "probe",
+        )?));
     }
     if let Some(tcp) = &handler.tcp_socket {
         return Ok(HandlerTarget::Tcp {
@@ -171,7 +180,12 @@ pub fn hook_target(
         return Ok(HandlerTarget::Exec(exec.command.clone()));
     }
     if let Some(http) = &handler.http_get {
-        return Ok(HandlerTarget::Http(http_target(http, container, pod_ip, "lifecycle")?));
+        return Ok(HandlerTarget::Http(http_target(
+            http,
+            container,
+            pod_ip,
+            "lifecycle",
+        )?));
     }
     if let Some(sleep) = &handler.sleep {
         return Ok(HandlerTarget::Sleep(sleep.seconds));

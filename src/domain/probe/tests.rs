@@ -54,7 +54,11 @@ fn liveness_kills_after_failure_threshold_in_a_row() {
     let c = running("c1", 100);
     let mut w = ProbeWorker::new(ProbeKind::Liveness, exec_probe(3, 1, 0));
     assert_eq!(w.tick(&view(&c, true, 100)), Tick::Probe);
-    assert_eq!(w.result(), Some(ProbeResult::Success), "live until shown otherwise");
+    assert_eq!(
+        w.result(),
+        Some(ProbeResult::Success),
+        "live until shown otherwise"
+    );
     let first = w.record("c1", &fail());
     assert_eq!(
         first.event,
@@ -175,7 +179,10 @@ fn errors_are_reported_but_thrown_away_and_warnings_count_as_success() {
     assert_eq!(w.result(), Some(ProbeResult::Success));
     let mut ready = ProbeWorker::new(ProbeKind::Readiness, exec_probe(1, 1, 0));
     ready.tick(&view(&c, true, 1));
-    let r = ready.record("c1", &HandlerOutcome::Warning("Probe terminated redirects".into()));
+    let r = ready.record(
+        "c1",
+        &HandlerOutcome::Warning("Probe terminated redirects".into()),
+    );
     assert_eq!(
         r.event,
         Some(ProbeEvent {
@@ -219,8 +226,18 @@ fn started_and_ready_as_upstreams_status_update() {
         (true, None, None, (true, true)),
         (false, None, None, (false, false)),
         (true, Some(None), None, (false, false)),
-        (true, Some(Some(Unknown)), Some(Some(Success)), (false, false)),
-        (true, Some(Some(Success)), Some(Some(Failure)), (true, false)),
+        (
+            true,
+            Some(Some(Unknown)),
+            Some(Some(Success)),
+            (false, false),
+        ),
+        (
+            true,
+            Some(Some(Success)),
+            Some(Some(Failure)),
+            (true, false),
+        ),
         (true, Some(Some(Success)), Some(None), (true, false)),
         (true, None, Some(Some(Success)), (true, true)),
     ];
@@ -248,10 +265,16 @@ fn kills_carry_upstreams_message_and_the_probes_grace() {
         ..Default::default()
     };
     let kill = probe_kill(&pod, &container, "c1", ProbeKind::Liveness);
-    assert_eq!(kill.message, "Container app failed liveness probe, will be restarted");
+    assert_eq!(
+        kill.message,
+        "Container app failed liveness probe, will be restarted"
+    );
     assert_eq!(kill.grace_period_secs, 20);
     let kill = probe_kill(&pod, &container, "c1", ProbeKind::Startup);
-    assert_eq!(kill.message, "Container app failed startup probe, will be restarted");
+    assert_eq!(
+        kill.message,
+        "Container app failed startup probe, will be restarted"
+    );
     assert_eq!(kill.grace_period_secs, 3);
     assert_eq!(killing_event(&kill).reason, "Killing");
     pod.spec.restart_policy = RestartPolicy::Never;
@@ -259,7 +282,10 @@ fn kills_carry_upstreams_message_and_the_probes_grace() {
     let kill = probe_kill(&pod, &container, "c1", ProbeKind::Liveness);
     assert_eq!(kill.message, "Container app failed liveness probe");
     let kill = post_start_kill(&pod, &container, "c1");
-    assert_eq!((kill.message.as_str(), kill.grace_period_secs), ("FailedPostStartHook", 20));
+    assert_eq!(
+        (kill.message.as_str(), kill.grace_period_secs),
+        ("FailedPostStartHook", 20)
+    );
     assert_eq!(hook_failed_event(true).message, "PostStartHook failed");
     assert_eq!(hook_failed_event(false).reason, "FailedPreStopHook");
 }
@@ -344,6 +370,9 @@ fn targets_resolve_ports_hosts_and_headers_as_upstream() {
         sleep: Some(SleepAction { seconds: 3 }),
         ..Default::default()
     };
-    assert_eq!(hook_target(&sleep, &container, ""), Ok(HandlerTarget::Sleep(3)));
+    assert_eq!(
+        hook_target(&sleep, &container, ""),
+        Ok(HandlerTarget::Sleep(3))
+    );
     assert_eq!(super::target::join_host_port("fd00::5", 80), "[fd00::5]:80");
 }

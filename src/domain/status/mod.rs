@@ -161,12 +161,23 @@ pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
     } else {
         let mut messages = Vec::new();
         if !unknown_init.is_empty() {
-            messages.push(format!("containers with unknown status: {}", go_list(&unknown_init)));
+            messages.push(format!(
+                "containers with unknown status: {}",
+                go_list(&unknown_init)
+            ));
         }
         if !incomplete.is_empty() {
-            messages.push(format!("containers with incomplete status: {}", go_list(&incomplete)));
+            messages.push(format!(
+                "containers with incomplete status: {}",
+                go_list(&incomplete)
+            ));
         }
-        PodCondition::new("Initialized", false, "ContainersNotInitialized", messages.join(", "))
+        PodCondition::new(
+            "Initialized",
+            false,
+            "ContainersNotInitialized",
+            messages.join(", "),
+        )
     };
     let mut unknown = Vec::new();
     let mut unready = Vec::new();
@@ -184,12 +195,23 @@ pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
     } else {
         let mut messages = Vec::new();
         if !unknown.is_empty() {
-            messages.push(format!("containers with unknown status: {}", go_list(&unknown)));
+            messages.push(format!(
+                "containers with unknown status: {}",
+                go_list(&unknown)
+            ));
         }
         if !unready.is_empty() {
-            messages.push(format!("containers with unready status: {}", go_list(&unready)));
+            messages.push(format!(
+                "containers with unready status: {}",
+                go_list(&unready)
+            ));
         }
-        PodCondition::new("ContainersReady", false, "ContainersNotReady", messages.join(", "))
+        PodCondition::new(
+            "ContainersReady",
+            false,
+            "ContainersNotReady",
+            messages.join(", "),
+        )
     };
     let ready = PodCondition {
         condition_type: "Ready".to_owned(),
@@ -520,9 +542,24 @@ mod tests {
         assert_eq!(
             short(&status),
             vec![
-                t("Initialized", "False", "ContainersNotInitialized", "containers with incomplete status: [init]"),
-                t("Ready", "False", "ContainersNotReady", "containers with unready status: [side]"),
-                t("ContainersReady", "False", "ContainersNotReady", "containers with unready status: [side]"),
+                t(
+                    "Initialized",
+                    "False",
+                    "ContainersNotInitialized",
+                    "containers with incomplete status: [init]"
+                ),
+                t(
+                    "Ready",
+                    "False",
+                    "ContainersNotReady",
+                    "containers with unready status: [side]"
+                ),
+                t(
+                    "ContainersReady",
+                    "False",
+                    "ContainersNotReady",
+                    "containers with unready status: [side]"
+                ),
                 t("PodScheduled", "True", "", ""),
             ]
         );
@@ -537,7 +574,10 @@ mod tests {
         let status = api_pod_status(&single, &runtime, &BTreeMap::new(), "containerd");
         assert!(status.conditions.iter().all(|c| c.status == "True"));
         let json = serde_json::to_value(&status).unwrap_or_default();
-        assert_eq!(json["conditions"][1], serde_json::json!({"type": "Ready", "status": "True"}));
+        assert_eq!(
+            json["conditions"][1],
+            serde_json::json!({"type": "Ready", "status": "True"})
+        );
     }
 
     #[test]
