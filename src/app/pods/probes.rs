@@ -43,10 +43,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Logs an event for a pod's container, as standalone upstream would record it.
 pub(super) fn log_event(pod: &Pod, container: &str, event: &ProbeEvent) {
     let pod_name = full_name(pod);
+    let (reason, message) = (event.reason, &event.message);
     if event.event_type == "Warning" {
-        warn!(pod = %pod_name, container, reason = event.reason, message = %event.message, "event");
+        warn!(pod = %pod_name, container, event = reason, "{message}");
     } else {
-        info!(pod = %pod_name, container, reason = event.reason, message = %event.message, "event");
+        info!(pod = %pod_name, container, event = reason, "{message}");
     }
 }
 
