@@ -2,8 +2,6 @@
 //! port), the host (the pod IP unless given), the URL and headers of an `httpGet`
 //! (upstream's `NewRequestForHTTPGetAction`).
 
-use std::net::IpAddr;
-
 use crate::domain::pod::probe::{IntOrString, ProbeHandler};
 use crate::domain::pod::{Container, LifecycleHandler};
 
@@ -44,9 +42,10 @@ impl HttpTarget {
     }
 }
 
-/// `host:port` as Go's `net.JoinHostPort` writes it.
+/// `host:port` as Go's `net.JoinHostPort` writes it (brackets around a host with a
+/// colon: an IPv6 address).
 pub fn join_host_port(host: &str, port: u16) -> String {
-    if host.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6()) {
+    if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
