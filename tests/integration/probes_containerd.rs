@@ -147,6 +147,19 @@ async fn probes_and_hooks_on_containerd() {
             ),
         ),
     );
+    // 6. An exec probe outliving its timeout: a failure, in upstream's words.
+    node.write(
+        "tout.yaml",
+        &manifest(
+            "tout",
+            1,
+            &main_container(
+                &image,
+                "sleep 3600",
+                "    readinessProbe:\n      exec:\n        command: [\"sleep\", \"5\"]\n      timeoutSeconds: 1\n      periodSeconds: 2\n",
+            ),
+        ),
+    );
     node.kubelet();
     let started = Instant::now();
 
@@ -261,7 +274,19 @@ async fn probes_and_hooks_on_containerd() {
         node.sandboxes("stop-n1").await.is_empty().then_some(())
     });
 
-    for pod in ["live", "web", "slow", "hook"] {
+    eventually!(
+        20,
+        "an exec probe timing out",
+        log_has(
+            &node,
+            &[
+                "Unhealthy",
+                "Readiness probe failed: command \"sleep 5\" timed out"
+            ]
+        )
+    );
+
+    for pod in ["live", "web", "slow", "hook", "tout"] {
         node.remove(&format!("{pod}.yaml"));
     }
     eventually!(60, "every pod gone", {
