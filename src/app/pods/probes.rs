@@ -257,6 +257,9 @@ struct Slot {
     next_run: Instant,
     /// A handler is running; the slot is not due until it answers.
     running: bool,
+    /// Answers counted as upstream's `prober_probe_total` counts them (an error is not).
+    successful: u64,
+    failed: u64,
 }
 
 /// What the manager knows of one pod.
@@ -369,6 +372,8 @@ impl ProbeManager {
                     worker: ProbeWorker::new(kind, probe.clone()),
                     next_run: now,
                     running: false,
+                    successful: 0,
+                    failed: 0,
                 });
             }
         }
@@ -417,6 +422,35 @@ impl ProbeManager {
             })
             .collect();
         decide::apply_to_status(pod, status, &states);
+    }
+
+    /// Upstream's `prober_probe_total` counter in the Prometheus text format, one series
+    /// per probe and result, for `/metrics/probes`.
+    pub fn metrics_text(&self) -> String {
+        let mut out = String::from(
+            "# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n",
+        );
+        let pods = lock(&self.pods);
+        let mut lines = Vec::new();
+        for (uid, entry) in pods.iter() {
+            let meta = &entry.pod.metadata;
+            for slot in &entry.slots {
+                for (result, count) in [("failed", slot.failed), ("successful", slot.successful)] {
+                    lines.push(format!(
+                        "prober_probe_total{{container={:?},namespace={:?},pod={:?},pod_uid={:?},probe_type={:?},result={:?}}} {count}\n",
+                        slot.container,
+                        meta.namespace,
+                        meta.name,
+                        uid,
+                        slot.worker.kind().to_string(),
+                        result
+                    ));
+                }
+            }
+        }
+        lines.sort();
+        out.extend(lines);
+        out
     }
 
     /// Ticks every due slot; returns the handlers to run and when to look next.
@@ -507,6 +541,11 @@ impl ProbeManager {
                 return;
             };
             slot.running = false;
+            match outcome {
+                HandlerOutcome::Success(_) | HandlerOutcome::Warning(_) => slot.successful += 1,
+                HandlerOutcome::Failure(_) => slot.failed += 1,
+                HandlerOutcome::Error(_) => {}
+            }
             let recorded = slot.worker.record(&run.container_id, &outcome);
             if let Some(event) = &recorded.event {
                 log_event(&entry.pod, &run.container, event);

@@ -159,6 +159,21 @@ async fn readiness_follows_the_probe_into_ready_and_the_conditions() {
     w.runtime.set_exec_exit_code("ready", 1);
     assert!(poked(&poke).await);
     assert!(!status_now(&runtime).container_statuses[0].ready);
+    let metrics = manager.metrics_text();
+    let count = |result: &str| -> u64 {
+        let prefix = format!(
+            "prober_probe_total{{container=\"app\",namespace=\"default\",pod=\"web-ready\",pod_uid=\"ready\",probe_type=\"Readiness\",result=\"{result}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {result} series in {metrics}"))
+    };
+    assert!(
+        count("failed") >= 2 && count("successful") >= 1,
+        "{metrics}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
