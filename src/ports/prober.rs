@@ -17,6 +17,9 @@ pub trait Prober: Send + Sync {
     /// A GET of `target`, following redirects to the same host (at most 10); a
     /// redirect to another host answers `Warning`; 200..400 is healthy.
     async fn http_get(&self, target: &HttpTarget, timeout: Duration) -> HandlerOutcome;
+    /// A lifecycle hook's GET (redirects as for probes, no timeout of its own): any
+    /// answer is a success whatever its status; the error says why no answer came.
+    async fn http_hook(&self, target: &HttpTarget) -> Result<(), String>;
     /// A TCP connection to `host:port` that opens within `timeout` is healthy.
     async fn tcp(&self, host: &str, port: u16, timeout: Duration) -> HandlerOutcome;
     /// `grpc.health.v1.Health/Check` for `service` answering `SERVING` is healthy.
@@ -35,6 +38,10 @@ const NO_PROBER: &str = "no network prober configured";
 impl Prober for NoProber {
     async fn http_get(&self, _target: &HttpTarget, _timeout: Duration) -> HandlerOutcome {
         HandlerOutcome::Error(NO_PROBER.into())
+    }
+
+    async fn http_hook(&self, _target: &HttpTarget) -> Result<(), String> {
+        Err(NO_PROBER.into())
     }
 
     async fn tcp(&self, _host: &str, _port: u16, _timeout: Duration) -> HandlerOutcome {

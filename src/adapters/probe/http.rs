@@ -203,16 +203,14 @@ fn follows(status: StatusCode) -> bool {
     matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
 }
 
-async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerOutcome {
+/// The GET with its redirects followed: the last answer, or Go's client error.
+async fn fetch(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<Answer, String> {
     let mut current = target.clone();
     let mut hops = 0;
     loop {
-        let answer = match get_once(Arc::clone(&tls), &current).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                return HandlerOutcome::Failure(format!("Get {:?}: {error}", current.url()))
-            }
-        };
+        let answer = get_once(Arc::clone(&tls), &current)
+            .await
+            .map_err(|error| format!("Get {:?}: {error}", current.url()))?;
         let next = answer
             .location
             .as_deref()
@@ -222,7 +220,7 @@ async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerO
             // Another host ends the chain: its redirect is the answer.
             if next.host == target.host {
                 if hops >= MAX_REDIRECTS - 1 {
-                    return HandlerOutcome::Failure(format!(
+                    return Err(format!(
                         "Get {:?}: stopped after {MAX_REDIRECTS} redirects",
                         next.url()
                     ));
@@ -232,16 +230,33 @@ async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerO
                 continue;
             }
         }
-        let code = answer.status.as_u16();
-        return match code {
-            200..=299 => HandlerOutcome::Success(answer.body),
-            300..=399 => HandlerOutcome::Warning(format!(
-                "Probe terminated redirects, Response body: {}",
-                answer.body
-            )),
-            _ => HandlerOutcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
-        };
+        return Ok(answer);
     }
+}
+
+async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerOutcome {
+    let answer = match fetch(tls, target).await {
+        Ok(answer) => answer,
+        Err(error) => return HandlerOutcome::Failure(error),
+    };
+    let code = answer.status.as_u16();
+    match code {
+        200..=299 => HandlerOutcome::Success(answer.body),
+        300..=399 => HandlerOutcome::Warning(format!(
+            "Probe terminated redirects, Response body: {}",
+            answer.body
+        )),
+        _ => HandlerOutcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+    }
+}
+
+/// A lifecycle hook's GET: any answer will do, whatever its status (upstream's
+/// handler runner); only a request that fails is an error.
+pub(super) async fn hook(
+    tls: Arc<rustls::ClientConfig>,
+    target: &HttpTarget,
+) -> Result<(), String> {
+    fetch(tls, target).await.map(|_| ())
 }
 
 pub(super) async fn probe(

@@ -67,6 +67,10 @@ impl Prober for NetworkProber {
         http::probe(Arc::clone(&self.tls), target, timeout).await
     }
 
+    async fn http_hook(&self, target: &HttpTarget) -> Result<(), String> {
+        http::hook(Arc::clone(&self.tls), target).await
+    }
+
     async fn tcp(&self, host: &str, port: u16, timeout: Duration) -> HandlerOutcome {
         match dial(host, port, timeout).await {
             Ok(_) => HandlerOutcome::Success(String::new()),

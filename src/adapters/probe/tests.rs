@@ -96,6 +96,8 @@ async fn http_answers_as_upstreams_prober() {
             "Get \"http://{addr}/loop\": stopped after 10 redirects"
         ))
     );
+    // A hook takes any answer: a 503 is fine, no answer is not.
+    assert_eq!(prober.http_hook(&target(addr, "/missing")).await, Ok(()));
     let seen = seen.lock().expect("seen").clone();
     assert!(seen.iter().all(|(_, agent)| agent == "kube-probe/1.26"));
     assert_eq!(seen.iter().filter(|(p, _)| p == "/loop").count(), 10);
@@ -118,6 +120,12 @@ async fn http_and_tcp_to_a_closed_port_fail_with_gos_words() {
     assert_eq!(
         prober.http_get(&target(addr, "/"), TIMEOUT).await,
         HandlerOutcome::Failure(format!(
+            "Get \"http://{addr}/\": dial tcp {addr}: connect: connection refused"
+        ))
+    );
+    assert_eq!(
+        prober.http_hook(&target(addr, "/")).await,
+        Err(format!(
             "Get \"http://{addr}/\": dial tcp {addr}: connect: connection refused"
         ))
     );

@@ -111,6 +111,16 @@ async fn run_hook(
     pod_ip: &str,
 ) -> Result<(), String> {
     let target = hook_target(handler, container, pod_ip).map_err(|e| e.to_string())?;
+    if let HandlerTarget::Http(http) = &target {
+        return ctx.prober.http_hook(http).await.map_err(|error| {
+            format!(
+                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {error}",
+                http.path,
+                container.name,
+                format_pod(pod)
+            )
+        });
+    }
     // Upstream gives exec hooks no timeout of their own; the caller bounds preStop.
     let outcome = run_handler(
         ctx.runtime.as_ref(),
@@ -128,14 +138,6 @@ async fn run_hook(
                 container.name,
                 format_pod(pod),
                 cmd.join(" ")
-            ))
-        }
-        (HandlerOutcome::Failure(out) | HandlerOutcome::Error(out), HandlerTarget::Http(http)) => {
-            Err(format!(
-                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {out}",
-                http.path,
-                container.name,
-                format_pod(pod)
             ))
         }
         (HandlerOutcome::Failure(out) | HandlerOutcome::Error(out), _) => {
