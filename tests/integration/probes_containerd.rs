@@ -160,6 +160,19 @@ async fn probes_and_hooks_on_containerd() {
             ),
         ),
     );
+    // 7. An HTTP probe redirected to another host: a success with a warning.
+    node.write(
+        "away.yaml",
+        &manifest(
+            "away",
+            1,
+            &main_container(
+                &image,
+                r#"mkdir -p /www/cgi-bin; printf '#!/bin/sh\necho "Status: 302 Found"\necho "Location: http://192.0.2.1/elsewhere"\necho ""\necho moved\n' > /www/cgi-bin/away; chmod +x /www/cgi-bin/away; exec httpd -f -p 8080 -h /www"#,
+                "    readinessProbe:\n      httpGet:\n        path: /cgi-bin/away\n        port: 8080\n      periodSeconds: 1\n",
+            ),
+        ),
+    );
     node.kubelet();
     let started = Instant::now();
 
@@ -286,7 +299,25 @@ async fn probes_and_hooks_on_containerd() {
         )
     );
 
-    for pod in ["live", "web", "slow", "hook", "tout"] {
+    eventually!(
+        20,
+        "the redirected pod ready",
+        readiness(&node, "away-n1").filter(|(r, c)| *r && c == "True")
+    );
+    assert!(
+        log_has(
+            &node,
+            &[
+                "ProbeWarning",
+                "Readiness probe warning: Probe terminated redirects, Response body: moved"
+            ]
+        )
+        .is_some(),
+        "{}",
+        node.log_text()
+    );
+
+    for pod in ["live", "web", "slow", "hook", "tout", "away"] {
         node.remove(&format!("{pod}.yaml"));
     }
     eventually!(60, "every pod gone", {

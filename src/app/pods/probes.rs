@@ -43,7 +43,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Logs an event for a pod's container, as standalone upstream would record it.
 pub(super) fn log_event(pod: &Pod, container: &str, event: &ProbeEvent) {
     let pod_name = full_name(pod);
-    let (reason, message) = (event.reason, &event.message);
+    // One event, one log line: a probe's output may hold newlines.
+    let (reason, message) = (event.reason, event.message.replace('\n', "\\n"));
     if event.event_type == "Warning" {
         warn!(pod = %pod_name, container, event = reason, "{message}");
     } else {
