@@ -70,6 +70,38 @@ fn log_has(node: &Node, needles: &[&str]) -> Option<()> {
         .then_some(())
 }
 
+/// The bytes an HTTP/2 server sends to answer one `grpc.health.v1.Health/Check` on
+/// stream 1 with `status` (1 SERVING, 2 NOT_SERVING): SETTINGS, its ACK, the response
+/// headers (HPACK: `:status 200` indexed, `content-type: application/grpc` literal),
+/// the message, the `grpc-status: 0` trailers ending the stream.
+fn grpc_health_answer(status: u8) -> Vec<u8> {
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len())
+            .expect("small frame")
+            .to_be_bytes();
+        let mut f = vec![len[1], len[2], len[3], kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+    let mut headers = vec![0x88, 0x0f, 0x10, 16];
+    headers.extend_from_slice(b"application/grpc");
+    let message = [0x08, status];
+    let mut data = vec![0u8, 0, 0, 0, message.len() as u8];
+    data.extend_from_slice(&message);
+    let mut trailers = vec![0x00, 11];
+    trailers.extend_from_slice(b"grpc-status");
+    trailers.extend_from_slice(&[1, b'0']);
+    [
+        frame(4, 0, 0, &[]),
+        frame(4, 1, 0, &[]),
+        frame(1, 0x4, 1, &headers),
+        frame(0, 0, 1, &data),
+        frame(1, 0x5, 1, &trailers),
+    ]
+    .concat()
+}
+
 #[tokio::test]
 #[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn probes_and_hooks_on_containerd() {
@@ -170,6 +202,38 @@ async fn probes_and_hooks_on_containerd() {
                 &image,
                 r#"mkdir -p /www/cgi-bin; printf '#!/bin/sh\necho "Status: 302 Found"\necho "Location: http://192.0.2.1/elsewhere"\necho ""\necho moved\n' > /www/cgi-bin/away; chmod +x /www/cgi-bin/away; exec httpd -f -p 8080 -h /www"#,
                 "    readinessProbe:\n      httpGet:\n        path: /cgi-bin/away\n        port: 8080\n      periodSeconds: 1\n",
+            ),
+        ),
+    );
+    // 8. A gRPC liveness probe: busybox `nc` plays a health server answering from a
+    //    file the test rewrites (SERVING, then NOT_SERVING).
+    let grpc_dir = hook_dir.path().join("grpc");
+    std::fs::create_dir_all(&grpc_dir).expect("grpc dir");
+    std::fs::write(grpc_dir.join("resp"), grpc_health_answer(1)).expect("answer");
+    // Wait for the client's request before answering on its stream 1.
+    std::fs::write(
+        grpc_dir.join("serve.sh"),
+        "#!/bin/sh\nsleep 0.3\ncat /grpc/resp\nsleep 1\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(
+        grpc_dir.join("serve.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    node.write(
+        "grpc.yaml",
+        &manifest(
+            "grpc",
+            1,
+            &format!(
+                "  volumes:\n  - name: grpc\n    hostPath:\n      path: {}\n{}",
+                grpc_dir.display(),
+                main_container(
+                    &image,
+                    "exec nc -ll -p 9000 -e /grpc/serve.sh",
+                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      periodSeconds: 1\n      failureThreshold: 2\n",
+                )
             ),
         ),
     );
@@ -317,7 +381,32 @@ async fn probes_and_hooks_on_containerd() {
         node.log_text()
     );
 
-    for pod in ["live", "web", "slow", "hook", "tout", "away"] {
+    // gRPC: SERVING keeps the first instance; NOT_SERVING restarts it.
+    let grpc = node.wait_running("grpc-n1", "main", 30).await;
+    assert_eq!(grpc.status.attempt, 0);
+    assert!(
+        log_has(&node, &["grpc-n1", "Liveness probe failed"]).is_none(),
+        "{}",
+        node.log_text()
+    );
+    std::fs::write(grpc_dir.join("resp"), grpc_health_answer(2)).expect("answer");
+    eventually!(
+        30,
+        "grpc restarted",
+        node.running("grpc-n1", "main")
+            .await
+            .filter(|c| c.status.attempt == 1)
+    );
+    assert!(log_has(
+        &node,
+        &[
+            "Liveness probe failed: service unhealthy (responded with \"NOT_SERVING\")",
+            "grpc-n1"
+        ]
+    )
+    .is_some());
+
+    for pod in ["live", "web", "slow", "hook", "tout", "away", "grpc"] {
         node.remove(&format!("{pod}.yaml"));
     }
     eventually!(60, "every pod gone", {
