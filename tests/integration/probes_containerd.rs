@@ -213,7 +213,7 @@ async fn probes_and_hooks_on_containerd() {
     // Wait for the client's request before answering on its stream 1.
     std::fs::write(
         grpc_dir.join("serve.sh"),
-        "#!/bin/sh\nsleep 0.3\ncat /grpc/resp\nsleep 1\n",
+        "#!/bin/sh\nsleep 0.5\ncat /grpc/resp\nsleep 1\n",
     )
     .expect("script");
     std::fs::set_permissions(
@@ -232,7 +232,7 @@ async fn probes_and_hooks_on_containerd() {
                 main_container(
                     &image,
                     "exec nc -ll -p 9000 -e /grpc/serve.sh",
-                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      periodSeconds: 1\n      failureThreshold: 2\n",
+                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      periodSeconds: 1\n      timeoutSeconds: 2\n      failureThreshold: 3\n",
                 )
             ),
         ),
