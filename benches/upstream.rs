@@ -381,7 +381,7 @@ fn measure(
         *kinds.entry(kind).or_default() += 1;
     }
     let mut kinds: Vec<(String, usize)> = kinds.into_iter().collect();
-    kinds.sort_by(|a, b| b.1.cmp(&a.1));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
     kinds.truncate(4);
     figures.top_requests = kinds;
     drop(running);
