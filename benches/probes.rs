@@ -265,7 +265,7 @@ async fn run(dir: &Path) -> Result<(), String> {
                 extra: &[],
             },
         );
-        let pid = upstream_pid(&upstream_dir)?;
+        let pid = kubelet.pid().ok_or("the upstream kubelet exited")?;
         // Its start-up (adopting or recreating the pods) is not counted.
         tokio::time::sleep(Duration::from_secs(30)).await;
         wait_running(&cri, pods, 120).await?;
@@ -291,31 +291,6 @@ async fn run(dir: &Path) -> Result<(), String> {
         return Err(format!("containerd teardown left: {left:?}"));
     }
     Ok(())
-}
-
-/// The pid of the upstream kubelet started with its folder `dir` (by its command line).
-fn upstream_pid(dir: &Path) -> Result<u32, String> {
-    let needle = format!("--root-dir={}", dir.join("root").display());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        for entry in std::fs::read_dir("/proc")
-            .map_err(|e| e.to_string())?
-            .flatten()
-        {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            if cmdline.split('\0').any(|a| a == needle) {
-                return Ok(pid);
-            }
-        }
-        if Instant::now() > deadline {
-            return Err("the upstream kubelet's process was not found".into());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn main() {
