@@ -156,6 +156,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         eviction_for: Box::new(eviction_ports),
         cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
+        prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
     }
 }
 

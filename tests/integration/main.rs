@@ -26,6 +26,7 @@ mod packaging;
 mod packaging_systemd;
 mod planner;
 mod pods_containerd;
+mod probes_containerd;
 mod security_containerd;
 mod systemd_real;
 mod upstream_compare;

@@ -9,12 +9,12 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::{info_span, Instrument};
 
+use super::probes::ProbeManager;
 use super::status::PodStatusStore;
 use super::sync::{kill_pod, sync_pod, terminate_pod, SyncContext};
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
-use crate::domain::units::time::rfc3339_seconds;
 
 /// Retry delay for a termination that left something behind.
 const TERMINATE_RETRY: Duration = Duration::from_secs(2);
@@ -42,6 +42,7 @@ pub(super) struct WorkerShared {
     pub(super) permits: Arc<Semaphore>,
     pub(super) done: mpsc::UnboundedSender<String>,
     pub(super) resync: Duration,
+    pub(super) probes: Arc<ProbeManager>,
 }
 
 pub(super) async fn worker_loop(
@@ -61,12 +62,17 @@ pub(super) async fn worker_loop(
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
                 let status = match &outcome.rejected {
                     Some(r) => rejected_pod_status(&r.reason, &r.message),
-                    None => api_pod_status(
-                        &pod,
-                        &outcome.runtime,
-                        &outcome.waiting,
-                        &shared.ctx.runtime_name,
-                    ),
+                    None => {
+                        shared.probes.observe(&pod, &outcome.runtime, &poke);
+                        let mut status = api_pod_status(
+                            &pod,
+                            &outcome.runtime,
+                            &outcome.waiting,
+                            &shared.ctx.runtime_name,
+                        );
+                        shared.probes.apply_to_status(&pod, &mut status);
+                        status
+                    }
                 };
                 shared.store.set(&pod, status);
                 outcome
@@ -84,13 +90,11 @@ pub(super) async fn worker_loop(
                     &Default::default(),
                     &shared.ctx.runtime_name,
                 );
-                let now = rfc3339_seconds(shared.ctx.clock.now_unix_nanos());
                 let condition = eviction.condition.as_ref().map(|c| PodCondition {
-                    type_: c.type_.to_owned(),
+                    condition_type: c.type_.to_owned(),
                     status: c.status.to_owned(),
                     reason: c.reason.to_owned(),
                     message: c.message.clone(),
-                    last_transition_time: Some(now),
                 });
                 shared.store.set(
                     &pod,
@@ -105,6 +109,7 @@ pub(super) async fn worker_loop(
                 continue;
             }
             Desired::Terminate(last) => {
+                shared.probes.forget(&uid);
                 let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
                 let span = info_span!("terminate_pod", pod = %name, %uid);
                 let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())
