@@ -225,7 +225,6 @@ pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
     ]
 }
 
-
 /// The phase of a pod the kubelet ended.
 pub const PHASE_FAILED: &str = "Failed";
 
