@@ -83,8 +83,9 @@ make_image() {
         "$man" "$man_size" "$ARCH" "$name" "${name##*:}" > "$lay/index.json"
     printf '{"imageLayoutVersion":"1.0.0"}' > "$lay/oci-layout"
 
-    det_tar "$lay" "$out.tmp" oci-layout index.json blobs
-    mv "$out.tmp" "$out"
+    # A temporary name of this process's own: parallel builds into one cache do not race.
+    det_tar "$lay" "$out.$$.tmp" oci-layout index.json blobs
+    mv "$out.$$.tmp" "$out"
     rm -rf "$lay"
     echo "build-images.sh: $name -> $out (image id sha256:$conf)"
 }
