@@ -19,6 +19,7 @@ mod cgroups_containerd;
 mod cli;
 mod cluster_node;
 mod cri_containerd;
+mod faults;
 mod flag_table;
 mod packaging;
 mod packaging_systemd;
