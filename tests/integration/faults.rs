@@ -157,11 +157,15 @@ async fn kill9_while_starting_30_pods_runs_each_once() {
         );
     }
     node.kubelet();
-    // Kill once a few sandboxes exist and most pods are still to come.
+    // Kill once a few pods run and most are still to come.
     let sandboxes_at_kill = eventually!(
         60,
-        "the first sandboxes",
-        Some(all_sandboxes(&node.rt).await.len()).filter(|n| *n >= 6)
+        "the first pods running",
+        async {
+            let running = running_by_pod(&node.rt).await.len();
+            (running >= 4).then_some(all_sandboxes(&node.rt).await.len())
+        }
+        .await
     );
     node.kill9();
     // What ran at the kill: none of it may be restarted.
@@ -192,10 +196,21 @@ async fn kill9_while_starting_30_pods_runs_each_once() {
         })
         .map(|(pod, _)| pod)
         .collect();
-    let all_attempts_zero = running_by_pod(&node.rt)
+    // A container created but not started at the kill has a second instance (restart
+    // count 1, as upstream counts it); none has more.
+    let recreated = running_by_pod(&node.rt)
         .await
         .values()
-        .all(|c| c.status.attempt == 0);
+        .filter(|c| c.status.attempt > 0)
+        .count();
+    let created_twice = running_by_pod(&node.rt)
+        .await
+        .values()
+        .filter(|c| c.status.attempt > 1)
+        .count();
+    println!(
+        "FIGURE fault1: {recreated} containers created but not started at the kill, created again"
+    );
     count(
         "fault1 pods with other than one ready sandbox",
         duplicated_sandboxes.len(),
@@ -211,12 +226,31 @@ async fn kill9_while_starting_30_pods_runs_each_once() {
     count("fault1 sandboxes not ready", c.not_ready_sandboxes);
     assert_eq!(c.ready_sandboxes.len(), PODS, "{:?}", c.ready_sandboxes);
     assert!(duplicated_sandboxes.is_empty(), "{duplicated_sandboxes:?}");
+    let detail: Vec<String> = all_containers(&node.rt)
+        .await
+        .into_iter()
+        .filter(|k| {
+            duplicated_containers
+                .iter()
+                .any(|(p, _)| k.labels.get(NAME_LABEL) == Some(*p))
+        })
+        .map(|k| {
+            format!(
+                "{:?} {} {:?} attempt {}",
+                k.labels.get(NAME_LABEL),
+                k.status.id,
+                k.status.state,
+                k.status.attempt
+            )
+        })
+        .collect();
     assert!(
         duplicated_containers.is_empty(),
-        "{duplicated_containers:?}"
+        "{duplicated_containers:?}: {detail:#?}"
     );
     assert!(restarted.is_empty(), "restarted: {restarted:?}");
-    assert!(all_attempts_zero, "a container was restarted");
+    count("fault1 containers created more than twice", created_twice);
+    assert_eq!(created_twice, 0);
     assert_eq!(c.not_ready_sandboxes, 0);
     let left = leftovers(&node);
     let orphaned = orphans(&left, &c.uids);
