@@ -126,6 +126,19 @@ impl Containerd {
         self.daemon_proc().kill9();
     }
 
+    /// Starts the daemon again in the background (containerd-up.sh on the same base), so
+    /// the caller can time containerd's return itself; wait on the child for the script.
+    pub fn spawn_start(&self) -> std::process::Child {
+        std::process::Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/containerd-up.sh"),
+        )
+        .arg(&self.base)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("containerd-up.sh runs")
+    }
+
     /// Processes whose command line carries this instance's socket (the shims once the
     /// daemon is gone).
     pub fn shim_count(&self) -> usize {

@@ -14,6 +14,7 @@ use rkubelet::domain::kuberuntime::runtime::{
 };
 use rkubelet::ports::runtime::RuntimeService;
 
+use crate::common::cluster::Cluster;
 use crate::common::faults::{children, mounts_below, pod_cgroups, tree, CriFaults, CriProxy, Proc};
 use crate::common::http_get;
 use crate::common::node::{container, eventually, pod, Node, NODE, POLL};
@@ -405,4 +406,160 @@ fn limit_manifests(image: &str) -> Vec<(String, String)> {
     bomb.push_str("spec:\n  containers:\n  - name: main\n    image: busybox\n");
     cases.push(("bomb.yaml".to_string(), bomb));
     cases
+}
+
+/// The node's `Ready` condition (status, message), if the Node is there.
+fn node_ready(cluster: &Cluster) -> Option<(String, String)> {
+    let node = cluster.get_json(&["node", NODE])?;
+    let ready = node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?
+        .clone();
+    Some((
+        ready["status"].as_str()?.to_string(),
+        ready["message"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+/// Fault 2: containerd killed with SIGKILL and started again under a connected rkubelet
+/// running 30 pods, five of whose containers die while containerd is away: the node
+/// reports the runtime down, then up; rkubelet reconnects by itself within 5 s of
+/// containerd's return; the 25 surviving containers are adopted (same id, restart count
+/// 0), the 5 dead ones recreated once; no sandbox or container duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), root and containerd: run by scripts/test.sh"]
+async fn containerd_killed_and_restarted_under_30_pods() {
+    const PODS: usize = 30;
+    const DYING: usize = 5;
+    let cluster = Cluster::start("f2");
+    let mut node = Node::start("f2ctrd");
+    for i in 0..PODS {
+        node.write(
+            &format!("p{i:02}.yaml"),
+            &steady_pod(&format!("p{i:02}"), &node.busybox),
+        );
+    }
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
+    let before = eventually!(
+        90,
+        "30 pods running",
+        Some(running_by_pod(&node.rt).await).filter(|r| r.len() == PODS)
+    );
+    eventually!(
+        30,
+        "Ready",
+        node_ready(&cluster).filter(|(s, _)| s == "True")
+    );
+    let cgroup_root = node.ctrd.var("RKUBELET_CGROUP_ROOT");
+
+    node.ctrd.kill9_daemon();
+    let killed_at = Instant::now();
+    // Five containers die while containerd is away (their shims see it).
+    let dying: Vec<String> = before.keys().take(DYING).cloned().collect();
+    for pod in &dying {
+        let c = &before[pod];
+        let uid = c.labels.get(UID_LABEL).cloned().unwrap_or_default();
+        let pids = container_pids(&cgroup_root, &uid, &c.status.id);
+        assert!(!pids.is_empty(), "no process found for {pod}");
+        for pid in pids {
+            Proc(pid).signal(nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    let (_, message) = eventually!(
+        60,
+        "Ready False while containerd is down",
+        node_ready(&cluster).filter(|(s, _)| s == "False")
+    );
+    println!(
+        "FIGURE fault2: containerd killed to Ready False: {:.1} s ({message})",
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert_eq!(message, "container runtime is down");
+    let log_mark = node.log_text().len();
+
+    let mut script = node.ctrd.spawn_start();
+    // containerd's return: its socket answers a CRI call again.
+    let probe = CriRuntime::connect(&node.endpoint, Duration::from_secs(2)).expect("CRI client");
+    let back = eventually!(60, "containerd answering again", {
+        probe.version().await.ok().map(|_| Instant::now())
+    });
+    let reconnected = loop {
+        if node.log_text()[log_mark..].contains("PLEG relist succeeded again") {
+            break Instant::now();
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(30),
+            "rkubelet did not reconnect; log:\n{}",
+            &node.log_text()[log_mark..]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = reconnected.saturating_duration_since(back);
+    println!(
+        "FIGURE fault2: containerd answering to rkubelet's first good relist: {:.2} s (goal < 5 s)",
+        took.as_secs_f64()
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        script.wait().is_ok_and(|s| s.success()),
+        "containerd-up.sh failed"
+    );
+    assert!(
+        node.daemon.as_ref().is_some_and(|d| d.proc().alive()),
+        "rkubelet restarted or died"
+    );
+
+    let after = eventually!(
+        60,
+        "30 pods running again",
+        Some(running_by_pod(&node.rt).await).filter(|r| r.len() == PODS)
+    );
+    let ready_again = eventually!(
+        60,
+        "Ready True again",
+        node_ready(&cluster).filter(|(s, _)| s == "True")
+    );
+    println!("FIGURE fault2: Ready again: {ready_again:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut adopted = 0;
+    let mut recreated = 0;
+    let mut wrong = Vec::new();
+    for (pod, c) in &before {
+        let now = &after[pod];
+        if dying.contains(pod) {
+            if now.status.id != c.status.id && now.status.attempt == 1 {
+                recreated += 1;
+            } else {
+                wrong.push(format!(
+                    "{pod}: died, now {} attempt {}",
+                    now.status.id, now.status.attempt
+                ));
+            }
+        } else if now.status.id == c.status.id && now.status.attempt == 0 {
+            adopted += 1;
+        } else {
+            wrong.push(format!(
+                "{pod}: survived, now {} attempt {}",
+                now.status.id, now.status.attempt
+            ));
+        }
+    }
+    let c = census(&node.rt).await;
+    let duplicated = c.ready_sandboxes.values().filter(|n| **n != 1).count()
+        + c.live_containers.values().filter(|n| **n != 1).count();
+    count("fault2 containers adopted", adopted);
+    count("fault2 containers recreated", recreated);
+    count("fault2 pods handled otherwise", wrong.len());
+    count("fault2 sandboxes or containers duplicated", duplicated);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert_eq!((adopted, recreated), (PODS - DYING, DYING));
+    assert_eq!(
+        duplicated, 0,
+        "{:?} {:?}",
+        c.ready_sandboxes, c.live_containers
+    );
+    assert_eq!(c.ready_sandboxes.len(), PODS);
+    node.finish();
 }
