@@ -11,9 +11,9 @@ use rkubelet::app::cli;
 use rkubelet::app::planner::snapshot::{parse_snapshot, Snapshot, SNAPSHOT_VERSION};
 use rkubelet::app::planner::{compute_plan, CgroupVersion, PlanInputs};
 use rkubelet::domain::config;
-use rkubelet::domain::kuberuntime::plan::ImagePresence;
+use rkubelet::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
 use rkubelet::domain::kuberuntime::runtime::{
-    ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
+    ContainerState, ContainerStatus, ImageUser, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
 use rkubelet::domain::pod::{container_hash, Container, Pod, CONFIG_SOURCE_ANNOTATION};
 
@@ -98,6 +98,7 @@ fn main() {
             .filter_map(|(i, p)| observed(p, i))
             .collect(),
         images: [("docker.io/library/busybox:1.36".to_string(), true)].into(),
+        image_facts: Default::default(),
         recorded_at_unix_nanos: Some(1_700_000_000_000_000_000),
     };
     let Ok(text) = serde_json::to_string(&snapshot) else {
@@ -134,7 +135,10 @@ fn main() {
                 .iter()
                 .map(|(image, &present)| {
                     let presence = if present {
-                        ImagePresence::Present
+                        ImagePresence::Present(ImageFacts {
+                            id: String::new(),
+                            user: ImageUser::root(),
+                        })
                     } else {
                         ImagePresence::Absent
                     };
@@ -142,6 +146,7 @@ fn main() {
                 })
                 .collect(),
             now_unix_nanos: snapshot.recorded_at_unix_nanos.unwrap_or_default(),
+            cluster: None,
         };
         let plan = compute_plan(&inputs);
         let json = serde_json::to_string(&plan).unwrap_or_default();

@@ -11,6 +11,8 @@
 //!   static pod manifests and their identity.
 //! - `kuberuntime`: what the runtime reports, the pod sync decision (`compute_pod_actions`),
 //!   crash-loop and image back-off, the CRI request values, DNS, dead-container GC.
+//! - `securitycontext`: what security settings mean for the runtime (masked paths,
+//!   namespaces, seccomp, users, capabilities), and the sysctl and AppArmor admission.
 //! - `status`: the pod status as the API shows it.
 //! - `eviction`: thresholds and signals.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
@@ -22,6 +24,7 @@ pub mod kuberuntime;
 pub mod node;
 pub mod node_status;
 pub mod pod;
+pub mod securitycontext;
 pub mod status;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -4,14 +4,15 @@
 //! into these, so callers never see protobuf or transport details.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::domain::cgroup::CgroupDriver;
 use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
-    ContainerEntry, ContainerEvent, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion,
-    SandboxEntry, SandboxFilter, SandboxStatus,
+    ContainerEntry, ContainerEvent, ContainerFilter, ContainerStatus, ExecResult, ImageInfo,
+    RuntimeVersion, SandboxEntry, SandboxFilter, SandboxStatus,
 };
 
 /// The cause of a runtime error as the transport or the runtime gave it; shared, so an
@@ -92,6 +93,20 @@ pub trait RuntimeService: Send + Sync {
     /// The runtime's cgroup driver; `None` when the runtime does not report it
     /// (containerd 1.6 answers UNIMPLEMENTED, which is tolerated here).
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError>;
+
+    /// Runs `cmd` in a running container and waits for it to end, at most `timeout`
+    /// (zero: no limit of its own; the call's timeout is then the request timeout).
+    /// Errors: `NotFound` for an unknown container, `DeadlineExceeded` when the command
+    /// outlives the timeout. The default answers `Unimplemented`.
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecResult, RuntimeError> {
+        let _ = (container_id, cmd, timeout);
+        Err(RuntimeError::Unimplemented("ExecSync".into()))
+    }
 
     /// Container events as they happen. Runtimes without the call (containerd 1.6)
     /// answer `Unimplemented`, which is the default here.

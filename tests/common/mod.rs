@@ -14,6 +14,7 @@ pub mod env_file;
 pub mod faults;
 pub mod node;
 pub mod systemd;
+pub mod upstream;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 

@@ -631,3 +631,64 @@ fn harness_runs_two_control_planes_with_node_and_bootstrap_identities() {
         .iter()
         .any(|e| e["user"]["username"] == "system:node:harness-a"));
 }
+
+/// The dry run in connected mode reads the Node and shows the one it would register, then,
+/// once a node registered it, that it would adopt it: and it writes nothing.
+#[test]
+#[ignore = "needs a control plane (kube-apiserver, etcd) and root: run by scripts/test.sh"]
+fn the_dry_run_shows_the_node_it_would_register_and_then_adopt() {
+    let cluster = Cluster::start("dryrun");
+    let name = "dry-node";
+    let kubeconfig = cluster.node_kubeconfig(name, 30);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dry_run = || -> Value {
+        let out = std::process::Command::new(BIN)
+            .args([
+                "--dry-run",
+                "--dry-run-output=json",
+                "--container-runtime-endpoint=fake://",
+                &format!("--kubeconfig={}", kubeconfig.display()),
+                &format!("--hostname-override={name}"),
+                &format!("--root-dir={}", dir.path().display()),
+                "--node-labels=node.kubernetes.io/pool=dry",
+            ])
+            .output()
+            .expect("runs");
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    };
+    let plan = dry_run();
+    let c = &plan["cluster"];
+    assert_eq!(c["action"], "register", "{plan}");
+    assert_eq!(
+        c["nodeObject"]["metadata"]["labels"]["node.kubernetes.io/pool"],
+        "dry"
+    );
+    assert!(
+        cluster.get_json(&["node", name]).is_none(),
+        "the dry run created nothing"
+    );
+
+    let (mut daemon, _dir) = simulated_node(
+        &cluster,
+        name,
+        &["--node-labels=node.kubernetes.io/pool=dry".to_string()],
+    );
+    eventually(20, "node registered", || cluster.get_json(&["node", name]));
+    assert!(daemon.terminate().success());
+    let user = format!("system:node:{name}");
+    let writes = || {
+        cluster
+            .audit_events()
+            .iter()
+            .filter(|e| e["user"]["username"] == user.as_str())
+            .filter(|e| !["get", "list", "watch"].contains(&e["verb"].as_str().unwrap_or("")))
+            .count()
+    };
+    let before = writes();
+    assert!(before > 0, "the daemon registered the node");
+    let plan = dry_run();
+    assert_eq!(plan["cluster"]["action"], "adopt", "{plan}");
+    assert_eq!(plan["cluster"]["metadataPatch"], Value::Null, "{plan}");
+    assert_eq!(writes(), before, "the dry run wrote nothing");
+}

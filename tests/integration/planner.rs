@@ -864,6 +864,6 @@ fn systemd_shows_slice_names_and_properties() {
             assert!(pod.contains_key("IOAccounting"), "{pod:?}");
             assert!(!pod.contains_key("CPUShares") && !pod.contains_key("MemoryLimit"));
         }
-        assert_eq!(plan["schemaVersion"], 3);
+        assert_eq!(plan["schemaVersion"], 4);
     }
 }

@@ -10,14 +10,11 @@
 //! /var/lib/kubelet/device-plugins and /var/log/pods, so runs of this test take a lock.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{Flock, FlockArg};
 use rkubelet::adapters::cri::CriRuntime;
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
 use rkubelet::domain::pod::container_hash;
@@ -27,27 +24,12 @@ use rkubelet::domain::upstream::IdentityError;
 use rkubelet::ports::runtime::RuntimeService;
 
 use crate::common::containerd::Containerd;
-use crate::common::free_port;
+use crate::common::upstream::{self, kube_bins, UpstreamArgs, UpstreamKubelet};
 
-const LOCK: &str = "/tmp/rkubelet-upstream-kubelet.lock";
 const SEEN: &str = "2024-01-01T00:00:00Z";
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/upstream-identity")
-}
-
-/// The folder of the upstream binaries; panics, saying how to get them, when absent.
-fn kube_bins() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/kube-bins.sh");
-    let out = Command::new(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("{} does not run: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "the upstream kubelet v1.26.1 is needed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// What rkubelet derives for one pod: its UID and each container's hash.
@@ -160,60 +142,6 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// The upstream kubelet and everything it leaves on the host, removed on drop.
-struct UpstreamKubelet {
-    child: Child,
-    dir: PathBuf,
-    node: String,
-    var_lib_kubelet_existed: bool,
-}
-
-impl UpstreamKubelet {
-    fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("kubelet.log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(60)..].join("\n")
-    }
-}
-
-impl Drop for UpstreamKubelet {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(0));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // It bind-mounts its root folder onto itself, and mounts volumes below it.
-        let below = format!("{}/", self.dir.display());
-        let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&below))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            let _ = Command::new("umount").arg(&m).status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        // Its pod log folders are `<namespace>_<pod>_<uid>`, every pod named `*-<node>`.
-        if let Ok(entries) = std::fs::read_dir("/var/log/pods") {
-            let ours = format!("-{}_", self.node);
-            for entry in entries.flatten() {
-                if entry.file_name().to_string_lossy().contains(&ours) {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
-        }
-        if !self.var_lib_kubelet_existed {
-            let _ = std::fs::remove_dir_all("/var/lib/kubelet");
-        }
-    }
-}
-
 #[tokio::test]
 #[ignore = "needs containerd and the upstream kubelet: run by scripts/test.sh"]
 async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() {
@@ -225,9 +153,7 @@ async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() 
         panic!("containerd is needed: {reason}");
     }
     let bins = kube_bins();
-    let lock_file = File::create(LOCK).expect("lock file");
-    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
-        .unwrap_or_else(|(_, e)| panic!("lock {LOCK}: {e}"));
+    let _lock = upstream::lock();
 
     let mut ctrd = Containerd::start("upid");
     let dir = PathBuf::from(format!("/tmp/rkid-{}", std::process::id()));
@@ -252,40 +178,18 @@ async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() 
     let (want, refused) = expected(&manifests, &url, &node);
     assert_eq!((want.len(), refused.len()), (17, 1), "{want:?} {refused:?}");
 
-    let var_lib_kubelet_existed = Path::new("/var/lib/kubelet").exists();
-    let log = File::create(dir.join("kubelet.log")).expect("log file");
     let endpoint = ctrd.var("CRI_ENDPOINT");
-    let child = Command::new(bins.join("kubelet"))
-        .args([
-            format!("--pod-manifest-path={}", manifests.display()),
-            format!("--manifest-url={url}"),
-            format!("--hostname-override={node}"),
-            format!("--container-runtime-endpoint={endpoint}"),
-            format!("--root-dir={}", dir.join("root").display()),
-            format!("--cert-dir={}", dir.join("pki").display()),
-            format!("--volume-plugin-dir={}", dir.join("plugins").display()),
-            format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
-            "--cgroup-driver=cgroupfs".into(),
-            "--fail-swap-on=false".into(),
-            format!("--port={}", free_port()),
-            "--read-only-port=0".into(),
-            format!("--healthz-port={}", free_port()),
-            "--make-iptables-util-chains=false".into(),
-            format!("--pod-infra-container-image={}", ctrd.var("PAUSE_IMAGE")),
-            "--eviction-hard=".into(),
-            "--file-check-frequency=2s".into(),
-            "--http-check-frequency=2s".into(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("the upstream kubelet does not start: {e}"));
-    let kubelet = UpstreamKubelet {
-        child,
-        dir: dir.clone(),
-        node: node.clone(),
-        var_lib_kubelet_existed,
-    };
+    let kubelet = UpstreamKubelet::start(
+        &bins,
+        &ctrd,
+        &UpstreamArgs {
+            dir: &dir.join("kubelet"),
+            node: &node,
+            manifests: Some(&manifests),
+            url: Some(&url),
+            extra: &[],
+        },
+    );
 
     // What upstream wrote, once every expected pod has a sandbox and every container.
     let rt = CriRuntime::connect(&endpoint, Duration::from_secs(30)).expect("CRI client");
@@ -359,6 +263,7 @@ async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() 
     );
 
     drop(kubelet);
+    drop(_dir_guard);
     let left = ctrd.down();
     assert!(left.is_empty(), "containerd teardown left: {left:?}");
     assert!(!dir.exists(), "{} left", dir.display());

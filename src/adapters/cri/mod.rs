@@ -17,11 +17,14 @@ use crate::domain::cgroup::CgroupDriver;
 use crate::domain::kuberuntime::labels::{
     CONTAINER_BACKOFF_STEP_ANNOTATION, CONTAINER_HASH_ANNOTATION,
 };
-use crate::domain::kuberuntime::requests::{ContainerConfig, Protocol, SandboxConfig};
+use crate::domain::kuberuntime::requests::{
+    ContainerConfig, ContainerSecurity, LinuxResources, NamespaceMode, NamespaceOptions, Protocol,
+    SandboxConfig, SandboxSecurity, SeLinuxOption, SecurityProfile,
+};
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
-    ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter, SandboxState,
-    SandboxStatus,
+    ContainerStatus, ExecResult, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter,
+    SandboxState, SandboxStatus,
 };
 use crate::ports::runtime::{
     cause, ContainerEventStream, ImageService, RuntimeError, RuntimeService,
@@ -198,11 +201,106 @@ fn to_btree(m: HashMap<String, String>) -> BTreeMap<String, String> {
     m.into_iter().collect()
 }
 
-fn ns_mode(host: bool) -> i32 {
-    if host {
-        proto::NamespaceMode::Node as i32
-    } else {
-        proto::NamespaceMode::Pod as i32
+fn ns_mode_to_wire(mode: NamespaceMode) -> i32 {
+    (match mode {
+        NamespaceMode::Pod => proto::NamespaceMode::Pod,
+        NamespaceMode::Container => proto::NamespaceMode::Container,
+        NamespaceMode::Node => proto::NamespaceMode::Node,
+        NamespaceMode::Target => proto::NamespaceMode::Target,
+    }) as i32
+}
+
+fn namespaces_to_wire(n: &NamespaceOptions) -> proto::NamespaceOption {
+    proto::NamespaceOption {
+        network: ns_mode_to_wire(n.network),
+        pid: ns_mode_to_wire(n.pid),
+        ipc: ns_mode_to_wire(n.ipc),
+        target_id: n.target_id.clone(),
+        ..Default::default()
+    }
+}
+
+fn profile_to_wire(p: &SecurityProfile) -> proto::SecurityProfile {
+    use proto::security_profile::ProfileType;
+    let (kind, localhost_ref) = match p {
+        SecurityProfile::RuntimeDefault => (ProfileType::RuntimeDefault, String::new()),
+        SecurityProfile::Unconfined => (ProfileType::Unconfined, String::new()),
+        SecurityProfile::Localhost(r) => (ProfileType::Localhost, r.clone()),
+    };
+    proto::SecurityProfile {
+        profile_type: kind as i32,
+        localhost_ref,
+    }
+}
+
+fn selinux_to_wire(o: &SeLinuxOption) -> proto::SeLinuxOption {
+    proto::SeLinuxOption {
+        user: o.user.clone(),
+        role: o.role.clone(),
+        r#type: o.kind.clone(),
+        level: o.level.clone(),
+    }
+}
+
+fn int64(v: Option<i64>) -> Option<proto::Int64Value> {
+    v.map(|value| proto::Int64Value { value })
+}
+
+fn resources_to_wire(r: &LinuxResources) -> proto::LinuxContainerResources {
+    proto::LinuxContainerResources {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        hugepage_limits: r
+            .hugepage_limits
+            .iter()
+            .map(|h| proto::HugepageLimit {
+                page_size: h.page_size.clone(),
+                limit: h.limit,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn sandbox_security_to_wire(s: &SandboxSecurity) -> proto::LinuxSandboxSecurityContext {
+    #[allow(deprecated)] // upstream v1.26 still sends the path beside the profile
+    proto::LinuxSandboxSecurityContext {
+        namespace_options: Some(namespaces_to_wire(&s.namespace_options)),
+        selinux_options: s.selinux_options.as_ref().map(selinux_to_wire),
+        run_as_user: int64(s.run_as_user),
+        run_as_group: int64(s.run_as_group),
+        supplemental_groups: s.supplemental_groups.clone(),
+        privileged: s.privileged,
+        seccomp: Some(profile_to_wire(&s.seccomp)),
+        seccomp_profile_path: s.seccomp_profile_path.clone(),
+        ..Default::default()
+    }
+}
+
+fn container_security_to_wire(s: &ContainerSecurity) -> proto::LinuxContainerSecurityContext {
+    proto::LinuxContainerSecurityContext {
+        capabilities: s.capabilities.as_ref().map(|c| proto::Capability {
+            add_capabilities: c.add.clone(),
+            drop_capabilities: c.drop.clone(),
+            ..Default::default()
+        }),
+        privileged: s.privileged,
+        namespace_options: Some(namespaces_to_wire(&s.namespace_options)),
+        selinux_options: s.selinux_options.as_ref().map(selinux_to_wire),
+        run_as_user: int64(s.run_as_user),
+        run_as_group: int64(s.run_as_group),
+        run_as_username: s.run_as_username.clone(),
+        readonly_rootfs: s.readonly_rootfs,
+        supplemental_groups: s.supplemental_groups.clone(),
+        no_new_privs: s.no_new_privs,
+        masked_paths: s.masked_paths.clone(),
+        readonly_paths: s.readonly_paths.clone(),
+        seccomp: Some(profile_to_wire(&s.seccomp)),
+        apparmor: s.apparmor.as_ref().map(profile_to_wire),
+        ..Default::default()
     }
 }
 
@@ -239,20 +337,10 @@ fn sandbox_to_wire(c: &SandboxConfig) -> proto::PodSandboxConfig {
         annotations: to_hash_map(&c.annotations),
         linux: Some(proto::LinuxPodSandboxConfig {
             cgroup_parent: c.cgroup_parent.clone(),
-            security_context: Some(proto::LinuxSandboxSecurityContext {
-                namespace_options: Some(proto::NamespaceOption {
-                    network: ns_mode(c.host_network),
-                    pid: if c.host_pid {
-                        proto::NamespaceMode::Node as i32
-                    } else {
-                        proto::NamespaceMode::Container as i32
-                    },
-                    ipc: ns_mode(c.host_ipc),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
+            security_context: Some(sandbox_security_to_wire(&c.security)),
+            sysctls: to_hash_map(&c.sysctls),
+            overhead: Some(resources_to_wire(&c.overhead)),
+            resources: Some(resources_to_wire(&c.resources)),
         }),
         ..Default::default()
     }
@@ -303,15 +391,8 @@ fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
         stdin: c.stdin,
         tty: c.tty,
         linux: Some(proto::LinuxContainerConfig {
-            resources: Some(proto::LinuxContainerResources {
-                cpu_period: c.linux.cpu_period,
-                cpu_quota: c.linux.cpu_quota,
-                cpu_shares: c.linux.cpu_shares,
-                memory_limit_in_bytes: c.linux.memory_limit_in_bytes,
-                oom_score_adj: c.linux.oom_score_adj,
-                ..Default::default()
-            }),
-            ..Default::default()
+            resources: Some(resources_to_wire(&c.linux)),
+            security_context: Some(container_security_to_wire(&c.security)),
         }),
         ..Default::default()
     }
@@ -634,6 +715,39 @@ impl RuntimeService for CriRuntime {
             .collect())
     }
 
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecResult, RuntimeError> {
+        let mut c = self.runtime.clone();
+        // The command's own time comes on top of the request timeout, as for a stop.
+        let budget = self.timeout.saturating_add(timeout);
+        let mut request = tonic::Request::new(proto::ExecSyncRequest {
+            container_id: container_id.into(),
+            cmd: cmd.to_vec(),
+            // Whole seconds, rounded up: 0 would mean no limit.
+            timeout: i64::try_from(
+                timeout
+                    .as_secs()
+                    .saturating_add(u64::from(timeout.subsec_nanos() > 0)),
+            )
+            .unwrap_or(i64::MAX),
+        });
+        request.set_timeout(budget);
+        let r = match tokio::time::timeout(budget, c.exec_sync(request)).await {
+            Ok(Ok(r)) => r.into_inner(),
+            Ok(Err(status)) => return Err(map_status(&self.endpoint, "ExecSync", budget, status)),
+            Err(_) => return Err(deadline("ExecSync", budget)),
+        };
+        Ok(ExecResult {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            exit_code: r.exit_code,
+        })
+    }
+
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
         let mut c = self.runtime.clone();
         // A stream lives on: no request timeout, only the connect is bounded.
@@ -699,6 +813,8 @@ impl ImageService for CriRuntime {
             repo_tags: i.repo_tags,
             repo_digests: i.repo_digests,
             size_bytes: i.size,
+            uid: i.uid.map(|u| u.value),
+            username: i.username,
         }))
     }
 
@@ -803,7 +919,7 @@ mod tests {
 
     #[test]
     fn container_wire_carries_mounts_and_resources() {
-        use crate::domain::kuberuntime::requests::{LinuxResources, Mount};
+        use crate::domain::kuberuntime::requests::{HugepageLimit, Mount};
         let c = ContainerConfig {
             mounts: vec![Mount {
                 container_path: "/data".into(),
@@ -816,6 +932,10 @@ mod tests {
                 cpu_shares: 512,
                 memory_limit_in_bytes: 1 << 30,
                 oom_score_adj: -997,
+                hugepage_limits: vec![HugepageLimit {
+                    page_size: "2MB".into(),
+                    limit: 0,
+                }],
             },
             stdin: true,
             tty: true,
@@ -834,6 +954,99 @@ mod tests {
         );
         assert_eq!(r.memory_limit_in_bytes, 1 << 30);
         assert_eq!(r.oom_score_adj, -997);
+    }
+
+    #[test]
+    fn security_contexts_reach_the_wire() {
+        use crate::domain::kuberuntime::requests::Capability;
+        let c = ContainerConfig {
+            security: ContainerSecurity {
+                capabilities: Some(Capability {
+                    add: vec!["NET_ADMIN".into()],
+                    drop: vec!["NET_RAW".into()],
+                }),
+                namespace_options: NamespaceOptions {
+                    pid: NamespaceMode::Container,
+                    ..Default::default()
+                },
+                run_as_user: Some(1000),
+                run_as_group: Some(3000),
+                readonly_rootfs: true,
+                no_new_privs: true,
+                supplemental_groups: vec![2000],
+                masked_paths: vec!["/proc/kcore".into()],
+                readonly_paths: vec!["/proc/sys".into()],
+                seccomp: SecurityProfile::Localhost("/var/lib/kubelet/seccomp/a.json".into()),
+                apparmor: Some(SecurityProfile::RuntimeDefault),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let sc = container_to_wire(&c)
+            .linux
+            .and_then(|l| l.security_context)
+            .unwrap_or_default();
+        assert_eq!(sc.run_as_user, Some(proto::Int64Value { value: 1000 }));
+        assert_eq!(sc.run_as_group, Some(proto::Int64Value { value: 3000 }));
+        assert!(sc.readonly_rootfs && sc.no_new_privs && !sc.privileged);
+        assert_eq!(sc.supplemental_groups, [2000]);
+        assert_eq!(sc.masked_paths, ["/proc/kcore"]);
+        assert_eq!(sc.readonly_paths, ["/proc/sys"]);
+        let caps = sc.capabilities.unwrap_or_default();
+        assert_eq!(
+            (caps.add_capabilities, caps.drop_capabilities),
+            (vec!["NET_ADMIN".to_owned()], vec!["NET_RAW".to_owned()])
+        );
+        let ns = sc.namespace_options.unwrap_or_default();
+        assert_eq!(ns.pid, proto::NamespaceMode::Container as i32);
+        assert_eq!(ns.network, proto::NamespaceMode::Pod as i32);
+        let seccomp = sc.seccomp.unwrap_or_default();
+        assert_eq!(
+            seccomp.profile_type,
+            proto::security_profile::ProfileType::Localhost as i32
+        );
+        assert_eq!(seccomp.localhost_ref, "/var/lib/kubelet/seccomp/a.json");
+        assert!(sc.apparmor.is_some());
+
+        let s = SandboxConfig {
+            security: SandboxSecurity {
+                privileged: true,
+                seccomp: SecurityProfile::RuntimeDefault,
+                seccomp_profile_path: "runtime/default".into(),
+                run_as_user: Some(1000),
+                ..Default::default()
+            },
+            sysctls: [("net.ipv4.ping_group_range".to_owned(), "0 1".to_owned())].into(),
+            resources: LinuxResources {
+                cpu_shares: 2,
+                cpu_period: 100_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let linux = sandbox_to_wire(&s).linux.unwrap_or_default();
+        assert_eq!(
+            linux
+                .sysctls
+                .get("net.ipv4.ping_group_range")
+                .map(String::as_str),
+            Some("0 1")
+        );
+        assert_eq!(linux.resources.map(|r| r.cpu_shares), Some(2));
+        assert_eq!(
+            linux.overhead,
+            Some(proto::LinuxContainerResources::default())
+        );
+        let sc = linux.security_context.unwrap_or_default();
+        assert!(sc.privileged);
+        #[allow(deprecated)]
+        let path = sc.seccomp_profile_path.clone();
+        assert_eq!(path, "runtime/default");
+        assert_eq!(
+            sc.seccomp.map(|p| p.profile_type),
+            Some(proto::security_profile::ProfileType::RuntimeDefault as i32)
+        );
+        assert_eq!(sc.run_as_user, Some(proto::Int64Value { value: 1000 }));
     }
 
     #[test]

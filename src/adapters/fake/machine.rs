@@ -28,6 +28,8 @@ impl FakeMachine {
             boot_id: "4f1a2b3c-0000-4000-8000-000000000001".to_owned(),
             machine_id: "0123456789abcdef0123456789abcdef".to_owned(),
             system_uuid: String::new(),
+            hugepage_sizes: vec!["1GB".to_owned(), "2MB".to_owned()],
+            apparmor_enabled: false,
         }
     }
 

@@ -166,6 +166,7 @@ impl FakeRuntime {
                 repo_tags: vec![image.to_owned()],
                 repo_digests: Vec::new(),
                 size_bytes: 0,
+                ..ImageInfo::default()
             },
         );
     }
@@ -416,6 +417,7 @@ impl ImageService for FakeRuntime {
                 repo_tags: vec![image.to_string()],
                 repo_digests: Vec::new(),
                 size_bytes: 0,
+                ..ImageInfo::default()
             });
         Ok(info.id.clone())
     }

@@ -5,6 +5,7 @@ use tracing::warn;
 
 use crate::domain::units::cpuset::CpuSet;
 
+use crate::domain::kuberuntime::requests::hugepage_size_name;
 use crate::domain::node::machine::MachineInfo;
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
@@ -102,6 +103,47 @@ fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
     }
 }
 
+/// The huge page sizes the kernel offers, as runc names them (`hugepages-2048kB` gives
+/// `2MB`), in the folder's order as runc lists it; none when the folder is absent.
+fn hugepage_sizes(dir: &Path) -> Result<Vec<String>, MachineInfoError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(MachineInfoError::Read {
+                path: dir.to_owned(),
+                source,
+            })
+        }
+    };
+    // In the folder's own order, unsorted, as runc lists it (upstream sends the limits
+    // in that order: `2MB` before `1GB` here).
+    let names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names
+        .iter()
+        .map(|name| {
+            let kb = name
+                .strip_prefix("hugepages-")
+                .and_then(|s| s.strip_suffix("kB"))
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or_else(|| parse_error(dir, format!("unexpected entry {name:?}")))?;
+            kb.checked_mul(1024)
+                .and_then(hugepage_size_name)
+                .ok_or_else(|| parse_error(dir, format!("unexpected page size {name:?}")))
+        })
+        .collect()
+}
+
+/// runc's test: the AppArmor module is enabled and its filesystem is there.
+fn apparmor_enabled(sys_root: &Path) -> bool {
+    sys_root.join("kernel/security/apparmor").exists()
+        && std::fs::read_to_string(sys_root.join("module/apparmor/parameters/enabled"))
+            .is_ok_and(|v| v.starts_with('Y'))
+}
+
 impl MachineInfoProvider for ProcfsMachineInfo {
     fn machine_info(&self) -> Result<MachineInfo, MachineInfoError> {
         let p = &self.paths;
@@ -157,6 +199,9 @@ impl MachineInfoProvider for ProcfsMachineInfo {
         // Capacity as df reports it: total blocks in fragment-size units.
         let root_fs_capacity_bytes = stat.blocks().saturating_mul(stat.fragment_size());
 
+        let hugepage_sizes = hugepage_sizes(&p.sys_root.join("kernel/mm/hugepages"))?;
+        let apparmor_enabled = apparmor_enabled(&p.sys_root);
+
         Ok(MachineInfo {
             num_cores,
             online_cpus,
@@ -166,6 +211,8 @@ impl MachineInfoProvider for ProcfsMachineInfo {
             boot_id,
             machine_id,
             system_uuid,
+            hugepage_sizes,
+            apparmor_enabled,
         })
     }
 }

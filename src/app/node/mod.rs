@@ -30,7 +30,9 @@ use tracing::{error, info};
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node_status::labels::Registration;
 use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
-use crate::domain::node_status::status::{node_addresses, NodeEvent, StatusInputs, Versions};
+use crate::domain::node_status::status::{
+    node_addresses, ImageSummary, NodeEvent, StatusInputs, Versions,
+};
 use crate::ports::api::{ApiClients, ApiConnector};
 use crate::ports::cert_store::CertStore;
 use crate::ports::clock::Clock;
@@ -116,6 +118,8 @@ impl NodeAgentSettings {
                 boot_id: String::new(),
                 machine_id: String::new(),
                 system_uuid: String::new(),
+                hugepage_sizes: Vec::new(),
+                apparmor_enabled: false,
             },
             kubelet_version: crate::app::node::KUBELET_VERSION.into(),
             max_images: crate::domain::node_status::status::DEFAULT_MAX_IMAGES,
@@ -163,50 +167,79 @@ pub struct Agent {
 impl Agent {
     /// The observations the status is computed from, now.
     pub fn status_inputs(&self) -> StatusInputs {
-        let s = &self.settings;
         let runtime = self.health.snapshot();
-        let addresses = match node_addresses(
-            &s.registration.node_name,
-            &s.node_ips,
-            &s.registration.hostname,
-            self.deps.host_facts.default_route_ip(),
-        ) {
-            Ok(a) => a,
-            Err(e) => {
-                error!(error = %e, "Failed to set some node status fields");
-                vec![NodeAddress::new(
-                    "Hostname",
-                    s.registration.hostname.clone(),
-                )]
-            }
-        };
-        StatusInputs {
-            node_name: s.registration.node_name.clone(),
-            now: Time::from_unix_nanos(self.clock.now_unix_nanos()),
-            addresses,
-            capacity: s.capacity.clone(),
-            allocatable: s.allocatable.clone(),
-            machine_id: s.machine.machine_id.clone(),
-            system_uuid: s.machine.system_uuid.clone(),
-            boot_id: s.machine.boot_id.clone(),
-            versions: Versions {
-                kernel_version: self.deps.host_facts.kernel_version(),
-                os_image: self.deps.host_facts.os_image(),
-                container_runtime_version: runtime
-                    .version
-                    .unwrap_or_else(|| "Unknown://Unknown".into()),
-                kubelet_version: s.kubelet_version.clone(),
+        status_inputs(
+            &self.settings,
+            self.deps.host_facts.as_ref(),
+            RuntimeFacts {
+                version: runtime.version,
+                images: runtime.images,
+                not_ready: self.health.not_ready(),
             },
-            operating_system: s.registration.os.clone(),
-            architecture: s.registration.arch.clone(),
-            kubelet_port: s.kubelet_port,
-            images: runtime.images,
-            max_images: s.max_images,
-            not_ready: self.health.not_ready(),
-            memory_pressure: false,
-            disk_pressure: false,
-            pid_pressure: false,
+            self.clock.now_unix_nanos(),
+        )
+    }
+}
+
+/// What the runtime says for the node status.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeFacts {
+    /// `containerd://1.6.20`; `None` when not known yet.
+    pub version: Option<String>,
+    /// `None` when listing them failed.
+    pub images: Option<Vec<ImageSummary>>,
+    /// Why the node is not ready; empty when it is.
+    pub not_ready: Vec<String>,
+}
+
+/// The observations the status is computed from: the settings, the host, the runtime, now.
+pub fn status_inputs(
+    s: &NodeAgentSettings,
+    host: &dyn HostFacts,
+    runtime: RuntimeFacts,
+    now_unix_nanos: i64,
+) -> StatusInputs {
+    let addresses = match node_addresses(
+        &s.registration.node_name,
+        &s.node_ips,
+        &s.registration.hostname,
+        host.default_route_ip(),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            error!(error = %e, "Failed to set some node status fields");
+            vec![NodeAddress::new(
+                "Hostname",
+                s.registration.hostname.clone(),
+            )]
         }
+    };
+    StatusInputs {
+        node_name: s.registration.node_name.clone(),
+        now: Time::from_unix_nanos(now_unix_nanos),
+        addresses,
+        capacity: s.capacity.clone(),
+        allocatable: s.allocatable.clone(),
+        machine_id: s.machine.machine_id.clone(),
+        system_uuid: s.machine.system_uuid.clone(),
+        boot_id: s.machine.boot_id.clone(),
+        versions: Versions {
+            kernel_version: host.kernel_version(),
+            os_image: host.os_image(),
+            container_runtime_version: runtime
+                .version
+                .unwrap_or_else(|| "Unknown://Unknown".into()),
+            kubelet_version: s.kubelet_version.clone(),
+        },
+        operating_system: s.registration.os.clone(),
+        architecture: s.registration.arch.clone(),
+        kubelet_port: s.kubelet_port,
+        images: runtime.images,
+        max_images: s.max_images,
+        not_ready: runtime.not_ready,
+        memory_pressure: false,
+        disk_pressure: false,
+        pid_pressure: false,
     }
 }
 

@@ -6,18 +6,24 @@ use std::sync::Arc;
 
 use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
+use crate::app::node::startup::agent_settings;
+use crate::app::node::{status_inputs, RuntimeFacts};
 use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
+use crate::domain::config::ClusterConfig;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
-use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::runtime::ImageUser;
 use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::pod::Pod;
+use crate::ports::api::nodes::NodesError;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
+use super::cluster::ClusterObservation;
 use super::readonly::ReadOnlyRuntime;
 use super::render::render_text;
-use super::snapshot::{load_snapshot, observe_pods, Snapshot, SNAPSHOT_VERSION};
+use super::snapshot::{load_snapshot, observe_pods, Snapshot, SnapshotImage, SNAPSHOT_VERSION};
 use super::{compute_plan, images_wanted, Plan, PlanInputs, EXIT_INVALID};
 
 fn problems(e: StartupError) -> Vec<String> {
@@ -83,6 +89,7 @@ fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapsho
         node_stats: Default::default(),
         pods: Vec::new(),
         images: Default::default(),
+        image_facts: Default::default(),
         recorded_at_unix_nanos: None,
     })
 }
@@ -140,7 +147,12 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         let images = facts
             .images
             .iter()
-            .map(|(image, &present)| (image.clone(), presence(present)))
+            .map(|(image, &present)| {
+                (
+                    image.clone(),
+                    presence(present, facts.image_facts.get(image)),
+                )
+            })
             .collect();
         let now = facts
             .recorded_at_unix_nanos
@@ -157,6 +169,10 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         };
         (observed, images, now)
     };
+    let cluster = match &resolved.node.cluster {
+        Some(cluster) => Some(observe_cluster(&resolved, cluster, deps, now_unix_nanos).await),
+        None => None,
+    };
     Ok(PlanInputs {
         resolved,
         cgroup_version: facts.cgroup_version,
@@ -167,12 +183,22 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         observed,
         images,
         now_unix_nanos,
+        cluster,
     })
 }
 
-fn presence(present: bool) -> ImagePresence {
+fn presence(present: bool, recorded: Option<&SnapshotImage>) -> ImagePresence {
     if present {
-        ImagePresence::Present
+        ImagePresence::Present(recorded.map_or_else(
+            || ImageFacts {
+                id: String::new(),
+                user: ImageUser::root(),
+            },
+            |r| ImageFacts {
+                id: r.id.clone(),
+                user: r.user.clone(),
+            },
+        ))
     } else {
         ImagePresence::Absent
     }
@@ -221,6 +247,80 @@ async fn observe_live(
     }
 }
 
+/// Connected mode, read-only: the Node this node's kubeconfig finds on the API server, and
+/// what the node agent would report (the runtime's version and images, the host's facts).
+async fn observe_cluster(
+    resolved: &ResolvedConfig,
+    cluster: &ClusterConfig,
+    deps: &Deps,
+    now_unix_nanos: i64,
+) -> ClusterObservation {
+    let node = &resolved.node;
+    let settings = agent_settings(resolved, cluster);
+    let bootstrap_first = cluster.bootstrap_kubeconfig.is_some() && !cluster.kubeconfig.exists();
+    let mut observation = ClusterObservation {
+        server: String::new(),
+        bootstrap_first,
+        registration: settings.registration.clone(),
+        status_inputs: Default::default(),
+        existing: Ok(None),
+    };
+    let runtime = match (deps.runtime_for)(&node.runtime_endpoint, node.runtime_request_timeout) {
+        Ok(runtime) => Arc::new(ReadOnlyRuntime::new(runtime)),
+        Err(e) => {
+            observation.existing = Err(format!("the container runtime: {}", Chain(&e)));
+            return observation;
+        }
+    };
+    let agent = match (deps.node_agent_for)(node, runtime.clone(), Arc::clone(&deps.clock)) {
+        Ok(agent) => agent,
+        Err(e) => {
+            observation.existing = Err(format!("the container runtime: {}", Chain(&e)));
+            return observation;
+        }
+    };
+    let version = runtime
+        .version()
+        .await
+        .ok()
+        .map(|v| format!("{}://{}", v.runtime_name, v.runtime_version));
+    let images = agent.runtime_status.list_images().await.ok();
+    observation.status_inputs = status_inputs(
+        &settings,
+        agent.host_facts.as_ref(),
+        RuntimeFacts {
+            version,
+            images,
+            not_ready: Vec::new(),
+        },
+        now_unix_nanos,
+    );
+    // Before TLS bootstrap there is no node identity to read the Node with.
+    let kubeconfig = if bootstrap_first {
+        cluster.bootstrap_kubeconfig.clone().unwrap_or_default()
+    } else {
+        cluster.kubeconfig.clone()
+    };
+    if let Ok(summary) = agent.connector.inspect(&kubeconfig) {
+        observation.server = summary.server;
+    }
+    if bootstrap_first {
+        observation.existing = Err(
+            "not read: the bootstrap identity may not read Nodes; the Node is registered (or adopted) once the client certificate is issued".into(),
+        );
+        return observation;
+    }
+    observation.existing = match agent.connector.connect(&kubeconfig).await {
+        Ok(clients) => match clients.nodes.get_node(&node.node_name).await {
+            Ok(existing) => Ok(Some(existing)),
+            Err(NodesError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Chain(&e).to_string()),
+        },
+        Err(e) => Err(Chain(&e).to_string()),
+    };
+    observation
+}
+
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the
 /// runtime's pods through read-only calls, whether the images the desired pods name are
 /// present, the time), for `--dry-run-snapshot`.
@@ -238,6 +338,7 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
         node_stats: inputs.node_stats.clone(),
         pods: Vec::new(),
         images: Default::default(),
+        image_facts: Default::default(),
         recorded_at_unix_nanos: Some(deps.clock.now_unix_nanos()),
     };
     let endpoint = &node.runtime_endpoint;
@@ -259,7 +360,16 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
     })?;
     for (image, presence) in image_presence(&runtime, &pod_images(&inputs.desired)).await {
         match presence {
-            ImagePresence::Present => facts.images.insert(image, true),
+            ImagePresence::Present(found) => {
+                facts.image_facts.insert(
+                    image.clone(),
+                    SnapshotImage {
+                        id: found.id,
+                        user: found.user,
+                    },
+                );
+                facts.images.insert(image, true)
+            }
             ImagePresence::Absent => facts.images.insert(image, false),
             ImagePresence::Unknown(reason) => {
                 return Err(vec![format!(

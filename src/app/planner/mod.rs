@@ -10,6 +10,7 @@
 //! of the plan is a stable interface, described in `docs/plan.schema.json`.
 
 pub mod cgroups;
+pub mod cluster;
 pub mod gather;
 pub mod readonly;
 pub mod render;
@@ -27,11 +28,13 @@ use crate::domain::eviction::{self, Threshold};
 use crate::domain::kuberuntime::actions::KillReason;
 use crate::domain::kuberuntime::dns::ResolvConf;
 use crate::domain::kuberuntime::plan::{
-    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, ImagePresence, SyncInputs,
-    SyncPlan,
+    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, ImageFacts, ImagePresence,
+    SyncInputs, SyncPlan,
 };
-use crate::domain::kuberuntime::requests::RequestContext;
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
+use crate::domain::kuberuntime::requests::{
+    ContainerSecurity, NamespaceMode, RequestContext, SecurityProfile,
+};
+use crate::domain::kuberuntime::runtime::{ContainerState, ImageUser, PodRuntimeStatus};
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::node::{NodeNameSource, NodeSettings};
 use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
@@ -42,7 +45,7 @@ pub use gather::run;
 pub use snapshot::Snapshot;
 
 /// Version of the plan's JSON schema; bumped on any incompatible change.
-pub const PLAN_SCHEMA_VERSION: u32 = 3;
+pub const PLAN_SCHEMA_VERSION: u32 = 4;
 
 /// Exit status: valid configuration, nothing to do.
 pub const EXIT_NO_ACTIONS: u8 = 0;
@@ -73,6 +76,8 @@ pub struct PlanInputs {
     /// Wall-clock time of the plan (Unix nanoseconds): crash-loop back-off counts from
     /// the runtime's exit times up to it.
     pub now_unix_nanos: i64,
+    /// Connected mode: the Node on the API server and what it would be given.
+    pub cluster: Option<cluster::ClusterObservation>,
 }
 
 /// The images whose presence the plan needs: those of the containers the desired pods
@@ -127,6 +132,8 @@ pub struct Plan {
     pub cgroups: Option<cgroups::CgroupPlan>,
     pub pods: Vec<PodPlan>,
     pub pods_to_remove: Vec<PodRemoval>,
+    /// Connected mode: the Node it would register or how it would patch it.
+    pub cluster: Option<cluster::ClusterPlan>,
 }
 
 impl Plan {
@@ -144,6 +151,7 @@ impl Plan {
             cgroups: None,
             pods: Vec::new(),
             pods_to_remove: Vec::new(),
+            cluster: None,
         }
     }
 
@@ -236,6 +244,14 @@ pub struct Reason {
     pub message: String,
 }
 
+/// A pod the node refuses, in upstream's words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejected {
+    pub reason: String,
+    pub message: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxCreation {
@@ -249,6 +265,76 @@ pub struct ContainerStart {
     pub name: String,
     pub image: String,
     pub reason: String,
+    /// The security settings the container would be created with.
+    pub security: ContainerSecurityPlan,
+}
+
+/// A container's security settings as the CRI request carries them (before the image's
+/// user when its image is still to be pulled).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerSecurityPlan {
+    /// `None`: the image's user.
+    pub run_as_user: Option<i64>,
+    pub run_as_group: Option<i64>,
+    /// The image's user when it names one rather than a uid.
+    pub run_as_username: Option<String>,
+    pub supplemental_groups: Vec<i64>,
+    pub privileged: bool,
+    pub read_only_root_filesystem: bool,
+    pub no_new_privs: bool,
+    /// Added and dropped capabilities; `None`: the runtime's default set.
+    pub capabilities: Option<BTreeMap<String, Vec<String>>>,
+    /// `RuntimeDefault`, `Unconfined` or `Localhost:<path>`.
+    pub seccomp: String,
+    /// Like `seccomp`; `None` when none is asked for.
+    pub apparmor: Option<String>,
+    /// `user:role:type:level`; `None` without SELinux options.
+    pub selinux: Option<String>,
+    /// PID, IPC and network namespaces: `Container`, `Pod` or `Node`.
+    pub namespaces: BTreeMap<String, String>,
+    pub masked_paths: Vec<String>,
+    pub readonly_paths: Vec<String>,
+}
+
+fn profile_name(p: &SecurityProfile) -> String {
+    match p {
+        SecurityProfile::RuntimeDefault => "RuntimeDefault".into(),
+        SecurityProfile::Unconfined => "Unconfined".into(),
+        SecurityProfile::Localhost(r) => format!("Localhost:{r}"),
+    }
+}
+
+fn security_plan(s: &ContainerSecurity) -> ContainerSecurityPlan {
+    let mode = |m: NamespaceMode| format!("{m:?}");
+    ContainerSecurityPlan {
+        run_as_user: s.run_as_user,
+        run_as_group: s.run_as_group,
+        run_as_username: (!s.run_as_username.is_empty()).then(|| s.run_as_username.clone()),
+        supplemental_groups: s.supplemental_groups.clone(),
+        privileged: s.privileged,
+        read_only_root_filesystem: s.readonly_rootfs,
+        no_new_privs: s.no_new_privs,
+        capabilities: s.capabilities.as_ref().map(|c| {
+            BTreeMap::from([
+                ("add".to_owned(), c.add.clone()),
+                ("drop".to_owned(), c.drop.clone()),
+            ])
+        }),
+        seccomp: profile_name(&s.seccomp),
+        apparmor: s.apparmor.as_ref().map(profile_name),
+        selinux: s
+            .selinux_options
+            .as_ref()
+            .map(|o| format!("{}:{}:{}:{}", o.user, o.role, o.kind, o.level)),
+        namespaces: BTreeMap::from([
+            ("pid".to_owned(), mode(s.namespace_options.pid)),
+            ("ipc".to_owned(), mode(s.namespace_options.ipc)),
+            ("network".to_owned(), mode(s.namespace_options.network)),
+        ]),
+        masked_paths: s.masked_paths.clone(),
+        readonly_paths: s.readonly_paths.clone(),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -286,6 +372,9 @@ pub struct HeldContainer {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodActionsPlan {
+    /// Why the node refuses to run the pod (`SysctlForbidden`, `AppArmor`); nothing of
+    /// it is started.
+    pub rejected: Option<Rejected>,
     pub kill_pod: Option<Reason>,
     pub create_sandbox: Option<SandboxCreation>,
     /// The sandbox kept and started into, when no new one is created.
@@ -342,6 +431,7 @@ fn kill_reason(reason: &KillReason) -> Reason {
         KillReason::InitContainerFailed { .. } => "InitContainerFailed",
         KillReason::NothingToKeep => "NothingToKeep",
         KillReason::PodTerminating => "PodTerminating",
+        KillReason::Rejected { .. } => "Rejected",
     };
     Reason {
         code: code.into(),
@@ -460,11 +550,15 @@ fn eviction_plan(
 }
 
 fn start(step: &ContainerPlan) -> Option<ContainerStart> {
-    matches!(step.action, ContainerAction::Start(_)).then(|| ContainerStart {
-        name: step.name.clone(),
-        image: step.image.clone(),
-        reason: step.reason.clone(),
-    })
+    match &step.action {
+        ContainerAction::Start(start) => Some(ContainerStart {
+            name: step.name.clone(),
+            image: step.image.clone(),
+            reason: step.reason.clone(),
+            security: security_plan(&start.config.security),
+        }),
+        ContainerAction::Held(_) => None,
+    }
 }
 
 fn held(step: &ContainerPlan, init: bool) -> Option<HeldContainer> {
@@ -491,6 +585,10 @@ fn held(step: &ContainerPlan, init: bool) -> Option<HeldContainer> {
 fn actions_plan(plan: &SyncPlan) -> (PodActionsPlan, usize) {
     let a = &plan.actions;
     let out = PodActionsPlan {
+        rejected: plan.rejected.as_ref().map(|r| Rejected {
+            reason: r.reason.clone(),
+            message: r.message.clone(),
+        }),
         kill_pod: plan.kill_pod.as_ref().map(kill_reason),
         create_sandbox: plan.create_sandbox.as_ref().map(|c| SandboxCreation {
             attempt: c.attempt,
@@ -593,6 +691,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
         cgroup: None,
         running: Vec::new(),
         actions: PodActionsPlan {
+            rejected: None,
             kill_pod: None,
             create_sandbox: None,
             keep_sandbox: None,
@@ -702,7 +801,13 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
             "whether these images are on the node is not known (the snapshot does not record them, or the runtime did not answer): {}; planned as present, so no pull is shown for them",
             unknown.join(", ")
         ));
-        images.extend(unknown.into_iter().map(|i| (i, ImagePresence::Present)));
+        let unknown_facts = || {
+            ImagePresence::Present(ImageFacts {
+                id: String::new(),
+                user: ImageUser::root(),
+            })
+        };
+        images.extend(unknown.into_iter().map(|i| (i, unknown_facts())));
     }
     // The host's resolv.conf is not read: DNS is not part of the printed plan.
     let requests = RequestContext::from_config(resolved, ResolvConf::default());
@@ -743,7 +848,10 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         Vec::new()
     };
 
-    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>() + pods_to_remove.len();
+    let cluster = inputs.cluster.as_ref().map(cluster::cluster_plan);
+    let action_count = pods.iter().map(|p| p.action_count).sum::<usize>()
+        + pods_to_remove.len()
+        + cluster.as_ref().map_or(0, |c| c.action_count);
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         valid: true,
@@ -759,6 +867,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         cgroups,
         pods,
         pods_to_remove,
+        cluster,
     }
 }
 

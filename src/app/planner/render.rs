@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use serde_json::Value;
+
 use super::{Plan, ThresholdPlan};
 
 fn list(map: &BTreeMap<String, String>) -> String {
@@ -115,6 +117,28 @@ pub fn render_text(plan: &Plan) -> String {
         }
     }
 
+    if let Some(c) = &plan.cluster {
+        let _ = writeln!(out, "\nAPI server {} (node {}):", c.server, c.node);
+        if c.bootstrap_first {
+            let _ = writeln!(
+                out,
+                "  request a client certificate first (TLS bootstrap with --bootstrap-kubeconfig)"
+            );
+        }
+        let reason = c.reason.as_deref().unwrap_or("");
+        let _ = writeln!(out, "  {}: {reason}", c.action);
+        let json = |v: &Value| serde_json::to_string(v).unwrap_or_default();
+        if let Some(node) = &c.node_object {
+            let _ = writeln!(out, "  create Node {}", json(node));
+        }
+        if let Some(patch) = &c.metadata_patch {
+            let _ = writeln!(out, "  patch Node metadata {}", json(patch));
+        }
+        if let Some(patch) = &c.status_patch {
+            let _ = writeln!(out, "  patch Node status {}", json(patch));
+        }
+    }
+
     match &plan.cgroups {
         Some(cg) => {
             let _ = writeln!(
@@ -150,7 +174,7 @@ pub fn render_text(plan: &Plan) -> String {
                 .unwrap_or_default()
         );
         let a = &pod.actions;
-        if pod.action_count == 0 && a.held_containers.is_empty() {
+        if pod.action_count == 0 && a.held_containers.is_empty() && a.rejected.is_none() {
             let _ = writeln!(
                 out,
                 "    up to date (running: {})",
@@ -161,6 +185,13 @@ pub fn render_text(plan: &Plan) -> String {
                 }
             );
             continue;
+        }
+        if let Some(rejected) = &a.rejected {
+            let _ = writeln!(
+                out,
+                "    rejected [{}]: {}",
+                rejected.reason, rejected.message
+            );
         }
         if let Some(reason) = &a.kill_pod {
             let _ = writeln!(out, "    kill pod [{}]: {}", reason.code, reason.message);
@@ -193,6 +224,7 @@ pub fn render_text(plan: &Plan) -> String {
                 "    start init container {} ({})",
                 start.name, start.image
             );
+            let _ = writeln!(out, "      security: {}", security_line(&start.security));
         }
         for start in &a.start_containers {
             let _ = writeln!(
@@ -200,6 +232,7 @@ pub fn render_text(plan: &Plan) -> String {
                 "    start container {} ({}): {}",
                 start.name, start.image, start.reason
             );
+            let _ = writeln!(out, "      security: {}", security_line(&start.security));
         }
         for held in &a.held_containers {
             let _ = writeln!(
@@ -232,4 +265,58 @@ pub fn render_text(plan: &Plan) -> String {
         }
     }
     out
+}
+
+/// One line of a container's security settings: who it runs as, then what differs
+/// from an ordinary container.
+fn security_line(s: &super::ContainerSecurityPlan) -> String {
+    let mut parts = Vec::new();
+    let user = match (s.run_as_user, &s.run_as_username) {
+        (Some(uid), _) => format!("uid {uid}"),
+        (None, Some(name)) => format!("user {name}"),
+        (None, None) => "the image's user".to_owned(),
+    };
+    parts.push(match s.run_as_group {
+        Some(gid) => format!("{user}, gid {gid}"),
+        None => user,
+    });
+    if !s.supplemental_groups.is_empty() {
+        let groups: Vec<String> = s.supplemental_groups.iter().map(i64::to_string).collect();
+        parts.push(format!("groups {}", groups.join(",")));
+    }
+    if s.privileged {
+        parts.push("privileged".to_owned());
+    }
+    if let Some(caps) = &s.capabilities {
+        for (what, sign) in [("add", '+'), ("drop", '-')] {
+            for cap in caps.get(what).into_iter().flatten() {
+                parts.push(format!("{sign}{cap}"));
+            }
+        }
+    }
+    if s.read_only_root_filesystem {
+        parts.push("read-only root".to_owned());
+    }
+    if s.no_new_privs {
+        parts.push("no_new_privs".to_owned());
+    }
+    parts.push(format!("seccomp {}", s.seccomp));
+    if let Some(apparmor) = &s.apparmor {
+        parts.push(format!("apparmor {apparmor}"));
+    }
+    if let Some(selinux) = &s.selinux {
+        parts.push(format!("selinux {selinux}"));
+    }
+    let ns: Vec<String> = s
+        .namespaces
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    parts.push(format!("namespaces {}", ns.join(", ")));
+    parts.push(format!(
+        "{} masked and {} read-only paths",
+        s.masked_paths.len(),
+        s.readonly_paths.len()
+    ));
+    parts.join("; ")
 }

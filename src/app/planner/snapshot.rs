@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::pods::runtime_state::{pod_runtime_view, relist};
 use crate::domain::cgroup::CgroupVersion;
-use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
+use crate::domain::kuberuntime::runtime::{ImageUser, PodRuntimeStatus};
 use crate::domain::node::machine::MachineInfo;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
@@ -39,10 +39,22 @@ pub struct Snapshot {
     /// the same pulls. An image not listed is planned as present, with a warning.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub images: BTreeMap<String, bool>,
+    /// What the runtime said about each present image: its id and user (a snapshot
+    /// without them plans containers from the image name, running as root).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub image_facts: BTreeMap<String, SnapshotImage>,
     /// When it was recorded (wall clock, Unix nanoseconds): the replay's "now", so
     /// crash-loop back-offs read as they were then. Absent: the time of the replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at_unix_nanos: Option<i64>,
+}
+
+/// A present image as `ImageStatus` described it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotImage {
+    pub id: String,
+    pub user: ImageUser,
 }
 
 #[derive(Debug, thiserror::Error)]

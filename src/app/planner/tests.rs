@@ -81,6 +81,7 @@ fn inputs(
         observed,
         images: BTreeMap::new(),
         now_unix_nanos: NOW,
+        cluster: None,
     }
 }
 
@@ -434,5 +435,106 @@ mod through_the_fake_runtime {
         assert!(crashing.actions.held_containers.is_empty());
         assert_eq!(crashing.actions.start_containers.len(), 1);
         assert!(crashing.actions.pull_images.is_empty());
+    }
+}
+
+mod connected {
+    //! `--dry-run` with a kubeconfig: the Node it would register, or the patches for the
+    //! one the API server holds, read from a fake API server that sees only reads.
+
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::adapters::fake::runtime::FakeRuntime;
+    use crate::adapters::fake::{
+        FakeApiServer, FakeCertStore, FakeConnector, FakeHost, FakeHostFacts, FakePki,
+        FakeRuntimeStatus,
+    };
+    use crate::app::bootstrap::Deps;
+    use crate::app::node::NodeAgentDeps;
+    use crate::app::planner::gather::plan_with;
+    use crate::domain::node_status::labels::LABEL_HOSTNAME;
+    use crate::ports::api::connect::KubeconfigSummary;
+
+    const KUBECONFIG: &str = "/etc/kubernetes/kubelet.conf";
+
+    fn deps(server: &FakeApiServer) -> Deps {
+        let connector = FakeConnector::new(server.clone());
+        connector.set_kubeconfig(
+            Path::new(KUBECONFIG),
+            KubeconfigSummary {
+                server: "https://10.0.0.1:6443".into(),
+                ..KubeconfigSummary::default()
+            },
+        );
+        Deps {
+            node_agent_for: Box::new(move |_, runtime, clock| {
+                Ok(NodeAgentDeps {
+                    connector: Arc::new(connector.clone()),
+                    runtime,
+                    runtime_status: Arc::new(FakeRuntimeStatus::new()),
+                    host_facts: Arc::new(FakeHostFacts::default()),
+                    clock,
+                    pki: Arc::new(FakePki::new()),
+                    cert_store: Arc::new(FakeCertStore::new()),
+                })
+            }),
+            runtime_for: Box::new(|_, _| {
+                Ok(Arc::new(FakeRuntime::new()) as Arc<dyn crate::ports::runtime::RuntimeService>)
+            }),
+            ..crate::app::test_support::deps(&Arc::new(FakeHost::new().with_hostname("node-a")))
+        }
+    }
+
+    fn given() -> crate::domain::config::layers::GivenFlags {
+        crate::app::cli::parse([
+            "rkubelet",
+            "--container-runtime-endpoint=fake://",
+            &format!("--kubeconfig={KUBECONFIG}"),
+            "--node-labels=node.kubernetes.io/pool=blue",
+            "--node-ip=10.0.0.9",
+        ])
+        .expect("flags parse")
+    }
+
+    #[tokio::test]
+    async fn a_new_node_would_be_registered_and_an_existing_one_adopted() {
+        let server = FakeApiServer::new();
+        let plan = plan_with(given(), &deps(&server)).await;
+        assert!(plan.valid, "{:?}", plan.problems);
+        let cluster = plan.cluster.clone().expect("connected mode");
+        assert_eq!(cluster.server, "https://10.0.0.1:6443");
+        assert_eq!(cluster.action, "register");
+        let node = cluster.node_object.expect("the Node to create");
+        assert_eq!(node["metadata"]["name"], "node-a");
+        assert_eq!(node["metadata"]["labels"][LABEL_HOSTNAME], "node-a");
+        assert_eq!(
+            node["metadata"]["labels"]["node.kubernetes.io/pool"],
+            "blue"
+        );
+        assert_eq!(node["status"]["addresses"][0]["address"], "10.0.0.9");
+        assert!(plan.action_count >= 1);
+        let text = render::render_text(&plan);
+        assert!(
+            text.contains("register: no Node of this name exists"),
+            "{text}"
+        );
+
+        // The Node exists as registered: adopted, nothing to patch.
+        let existing: crate::domain::node_status::model::NodeObject =
+            serde_json::from_value(node).expect("a Node");
+        server.put_node(existing);
+        let plan = plan_with(given(), &deps(&server)).await;
+        let cluster = plan.cluster.expect("connected mode");
+        assert_eq!(cluster.action, "adopt");
+        assert_eq!(cluster.metadata_patch, None);
+        assert_eq!(cluster.action_count, 0);
+        // The planner only read.
+        assert!(
+            server.journal().iter().all(|call| call.starts_with("get ")),
+            "{:?}",
+            server.journal()
+        );
     }
 }

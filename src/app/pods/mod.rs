@@ -5,7 +5,8 @@
 //!
 //! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
 //! (container events), `runtime_state` (what the runtime holds, relists), `sync`
-//! (one sync carried out), `status` (the status manager behind `/pods`), `run_once`.
+//! (one sync carried out), `volumes` (emptyDir folders and `fsGroup`), `status` (the
+//! status manager behind `/pods`), `run_once`.
 
 pub mod manager;
 pub mod pleg;
@@ -13,6 +14,7 @@ pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
+mod volumes;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

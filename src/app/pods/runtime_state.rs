@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
-use crate::domain::kuberuntime::plan::ImagePresence;
+use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
 use crate::domain::kuberuntime::runtime::{
     ContainerFilter, ContainerState, PodRuntimeStatus, SandboxFilter, SandboxState,
 };
@@ -95,7 +95,7 @@ pub async fn image_presence(
     let mut presence = BTreeMap::new();
     for image in images {
         let state = match service.image_status(image).await {
-            Ok(Some(_)) => ImagePresence::Present,
+            Ok(Some(info)) => ImagePresence::Present(ImageFacts::of(&info)),
             Ok(None) => ImagePresence::Absent,
             Err(e) => ImagePresence::Unknown(crate::ports::error::Chain(&e).to_string()),
         };

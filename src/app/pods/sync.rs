@@ -18,12 +18,13 @@ use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
 use crate::domain::kuberuntime::plan::{
-    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held, SandboxCreation,
-    SyncInputs, RETRY_AFTER_ERROR,
+    complete_after_pull, images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held,
+    ImageFacts, SandboxCreation, SyncInputs, RETRY_AFTER_ERROR,
 };
 use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::domain::pod::Pod;
+use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
@@ -100,6 +101,8 @@ pub struct SyncOutcome {
     pub waiting: BTreeMap<String, Waiting>,
     /// Sync again after this long (a back-off ends, a retry is due).
     pub retry_after: Option<Duration>,
+    /// The node refuses to run the pod.
+    pub rejected: Option<Rejection>,
 }
 
 impl SyncOutcome {
@@ -154,6 +157,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         return outcome;
     }
     debug!(actions = ?plan.actions, "pod sync plan");
+    if let Some(rejection) = &plan.rejected {
+        warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected");
+        outcome.rejected = Some(rejection.clone());
+    }
     let grace = pod.spec.termination_grace_period();
     if let Some(reason) = &plan.kill_pod {
         info!(%reason, "killing pod");
@@ -193,13 +200,25 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let mut pulls = BTreeMap::new();
     // Init containers run one at a time: one that does not start stops the sync here.
     for step in &plan.init_containers {
-        if let Err(held) = carry_out(ctx, uid, step, &sandbox_id, &plan.sandbox, &mut pulls).await {
+        let target = Target {
+            pod,
+            init: true,
+            sandbox_id: &sandbox_id,
+            sandbox: &plan.sandbox,
+        };
+        if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
             return outcome;
         }
     }
     for step in &plan.containers {
-        if let Err(held) = carry_out(ctx, uid, step, &sandbox_id, &plan.sandbox, &mut pulls).await {
+        let target = Target {
+            pod,
+            init: false,
+            sandbox_id: &sandbox_id,
+            sandbox: &plan.sandbox,
+        };
+        if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
         }
     }
@@ -216,6 +235,10 @@ enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the pod's volumes were not set up")]
+    VolumeTask(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Volume(#[from] super::volumes::VolumeSetupError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
 }
@@ -236,19 +259,34 @@ async fn create_sandbox(
                 source,
             })?;
     }
+    let volumes = creation.volumes.clone();
+    tokio::task::spawn_blocking(move || volumes.iter().try_for_each(super::volumes::set_up))
+        .await
+        .map_err(SandboxError::VolumeTask)?
+        .map_err(SandboxError::Volume)?;
     Ok(ctx.runtime.run_pod_sandbox(sandbox).await?)
 }
 
+/// Where a container plan is carried out: its pod, whether it is an init container, and
+/// the sandbox it goes into.
+struct Target<'a> {
+    pod: &'a Pod,
+    init: bool,
+    sandbox_id: &'a str,
+    sandbox: &'a SandboxConfig,
+}
+
 /// Carries out one container's plan: held as planned, or pull (once per image and
-/// sync), create and start.
+/// sync; then the request is completed with the pulled image's id and user), create
+/// and start.
 async fn carry_out(
     ctx: &SyncContext,
-    pod_uid: &str,
+    target: &Target<'_>,
     step: &ContainerPlan,
-    sandbox_id: &str,
-    sandbox: &SandboxConfig,
     pulls: &mut BTreeMap<String, Result<(), Held>>,
 ) -> Result<(), Held> {
+    let pod_uid = target.pod.metadata.uid.as_str();
+    let (sandbox_id, sandbox) = (target.sandbox_id, target.sandbox);
     let start = match &step.action {
         ContainerAction::Held(held) => {
             debug!(container = %step.name, reason = %held.waiting.reason, message = %held.waiting.message, "container held");
@@ -268,16 +306,41 @@ async fn carry_out(
         };
         result?;
     }
+    let pulled;
+    let config = if start.pull_image {
+        let image = &start.config.image;
+        let facts = match ctx.images.image_status(image).await {
+            Ok(Some(info)) => ImageFacts::of(&info),
+            Ok(None) => {
+                return Err(failed(
+                    &step.name,
+                    "ErrImageInspect",
+                    format!("Failed to inspect image {image:?}: not present after its pull"),
+                ))
+            }
+            Err(e) => {
+                return Err(failed(
+                    &step.name,
+                    "ErrImageInspect",
+                    format!("Failed to inspect image {image:?}: {e}"),
+                ))
+            }
+        };
+        pulled = complete_after_pull(target.pod, step.index, target.init, &start.config, &facts)?;
+        &pulled
+    } else {
+        &start.config
+    };
     let id = ctx
         .runtime
-        .create_container(sandbox_id, &start.config, sandbox)
+        .create_container(sandbox_id, config, sandbox)
         .await
         .map_err(|e| failed(&step.name, "CreateContainerError", Chain(&e).to_string()))?;
     ctx.runtime
         .start_container(&id)
         .await
         .map_err(|e| failed(&step.name, "RunContainerError", Chain(&e).to_string()))?;
-    info!(container = %step.name, %id, restart_count = start.config.attempt, "started container");
+    info!(container = %step.name, %id, restart_count = config.attempt, "started container");
     Ok(())
 }
 

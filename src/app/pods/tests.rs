@@ -47,6 +47,8 @@ fn world() -> World {
         cpu_cfs_quota: true,
         cpu_cfs_quota_period_us: 100_000,
         memory_capacity_bytes: 1 << 30,
+        hugepage_sizes: Vec::new(),
+        security: Default::default(),
     };
     let cgroups = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
     let node = crate::app::test_support::resolved(&[]).node;

@@ -12,7 +12,7 @@ use tracing::{info_span, Instrument};
 use super::status::PodStatusStore;
 use super::sync::{sync_pod, terminate_pod, SyncContext};
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::api_pod_status;
+use crate::domain::status::{api_pod_status, rejected_pod_status};
 
 /// Retry delay for a termination that left something behind.
 const TERMINATE_RETRY: Duration = Duration::from_secs(2);
@@ -55,12 +55,15 @@ pub(super) async fn worker_loop(
             Desired::Run(pod) => {
                 let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
-                let status = api_pod_status(
-                    &pod,
-                    &outcome.runtime,
-                    &outcome.waiting,
-                    &shared.ctx.runtime_name,
-                );
+                let status = match &outcome.rejected {
+                    Some(r) => rejected_pod_status(&r.reason, &r.message),
+                    None => api_pod_status(
+                        &pod,
+                        &outcome.runtime,
+                        &outcome.waiting,
+                        &shared.ctx.runtime_name,
+                    ),
+                };
                 shared.store.set(&pod, status);
                 outcome
                     .retry_after

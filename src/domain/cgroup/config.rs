@@ -215,6 +215,18 @@ fn pod_limits(pod: &Pod) -> PodLimits {
     }
 }
 
+/// The pod's summed cpu request and limit (millicores) and memory limit (bytes),
+/// without its overhead: what upstream's sandbox resources are calculated from.
+pub fn pod_cpu_and_memory(pod: &Pod) -> (i64, i64, i64) {
+    let requests = pod_requests(pod);
+    let limits = pod_limits(pod).total;
+    (
+        requests.cpu.milli_value(),
+        limits.cpu.milli_value(),
+        limits.memory.value(),
+    )
+}
+
 fn shares(milli_cpu: i64) -> u64 {
     u64::try_from(milli_cpu_to_shares(milli_cpu)).unwrap_or(MIN_SHARES as u64)
 }

@@ -280,7 +280,8 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("iptables-drop-bit", Int, &["iptablesDropBit"], "Has no effect upstream either.").ni().deprecated("This flag has no effect and will be removed in a future version."),
     cfg("container-log-max-size", Str, &["containerLogMaxSize"], "Size at which a container log is rotated (e.g. 10Mi).").ni(),
     cfg("container-log-max-files", Int, &["containerLogMaxFiles"], "Log files kept per container (at least 2).").ni(),
-    cfg("allowed-unsafe-sysctls", List, &["allowedUnsafeSysctls"], "Unsafe sysctls (or patterns ending in *) pods may set.").ni(),
+    cfg("allowed-unsafe-sysctls", List, &["allowedUnsafeSysctls"], "Unsafe sysctls (or patterns ending in *) pods may set; each must be known to be namespaced."),
+    cfg("seccomp-default", Bool, &["seccompDefault"], "Use the RuntimeDefault seccomp profile for containers that name none (Unconfined otherwise, as upstream v1.26).").current(),
     cfg("node-status-max-images", Int, &["nodeStatusMaxImages"], "Most images reported in node status; -1 is no cap."),
     cfg("kernel-memcg-notification", Bool, &["kernelMemcgNotification"], "Use kernel memcg notifications for memory eviction.").ni(),
     cfg("local-storage-capacity-isolation", Bool, &["localStorageCapacityIsolation"], "Local ephemeral storage isolation.").ni(),
@@ -326,7 +327,6 @@ pub const FLAGS: &[FlagSpec] = &[
     opt("storage-driver-buffer-duration", Duration, "1m0s", "cAdvisor: storage driver buffering.").ni().deprecated(CADVISOR_DEPRECATED),
     // Refused when the value asks for what rkubelet cannot do safely (see `states`).
     cfg("protect-kernel-defaults", Bool, &["protectKernelDefaults"], "Fail when kernel tunables differ from the kubelet's defaults. Refused when true: rkubelet does not check them.").refused(),
-    cfg("seccomp-default", Bool, &["seccompDefault"], "RuntimeDefault seccomp profile for every workload. Refused when true: rkubelet does not apply it.").refused().current(),
 ];
 
 /// The flag with this long name.

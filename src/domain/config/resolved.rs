@@ -126,6 +126,12 @@ pub struct NodeConfig {
     pub hostname: String,
     /// The API server connection; `None` in standalone mode.
     pub cluster: Option<ClusterConfig>,
+
+    /// `seccompDefault`: `RuntimeDefault` for containers that name no seccomp profile.
+    pub seccomp_default: bool,
+    /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
+    /// safe ones, each known to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// Connected mode: `--kubeconfig` (or `--bootstrap-kubeconfig`) is given.

@@ -185,10 +185,7 @@ pub const FIELDS: &[FieldSpec] = &[
         state: State::Implemented,
         note: "only `pods` is enforced (kubepods is limited to capacity minus kubeReserved and systemReserved); `kube-reserved`, `system-reserved` and their `-compressible` forms are checked as upstream but not enforced, and start-up warns naming them",
     },
-    ni(
-        "allowedUnsafeSysctls",
-        "pod sysctls are passed to the runtime unchecked",
-    ),
+    done("allowedUnsafeSysctls"),
     ni("volumePluginDir", "no flexvolume plugins"),
     done("providerID"),
     ni("kernelMemcgNotification", NO_EVICTION),
@@ -210,7 +207,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ni("reservedMemory", NO_MANAGERS),
     ni("enableProfilingHandler", NO_SERVER),
     ni("enableDebugFlagsHandler", NO_SERVER),
-    refused("seccompDefault"),
+    done("seccompDefault"),
     ni("memoryThrottlingFactor", "memory.high is not set"),
     ni("memoryReservationPolicy", NO_MANAGERS),
     done("registerWithTaints"),
@@ -243,12 +240,6 @@ pub const REFUSALS: &[Refusal] = &[
         field: "protectKernelDefaults",
         when: "true",
         why: "the operator asks the kubelet to fail on a kernel whose tunables differ from the kubelet's defaults; rkubelet does not check them, so running would hide exactly the condition that was meant to stop the node",
-        refuses: |v| v.as_bool() == Some(true),
-    },
-    Refusal {
-        field: "seccompDefault",
-        when: "true",
-        why: "every container is meant to get the RuntimeDefault seccomp profile; rkubelet does not set it, so containers would run unconfined",
         refuses: |v| v.as_bool() == Some(true),
     },
     Refusal {

@@ -279,6 +279,14 @@ pub fn validate(
             )));
         }
     }
+    let allowed_unsafe_sysctls = c.allowed_unsafe_sysctls.clone().unwrap_or_default();
+    for pattern in &allowed_unsafe_sysctls {
+        if let Some(e) = crate::domain::securitycontext::allowlist_pattern_error(pattern) {
+            problems.push(invalid(format!(
+                "invalid configuration: allowedUnsafeSysctls (--allowed-unsafe-sysctls): {e}"
+            )));
+        }
+    }
     let pod_cgroups = CgroupSettings {
         cpu_cfs_quota: c.cpu_cfs_quota,
         cpu_cfs_quota_period_us: c
@@ -389,6 +397,8 @@ pub fn validate(
         node_lease_duration: Duration::from_secs(
             u64::try_from(c.node_lease_duration_seconds).unwrap_or_default(),
         ),
+        seccomp_default: c.seccomp_default.unwrap_or(false),
+        allowed_unsafe_sysctls,
         hostname: options
             .hostname_override
             .as_deref()

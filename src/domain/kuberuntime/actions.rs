@@ -38,6 +38,8 @@ pub enum KillReason {
     NothingToKeep,
     /// The pod is being deleted (set by callers; never computed here).
     PodTerminating,
+    /// The node refuses to run the pod (an admission check; set by the sync plan).
+    Rejected { reason: String, message: String },
 }
 
 impl fmt::Display for KillReason {
@@ -64,6 +66,9 @@ impl fmt::Display for KillReason {
                 f.write_str("No container is running or due to start, so the pod is done.")
             }
             Self::PodTerminating => f.write_str("The pod is being terminated."),
+            Self::Rejected { reason, message } => {
+                write!(f, "The node rejected the pod ({reason}): {message}")
+            }
         }
     }
 }

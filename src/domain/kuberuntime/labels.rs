@@ -13,6 +13,8 @@ pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePath";
 pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
+/// The container's ports as JSON (what `crictl inspect` and upstream's tools read).
+pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
 /// rkubelet's own: the instance's crash-loop back-off step (quick failures before it in

@@ -19,11 +19,14 @@ use crate::domain::kuberuntime::actions::{
 use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, RestartBackoff};
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
-    container_config, empty_dir_paths, pod_log_dir, sandbox_config, sandbox_dns, ContainerConfig,
-    RequestContext, SandboxConfig,
+    apply_image, container_config, empty_dir_setups, pod_log_dir, sandbox_config, sandbox_dns,
+    ContainerConfig, RequestContext, RequestError, SandboxConfig,
 };
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ImageInfo, ImageUser, PodRuntimeStatus, SandboxState,
+};
 use crate::domain::pod::{container_hash, format_pod, Container, ImageAction, Pod};
+use crate::domain::securitycontext::{self, Rejection, VolumeSetup};
 use crate::domain::status::Waiting;
 use crate::domain::units::duration::GoDuration;
 
@@ -34,10 +37,29 @@ pub const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 /// What the image service said about an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImagePresence {
-    Present,
+    Present(ImageFacts),
     Absent,
     /// The status call failed; the reason as the runtime gave it.
     Unknown(String),
+}
+
+/// What a container's request takes from its image: the id to create it from and the
+/// user it runs as (from `ImageStatus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// Empty when not known (a snapshot without it): the container is created from the
+    /// image's name.
+    pub id: String,
+    pub user: ImageUser,
+}
+
+impl ImageFacts {
+    pub fn of(info: &ImageInfo) -> ImageFacts {
+        ImageFacts {
+            id: info.id.clone(),
+            user: info.user(),
+        }
+    }
 }
 
 /// What a pod sync is planned from.
@@ -65,8 +87,10 @@ pub struct SandboxCreation {
     pub attempt: u32,
     pub reason: String,
     /// Folders to create first: the pod's log folder (the runtime writes there but
-    /// does not create it) and its emptyDir volumes.
+    /// does not create it).
     pub directories: Vec<PathBuf>,
+    /// The pod's emptyDir volumes, with their mode and `fsGroup` ownership.
+    pub volumes: Vec<VolumeSetup>,
     /// What the pod's DNS configuration could not honour, to report.
     pub dns_warnings: Vec<DnsWarning>,
 }
@@ -145,12 +169,16 @@ pub struct SyncPlan {
     pub containers: Vec<ContainerPlan>,
     /// Sync again after this long: the earliest end of a hold.
     pub resync_after: Option<Duration>,
+    /// The node refuses to run the pod (sysctls, AppArmor): nothing is started, and
+    /// what runs is stopped. The pod's status shows it `Failed` with this reason.
+    pub rejected: Option<Rejection>,
 }
 
 impl SyncPlan {
     /// True when the sync has nothing to do (beyond collecting garbage).
     pub fn is_empty(&self) -> bool {
-        self.kill_pod.is_none()
+        self.rejected.is_none()
+            && self.kill_pod.is_none()
             && self.kill_containers.is_empty()
             && self.create_sandbox.is_none()
             && self.init_containers.is_empty()
@@ -295,9 +323,9 @@ fn plan_container(inputs: &SyncInputs<'_>, c: Candidate<'_>) -> ContainerPlan {
 
 fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> ContainerAction {
     let image = c.container.image.as_str();
-    let present = match inputs.images.get(image) {
-        Some(ImagePresence::Present) => true,
-        Some(ImagePresence::Absent) => false,
+    let facts = match inputs.images.get(image) {
+        Some(ImagePresence::Present(facts)) => Some(facts),
+        Some(ImagePresence::Absent) => None,
         Some(ImagePresence::Unknown(reason)) => {
             return held(
                 "ErrImageInspect",
@@ -313,7 +341,7 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
             )
         }
     };
-    let pull_image = match c.container.pull_policy().image_action(present) {
+    let pull_image = match c.container.pull_policy().image_action(facts.is_some()) {
         ImageAction::UsePresent => false,
         ImageAction::NeverPullMissing => {
             return held(
@@ -333,25 +361,93 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
             true
         }
     };
-    match container_config(
+    let config = container_config(
         inputs.requests,
         inputs.pod,
         c.container,
         c.restart_count,
         c.backoff.next_step,
-    ) {
+    )
+    .and_then(|mut config| {
+        // A pulled image is inspected after its pull (`complete_after_pull`).
+        match facts.filter(|_| !pull_image) {
+            Some(facts) => {
+                apply_image(&mut config, inputs.pod, c.container, &facts.id, &facts.user)
+                    .map(|()| config)
+            }
+            None => Ok(config),
+        }
+    });
+    match config {
         Ok(config) => ContainerAction::Start(Box::new(StartContainer { pull_image, config })),
-        Err(e) => held(
-            "CreateContainerConfigError",
-            e.to_string(),
-            RETRY_AFTER_ERROR,
-        ),
+        Err(e) => ContainerAction::Held(config_error(e)),
+    }
+}
+
+/// Upstream's `CreateContainerConfigError`.
+fn config_error(e: RequestError) -> Held {
+    Held {
+        waiting: Waiting::new("CreateContainerConfigError", e.to_string()),
+        retry_after: RETRY_AFTER_ERROR,
+    }
+}
+
+/// Completes the request of a container whose image was just pulled, with what the
+/// image service now says about it (the id and user; `runAsNonRoot` checked). The
+/// `Held` is upstream's `CreateContainerConfigError`.
+pub fn complete_after_pull(
+    pod: &Pod,
+    index: usize,
+    init: bool,
+    config: &ContainerConfig,
+    facts: &ImageFacts,
+) -> Result<ContainerConfig, Held> {
+    let list = if init {
+        &pod.spec.init_containers
+    } else {
+        &pod.spec.containers
+    };
+    let mut config = config.clone();
+    if let Some(container) = list.get(index) {
+        apply_image(&mut config, pod, container, &facts.id, &facts.user).map_err(config_error)?;
+    }
+    Ok(config)
+}
+
+/// The plan for a pod the node refuses: stop whatever of it runs, start nothing.
+fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
+    let mut actions = compute_pod_actions(inputs.pod, inputs.runtime);
+    let reason = KillReason::Rejected {
+        reason: rejection.reason.clone(),
+        message: rejection.message.clone(),
+    };
+    actions.kill_pod = true;
+    actions.kill_pod_reason = Some(reason.clone());
+    actions.create_sandbox = false;
+    actions.init_containers_to_start.clear();
+    actions.containers_to_start.clear();
+    actions.containers_to_kill.clear();
+    SyncPlan {
+        kill_pod: something_left_to_kill(inputs.runtime).then_some(reason),
+        kill_containers: Vec::new(),
+        kill_only: true,
+        create_sandbox: None,
+        sandbox_id: String::new(),
+        sandbox: SandboxConfig::default(),
+        init_containers: Vec::new(),
+        containers: Vec::new(),
+        resync_after: None,
+        rejected: Some(rejection),
+        actions,
     }
 }
 
 /// Plans one sync of `inputs.pod`; see the module documentation.
 pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     let pod = inputs.pod;
+    if let Err(rejection) = securitycontext::admit(pod, &inputs.requests.security) {
+        return rejected_plan(inputs, rejection);
+    }
     let actions = compute_pod_actions(pod, inputs.runtime);
     let kill_pod = (actions.kill_pod && something_left_to_kill(inputs.runtime))
         .then(|| actions.kill_pod_reason.clone())
@@ -361,15 +457,12 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     } else {
         actions.containers_to_kill.clone()
     };
-    let create_sandbox = actions.create_sandbox.then(|| {
-        let mut directories = vec![pod_log_dir(inputs.requests, pod)];
-        directories.extend(empty_dir_paths(inputs.requests, pod));
-        SandboxCreation {
-            attempt: actions.attempt,
-            reason: actions.create_sandbox_reason.clone().unwrap_or_default(),
-            directories,
-            dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
-        }
+    let create_sandbox = actions.create_sandbox.then(|| SandboxCreation {
+        attempt: actions.attempt,
+        reason: actions.create_sandbox_reason.clone().unwrap_or_default(),
+        directories: vec![pod_log_dir(inputs.requests, pod)],
+        volumes: empty_dir_setups(inputs.requests, pod),
+        dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
     });
     let (init, regular) = candidates(pod, inputs.runtime, &actions);
     let init_containers: Vec<ContainerPlan> = init
@@ -406,6 +499,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         init_containers,
         containers,
         resync_after,
+        rejected: None,
         actions,
     }
 }

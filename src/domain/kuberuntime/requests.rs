@@ -9,11 +9,13 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use crate::domain::cgroup::cfs;
+use crate::domain::cgroup::{self, cfs};
 use crate::domain::config::ResolvedConfig;
 use crate::domain::kuberuntime::dns::{self, PodDns, ResolvConf};
 use crate::domain::kuberuntime::labels::*;
+use crate::domain::kuberuntime::runtime::ImageUser;
 use crate::domain::pod::{self, Container, Pod};
+use crate::domain::securitycontext::{self, SecuritySettings};
 
 /// The pod model has no terminationMessagePolicy field; this is the API default.
 const TERMINATION_MESSAGE_POLICY: &str = "File";
@@ -35,8 +37,14 @@ pub struct SandboxConfig {
     /// Empty: the runtime's default.
     pub cgroup_parent: String,
     pub host_network: bool,
-    pub host_pid: bool,
-    pub host_ipc: bool,
+    /// The sandbox's security context (`LinuxSandboxSecurityContext`), namespaces included.
+    pub security: SandboxSecurity,
+    /// Namespaced kernel parameters, names with dots (`net.ipv4.ping_group_range`).
+    pub sysctls: BTreeMap<String, String>,
+    /// The pod's summed resources (`LinuxPodSandboxConfig.resources`).
+    pub resources: LinuxResources,
+    /// The pod's `spec.overhead` as resources (`LinuxPodSandboxConfig.overhead`).
+    pub overhead: LinuxResources,
     /// Empty: the runtime's default handler.
     pub runtime_handler: String,
     /// `None`: the runtime's default (usually the node's resolv.conf).
@@ -81,13 +89,110 @@ pub struct Mount {
 
 /// The Linux resource settings of one container (cgroup values as the
 /// kernel takes them: CFS period and quota in microseconds, 0 meaning unset).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LinuxResources {
     pub cpu_period: i64,
     pub cpu_quota: i64,
     pub cpu_shares: i64,
     pub memory_limit_in_bytes: i64,
     pub oom_score_adj: i64,
+    /// One limit per huge page size the node has (0 unless the container asks).
+    pub hugepage_limits: Vec<HugepageLimit>,
+}
+
+/// A limit on huge pages of one size (`2MB`, `1GB`, as runc names them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HugepageLimit {
+    pub page_size: String,
+    pub limit: u64,
+}
+
+/// Which namespace a container or sandbox gets (CRI `NamespaceMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NamespaceMode {
+    /// Shared by the pod's containers.
+    #[default]
+    Pod,
+    /// The container's own.
+    Container,
+    /// The node's.
+    Node,
+    /// Another container's (`target_id`).
+    Target,
+}
+
+/// The namespaces of a sandbox or container (CRI `NamespaceOption`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NamespaceOptions {
+    pub network: NamespaceMode,
+    pub pid: NamespaceMode,
+    pub ipc: NamespaceMode,
+    /// The container whose namespace `Target` joins.
+    pub target_id: String,
+}
+
+/// A seccomp or AppArmor profile (CRI `SecurityProfile`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SecurityProfile {
+    RuntimeDefault,
+    #[default]
+    Unconfined,
+    /// Seccomp: the profile file's absolute path; AppArmor: the loaded profile's name.
+    Localhost(String),
+}
+
+/// SELinux labels (CRI `SELinuxOption`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SeLinuxOption {
+    pub user: String,
+    pub role: String,
+    pub kind: String,
+    pub level: String,
+}
+
+/// Capabilities added to and dropped from the runtime's default set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capability {
+    pub add: Vec<String>,
+    pub drop: Vec<String>,
+}
+
+/// A container's security settings (CRI `LinuxContainerSecurityContext`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerSecurity {
+    /// `None`: the runtime's default set.
+    pub capabilities: Option<Capability>,
+    pub privileged: bool,
+    pub namespace_options: NamespaceOptions,
+    pub selinux_options: Option<SeLinuxOption>,
+    /// `None`: the image's user.
+    pub run_as_user: Option<i64>,
+    pub run_as_group: Option<i64>,
+    /// The image's user when it is a name (then `run_as_user` is `None`).
+    pub run_as_username: String,
+    pub readonly_rootfs: bool,
+    pub supplemental_groups: Vec<i64>,
+    pub no_new_privs: bool,
+    pub masked_paths: Vec<String>,
+    pub readonly_paths: Vec<String>,
+    pub seccomp: SecurityProfile,
+    /// `None`: none asked for (the runtime's default where AppArmor is enabled).
+    pub apparmor: Option<SecurityProfile>,
+}
+
+/// A sandbox's security settings (CRI `LinuxSandboxSecurityContext`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxSecurity {
+    pub namespace_options: NamespaceOptions,
+    pub selinux_options: Option<SeLinuxOption>,
+    pub run_as_user: Option<i64>,
+    pub run_as_group: Option<i64>,
+    pub supplemental_groups: Vec<i64>,
+    /// Set when a container of the pod is privileged.
+    pub privileged: bool,
+    pub seccomp: SecurityProfile,
+    /// The deprecated spelling of `seccomp` that upstream v1.26 still sends.
+    pub seccomp_profile_path: String,
 }
 
 /// What one container instance is created from.
@@ -106,6 +211,7 @@ pub struct ContainerConfig {
     pub log_path: String,
     pub mounts: Vec<Mount>,
     pub linux: LinuxResources,
+    pub security: ContainerSecurity,
     pub stdin: bool,
     pub tty: bool,
 }
@@ -125,6 +231,9 @@ pub enum RequestError {
         mount_path: String,
         volume: String,
     },
+    /// `runAsNonRoot` cannot hold; upstream's message.
+    #[error("{0}")]
+    RunAsNonRoot(String),
     #[error("container {container:?}: volumeMount {mount_path:?} of volume {volume:?} has subPath {sub_path:?}, which must be relative and must not contain \"..\"")]
     InvalidSubPath {
         container: String,
@@ -152,6 +261,10 @@ pub struct RequestContext {
     /// scores every Burstable container as protected as it can be (3), so
     /// set it from the machine info.
     pub memory_capacity_bytes: u64,
+    /// The node's huge page sizes as runc names them (`2MB`, `1GB`), in the kernel's order.
+    pub hugepage_sizes: Vec<String>,
+    /// seccomp default and profile root, allowed sysctls, AppArmor.
+    pub security: SecuritySettings,
 }
 
 impl RequestContext {
@@ -168,6 +281,13 @@ impl RequestContext {
             cpu_cfs_quota_period_us: i64::try_from(node.pod_cgroups.cpu_cfs_quota_period_us)
                 .unwrap_or(i64::MAX),
             memory_capacity_bytes: node.machine.memory_capacity_bytes,
+            hugepage_sizes: node.machine.hugepage_sizes.clone(),
+            security: SecuritySettings {
+                seccomp_default: node.seccomp_default,
+                seccomp_profile_root: resolved.options.root_dir.join("seccomp"),
+                allowed_unsafe_sysctls: node.allowed_unsafe_sysctls.clone(),
+                apparmor_enabled: node.machine.apparmor_enabled,
+            },
         }
     }
 }
@@ -193,14 +313,23 @@ pub fn empty_dir_path(ctx: &RequestContext, pod_uid: &str, volume: &str) -> Path
         .join(volume)
 }
 
-/// The emptyDir directories to create before the pod's containers, whether
-/// mounted or not (as upstream sets up every volume of the pod).
-pub fn empty_dir_paths(ctx: &RequestContext, pod: &Pod) -> Vec<PathBuf> {
+/// The emptyDir folders to set up before the pod's containers, whether mounted or not
+/// (as upstream sets up every volume of the pod): mode 0777, owned by the pod's
+/// `fsGroup` when it has one.
+pub fn empty_dir_setups(ctx: &RequestContext, pod: &Pod) -> Vec<securitycontext::VolumeSetup> {
+    let sc = pod.spec.security_context.as_ref();
     pod.spec
         .volumes
         .iter()
         .filter(|v| v.empty_dir.is_some())
-        .map(|v| empty_dir_path(ctx, &pod.metadata.uid, &v.name))
+        .map(|v| securitycontext::VolumeSetup {
+            path: empty_dir_path(ctx, &pod.metadata.uid, &v.name),
+            mode: securitycontext::EMPTY_DIR_MODE,
+            fs_group: sc.and_then(|sc| sc.fs_group),
+            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
+                == Some(pod::security::FsGroupChangePolicy::OnRootMismatch),
+            readonly: false,
+        })
         .collect()
 }
 
@@ -248,8 +377,10 @@ pub fn sandbox_config(
         annotations: m.annotations.clone(),
         cgroup_parent: cgroup_parent.to_owned(),
         host_network: pod.spec.host_network,
-        host_pid: false,
-        host_ipc: false,
+        security: securitycontext::sandbox_security(pod),
+        sysctls: securitycontext::sandbox_sysctls(pod),
+        resources: sandbox_resources(ctx, pod),
+        overhead: overhead_resources(ctx, pod),
         runtime_handler: String::new(),
         dns: Some(DnsConfig {
             servers: dns.nameservers,
@@ -342,7 +473,7 @@ pub fn container_config(
         (POD_NAMESPACE_LABEL.to_string(), m.namespace.clone()),
         (POD_UID_LABEL.to_string(), m.uid.clone()),
     ]);
-    let annotations = BTreeMap::from([
+    let mut annotations = BTreeMap::from([
         (
             CONTAINER_HASH_ANNOTATION.to_string(),
             format!("{:x}", pod::container_hash(container)),
@@ -368,6 +499,9 @@ pub fn container_config(
             backoff_step.to_string(),
         ),
     ]);
+    if let Some(ports) = ports_annotation(container) {
+        annotations.insert(CONTAINER_PORTS_ANNOTATION.to_string(), ports);
+    }
     Ok(ContainerConfig {
         name: container.name.clone(),
         attempt: restart_count,
@@ -380,6 +514,7 @@ pub fn container_config(
         log_path: format!("{}/{restart_count}.log", container.name),
         mounts: mounts(ctx, pod, container)?,
         linux: linux_resources(ctx, pod, container),
+        security: securitycontext::container_security(&ctx.security, pod, container),
         stdin: container.stdin,
         tty: container.tty,
         envs,
@@ -502,20 +637,18 @@ fn mounts(
         .collect()
 }
 
-/// CPU shares from the request (the limit when there is none, as API
-/// defaulting would), CFS quota from the limit, the memory limit, and the
-/// OOM score of the pod's QoS class.
-fn linux_resources(ctx: &RequestContext, pod: &Pod, container: &Container) -> LinuxResources {
-    let res = &container.resources;
-    let cpu_limit = res.limits.get("cpu").map_or(0, |q| q.milli_value());
-    let cpu_request = res
-        .requests
-        .get("cpu")
-        .map_or(cpu_limit, |q| q.milli_value());
+/// Upstream's `calculateLinuxResources`: CPU shares from the request, CFS quota from
+/// the limit (with the period, when `cpuCFSQuota`), the memory limit (0: none).
+fn calculate_linux_resources(
+    ctx: &RequestContext,
+    cpu_request_milli: i64,
+    cpu_limit_milli: i64,
+    memory_limit_bytes: i64,
+) -> LinuxResources {
     let (cpu_period, cpu_quota) = if ctx.cpu_cfs_quota {
         (
             ctx.cpu_cfs_quota_period_us,
-            cfs::milli_cpu_to_quota(cpu_limit, ctx.cpu_cfs_quota_period_us),
+            cfs::milli_cpu_to_quota(cpu_limit_milli, ctx.cpu_cfs_quota_period_us),
         )
     } else {
         (0, 0)
@@ -523,11 +656,138 @@ fn linux_resources(ctx: &RequestContext, pod: &Pod, container: &Container) -> Li
     LinuxResources {
         cpu_period,
         cpu_quota,
-        cpu_shares: cfs::milli_cpu_to_shares(cpu_request),
+        cpu_shares: cfs::milli_cpu_to_shares(cpu_request_milli),
         // Zero means no limit; a negative limit is rejected by validation.
-        memory_limit_in_bytes: res.limits.get("memory").map_or(0, |q| q.value().max(0)),
-        oom_score_adj: pod::pod_container_oom_score_adj(pod, container, ctx.memory_capacity_bytes),
+        memory_limit_in_bytes: memory_limit_bytes.max(0),
+        ..LinuxResources::default()
     }
+}
+
+/// CPU shares from the request (the limit when there is none, as API
+/// defaulting would), CFS quota from the limit, the memory limit, the
+/// OOM score of the pod's QoS class, and a huge page limit per page size.
+fn linux_resources(ctx: &RequestContext, pod: &Pod, container: &Container) -> LinuxResources {
+    let res = &container.resources;
+    let cpu_limit = res.limits.get("cpu").map_or(0, |q| q.milli_value());
+    let cpu_request = res
+        .requests
+        .get("cpu")
+        .map_or(cpu_limit, |q| q.milli_value());
+    let memory_limit = res.limits.get("memory").map_or(0, |q| q.value());
+    LinuxResources {
+        oom_score_adj: pod::pod_container_oom_score_adj(pod, container, ctx.memory_capacity_bytes),
+        hugepage_limits: hugepage_limits(ctx, container),
+        ..calculate_linux_resources(ctx, cpu_request, cpu_limit, memory_limit)
+    }
+}
+
+/// The pod's resources without its overhead, for the sandbox (upstream's
+/// `calculateSandboxResources`): summed like the pod's cgroup.
+fn sandbox_resources(ctx: &RequestContext, pod: &Pod) -> LinuxResources {
+    let (cpu_request, cpu_limit, memory_limit) = cgroup::config::pod_cpu_and_memory(pod);
+    calculate_linux_resources(ctx, cpu_request, cpu_limit, memory_limit)
+}
+
+/// `spec.overhead` as resources, requests equal to limits; none without it.
+fn overhead_resources(ctx: &RequestContext, pod: &Pod) -> LinuxResources {
+    if pod.spec.overhead.is_empty() {
+        return LinuxResources::default();
+    }
+    let cpu = pod.spec.overhead.get("cpu").map_or(0, |q| q.milli_value());
+    let memory = pod.spec.overhead.get("memory").map_or(0, |q| q.value());
+    calculate_linux_resources(ctx, cpu, cpu, memory)
+}
+
+/// runc's name for a huge page size in bytes (`2MB` for 2Mi; upstream's
+/// `HugePageUnitSizeFromByteSize`).
+pub fn hugepage_size_name(bytes: i64) -> Option<String> {
+    const UNITS: [&str; 6] = ["B", "KB", "MB", "GB", "TB", "PB"];
+    let mut size = bytes;
+    let mut unit = 0;
+    while size >= 1024 && unit + 1 < UNITS.len() {
+        size /= 1024;
+        unit += 1;
+    }
+    (size > 0).then(|| format!("{size}{}", UNITS[unit]))
+}
+
+/// Upstream's `GetHugepageLimitsFromResources`: a zero limit for each of the node's
+/// page sizes, with the container's `hugepages-<size>` limits where it sets them.
+fn hugepage_limits(ctx: &RequestContext, container: &Container) -> Vec<HugepageLimit> {
+    let asked: BTreeMap<String, u64> = container
+        .resources
+        .limits
+        .iter()
+        .filter_map(|(name, amount)| {
+            let size =
+                crate::domain::units::quantity::Quantity::parse(name.strip_prefix("hugepages-")?)
+                    .ok()?;
+            let page = hugepage_size_name(size.value())?;
+            Some((page, u64::try_from(amount.value()).unwrap_or(0)))
+        })
+        .collect();
+    ctx.hugepage_sizes
+        .iter()
+        .map(|page_size| HugepageLimit {
+            page_size: page_size.clone(),
+            limit: asked.get(page_size).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// `io.kubernetes.container.ports`: the container's ports as upstream's Go JSON writes
+/// them (field order and `omitempty` of `v1.ContainerPort`); `None` without ports.
+fn ports_annotation(container: &Container) -> Option<String> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct GoPort<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        name: &'a str,
+        #[serde(skip_serializing_if = "is_zero")]
+        host_port: i32,
+        container_port: i32,
+        #[serde(skip_serializing_if = "str::is_empty")]
+        protocol: &'a str,
+        #[serde(rename = "hostIP", skip_serializing_if = "str::is_empty")]
+        host_ip: &'a str,
+    }
+    fn is_zero(n: &i32) -> bool {
+        *n == 0
+    }
+    if container.ports.is_empty() {
+        return None;
+    }
+    let ports: Vec<GoPort<'_>> = container
+        .ports
+        .iter()
+        .map(|p| GoPort {
+            name: &p.name,
+            host_port: p.host_port,
+            container_port: p.container_port,
+            protocol: &p.protocol,
+            host_ip: &p.host_ip,
+        })
+        .collect();
+    serde_json::to_string(&ports).ok()
+}
+
+/// Completes a container's request with what the image service said: the container is
+/// created from the image's id (as upstream does, so the runtime pins that image), runs
+/// as the image's user unless the pod sets one, and `runAsNonRoot` is checked against it.
+pub fn apply_image(
+    config: &mut ContainerConfig,
+    pod: &Pod,
+    container: &Container,
+    image_id: &str,
+    user: &ImageUser,
+) -> Result<(), RequestError> {
+    securitycontext::verify_run_as_non_root(pod, container, user)
+        .map_err(RequestError::RunAsNonRoot)?;
+    if !image_id.is_empty() {
+        config.image = image_id.to_owned();
+    }
+    securitycontext::apply_image_user(&mut config.security, user);
+    Ok(())
 }
 
 #[cfg(test)]

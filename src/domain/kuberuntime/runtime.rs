@@ -164,12 +164,64 @@ pub struct ContainerFilter {
 }
 
 /// An image present on the node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ImageInfo {
     pub id: String,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
     pub size_bytes: u64,
+    /// The image's user when it is a number (`USER 1000` or `1000:3000`).
+    pub uid: Option<i64>,
+    /// The image's user when it is a name (`USER nobody`).
+    pub username: String,
+}
+
+impl ImageInfo {
+    /// Who the image runs as (upstream's `getImageUser`).
+    pub fn user(&self) -> ImageUser {
+        ImageUser::of(self.uid, &self.username)
+    }
+}
+
+/// Who an image runs as unless the pod says otherwise: a uid, or a name for the
+/// runtime to resolve; an image that names no user runs as root (uid 0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageUser {
+    pub uid: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub username: String,
+}
+
+impl ImageUser {
+    /// From what `ImageStatus` reports: the uid when set, else the name, else root.
+    pub fn of(uid: Option<i64>, username: &str) -> ImageUser {
+        match (uid, username) {
+            (Some(uid), _) => ImageUser {
+                uid: Some(uid),
+                username: String::new(),
+            },
+            (None, name) if !name.is_empty() => ImageUser {
+                uid: None,
+                username: name.to_owned(),
+            },
+            _ => ImageUser::root(),
+        }
+    }
+
+    pub fn root() -> ImageUser {
+        ImageUser {
+            uid: Some(0),
+            username: String::new(),
+        }
+    }
+}
+
+/// What a command run in a container (CRI `ExecSync`) gave back.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecResult {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit_code: i32,
 }
 
 /// What happened to a container, as the runtime streams it (CRI `GetContainerEvents`).

@@ -22,4 +22,11 @@ pub struct MachineInfo {
     pub machine_id: String,
     /// Empty when the firmware exposes no DMI product UUID (common in VMs and containers).
     pub system_uuid: String,
+    /// The huge page sizes the kernel offers, as runc names them (`2MB`, `1GB`), in the
+    /// order the kernel lists `/sys/kernel/mm/hugepages`.
+    #[serde(default)]
+    pub hugepage_sizes: Vec<String>,
+    /// Whether the kernel enforces AppArmor profiles.
+    #[serde(default)]
+    pub apparmor_enabled: bool,
 }

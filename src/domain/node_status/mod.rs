@@ -12,6 +12,7 @@ pub mod events;
 pub mod labels;
 pub mod lease;
 pub mod model;
+pub mod plan;
 pub mod readiness;
 pub mod report;
 pub mod status;

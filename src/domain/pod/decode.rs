@@ -1,6 +1,7 @@
 //! A pod from a decoded document: unknown fields ignored, bad enum values named with
 //! their path, then upstream's defaults and validation.
 
+use super::security::ProfileType;
 use super::validate::{quoted, supported_list};
 use super::*;
 
@@ -69,6 +70,20 @@ fn check_enum_fields(value: &mut serde_json::Value) -> Vec<PodError> {
     };
     const RESTART: [&str; 3] = ["Always", "OnFailure", "Never"];
     check_enum(spec, "restartPolicy", "spec", &RESTART, &mut errors);
+    if let Some(sc) = spec
+        .get_mut("securityContext")
+        .and_then(|s| s.as_object_mut())
+    {
+        let path = "spec.securityContext";
+        check_enum(
+            sc,
+            "fsGroupChangePolicy",
+            path,
+            &["Always", "OnRootMismatch"],
+            &mut errors,
+        );
+        check_profile_types(sc, path, &mut errors);
+    }
     for list in ["initContainers", "containers"] {
         let Some(containers) = spec.get_mut(list).and_then(|c| c.as_array_mut()) else {
             continue;
@@ -84,9 +99,39 @@ fn check_enum_fields(value: &mut serde_json::Value) -> Vec<PodError> {
                 &mut errors,
             );
             check_enum(c, "restartPolicy", &path, &RESTART, &mut errors);
+            if let Some(sc) = c.get_mut("securityContext").and_then(|s| s.as_object_mut()) {
+                let path = format!("{path}.securityContext");
+                check_enum(
+                    sc,
+                    "procMount",
+                    &path,
+                    &["Default", "Unmasked"],
+                    &mut errors,
+                );
+                check_profile_types(sc, &path, &mut errors);
+            }
         }
     }
     errors
+}
+
+/// The `type` of a security context's `seccompProfile` and `appArmorProfile`.
+fn check_profile_types(
+    sc: &mut serde_json::Map<String, serde_json::Value>,
+    path: &str,
+    errors: &mut Vec<PodError>,
+) {
+    for key in ["seccompProfile", "appArmorProfile"] {
+        if let Some(profile) = sc.get_mut(key).and_then(|p| p.as_object_mut()) {
+            check_enum(
+                profile,
+                "type",
+                &format!("{path}.{key}"),
+                &ProfileType::ALL,
+                errors,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! hash (`hash`), the validation a node needs before it runs a pod (`validate`), decoding
 //! (`decode`) and static pod manifests with their identity (`static_pod`).
 //!
-//! Fields the kubelet does not model (probes, securityContext, ...) are
+//! Fields the kubelet does not model (probes, lifecycle hooks, ...) are
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
@@ -13,6 +13,7 @@ pub mod defaults;
 mod fixtures;
 pub mod hash;
 pub mod qos;
+pub mod security;
 pub mod static_pod;
 pub mod validate;
 
@@ -20,6 +21,7 @@ pub use decode::pod_from_value;
 pub use defaults::apply_api_defaults;
 pub use hash::{container_hash, container_hash_matches};
 pub use qos::{container_oom_score_adj, pod_container_oom_score_adj, qos_class};
+pub use security::{PodSecurityContext, SecurityContext};
 pub use validate::{dns1123_label_errors, dns1123_subdomain_errors, validate_pod, PodError};
 
 use std::collections::BTreeMap;
@@ -103,6 +105,18 @@ pub struct PodSpec {
     /// Needed to tell system-node-critical pods apart (OOM score policy).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub priority_class_name: String,
+    #[serde(rename = "hostPID", skip_serializing_if = "std::ops::Not::not")]
+    pub host_pid: bool,
+    #[serde(rename = "hostIPC", skip_serializing_if = "std::ops::Not::not")]
+    pub host_ipc: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_process_namespace: Option<bool>,
+    /// `None` reads as an empty one (API defaulting sets `{}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    /// What the pod's runtime class adds to its resources (`spec.overhead`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub overhead: BTreeMap<String, Quantity>,
 }
 
 impl Default for PodSpec {
@@ -120,6 +134,11 @@ impl Default for PodSpec {
             node_name: String::new(),
             priority: None,
             priority_class_name: String::new(),
+            host_pid: false,
+            host_ipc: false,
+            share_process_namespace: None,
+            security_context: None,
+            overhead: BTreeMap::new(),
         }
     }
 }
@@ -188,6 +207,8 @@ pub struct Container {
     pub stdin: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
     /// Upstream v1.26's hash of the container's whole spec as the manifest
     /// decoder read it (every field upstream decodes, defaulted), which
     /// the modelled fields above cannot give; `None` for a container built
@@ -213,6 +234,7 @@ impl Default for Container {
             tty: false,
             stdin: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
+            security_context: None,
             upstream_hash: None,
         }
     }

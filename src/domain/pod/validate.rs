@@ -129,7 +129,7 @@ fn port_name_errors(name: &str) -> Vec<String> {
     errors
 }
 
-fn invalid(field: String, value: String, detail: impl Into<String>) -> PodError {
+pub(super) fn invalid(field: String, value: String, detail: impl Into<String>) -> PodError {
     PodError::Invalid {
         field,
         value,
@@ -137,7 +137,7 @@ fn invalid(field: String, value: String, detail: impl Into<String>) -> PodError 
     }
 }
 
-fn required(field: String, detail: &str) -> PodError {
+pub(super) fn required(field: String, detail: &str) -> PodError {
     PodError::Required {
         field,
         detail: detail.to_string(),
@@ -234,6 +234,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             ));
         }
     }
+    super::security::validate_security(pod, &mut errors);
     for (field, value) in [
         ("spec.hostname", &spec.hostname),
         ("spec.subdomain", &spec.subdomain),

@@ -85,10 +85,28 @@ pub struct ApiContainerStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ApiPodStatus {
     pub phase: String,
+    /// Set on a pod the node rejected (`SysctlForbidden`, `AppArmor`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
     #[serde(rename = "podIP", skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
     pub init_container_statuses: Vec<ApiContainerStatus>,
     pub container_statuses: Vec<ApiContainerStatus>,
+}
+
+/// The status of a pod the node refuses to run, as upstream's `rejectPod` sets it:
+/// `Failed`, the reason, and `Pod was rejected: <message>`.
+pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
+    ApiPodStatus {
+        phase: "Failed".to_owned(),
+        reason: reason.to_owned(),
+        message: format!("Pod was rejected: {message}"),
+        pod_ip: String::new(),
+        init_container_statuses: Vec::new(),
+        container_statuses: Vec::new(),
+    }
 }
 
 /// The prefix upstream puts on container ids in the API (`containerd://<id>`).
@@ -212,6 +230,8 @@ pub fn api_pod_status(
         .unwrap_or_default();
     ApiPodStatus {
         phase: phase.to_string(),
+        reason: String::new(),
+        message: String::new(),
         pod_ip,
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),

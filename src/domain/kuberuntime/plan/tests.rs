@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::domain::kuberuntime::labels::CONTAINER_BACKOFF_STEP_ANNOTATION;
-use crate::domain::kuberuntime::runtime::{ContainerStatus, SandboxStatus};
+use crate::domain::kuberuntime::runtime::{ContainerStatus, ImageUser, SandboxStatus};
 use crate::domain::pod::{ObjectMeta, PodSpec, PullPolicy, RestartPolicy, VolumeMount};
 
 const SEC: i64 = 1_000_000_000;
@@ -22,6 +22,8 @@ fn ctx() -> RequestContext {
         cpu_cfs_quota: true,
         cpu_cfs_quota_period_us: 100_000,
         memory_capacity_bytes: 1 << 30,
+        hugepage_sizes: Vec::new(),
+        security: Default::default(),
     }
 }
 
@@ -92,10 +94,18 @@ fn status(sandboxes: Vec<SandboxStatus>, containers: Vec<ContainerStatus>) -> Po
     }
 }
 
+/// An image as the image service reports one: an id, no user (root).
+fn image_present(image: &str) -> ImagePresence {
+    ImagePresence::Present(ImageFacts {
+        id: format!("sha256:id-of-{image}"),
+        user: ImageUser::root(),
+    })
+}
+
 fn present(images: &[&str]) -> BTreeMap<String, ImagePresence> {
     images
         .iter()
-        .map(|i| ((*i).to_owned(), ImagePresence::Present))
+        .map(|i| ((*i).to_owned(), image_present(i)))
         .collect()
 }
 
@@ -335,7 +345,7 @@ fn absent_images_are_pulled_once_for_every_container_that_needs_them() {
     );
     let images = BTreeMap::from([
         (IMAGE.to_owned(), ImagePresence::Absent),
-        ("nginx:1.27".to_owned(), ImagePresence::Present),
+        ("nginx:1.27".to_owned(), image_present("nginx:1.27")),
     ]);
     let plan = plan(&p, &runtime, &images);
     assert_eq!(
@@ -445,4 +455,88 @@ fn dns_warnings_come_with_the_sandbox_creation() {
         create.dns_warnings,
         [crate::domain::kuberuntime::dns::DnsWarning::MissingClusterDns]
     );
+}
+
+#[test]
+fn containers_are_created_from_the_image_id_as_the_images_user() {
+    let p = pod(vec![container("app", IMAGE)]);
+    let runtime = status(vec![], vec![]);
+    let plan = plan(&p, &runtime, &present(&[IMAGE]));
+    let config = &started(&plan.containers[0]).config;
+    assert_eq!(config.image, format!("sha256:id-of-{IMAGE}"));
+    assert_eq!(
+        config.security.run_as_user,
+        Some(0),
+        "an image without USER runs as root"
+    );
+    assert_eq!(
+        config.security.namespace_options.pid,
+        crate::domain::kuberuntime::requests::NamespaceMode::Container
+    );
+    assert_eq!(config.security.masked_paths.len(), 9);
+}
+
+#[test]
+fn run_as_non_root_on_a_root_image_is_a_config_error_with_upstreams_message() {
+    let mut c = container("app", IMAGE);
+    c.security_context = Some(crate::domain::pod::SecurityContext {
+        run_as_non_root: Some(true),
+        ..Default::default()
+    });
+    let p = pod(vec![c]);
+    let runtime = status(vec![], vec![]);
+    let plan = plan(&p, &runtime, &present(&[IMAGE]));
+    let (reason, message, retry) = waiting(&plan.containers[0]);
+    assert_eq!(reason, "CreateContainerConfigError");
+    assert_eq!(
+        message,
+        "container has runAsNonRoot and image will run as root (pod: \"web_default(uid-1)\", container: app)"
+    );
+    assert_eq!(retry, RETRY_AFTER_ERROR);
+
+    // An image still to pull is checked after its pull.
+    let images = BTreeMap::from([(IMAGE.to_owned(), ImagePresence::Absent)]);
+    let plan = plan_with(&p, &runtime, &images, &BTreeMap::new());
+    let start = started(&plan.containers[0]);
+    assert!(start.pull_image);
+    let facts = ImageFacts {
+        id: "sha256:pulled".into(),
+        user: ImageUser::root(),
+    };
+    let held = complete_after_pull(&p, 0, false, &start.config, &facts).expect_err("held");
+    assert_eq!(held.waiting.reason, "CreateContainerConfigError");
+    let facts = ImageFacts {
+        id: "sha256:pulled".into(),
+        user: ImageUser::of(Some(1000), ""),
+    };
+    let config = complete_after_pull(&p, 0, false, &start.config, &facts).expect("config");
+    assert_eq!(config.image, "sha256:pulled");
+    assert_eq!(config.security.run_as_user, Some(1000));
+}
+
+#[test]
+fn a_rejected_pod_starts_nothing_and_stops_what_runs() {
+    let mut p = pod(vec![container("app", IMAGE)]);
+    p.spec.security_context = Some(crate::domain::pod::PodSecurityContext {
+        sysctls: vec![crate::domain::pod::security::Sysctl {
+            name: "kernel.msgmax".into(),
+            value: "1".into(),
+        }],
+        ..Default::default()
+    });
+    let plan = plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
+    let rejected = plan.rejected.as_ref().expect("rejected");
+    assert_eq!(rejected.reason, "SysctlForbidden");
+    assert!(plan.create_sandbox.is_none() && plan.containers.is_empty());
+    assert!(plan.kill_pod.is_none(), "nothing runs");
+    assert!(!plan.is_empty());
+
+    let c = &p.spec.containers[0];
+    let running = status(
+        vec![sandbox(SandboxState::Ready)],
+        vec![instance(c, 0, ContainerState::Running)],
+    );
+    let again = super::tests::plan(&p, &running, &present(&[IMAGE]));
+    assert!(matches!(again.kill_pod, Some(KillReason::Rejected { .. })));
+    assert!(again.kill_only);
 }

@@ -24,6 +24,8 @@ fn ctx() -> RequestContext {
         cpu_cfs_quota: true,
         cpu_cfs_quota_period_us: 100_000,
         memory_capacity_bytes: 10 * GIB,
+        hugepage_sizes: Vec::new(),
+        security: Default::default(),
     }
 }
 
@@ -94,12 +96,18 @@ fn paths() {
             ..Default::default()
         },
     ];
+    let setups = empty_dir_setups(&c, &p);
     assert_eq!(
-        empty_dir_paths(&c, &p),
+        setups.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
         vec![PathBuf::from(
             "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/cache"
         )]
     );
+    assert_eq!(
+        setups[0].mode, 0o777,
+        "writable by any user, as upstream makes it"
+    );
+    assert_eq!(setups[0].fs_group, None);
 }
 
 #[test]
@@ -478,6 +486,7 @@ fn resources_guaranteed() {
             cpu_shares: 512,
             memory_limit_in_bytes: 1 << 30,
             oom_score_adj: -997,
+            hugepage_limits: Vec::new(),
         }
     );
 }
@@ -520,6 +529,7 @@ fn resources_best_effort() {
             cpu_shares: 2,
             memory_limit_in_bytes: 0,
             oom_score_adj: 1000,
+            hugepage_limits: Vec::new(),
         }
     );
 }

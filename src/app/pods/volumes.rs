@@ -1,0 +1,111 @@
+//! Setting up a pod's emptyDir folders as the domain decided (`VolumeSetup`): created
+//! with their mode, then, with an `fsGroup`, every file in them given to the group with
+//! group permissions (upstream's `SetVolumeOwnership`), unless `OnRootMismatch` finds
+//! the root already right.
+
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::domain::securitycontext::{fs_group_mode, volume_root_matches, VolumeSetup};
+
+/// A volume folder that could not be set up, with the path and call that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} {}", path.display())]
+pub struct VolumeSetupError {
+    pub action: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+fn at<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> VolumeSetupError + 'p {
+    move |source| VolumeSetupError {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Creates the folder (once; an existing one keeps its content) with its mode, and
+/// applies `fsGroup`.
+pub fn set_up(setup: &VolumeSetup) -> Result<(), VolumeSetupError> {
+    let path = &setup.path;
+    let existed = path.is_dir();
+    std::fs::create_dir_all(path).map_err(at("create", path))?;
+    if !existed {
+        // The umask narrowed what create_dir_all made.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(setup.mode))
+            .map_err(at("chmod", path))?;
+    }
+    let Some(gid) = setup.fs_group.and_then(|g| u32::try_from(g).ok()) else {
+        return Ok(());
+    };
+    if setup.on_root_mismatch {
+        let meta = std::fs::metadata(path).map_err(at("stat", path))?;
+        if volume_root_matches(setup, meta.gid(), meta.mode(), meta.is_dir()) {
+            return Ok(());
+        }
+    }
+    walk(path, gid, setup.readonly)
+}
+
+/// Children first, then the folder itself, as upstream walks.
+fn walk(path: &Path, gid: u32, readonly: bool) -> Result<(), VolumeSetupError> {
+    let meta = std::fs::symlink_metadata(path).map_err(at("stat", path))?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).map_err(at("read", path))? {
+            let entry = entry.map_err(at("read", path))?;
+            walk(&entry.path(), gid, readonly)?;
+        }
+    }
+    std::os::unix::fs::lchown(path, None, Some(gid)).map_err(at("chown", path))?;
+    let is_symlink = meta.file_type().is_symlink();
+    if let Some(mode) = fs_group_mode(meta.mode() & 0o7777, meta.is_dir(), is_symlink, readonly) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(at("chmod", path))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_dir_gets_its_mode_and_the_fs_group_owns_everything_in_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cache");
+        let mut setup = VolumeSetup {
+            path: path.clone(),
+            mode: 0o777,
+            fs_group: None,
+            on_root_mismatch: false,
+            readonly: false,
+        };
+        set_up(&setup).expect("set up");
+        let mode = |p: &Path| std::fs::metadata(p).map(|m| m.mode() & 0o7777).unwrap_or(0);
+        assert_eq!(mode(&path), 0o777);
+
+        std::fs::create_dir(path.join("sub")).expect("sub");
+        std::fs::write(path.join("sub/file"), "x").expect("file");
+        std::fs::set_permissions(path.join("sub/file"), PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+        // A group the test process may give files to whoever it runs as: its own.
+        let gid = std::fs::metadata(dir.path()).map(|m| m.gid()).unwrap_or(0);
+        setup.fs_group = Some(i64::from(gid));
+        set_up(&setup).expect("fs group");
+        assert_eq!(mode(&path), 0o2777);
+        assert_eq!(mode(&path.join("sub")) & 0o2770, 0o2770);
+        assert_eq!(mode(&path.join("sub/file")), 0o660);
+        let group = |p: &Path| std::fs::metadata(p).map(|m| m.gid()).unwrap_or(u32::MAX);
+        assert_eq!(group(&path.join("sub/file")), gid);
+
+        // OnRootMismatch: a matching root is left alone, so a file changed since stays.
+        std::fs::set_permissions(path.join("sub/file"), PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+        setup.on_root_mismatch = true;
+        set_up(&setup).expect("skip");
+        assert_eq!(mode(&path.join("sub/file")), 0o600);
+    }
+}
