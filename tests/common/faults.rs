@@ -168,6 +168,94 @@ impl Cluster {
     }
 }
 
+/// A small tmpfs mounted for one test (a disk that fills up), unmounted on drop.
+pub struct SmallDisk {
+    pub path: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` (`mount -o size=`) and 2,000 inodes at `path`, created if
+    /// missing.
+    pub fn mount(path: &Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(path).expect("mount point");
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},nr_inodes=2k,mode=0755"),
+                "tmpfs",
+            ])
+            .arg(path)
+            .output()
+            .expect("mount runs");
+        assert!(
+            out.status.success(),
+            "mount tmpfs at {}: {out:?}",
+            path.display()
+        );
+        SmallDisk {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Fills the disk: a file of zeros written until the filesystem refuses (ENOSPC),
+    /// then empty files until no inode is left (on tmpfs a folder needs no block, only
+    /// an inode). Returns the bytes written.
+    pub fn fill(&self) -> u64 {
+        use std::io::Write;
+        let mut file = std::fs::File::create(self.path.join(".filler")).expect("filler");
+        let chunk = vec![0u8; 64 * 1024];
+        let mut written = 0u64;
+        loop {
+            match file.write(&chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => written += n as u64,
+            }
+        }
+        // Smaller writes take what the 64 KiB ones could not.
+        while let Ok(n) = file.write(&chunk[..512]) {
+            if n == 0 {
+                break;
+            }
+            written += n as u64;
+        }
+        let inodes = self.path.join(".filler.d");
+        if std::fs::create_dir(&inodes).is_ok() {
+            let mut i = 0u32;
+            while std::fs::File::create(inodes.join(i.to_string())).is_ok() {
+                i += 1;
+            }
+        }
+        written
+    }
+
+    /// Gives the space back.
+    pub fn free(&self) {
+        let _ = std::fs::remove_file(self.path.join(".filler"));
+        let _ = std::fs::remove_dir_all(self.path.join(".filler.d"));
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let unmounted = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status()
+            .is_ok_and(|s| s.success())
+            || std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.path)
+                .status()
+                .is_ok_and(|s| s.success());
+        if unmounted {
+            let _ = std::fs::remove_dir(&self.path);
+        } else {
+            eprintln!("could not unmount {}", self.path.display());
+        }
+    }
+}
+
 /// Paths below `dir` (recursively, folders included), for leak checks.
 pub fn tree(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
