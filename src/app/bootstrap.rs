@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
+use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
@@ -476,16 +477,16 @@ fn start_pod_loop(
     deps: &Deps,
     store: PodStatusStore,
     shutdown: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, StartupError> {
+) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
     let ctx = sync_context(started, deps)?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
     let sources = pod_sources(started, deps)?;
-    Ok(tokio::spawn(
-        PodLoop::new(ctx, store, settings).run(sources, shutdown),
-    ))
+    let pod_loop = PodLoop::new(ctx, store, settings);
+    let pleg = pod_loop.pleg_health();
+    Ok((tokio::spawn(pod_loop.run(sources, shutdown)), pleg))
 }
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
@@ -530,7 +531,7 @@ pub async fn run(
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
-    let pod_loop = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
+    let (pod_loop, pleg) = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
     let _node_agent = crate::app::node::startup::start_if_connected(&started, deps)?;
     let server = if let Some(healthz) = &started.resolved.node.healthz {
@@ -547,6 +548,7 @@ pub async fn run(
         let endpoints = Endpoints {
             configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
             pods: Arc::new(move || store.pod_list()),
+            checks: Arc::new(move || vec![("pleg", pleg.check())]),
         };
         Some(tokio::spawn(crate::app::server::serve_health(
             listener,
