@@ -6,7 +6,10 @@
 #   registry.k8s.io/pause:3.10       -> $CACHE/pause.oci.tar    (static pause.c, user 65535)
 #   docker.io/library/busybox:1.36   -> $CACHE/busybox.oci.tar  (busybox-static + applet links)
 #
-# Usage: build-images.sh [--import <containerd-socket>] [--force]
+#   registry.rkubelet.test/gc-a:1, gc-b:1 -> $CACHE/gc-{a,b}.oci.tar (one file each; image
+#                                    GC tests only, built and imported with --gc-images)
+#
+# Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>] [--force]
 # Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
 #
 # Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
@@ -21,12 +24,14 @@ CACHE=${RKUBELET_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-imag
 BUSYBOX_BIN=/bin/busybox
 
 import_sock=
+gc_sock=
 force=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --import) import_sock=${2:?--import needs a socket path}; shift 2 ;;
+        --gc-images) gc_sock=${2:?--gc-images needs a socket path}; shift 2 ;;
         --force) force=1; shift ;;
-        *) echo "usage: $0 [--import <containerd-socket>] [--force]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--force]" >&2; exit 2 ;;
     esac
 done
 
@@ -129,4 +134,20 @@ if [ -n "$import_sock" ]; then
         ctr --address "$import_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
     done
     echo "build-images.sh: imported $PAUSE_IMAGE and $BUSYBOX_IMAGE into $import_sock (namespace k8s.io)"
+fi
+
+# Two small images no pod of the other tests uses, for image garbage collection.
+if [ -n "$gc_sock" ]; then
+    for t in gc-a gc-b; do
+        if [ ! -s "$CACHE/$t.oci.tar" ]; then
+            work=$(mktemp -d "$CACHE/.work.XXXXXX")
+            mkdir -p "$work/rootfs"
+            echo "$t" > "$work/rootfs/$t"
+            make_image "$work/rootfs" "registry.rkubelet.test/$t:1" "$CACHE/$t.oci.tar" \
+                '{"Entrypoint":["/'"$t"'"],"WorkingDir":"/"}'
+            rm -rf "$work"
+        fi
+        ctr --address "$gc_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
+    done
+    echo "build-images.sh: imported registry.rkubelet.test/gc-a:1 and gc-b:1 into $gc_sock"
 fi

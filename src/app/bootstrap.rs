@@ -17,10 +17,11 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
+use crate::app::eviction::{EvictionInputs, RunningEviction};
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
-use crate::app::pods::{LoopSettings, PodLoop, PodStatusStore};
+use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
 use crate::domain::config::error::ConfigError;
@@ -81,6 +82,12 @@ pub type NodeAgentFactory = Box<
         + Sync,
 >;
 
+/// Builds the eviction manager's ports: node statistics, the runtime's usage and
+/// images, memory threshold notifications.
+pub type EvictionPortsFactory = Box<
+    dyn Fn(&NodeConfig) -> Result<crate::app::eviction::EvictionPorts, RuntimeError> + Send + Sync,
+>;
+
 /// The world as start-up sees it.
 pub struct Deps {
     pub host: Arc<dyn Host>,
@@ -90,6 +97,7 @@ pub struct Deps {
     pub cgroups_for: CgroupFactory,
     pub sources_for: SourceFactory,
     pub node_agent_for: NodeAgentFactory,
+    pub eviction_for: EvictionPortsFactory,
     /// The cgroup version of this machine (for the planner).
     pub cgroup_version: Box<dyn Fn() -> CgroupVersion + Send + Sync>,
     pub clock: Arc<dyn Clock>,
@@ -476,6 +484,7 @@ fn start_pod_loop(
     started: &Started,
     deps: &Deps,
     store: PodStatusStore,
+    eviction: Option<EvictionHooks>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
     let ctx = sync_context(started, deps)?;
@@ -484,9 +493,35 @@ fn start_pod_loop(
         ..LoopSettings::default()
     };
     let sources = pod_sources(started, deps)?;
-    let pod_loop = PodLoop::new(ctx, store, settings);
+    let mut pod_loop = PodLoop::new(ctx, store, settings);
+    if let Some(hooks) = eviction {
+        pod_loop = pod_loop.with_eviction(hooks);
+    }
     let pleg = pod_loop.pleg_health();
     Ok((tokio::spawn(pod_loop.run(sources, shutdown)), pleg))
+}
+
+/// Step: the eviction manager and image GC beside the pod loop.
+fn start_eviction(
+    started: &Started,
+    deps: &Deps,
+    store: PodStatusStore,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<RunningEviction, StartupError> {
+    let node = &started.resolved.node;
+    let ports = (deps.eviction_for)(node).map_err(|source| StartupError::Runtime {
+        endpoint: node.image_service_endpoint.clone(),
+        source,
+    })?;
+    let inputs = EvictionInputs {
+        node: node.clone(),
+        requests: RequestContext::from_config(&started.resolved, ResolvConf::default()),
+        containers: Arc::clone(&started.containers),
+        runtime: Arc::clone(&started.runtime),
+        store,
+        clock: Arc::clone(&deps.clock),
+    };
+    Ok(crate::app::eviction::start(inputs, ports, shutdown))
 }
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
@@ -531,9 +566,17 @@ pub async fn run(
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
-    let (pod_loop, pleg) = start_pod_loop(&started, deps, store.clone(), shutdown_rx.clone())?;
+    let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    let (pod_loop, pleg) = start_pod_loop(
+        &started,
+        deps,
+        store.clone(),
+        Some(eviction.hooks),
+        shutdown_rx.clone(),
+    )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
-    let _node_agent = crate::app::node::startup::start_if_connected(&started, deps)?;
+    let _node_agent =
+        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions)?;
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)
@@ -585,6 +628,11 @@ pub async fn run(
     let _ = shutdown_tx.send(true);
     if let Err(e) = pod_loop.await {
         warn!(error = %Chain(&e), "pod loop task failed");
+    }
+    for task in eviction.tasks {
+        if let Err(e) = task.await {
+            warn!(error = %Chain(&e), "eviction task failed");
+        }
     }
     if let Some(server) = server {
         match server.await {

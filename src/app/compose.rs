@@ -12,14 +12,18 @@ use crate::adapters::cri::CriRuntime;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::FakeCgroupManager;
 use crate::adapters::fake::FakeRuntimeStatus;
+use crate::adapters::fake::{FakeMemoryNotifier, FakeNodeStats};
 use crate::adapters::pki::RcgenPki;
-use crate::adapters::procfs::{MachinePaths, ProcfsMachineInfo};
+use crate::adapters::procfs::{
+    MachinePaths, MemcgThresholdNotifier, ProcfsMachineInfo, ProcfsNodeStats,
+};
 use crate::adapters::static_pods::file::FileSource;
 use crate::adapters::static_pods::http::HttpSource;
 use crate::adapters::system::{FileCertStore, SystemHostFacts};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::adapters::systemd::{CgroupMount, SystemdManager};
 use crate::app::bootstrap::Deps;
+use crate::app::eviction::EvictionPorts;
 use crate::app::node::NodeAgentDeps;
 use crate::domain::cgroup::{CgroupDriver, WeightCurve};
 use crate::domain::config::options::DEFAULT_CERT_DIR;
@@ -149,6 +153,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         }),
         sources_for: Box::new(pod_sources),
         node_agent_for: Box::new(node_agent_deps),
+        eviction_for: Box::new(eviction_ports),
         cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
         prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
@@ -227,4 +232,30 @@ pub fn node_agent_deps(
         pki: Arc::new(RcgenPki),
         cert_store: Arc::new(FileCertStore::new(cert_dir)),
     })
+}
+
+/// The eviction manager's ports: `/proc` and the cgroup hierarchies, statfs and `du`,
+/// the runtime's usage and images over the CRI (its image service endpoint), and cgroup
+/// v1 memory notifications. The simulated node observes nothing of the host.
+pub fn eviction_ports(node: &NodeConfig) -> Result<EvictionPorts, RuntimeError> {
+    match &node.image_service_endpoint {
+        RuntimeEndpoint::Simulated => Ok(EvictionPorts {
+            node: Arc::new(FakeNodeStats::new()),
+            runtime: Arc::new(FakeRuntime::new()),
+            notifier: Arc::new(FakeMemoryNotifier::unsupported()),
+        }),
+        RuntimeEndpoint::Cri(uri) => {
+            let stats = ProcfsNodeStats::detect(
+                Path::new("/proc"),
+                Path::new(CGROUP_MOUNT_ROOT),
+                node.cgroup_driver,
+            );
+            let notifier = MemcgThresholdNotifier::new(stats.layout(), node.cgroup_driver);
+            Ok(EvictionPorts {
+                node: Arc::new(stats),
+                runtime: Arc::new(CriRuntime::connect(uri, node.runtime_request_timeout)?),
+                notifier: Arc::new(notifier),
+            })
+        }
+    }
 }

@@ -121,6 +121,11 @@ impl ContainerManager {
         Ok(())
     }
 
+    /// The pods' top-level cgroup (`kubepods`); `None` without `--cgroups-per-qos`.
+    pub fn kubepods(&self) -> Option<crate::domain::cgroup::CgroupName> {
+        self.tree.as_ref().map(|tree| tree.kubepods.clone())
+    }
+
     /// The pod's cgroup; `None` without `--cgroups-per-qos`.
     pub fn pod_cgroup(&self, pod: &Pod) -> Option<PlannedCgroup> {
         self.tree.as_ref().map(|tree| tree.pod(pod))

@@ -3,6 +3,7 @@ pub mod bootstrap;
 pub mod cli;
 pub mod compose;
 pub mod container_manager;
+pub mod eviction;
 pub mod logging;
 pub mod node;
 pub mod planner;

@@ -31,6 +31,13 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
                 "the node agent in the start-up tests".into(),
             ))
         }),
+        eviction_for: Box::new(|_| {
+            Ok(crate::app::eviction::EvictionPorts {
+                node: Arc::new(crate::adapters::fake::FakeNodeStats::new()),
+                runtime: Arc::new(FakeRuntime::new()),
+                notifier: Arc::new(crate::adapters::fake::FakeMemoryNotifier::unsupported()),
+            })
+        }),
         cgroup_version: Box::new(|| CgroupVersion::V1),
         clock: Arc::new(FakeClock::new(0)),
         prober: Arc::new(crate::ports::prober::NoProber),

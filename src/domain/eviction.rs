@@ -5,6 +5,45 @@
 //! quirks ("0%" and "100%" switch a threshold off, a soft threshold needs a
 //! grace period), so that a configuration accepted upstream is accepted here
 //! and means the same thing.
+//!
+//! The eviction manager's decisions live in the submodules: `signals` (the stats it
+//! observes and the signal observations), `thresholds` (met, grace periods, node
+//! conditions), `rank` (the order pods go in), `manager` (one cycle: conditions, local
+//! storage limits, node reclaim, the pod to evict and its message), `admission` (pods
+//! refused under pressure), `image_gc` (which images go).
+
+pub mod admission;
+pub mod image_gc;
+pub mod manager;
+pub mod rank;
+pub mod signals;
+pub mod thresholds;
+
+/// The reason of an evicted pod's status, of its event and of an admission refused
+/// under node pressure.
+pub const EVICTED_REASON: &str = "Evicted";
+
+/// Whether the eviction manager leaves `pod` alone (never evicts it, always admits it):
+/// mirror pods and pods at system-critical priority or in a system-critical class.
+///
+/// Deliberately unlike upstream, a static pod is not protected for being static:
+/// rkubelet runs static pods only, so upstream's rule would leave the node nothing to
+/// reclaim. The control plane's static pods (kubeadm's name `system-node-critical`) stay
+/// protected. An evicted static pod stays Failed until its manifest changes.
+pub fn protected_from_eviction(pod: &crate::domain::pod::Pod) -> bool {
+    use crate::domain::pod::{CONFIG_MIRROR_ANNOTATION, SYSTEM_CRITICAL_PRIORITY};
+    pod.metadata
+        .annotations
+        .contains_key(CONFIG_MIRROR_ANNOTATION)
+        || pod
+            .spec
+            .priority
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+        || matches!(
+            pod.spec.priority_class_name.as_str(),
+            "system-node-critical" | "system-cluster-critical"
+        )
+}
 
 use std::collections::BTreeMap;
 use std::fmt;

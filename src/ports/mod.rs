@@ -12,3 +12,4 @@ pub mod pod_source;
 pub mod prober;
 pub mod runtime;
 pub mod runtime_status;
+pub mod stats;

@@ -93,6 +93,19 @@ impl Drop for Daemon {
 pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
     let port = free_port();
     let mut all = args.to_vec();
+    // Test nodes on a real runtime share the host's disk, which other work fills: no
+    // disk-based eviction and no image GC there unless a test asks for them (the
+    // upstream kubelet peer runs with `--eviction-hard=` too).
+    let real_runtime = args
+        .iter()
+        .any(|a| a.starts_with("--container-runtime-endpoint=unix://"));
+    let given = |flag: &str| args.iter().any(|a| a.starts_with(flag));
+    if real_runtime && !given("--eviction-hard") {
+        all.push("--eviction-hard=".into());
+    }
+    if real_runtime && !given("--image-gc-high-threshold") {
+        all.push("--image-gc-high-threshold=100".into());
+    }
     all.push(format!("--healthz-port={port}"));
     let mut command = if as_nobody {
         let mut c = Command::new("setpriv");

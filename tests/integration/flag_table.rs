@@ -219,7 +219,6 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
         "authorization",
         "cpuManagerReconcilePeriod",
         "imageMaximumGCAge",
-        "imageMinimumGCAge",
         "logging.options",
         "memorySwap",
         "shutdownGracePeriod",

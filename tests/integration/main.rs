@@ -19,6 +19,7 @@ mod cgroups_containerd;
 mod cli;
 mod cluster_node;
 mod cri_containerd;
+mod eviction_containerd;
 mod faults;
 mod flag_table;
 mod fuzz;

@@ -4,15 +4,13 @@
 //! Plain `std::fs` calls inside the async methods: cgroupfs operations are
 //! in-kernel and return at once, so a blocking-pool hop would cost more than it saves.
 
-mod mounts;
-
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-pub use mounts::{parse_mountinfo, Hierarchy};
+pub use crate::domain::cgroup::mounts::{parse_mountinfo, Hierarchy};
 
 use crate::domain::cgroup::{
     cgroupfs_files, CgroupDriver, CgroupName, CgroupVersion, ResourceConfig, WeightCurve,

@@ -35,6 +35,7 @@ mod proto {
     tonic::include_proto!("runtime.v1");
 }
 
+mod stats;
 mod status;
 
 use proto::image_service_client::ImageServiceClient;

@@ -11,6 +11,7 @@ mod machine;
 mod pki;
 pub mod runtime;
 mod runtime_status;
+mod stats;
 
 pub use api::{FakeApiServer, FakeConnector};
 pub use cert_store::FakeCertStore;
@@ -21,3 +22,4 @@ pub use host_facts::FakeHostFacts;
 pub use machine::FakeMachine;
 pub use pki::FakePki;
 pub use runtime_status::FakeRuntimeStatus;
+pub use stats::{FakeMemoryNotifier, FakeNodeStats};

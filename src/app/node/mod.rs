@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info};
 
+use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node_status::labels::Registration;
 use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
@@ -97,6 +98,8 @@ pub struct NodeAgentSettings {
     pub rotate_certificates: bool,
     /// Record `NodeAllocatableEnforced` (node allocatable is enforced on the pods' cgroup).
     pub allocatable_enforced: bool,
+    /// The eviction manager's node conditions (none when it does not run).
+    pub pressure: watch::Receiver<Vec<PressureCondition>>,
 }
 
 impl NodeAgentSettings {
@@ -132,6 +135,7 @@ impl NodeAgentSettings {
             bootstrap_kubeconfig: None,
             rotate_certificates: false,
             allocatable_enforced: false,
+            pressure: watch::channel(Vec::new()).1,
         }
     }
 }
@@ -214,6 +218,7 @@ pub fn status_inputs(
             )]
         }
     };
+    let pressure = s.pressure.borrow().clone();
     StatusInputs {
         node_name: s.registration.node_name.clone(),
         now: Time::from_unix_nanos(now_unix_nanos),
@@ -237,9 +242,9 @@ pub fn status_inputs(
         images: runtime.images,
         max_images: s.max_images,
         not_ready: runtime.not_ready,
-        memory_pressure: false,
-        disk_pressure: false,
-        pid_pressure: false,
+        memory_pressure: pressure.contains(&PressureCondition::MemoryPressure),
+        disk_pressure: pressure.contains(&PressureCondition::DiskPressure),
+        pid_pressure: pressure.contains(&PressureCondition::PidPressure),
     }
 }
 

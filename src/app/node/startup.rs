@@ -2,11 +2,13 @@
 //! agent's settings from the resolved configuration. Start-up calls [`validate`] early and
 //! [`start_if_connected`] once the pod loop runs.
 
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{run_node_agent, NodeAgent, NodeAgentSettings};
 use crate::app::bootstrap::{Deps, Started, StartupError};
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
+use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node_status::labels::Registration;
 
 /// Whether `--kubeconfig` (with or without `--bootstrap-kubeconfig`) asks for connected
@@ -59,14 +61,17 @@ pub fn agent_settings(resolved: &ResolvedConfig, cluster: &ClusterConfig) -> Nod
 }
 
 /// Start the node agent when connected mode is asked for; `None` in standalone mode.
+/// `pressure` carries the eviction manager's node conditions.
 pub fn start_if_connected(
     started: &Started,
     deps: &Deps,
+    pressure: watch::Receiver<Vec<PressureCondition>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
     };
-    let settings = agent_settings(&started.resolved, cluster);
+    let mut settings = agent_settings(&started.resolved, cluster);
+    settings.pressure = pressure;
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

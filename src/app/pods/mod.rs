@@ -26,7 +26,11 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::app::server::shutdown_requested;
+use crate::domain::eviction::admission::admit;
+use crate::domain::eviction::manager::Eviction;
+use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::pod::full_name;
+use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use manager::{PodChange, PodManager};
@@ -58,6 +62,20 @@ impl Default for LoopSettings {
     }
 }
 
+/// How the eviction manager reaches the loop: the pods to evict, and the node
+/// conditions new pods are admitted under.
+pub struct EvictionHooks {
+    pub orders: mpsc::Receiver<Eviction>,
+    pub conditions: watch::Receiver<Vec<PressureCondition>>,
+}
+
+async fn next_order(hooks: &mut Option<EvictionHooks>) -> Option<Eviction> {
+    match hooks {
+        Some(hooks) => hooks.orders.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The loop's state; see the module documentation.
 pub struct PodLoop {
     shared: Arc<WorkerShared>,
@@ -71,6 +89,9 @@ pub struct PodLoop {
     /// Relists failed in a row, so an outage logs its first failure, one line a minute,
     /// and its end, not one line a second.
     relist_failures: u64,
+    eviction: Option<EvictionHooks>,
+    /// Pods evicted or refused admission: they stay Failed while their source keeps them.
+    terminal: BTreeSet<String>,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -98,12 +119,52 @@ impl PodLoop {
             stale_cgroups_checked: false,
             pleg,
             relist_failures: 0,
+            eviction: None,
+            terminal: BTreeSet::new(),
         }
     }
 
     /// The relist's health, for `/healthz`.
     pub fn pleg_health(&self) -> Arc<PlegHealth> {
         Arc::clone(&self.pleg)
+    }
+
+    /// Takes evictions from the eviction manager and admits new pods under its node
+    /// conditions.
+    pub fn with_eviction(mut self, hooks: EvictionHooks) -> Self {
+        self.eviction = Some(hooks);
+        self
+    }
+
+    /// Upstream's eviction admission for a pod not seen before: refused under pressure,
+    /// it gets a Failed status and no worker.
+    fn refused(&mut self, pod: &crate::domain::pod::Pod) -> bool {
+        let Some(hooks) = &self.eviction else {
+            return false;
+        };
+        let conditions = hooks.conditions.borrow().clone();
+        let Err(rejection) = admit(pod, &conditions) else {
+            return false;
+        };
+        warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = rejection.reason, message = %rejection.message, "Failed to admit pod to node");
+        self.shared.store.set(
+            pod,
+            rejected_pod_status(rejection.reason, &rejection.message),
+        );
+        self.terminal.insert(pod.metadata.uid.clone());
+        true
+    }
+
+    /// Hands an eviction to the pod's worker; the pod then stays Failed.
+    fn evict(&mut self, eviction: Eviction) {
+        let uid = eviction.pod_uid.clone();
+        let Some(pod) = self.manager.get(&uid).cloned() else {
+            warn!(%uid, "eviction of a pod that is no longer desired; ignored");
+            return;
+        };
+        info!(pod = %eviction.pod, reason = eviction.reason, message = %eviction.message, "evicting pod");
+        self.terminal.insert(uid.clone());
+        self.dispatch(&uid, Desired::Evict(Box::new(pod), Box::new(eviction)));
     }
 
     fn dispatch(&mut self, uid: &str, desired: Desired) {
@@ -148,10 +209,18 @@ impl PodLoop {
             match change {
                 PodChange::Upsert(pod) => {
                     let uid = pod.metadata.uid.clone();
+                    if self.terminal.contains(&uid) {
+                        debug!(%uid, "pod was evicted or refused; it stays Failed");
+                        continue;
+                    }
+                    if !self.workers.contains_key(&uid) && self.refused(&pod) {
+                        continue;
+                    }
                     self.dispatch(&uid, Desired::Run(pod));
                 }
                 PodChange::Remove { uid, last } => {
                     info!(pod = %full_name(&last), %uid, "pod removed from its source");
+                    self.terminal.remove(&uid);
                     self.dispatch(&uid, Desired::Terminate(Some(last)));
                 }
             }
@@ -161,6 +230,9 @@ impl PodLoop {
     fn worker_done(&mut self, uid: &str) {
         self.workers.remove(uid);
         // Re-added while it was being terminated: run it again.
+        if self.terminal.contains(uid) {
+            return;
+        }
         if let Some(pod) = self.manager.get(uid).cloned() {
             self.dispatch(uid, Desired::Run(Box::new(pod)));
         }
@@ -258,6 +330,7 @@ impl PodLoop {
                     None => sources_open = false,
                 },
                 Some(uid) = self.done.recv() => self.worker_done(&uid),
+                Some(eviction) = next_order(&mut self.eviction) => self.evict(eviction),
                 Some(uid) = events.recv() => {
                     if let Some(worker) = self.workers.get(&uid) {
                         worker.poke.notify_one();

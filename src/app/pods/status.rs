@@ -26,7 +26,7 @@ impl PodStatusStore {
         Self::default()
     }
 
-    pub(super) fn set(&self, pod: &Pod, status: ApiPodStatus) {
+    pub(crate) fn set(&self, pod: &Pod, status: ApiPodStatus) {
         let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
         let uid = pod.metadata.uid.clone();
         let changed = pods.get(&uid).is_none_or(|r| r.status != status);
@@ -48,6 +48,28 @@ impl PodStatusStore {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+    }
+
+    /// The pods the kubelet still runs (their phase is neither Failed nor Succeeded):
+    /// what the eviction manager may evict.
+    pub fn active_pods(&self) -> Vec<Pod> {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        pods.values()
+            .filter(|r| !r.status.is_terminal())
+            .map(|r| r.pod.clone())
+            .collect()
+    }
+
+    /// The uids of every pod with a status.
+    pub fn pod_uids(&self) -> Vec<String> {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        pods.keys().cloned().collect()
+    }
+
+    /// The pod's latest status.
+    pub fn status_of(&self, uid: &str) -> Option<ApiPodStatus> {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        pods.get(uid).map(|r| r.status.clone())
     }
 
     /// The pods as a `v1.PodList`.

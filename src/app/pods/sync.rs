@@ -33,6 +33,9 @@ use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
 const DEFAULT_GRACE_SECS: i64 = 30;
+/// Upstream's least grace period when the kubelet kills a container
+/// (`minimumGracePeriodInSeconds`).
+const MINIMUM_GRACE_SECS: i64 = 2;
 
 /// What a sync needs from the world, shared by every pod worker.
 pub struct SyncContext {
@@ -434,6 +437,27 @@ async fn stop_pod(
         if let Err(error) = ctx.runtime.stop_pod_sandbox(&s.id).await {
             warn!(sandbox = %s.id, error = %Chain(&error), "failed to stop pod sandbox");
         }
+    }
+}
+
+/// Kills the pod for good (an eviction): stops its containers with `grace_secs` (at
+/// least upstream's 2 s) and then its sandbox, keeping them for their logs and status.
+/// Returns what the runtime holds afterwards.
+pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, grace_secs: i64) -> PodRuntimeStatus {
+    let uid = &pod.metadata.uid;
+    let before = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
+        Ok(view) => view.status,
+        Err(error) => {
+            warn!(error = %Chain(&error), "cannot read the pod's runtime status to kill it");
+            return PodRuntimeStatus::default();
+        }
+    };
+    let grace = grace_secs.max(MINIMUM_GRACE_SECS);
+    info!(grace_period_secs = grace, "killing pod");
+    stop_pod(ctx, Some(pod), &before, grace).await;
+    match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
+        Ok(view) => view.status,
+        Err(_) => before,
     }
 }
 

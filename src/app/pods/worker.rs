@@ -11,10 +11,11 @@ use tracing::{info_span, Instrument};
 
 use super::probes::ProbeManager;
 use super::status::PodStatusStore;
-use super::sync::{sync_pod, terminate_pod, SyncContext};
+use super::sync::{kill_pod, sync_pod, terminate_pod, SyncContext};
+use crate::domain::eviction::manager::Eviction;
 use crate::domain::kuberuntime::backoff::BackoffPolicy;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::{api_pod_status, rejected_pod_status};
+use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 
 /// Retry delay for a termination that left something behind.
 const TERMINATE_RETRY: Duration = Duration::from_secs(2);
@@ -25,6 +26,8 @@ pub(super) enum Desired {
     Run(Box<Pod>),
     /// Terminate and remove; the last known spec when there is one.
     Terminate(Option<Box<Pod>>),
+    /// Kill for good and keep as Failed (an eviction); never started again.
+    Evict(Box<Pod>, Box<Eviction>),
 }
 
 pub(super) struct Worker {
@@ -84,6 +87,35 @@ pub(super) async fn worker_loop(
                     .retry_after
                     .map(|d| d.max(BackoffPolicy::SYNC_ERROR.delay_for_step(failures)));
                 retry.map_or(shared.resync, |d| d.min(shared.resync))
+            }
+            Desired::Evict(pod, eviction) => {
+                let span = info_span!("evict_pod", pod = %full_name(&pod), %uid);
+                let runtime = kill_pod(&shared.ctx, &pod, eviction.grace_period_override)
+                    .instrument(span)
+                    .await;
+                let status = api_pod_status(
+                    &pod,
+                    &runtime,
+                    &Default::default(),
+                    &shared.ctx.runtime_name,
+                );
+                let condition = eviction.condition.as_ref().map(|c| PodCondition {
+                    condition_type: c.type_.to_owned(),
+                    status: c.status.to_owned(),
+                    reason: c.reason.to_owned(),
+                    message: c.message.clone(),
+                });
+                shared.store.set(
+                    &pod,
+                    terminal_status(status, eviction.reason, &eviction.message, condition),
+                );
+                drop(permit);
+                // Killed for good: its status stays as it is now; only a new desire (its
+                // removal from the source) wakes the worker again.
+                if desired.changed().await.is_err() {
+                    return;
+                }
+                continue;
             }
             Desired::Terminate(last) => {
                 shared.probes.forget(&uid);

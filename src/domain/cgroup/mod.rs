@@ -3,6 +3,7 @@
 
 pub mod cfs;
 pub mod config;
+pub mod mounts;
 pub mod name;
 pub mod tree;
 pub mod values;

@@ -190,6 +190,7 @@ const DEFAULTED_WHEN_ZERO: &[&[&str]] = &[
     &["nodeStatusReportFrequency"],
     &["nodeLeaseDurationSeconds"],
     &["evictionPressureTransitionPeriod"],
+    &["imageMinimumGCAge"],
     &["authentication", "webhook", "cacheTTL"],
     &["authorization", "webhook", "cacheAuthorizedTTL"],
     &["authorization", "webhook", "cacheUnauthorizedTTL"],

@@ -3,12 +3,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use super::error::ConfigError;
 use super::flags;
 use crate::domain::cgroup::WeightCurve;
+use crate::domain::units::duration::GoDuration;
 
 /// Upstream's default `--cert-dir`.
 pub const DEFAULT_CERT_DIR: &str = "/var/lib/kubelet/pki";
+/// `--housekeeping-interval` unless given: upstream's eviction monitoring period.
+pub const DEFAULT_HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Options that exist only on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +39,8 @@ pub struct FlagOptions {
     /// `--cpu-weight-curve`.
     pub cpu_weight_curve: WeightCurve,
     pub dry_run_snapshot: Option<PathBuf>,
+    /// `--housekeeping-interval`: how often the eviction manager observes the node.
+    pub housekeeping_interval: Duration,
     /// Every flag given on the command line (long name, text), to report deprecated and
     /// not-implemented ones.
     pub given: Vec<(String, String)>,
@@ -59,6 +66,7 @@ impl Default for FlagOptions {
             dry_run_output: "text".into(),
             cpu_weight_curve: WeightCurve::default(),
             dry_run_snapshot: None,
+            housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
             given: Vec::new(),
         }
     }
@@ -134,6 +142,20 @@ impl FlagOptions {
                 WeightCurve::default()
             }
         };
+        let housekeeping_interval = match given.get("housekeeping-interval") {
+            None => DEFAULT_HOUSEKEEPING_INTERVAL,
+            Some(text) => match GoDuration::parse(text).ok().and_then(|d| d.to_std()) {
+                Some(d) if !d.is_zero() => d,
+                _ => {
+                    problems.push(ConfigError::InvalidFlag {
+                        flag: "housekeeping-interval".into(),
+                        value: text.clone(),
+                        reason: "must be a positive duration (such as 10s)".into(),
+                    });
+                    DEFAULT_HOUSEKEEPING_INTERVAL
+                }
+            },
+        };
         let exit_needs_lock =
             exit_on_lock_contention && non_empty_path(given.get("lock-file")).is_none();
         if exit_needs_lock {
@@ -185,6 +207,7 @@ impl FlagOptions {
             dry_run_output,
             cpu_weight_curve,
             dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
+            housekeeping_interval,
             given: Vec::new(),
         };
         if problems.is_empty() {
@@ -205,6 +228,26 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         FlagOptions::from_given(&given)
+    }
+
+    #[test]
+    fn the_housekeeping_interval_is_a_positive_duration() {
+        let get =
+            |v: &str| options(&[("housekeeping-interval", v)]).map(|o| o.housekeeping_interval);
+        assert_eq!(
+            options(&[]).map(|o| o.housekeeping_interval).ok(),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(get("500ms").ok(), Some(Duration::from_millis(500)));
+        for bad in ["0s", "-1s", "soon"] {
+            let problems = get(bad).err().unwrap_or_default();
+            assert_eq!(problems.len(), 1, "{bad}");
+            assert!(
+                problems[0].to_string().contains("housekeeping-interval"),
+                "{}",
+                problems[0]
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ use super::model::{KubeletConfiguration, Taint};
 use super::options::FlagOptions;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupSettings};
+use crate::domain::eviction::image_gc::ImageGcPolicy;
+use crate::domain::eviction::manager::EvictionConfig;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node::{NodeNameSource, NodeSettings};
 
@@ -126,12 +128,52 @@ pub struct NodeConfig {
     pub hostname: String,
     /// The API server connection; `None` in standalone mode.
     pub cluster: Option<ClusterConfig>,
-
+    /// The eviction manager and image garbage collection (the thresholds are in `node`).
+    pub eviction: EvictionSettings,
     /// `seccompDefault`: `RuntimeDefault` for containers that name no seccomp profile.
     pub seccomp_default: bool,
     /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
     /// safe ones, each known to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+}
+
+/// The eviction manager's and image GC's settings, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvictionSettings {
+    /// `evictionPressureTransitionPeriod`.
+    pub pressure_transition_period: Duration,
+    /// `evictionMaxPodGracePeriod`.
+    pub max_pod_grace_period_seconds: i64,
+    /// `kernelMemcgNotification`; unlike upstream, on unless set to false (cgroup v1 only).
+    pub kernel_memcg_notification: bool,
+    /// `localStorageCapacityIsolation`.
+    pub local_storage_capacity_isolation: bool,
+    /// `--housekeeping-interval`: how often the node is observed (upstream's 10 s).
+    pub monitoring_period: Duration,
+    /// `imageGCHighThresholdPercent`, `imageGCLowThresholdPercent`, `imageMinimumGCAge`.
+    pub image_gc: ImageGcPolicy,
+}
+
+impl NodeConfig {
+    /// The eviction manager's configuration: every threshold, hard and soft.
+    pub fn eviction_config(&self) -> EvictionConfig {
+        let e = &self.eviction;
+        EvictionConfig {
+            thresholds: self
+                .node
+                .hard_thresholds
+                .iter()
+                .chain(&self.node.soft_thresholds)
+                .cloned()
+                .collect(),
+            pressure_transition_period_nanos: i64::try_from(
+                e.pressure_transition_period.as_nanos(),
+            )
+            .unwrap_or(i64::MAX),
+            max_pod_grace_period_seconds: e.max_pod_grace_period_seconds,
+            local_storage_capacity_isolation: e.local_storage_capacity_isolation,
+        }
+    }
 }
 
 /// Connected mode: `--kubeconfig` (or `--bootstrap-kubeconfig`) is given.

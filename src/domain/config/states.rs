@@ -48,8 +48,6 @@ const fn refused(name: &'static str) -> FieldSpec {
 
 const NO_API_CLIENT: &str = "no API server client yet";
 const NO_SERVER: &str = "no kubelet API server yet (only healthz is served), so nothing is exposed";
-const NO_GC: &str = "no image or container garbage collection yet";
-const NO_EVICTION: &str = "no eviction manager yet";
 const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
 const NO_LOG_ROTATION: &str = "container logs are not rotated yet";
 /// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
@@ -99,10 +97,10 @@ pub const FIELDS: &[FieldSpec] = &[
     done("nodeStatusUpdateFrequency"),
     done("nodeStatusReportFrequency"),
     done("nodeLeaseDurationSeconds"),
-    ni("imageMinimumGCAge", NO_GC),
-    ni("imageMaximumGCAge", NO_GC),
-    ni("imageGCHighThresholdPercent", NO_GC),
-    ni("imageGCLowThresholdPercent", NO_GC),
+    done("imageMinimumGCAge"),
+    ni("imageMaximumGCAge", "images are not removed by age alone"),
+    done("imageGCHighThresholdPercent"),
+    done("imageGCLowThresholdPercent"),
     ni("volumeStatsAggPeriod", "no volume stats yet"),
     ni(
         "kubeletCgroups",
@@ -146,13 +144,13 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "evictionHard",
         state: State::Implemented,
-        note: "subtracted from node allocatable; no pods are evicted yet",
+        note: "evicts pods and is subtracted from node allocatable",
     },
-    ni("evictionSoft", NO_EVICTION),
-    ni("evictionSoftGracePeriod", NO_EVICTION),
-    ni("evictionPressureTransitionPeriod", NO_EVICTION),
-    ni("evictionMaxPodGracePeriod", NO_EVICTION),
-    ni("evictionMinimumReclaim", NO_EVICTION),
+    done("evictionSoft"),
+    done("evictionSoftGracePeriod"),
+    done("evictionPressureTransitionPeriod"),
+    done("evictionMaxPodGracePeriod"),
+    done("evictionMinimumReclaim"),
     done("mergeDefaultEvictionSettings"),
     ni("podsPerCore", "only maxPods limits pods"),
     ni("enableControllerAttachDetach", "no volume attach/detach"),
@@ -188,7 +186,11 @@ pub const FIELDS: &[FieldSpec] = &[
     done("allowedUnsafeSysctls"),
     ni("volumePluginDir", "no flexvolume plugins"),
     done("providerID"),
-    ni("kernelMemcgNotification", NO_EVICTION),
+    FieldSpec {
+        name: "kernelMemcgNotification",
+        state: State::Implemented,
+        note: "on unless set to false (upstream: off), where the kernel offers it (cgroup v1)",
+    },
     done("logging"),
     ni("logging.vmodule", "one verbosity applies to all code"),
     ni("logging.options", "logs go to stderr unbuffered"),
@@ -213,10 +215,7 @@ pub const FIELDS: &[FieldSpec] = &[
     done("registerWithTaints"),
     done("registerNode"),
     ni("tracing", "no tracing export"),
-    ni(
-        "localStorageCapacityIsolation",
-        "ephemeral storage is not isolated",
-    ),
+    done("localStorageCapacityIsolation"),
     done("containerRuntimeEndpoint"),
     done("imageServiceEndpoint"),
     ni("failCgroupV1", "cgroup v1 hosts are not refused"),

@@ -11,13 +11,14 @@ use super::feature_gates::FeatureGates;
 use super::model::KubeletConfiguration;
 use super::options::FlagOptions;
 use super::resolved::{
-    ClusterConfig, HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint, DEFAULT_KUBE_API_BURST,
-    DEFAULT_KUBE_API_QPS, DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
+    ClusterConfig, EvictionSettings, HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint,
+    DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
 };
 use crate::domain::cgroup::cfs;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{kubepods_name, CgroupDriver, CgroupSettings};
 use crate::domain::eviction;
+use crate::domain::eviction::image_gc::{self, ImageGcPolicy};
 use crate::domain::node::reserved::{self, ResourceList, ENFORCE_PODS};
 use crate::domain::node::{node_settings, resolve_node_name, GivenReservations};
 use crate::domain::node_status::labels::validate_node_labels;
@@ -314,6 +315,7 @@ pub fn validate(
     };
 
     let cluster = cluster_config(c, options, &mut problems);
+    let eviction = eviction_settings(c, options, &mut problems);
 
     // The checks against this machine run whatever else is wrong, so every problem is
     // reported at once.
@@ -407,7 +409,51 @@ pub fn validate(
             .unwrap_or(facts.hostname.trim())
             .to_lowercase(),
         cluster,
+        eviction,
     })
+}
+
+/// The eviction manager's and image GC's settings, with upstream's checks of the image
+/// GC thresholds.
+fn eviction_settings(
+    c: &KubeletConfiguration,
+    options: &FlagOptions,
+    problems: &mut Vec<ConfigError>,
+) -> EvictionSettings {
+    let high = c
+        .image_gc_high_threshold_percent
+        .unwrap_or(image_gc::DEFAULT_HIGH_THRESHOLD_PERCENT);
+    let low = c
+        .image_gc_low_threshold_percent
+        .unwrap_or(image_gc::DEFAULT_LOW_THRESHOLD_PERCENT);
+    if !(0..=100).contains(&high) {
+        problems.push(invalid(format!("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) {high} must be between 0 and 100, inclusive")));
+    }
+    if !(0..=100).contains(&low) {
+        problems.push(invalid(format!("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) {low} must be between 0 and 100, inclusive")));
+    }
+    if low >= high {
+        problems.push(invalid(format!("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) {low} must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) {high}")));
+    }
+    let min_age = c.image_minimum_gc_age.map_or(
+        image_gc::DEFAULT_MINIMUM_GC_AGE_SECS as i64 * 1_000_000_000,
+        |d| d.as_nanos().max(0),
+    );
+    EvictionSettings {
+        pressure_transition_period: c
+            .eviction_pressure_transition_period
+            .to_std()
+            .unwrap_or_default(),
+        max_pod_grace_period_seconds: i64::from(c.eviction_max_pod_grace_period),
+        kernel_memcg_notification: c.kernel_memcg_notification.unwrap_or(true),
+        local_storage_capacity_isolation: c.local_storage_capacity_isolation.unwrap_or(true),
+        monitoring_period: options.housekeeping_interval,
+        image_gc: ImageGcPolicy {
+            high_threshold_percent: high,
+            low_threshold_percent: low,
+            min_age_nanos: min_age,
+        },
+    }
 }
 
 /// The API server connection of connected mode (`--kubeconfig` given), its node labels
@@ -600,6 +646,51 @@ mod tests {
                 "want {want:?} in {got:#?}"
             );
         }
+    }
+
+    #[test]
+    fn image_gc_thresholds_are_checked_as_upstream() {
+        let c = KubeletConfiguration {
+            image_gc_high_threshold_percent: Some(101),
+            image_gc_low_threshold_percent: Some(-1),
+            ..KubeletConfiguration::default()
+        };
+        assert_eq!(
+            messages(&c),
+            [
+                "invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive",
+                "invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) -1 must be between 0 and 100, inclusive",
+            ]
+        );
+        let c = KubeletConfiguration {
+            image_gc_high_threshold_percent: Some(50),
+            image_gc_low_threshold_percent: Some(50),
+            ..KubeletConfiguration::default()
+        };
+        assert_eq!(messages(&c), ["invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 50 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 50"]);
+        let node = validate(
+            &KubeletConfiguration::default(),
+            &FlagOptions::default(),
+            &node_a(),
+        )
+        .expect("valid");
+        let e = &node.eviction;
+        assert_eq!(
+            (
+                e.image_gc.high_threshold_percent,
+                e.image_gc.low_threshold_percent,
+                e.image_gc.min_age_nanos
+            ),
+            (85, 80, 120_000_000_000)
+        );
+        assert_eq!(e.pressure_transition_period, Duration::from_secs(300));
+        assert!(e.kernel_memcg_notification && e.local_storage_capacity_isolation);
+        assert_eq!(e.monitoring_period, Duration::from_secs(10));
+        let config = node.eviction_config();
+        assert_eq!(
+            config.thresholds.len(),
+            node.node.hard_thresholds.len() + node.node.soft_thresholds.len()
+        );
     }
 
     #[test]

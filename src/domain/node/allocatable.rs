@@ -53,19 +53,13 @@ pub fn hard_eviction_reservation(
     out
 }
 
-/// Upstream GetThresholdQuantity: the quantity itself, or capacity (whole
-/// units) times the float32 fraction, widened to float64 and truncated.
+/// Upstream GetThresholdQuantity, against the resource's capacity (zero when unknown).
 fn threshold_quantity(value: &ThresholdValue, capacity: Option<&Quantity>) -> Quantity {
-    match value {
-        ThresholdValue::Quantity(q) => *q,
-        ThresholdValue::Percentage(p) => {
-            let cap = capacity.map(Quantity::value).unwrap_or(0);
-            // `as` saturates on overflow; a percentage is at most 1.0 so the
-            // product never exceeds the capacity anyway.
-            let bytes = (cap as f64 * f64::from(*p)) as i64;
-            Quantity::new(bytes, Format::BinarySI)
-        }
-    }
+    value.quantity(
+        &capacity
+            .copied()
+            .unwrap_or_else(|| Quantity::new(0, Format::BinarySI)),
+    )
 }
 
 /// Per resource of `capacity`: system + kube + hard eviction reservation,

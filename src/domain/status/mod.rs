@@ -85,7 +85,7 @@ pub struct ApiContainerStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ApiPodStatus {
     pub phase: String,
-    /// Set on a pod the node rejected (`SysctlForbidden`, `AppArmor`).
+    /// Why the node ended or refused the pod (`Evicted`, `SysctlForbidden`, `AppArmor`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -225,17 +225,48 @@ pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
     ]
 }
 
+/// The phase of a pod the kubelet ended.
+pub const PHASE_FAILED: &str = "Failed";
+
+/// The status of a pod the kubelet stopped for good (an eviction): phase `Failed`, the
+/// reason and message, and `condition` set as upstream's `UpdatePodCondition` does
+/// (replacing one of the same type).
+pub fn terminal_status(
+    mut status: ApiPodStatus,
+    reason: &str,
+    message: &str,
+    condition: Option<PodCondition>,
+) -> ApiPodStatus {
+    status.phase = PHASE_FAILED.to_owned();
+    status.reason = reason.to_owned();
+    status.message = message.to_owned();
+    if let Some(condition) = condition {
+        status
+            .conditions
+            .retain(|c| c.condition_type != condition.condition_type);
+        status.conditions.push(condition);
+    }
+    status
+}
+
 /// The status of a pod the node refuses to run, as upstream's `rejectPod` sets it:
-/// `Failed`, the reason, and `Pod was rejected: <message>`.
+/// `Failed`, the reason, and `Pod was rejected: <message>`, no container status.
 pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
     ApiPodStatus {
-        phase: "Failed".to_owned(),
+        phase: PHASE_FAILED.to_owned(),
         reason: reason.to_owned(),
         message: format!("Pod was rejected: {message}"),
         pod_ip: String::new(),
         init_container_statuses: Vec::new(),
         container_statuses: Vec::new(),
         conditions: Vec::new(),
+    }
+}
+
+impl ApiPodStatus {
+    /// Failed or Succeeded: the kubelet runs nothing more of the pod.
+    pub fn is_terminal(&self) -> bool {
+        self.phase == PHASE_FAILED || self.phase == "Succeeded"
     }
 }
 
@@ -512,6 +543,34 @@ mod tests {
             ApiContainerState::Waiting(Waiting::new("ErrImagePull", "pull failed"))
         );
         assert_eq!(status.phase, "Pending");
+    }
+
+    #[test]
+    fn an_evicted_pod_is_failed_with_reason_message_and_condition() {
+        let running = app_pod_status(&PodRuntimeStatus::default());
+        let condition = |message: &str| PodCondition {
+            condition_type: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: "TerminationByKubelet".into(),
+            message: message.into(),
+        };
+        let status = terminal_status(running, "Evicted", "low", Some(condition("old")));
+        let status = terminal_status(status, "Evicted", "low", Some(condition("low")));
+        assert!(status.is_terminal());
+        assert_eq!(status.conditions.last(), Some(&condition("low")));
+        let json = serde_json::to_value(&status).unwrap_or_default();
+        assert_eq!(json["phase"], "Failed");
+        assert_eq!(json["reason"], "Evicted");
+        assert_eq!(
+            json["conditions"][status.conditions.len() - 1]["type"],
+            "DisruptionTarget"
+        );
+        let rejected = rejected_pod_status("Evicted", "The node had condition: [DiskPressure]. ");
+        assert_eq!(
+            rejected.message,
+            "Pod was rejected: The node had condition: [DiskPressure]. "
+        );
+        assert!(rejected.container_statuses.is_empty() && rejected.is_terminal());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Finding the cgroup hierarchies from `/proc/self/mountinfo`.
+//! Finding the cgroup hierarchies in the text of `/proc/self/mountinfo` (pure: the
+//! cgroup driver and the node statistics read the file and ask this).
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,550 @@
+//! Node statistics from the kernel ([`NodeStats`]): a cgroup's memory and tasks from the
+//! cgroup filesystem (v1: the memory and pids hierarchies; v2: the unified one, the root
+//! from `/proc/meminfo` as runc does), filesystems with `statvfs`, directory usage as
+//! `du -x`, and the node's pids from `/proc/sys/kernel` and `/proc/loadavg` as upstream.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use crate::domain::cgroup::mounts::parse_mountinfo;
+use crate::domain::cgroup::{CgroupDriver, CgroupName};
+use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
+use crate::ports::stats::{CgroupStats, FilesystemInfo, NodeStats, StatsError};
+
+/// Above this a cgroup v1 limit means "no limit" (the kernel rounds its maximum down to
+/// a page; cAdvisor uses the same bound).
+const UNLIMITED_ABOVE: u64 = 1 << 62;
+
+/// Where the cgroup files eviction reads are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupLayout {
+    /// The v1 hierarchies holding the memory and pids controllers, when mounted.
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+    },
+    /// The unified hierarchy's mount.
+    V2 { root: PathBuf },
+}
+
+impl CgroupLayout {
+    /// The layout from `/proc/self/mountinfo`'s text: v1 when any v1 hierarchy is
+    /// mounted under `mount_root` (a cgroup2 mount beside them holds no memory
+    /// controller), v2 otherwise.
+    pub fn from_mountinfo(mountinfo: &str, mount_root: &Path) -> Option<CgroupLayout> {
+        let hierarchies = parse_mountinfo(mountinfo, mount_root);
+        if hierarchies.iter().any(|h| !h.unified) {
+            let find = |c: &str| {
+                hierarchies
+                    .iter()
+                    .find(|h| h.has(c))
+                    .map(|h| h.mount.clone())
+            };
+            return Some(CgroupLayout::V1 {
+                memory: find("memory"),
+                pids: find("pids"),
+            });
+        }
+        hierarchies
+            .into_iter()
+            .next()
+            .map(|h| CgroupLayout::V2 { root: h.mount })
+    }
+
+    /// The v1 memory hierarchy's mount (memory threshold notifications need it).
+    pub fn v1_memory(&self) -> Option<&Path> {
+        match self {
+            CgroupLayout::V1 { memory, .. } => memory.as_deref(),
+            CgroupLayout::V2 { .. } => None,
+        }
+    }
+}
+
+/// The directory of `name` below a hierarchy mounted at `mount`, in the driver's
+/// spelling (`/kubepods/burstable` or `/kubepods.slice/kubepods-burstable.slice`).
+pub fn cgroup_dir(mount: &Path, name: &CgroupName, driver: CgroupDriver) -> PathBuf {
+    let relative = name.to_driver(driver);
+    mount.join(relative.trim_start_matches('/'))
+}
+
+/// Node statistics read from the kernel's files.
+#[derive(Debug, Clone)]
+pub struct ProcfsNodeStats {
+    proc: PathBuf,
+    layout: Option<CgroupLayout>,
+    driver: CgroupDriver,
+}
+
+fn read_error(path: &Path, source: io::Error) -> StatsError {
+    StatsError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn parse_error(path: &Path, detail: impl Into<String>) -> StatsError {
+    StatsError::Parse {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    }
+}
+
+/// The file's text; `None` when it does not exist.
+fn read_optional(path: &Path) -> Result<Option<String>, StatsError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(read_error(path, e)),
+    }
+}
+
+fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
+    text.trim()
+        .parse()
+        .map_err(|_| parse_error(path, format!("not a number: {:?}", text.trim())))
+}
+
+/// The value of `key` in a `memory.stat` (`key value` lines).
+fn stat_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// `MemTotal − MemFree` from `/proc/meminfo`, in bytes: the usage of the v2 root, which
+/// has no `memory.current` (runc's `statsFromMeminfo`).
+fn meminfo_usage(path: &Path, text: &str) -> Result<u64, StatsError> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .ok_or_else(|| parse_error(path, format!("no {name}")))
+    };
+    Ok(field("MemTotal")?.saturating_sub(field("MemFree")?) * 1024)
+}
+
+impl ProcfsNodeStats {
+    /// Statistics for this machine: `proc_root` (normally `/proc`) and the cgroup
+    /// hierarchies mounted under `mount_root` (normally `/sys/fs/cgroup`), named the
+    /// way `driver` names cgroups.
+    pub fn detect(proc_root: &Path, mount_root: &Path, driver: CgroupDriver) -> Self {
+        let mountinfo =
+            std::fs::read_to_string(proc_root.join("self/mountinfo")).unwrap_or_default();
+        Self::with_layout(
+            proc_root,
+            CgroupLayout::from_mountinfo(&mountinfo, mount_root),
+            driver,
+        )
+    }
+
+    /// Statistics from given places (tests, fixtures).
+    pub fn with_layout(
+        proc_root: &Path,
+        layout: Option<CgroupLayout>,
+        driver: CgroupDriver,
+    ) -> Self {
+        ProcfsNodeStats {
+            proc: proc_root.to_path_buf(),
+            layout,
+            driver,
+        }
+    }
+
+    pub fn layout(&self) -> Option<&CgroupLayout> {
+        self.layout.as_ref()
+    }
+
+    fn cgroup_v1(
+        &self,
+        memory: Option<&Path>,
+        pids: Option<&Path>,
+        name: &CgroupName,
+    ) -> Result<Option<CgroupStats>, StatsError> {
+        let memory = memory.ok_or(StatsError::NoController {
+            controller: "memory",
+        })?;
+        let dir = cgroup_dir(memory, name, self.driver);
+        let usage_file = dir.join("memory.usage_in_bytes");
+        let Some(usage) = read_optional(&usage_file)? else {
+            return Ok(None);
+        };
+        let stat_file = dir.join("memory.stat");
+        let stat = read_optional(&stat_file)?.unwrap_or_default();
+        let limit_file = dir.join("memory.limit_in_bytes");
+        let limit = match read_optional(&limit_file)? {
+            Some(text) => Some(parse_u64(&limit_file, &text)?).filter(|l| *l <= UNLIMITED_ABOVE),
+            None => None,
+        };
+        let tasks = match pids {
+            Some(mount) => {
+                let file = cgroup_dir(mount, name, self.driver).join("pids.current");
+                read_optional(&file)?
+                    .map(|t| parse_u64(&file, &t))
+                    .transpose()?
+            }
+            None => None,
+        };
+        Ok(Some(CgroupStats {
+            memory_usage_bytes: parse_u64(&usage_file, &usage)?,
+            inactive_file_bytes: stat_value(&stat, "total_inactive_file").unwrap_or(0),
+            memory_limit_bytes: limit,
+            tasks,
+        }))
+    }
+
+    fn cgroup_v2(&self, root: &Path, name: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
+        let dir = cgroup_dir(root, name, self.driver);
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let current = dir.join("memory.current");
+        let usage = match read_optional(&current)? {
+            Some(text) => parse_u64(&current, &text)?,
+            // The root has no memory.current.
+            None if name.is_root() => {
+                let meminfo = self.proc.join("meminfo");
+                let text =
+                    std::fs::read_to_string(&meminfo).map_err(|e| read_error(&meminfo, e))?;
+                meminfo_usage(&meminfo, &text)?
+            }
+            None => {
+                return Err(StatsError::NoController {
+                    controller: "memory",
+                })
+            }
+        };
+        let stat = read_optional(&dir.join("memory.stat"))?.unwrap_or_default();
+        let max_file = dir.join("memory.max");
+        let limit = match read_optional(&max_file)? {
+            Some(text) if text.trim() == "max" => None,
+            Some(text) => Some(parse_u64(&max_file, &text)?),
+            None => None,
+        };
+        let pids_file = dir.join("pids.current");
+        let tasks = read_optional(&pids_file)?
+            .map(|t| parse_u64(&pids_file, &t))
+            .transpose()?;
+        Ok(Some(CgroupStats {
+            memory_usage_bytes: usage,
+            inactive_file_bytes: stat_value(&stat, "inactive_file").unwrap_or(0),
+            memory_limit_bytes: limit,
+            tasks,
+        }))
+    }
+
+    fn pids_sync(&self) -> Result<PidStats, StatsError> {
+        let mut max: Option<u64> = None;
+        for file in ["sys/kernel/pid_max", "sys/kernel/threads-max"] {
+            let path = self.proc.join(file);
+            if let Some(text) = read_optional(&path)? {
+                let limit = parse_u64(&path, &text)?;
+                max = Some(max.map_or(limit, |m| m.min(limit)));
+            }
+        }
+        let loadavg = self.proc.join("loadavg");
+        let text = std::fs::read_to_string(&loadavg).map_err(|e| read_error(&loadavg, e))?;
+        // "1.36 3.49 4.53 2/3518 3715089": the tasks that exist are after the slash.
+        let running = text
+            .split_whitespace()
+            .nth(3)
+            .and_then(|f| f.split_once('/'))
+            .and_then(|(_, total)| total.parse().ok())
+            .ok_or_else(|| parse_error(&loadavg, "no running/total task field"))?;
+        Ok(PidStats {
+            max: max.unwrap_or(u64::MAX),
+            running,
+        })
+    }
+}
+
+/// `statvfs` of `path` and its device.
+pub fn filesystem_info(path: &Path) -> Result<FilesystemInfo, StatsError> {
+    let statfs_error = |source: io::Error| StatsError::Statfs {
+        path: path.to_path_buf(),
+        source,
+    };
+    let st = nix::sys::statvfs::statvfs(path).map_err(|e| statfs_error(e.into()))?;
+    let device = std::fs::metadata(path).map_err(statfs_error)?.dev();
+    let fragment = st.fragment_size();
+    Ok(FilesystemInfo {
+        stats: FsStats {
+            capacity_bytes: st.blocks().saturating_mul(fragment),
+            available_bytes: st.blocks_available().saturating_mul(fragment),
+            inodes: Some(st.files()),
+            inodes_free: Some(st.files_free()),
+        },
+        device,
+    })
+}
+
+/// Bytes on disk (512-byte blocks, as `du`) and inodes below `root` on its filesystem;
+/// hard links count once; entries vanishing meanwhile are skipped.
+pub fn directory_usage(root: &Path) -> Result<Option<FsUsage>, StatsError> {
+    let meta = match std::fs::symlink_metadata(root) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_error(root, e)),
+    };
+    let device = meta.dev();
+    let mut usage = FsUsage {
+        used_bytes: meta.blocks().saturating_mul(512),
+        inodes_used: 1,
+    };
+    let mut linked: HashSet<u64> = HashSet::new();
+    let mut dirs = if meta.is_dir() {
+        vec![root.to_path_buf()]
+    } else {
+        Vec::new()
+    };
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(read_error(&dir, e)),
+        };
+        for entry in entries.flatten() {
+            // Not following symlinks: DirEntry::metadata is lstat.
+            let Ok(m) = entry.metadata() else {
+                continue;
+            };
+            if m.dev() != device {
+                continue;
+            }
+            if !m.is_dir() && m.nlink() > 1 && !linked.insert(m.ino()) {
+                continue;
+            }
+            usage.used_bytes = usage
+                .used_bytes
+                .saturating_add(m.blocks().saturating_mul(512));
+            usage.inodes_used += 1;
+            if m.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    Ok(Some(usage))
+}
+
+#[async_trait]
+impl NodeStats for ProcfsNodeStats {
+    async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
+        match &self.layout {
+            Some(CgroupLayout::V1 { memory, pids }) => {
+                self.cgroup_v1(memory.as_deref(), pids.as_deref(), cgroup)
+            }
+            Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, cgroup),
+            None => Err(StatsError::NoController {
+                controller: "memory",
+            }),
+        }
+    }
+
+    async fn filesystem(&self, path: &Path) -> Result<FilesystemInfo, StatsError> {
+        filesystem_info(path)
+    }
+
+    async fn directory_usage(&self, path: &Path) -> Result<Option<FsUsage>, StatsError> {
+        // A large folder takes a while to walk: off the (single) async thread.
+        let path = path.to_path_buf();
+        match tokio::task::spawn_blocking(move || directory_usage(&path)).await {
+            Ok(result) => result,
+            Err(join) => Err(StatsError::Read {
+                path: PathBuf::new(),
+                source: io::Error::other(join.to_string()),
+            }),
+        }
+    }
+
+    async fn pids(&self) -> Result<PidStats, StatsError> {
+        self.pids_sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    fn name(parts: &[&str]) -> CgroupName {
+        CgroupName::new(&CgroupName::root(), parts).unwrap_or_default()
+    }
+
+    /// A cgroup v2 host as a file tree: the root (no memory.current), kubepods with a
+    /// limit, a pod without one.
+    #[tokio::test]
+    async fn cgroup_v2_files() -> Result<(), StatsError> {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let proc = tmp.path().join("proc");
+        let cg = tmp.path().join("cgroup");
+        write(&proc.join("meminfo"), "MemTotal:        8000000 kB\nMemFree:         3000000 kB\nMemAvailable:    5000000 kB\n");
+        write(&cg.join("cgroup.controllers"), "cpu memory pids\n");
+        write(
+            &cg.join("memory.stat"),
+            "anon 100\nfile 2000\ninactive_file 1048576\nactive_file 5\n",
+        );
+        write(&cg.join("kubepods/memory.current"), "3000000000\n");
+        write(&cg.join("kubepods/memory.max"), "6000000000\n");
+        write(
+            &cg.join("kubepods/memory.stat"),
+            "inactive_anon 7\ninactive_file 1000000000\n",
+        );
+        write(&cg.join("kubepods/pids.current"), "42\n");
+        write(
+            &cg.join("kubepods/besteffort/podabc/memory.current"),
+            "4096\n",
+        );
+        write(&cg.join("kubepods/besteffort/podabc/memory.max"), "max\n");
+        write(
+            &cg.join("kubepods/besteffort/podabc/memory.stat"),
+            "inactive_file 1024\n",
+        );
+        let mountinfo = format!(
+            "30 23 0:26 / {} rw,nosuid - cgroup2 cgroup2 rw\n",
+            cg.display()
+        );
+        let layout = CgroupLayout::from_mountinfo(&mountinfo, &cg);
+        assert_eq!(layout, Some(CgroupLayout::V2 { root: cg.clone() }));
+        let stats = ProcfsNodeStats::with_layout(&proc, layout, CgroupDriver::Cgroupfs);
+        assert_eq!(
+            stats.cgroup(&CgroupName::root()).await?,
+            Some(CgroupStats {
+                memory_usage_bytes: 5_000_000 * 1024,
+                inactive_file_bytes: 1_048_576,
+                memory_limit_bytes: None,
+                tasks: None,
+            })
+        );
+        assert_eq!(
+            stats.cgroup(&name(&["kubepods"])).await?,
+            Some(CgroupStats {
+                memory_usage_bytes: 3_000_000_000,
+                inactive_file_bytes: 1_000_000_000,
+                memory_limit_bytes: Some(6_000_000_000),
+                tasks: Some(42),
+            })
+        );
+        let pod = stats
+            .cgroup(&name(&["kubepods", "besteffort", "podabc"]))
+            .await?;
+        assert_eq!(
+            pod.map(|p| (
+                p.memory_usage_bytes,
+                p.inactive_file_bytes,
+                p.memory_limit_bytes
+            )),
+            Some((4096, 1024, None))
+        );
+        assert_eq!(stats.cgroup(&name(&["kubepods", "gone"])).await?, None);
+        Ok(())
+    }
+
+    /// A cgroup v1 host as a file tree, named by the systemd driver.
+    #[tokio::test]
+    async fn cgroup_v1_files_with_systemd_names() -> Result<(), StatsError> {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let memory = tmp.path().join("memory");
+        let pids = tmp.path().join("pids");
+        let dir = memory.join("kubepods.slice/kubepods-burstable.slice");
+        write(&dir.join("memory.usage_in_bytes"), "1000\n");
+        write(&dir.join("memory.limit_in_bytes"), "9223372036854771712\n");
+        write(
+            &dir.join("memory.stat"),
+            "cache 10\ninactive_file 1\ntotal_inactive_file 300\n",
+        );
+        write(
+            &pids.join("kubepods.slice/kubepods-burstable.slice/pids.current"),
+            "7\n",
+        );
+        let mountinfo = format!(
+            "32 31 0:29 / {} rw - cgroup cgroup rw,memory\n33 31 0:30 / {} rw - cgroup cgroup rw,pids\n41 31 0:38 / {}/unified rw - cgroup2 cgroup2 rw\n",
+            memory.display(),
+            pids.display(),
+            tmp.path().display()
+        );
+        let layout = CgroupLayout::from_mountinfo(&mountinfo, tmp.path());
+        assert_eq!(
+            layout.as_ref().and_then(|l| l.v1_memory()),
+            Some(memory.as_path())
+        );
+        let stats = ProcfsNodeStats::with_layout(tmp.path(), layout, CgroupDriver::Systemd);
+        assert_eq!(
+            stats.cgroup(&name(&["kubepods", "burstable"])).await?,
+            Some(CgroupStats {
+                memory_usage_bytes: 1000,
+                inactive_file_bytes: 300,
+                memory_limit_bytes: None,
+                tasks: Some(7),
+            })
+        );
+        write(&dir.join("memory.usage_in_bytes"), "lots\n");
+        let err = stats
+            .cgroup(&name(&["kubepods", "burstable"]))
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err,
+            Some(format!(
+                "failed to parse {}: not a number: \"lots\"",
+                dir.join("memory.usage_in_bytes").display()
+            ))
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn pids_as_upstream_counts_them() -> Result<(), StatsError> {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        write(&tmp.path().join("sys/kernel/pid_max"), "4194304\n");
+        write(&tmp.path().join("sys/kernel/threads-max"), "63000\n");
+        write(
+            &tmp.path().join("loadavg"),
+            "1.36 3.49 4.53 2/3518 3715089\n",
+        );
+        let stats = ProcfsNodeStats::with_layout(tmp.path(), None, CgroupDriver::Cgroupfs);
+        assert_eq!(
+            stats.pids().await?,
+            PidStats {
+                max: 63000,
+                running: 3518
+            }
+        );
+        assert!(matches!(
+            stats.cgroup(&CgroupName::root()).await,
+            Err(StatsError::NoController { .. })
+        ));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn directory_usage_counts_blocks_and_inodes_once() -> Result<(), StatsError> {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = tmp.path().join("vol");
+        write(&root.join("a/big"), &"x".repeat(100_000));
+        write(&root.join("small"), "y");
+        std::fs::hard_link(root.join("a/big"), root.join("link")).unwrap_or_else(|e| panic!("{e}"));
+        let stats = ProcfsNodeStats::with_layout(tmp.path(), None, CgroupDriver::Cgroupfs);
+        let usage = stats.directory_usage(&root).await?.unwrap_or_default();
+        // vol, a, a/big, small (the hard link is the same inode as a/big).
+        assert_eq!(usage.inodes_used, 4);
+        assert!(
+            usage.used_bytes >= 100_000 && usage.used_bytes < 200_000,
+            "{usage:?}"
+        );
+        assert_eq!(stats.directory_usage(&tmp.path().join("none")).await?, None);
+        let fs = stats.filesystem(tmp.path()).await?;
+        assert!(fs.stats.capacity_bytes >= fs.stats.available_bytes && fs.stats.capacity_bytes > 0);
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! What the eviction manager and image GC observe of the node: cgroup memory and tasks,
+//! filesystems, directory usage and process ids ([`NodeStats`]); kernel notifications of
+//! a cgroup's memory usage crossing a threshold ([`MemoryThresholdNotifier`]); and what
+//! the container runtime knows of its images and containers' usage ([`RuntimeStats`]).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use crate::domain::cgroup::CgroupName;
+use crate::domain::eviction::image_gc::PresentImage;
+use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
+use crate::ports::runtime::RuntimeError;
+
+/// Why node statistics could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// A kernel file could not be read.
+    #[error("failed to read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kernel file held what the kernel does not write.
+    #[error("failed to parse {}: {detail}", path.display())]
+    Parse { path: PathBuf, detail: String },
+    /// A filesystem could not be measured.
+    #[error("failed to statfs {}", path.display())]
+    Statfs {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A needed cgroup controller is not mounted.
+    #[error("no cgroup hierarchy with the {controller} controller is mounted")]
+    NoController { controller: &'static str },
+    /// Setting up or waiting for a kernel notification failed.
+    #[error("memory threshold notification on {}: {step}", path.display())]
+    Notification {
+        path: PathBuf,
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel offers no memory threshold notification here (cgroup v2).
+    #[error("memory threshold notifications are not available: {0}")]
+    Unsupported(String),
+}
+
+/// A cgroup's memory and tasks as the kernel counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupStats {
+    pub memory_usage_bytes: u64,
+    /// The inactive file cache counted in the usage (cgroup v1 `total_inactive_file`,
+    /// v2 `inactive_file`).
+    pub inactive_file_bytes: u64,
+    /// `None` when the cgroup has no memory limit.
+    pub memory_limit_bytes: Option<u64>,
+    /// Tasks (`pids.current`), when the pids controller counts them.
+    pub tasks: Option<u64>,
+}
+
+/// A filesystem's size and use, and the device it is on (to tell whether two paths
+/// share one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilesystemInfo {
+    pub stats: FsStats,
+    pub device: u64,
+}
+
+/// The node's kernel statistics.
+#[async_trait]
+pub trait NodeStats: Send + Sync {
+    /// The memory and tasks of `cgroup` (the root cgroup for the node); `None` when the
+    /// cgroup does not exist.
+    /// # Errors
+    /// [`StatsError::NoController`] when no memory hierarchy is mounted,
+    /// [`StatsError::Read`]/[`StatsError::Parse`] for an unreadable or malformed file.
+    async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError>;
+
+    /// The filesystem holding `path`.
+    /// # Errors
+    /// [`StatsError::Statfs`] when `path` cannot be measured.
+    async fn filesystem(&self, path: &Path) -> Result<FilesystemInfo, StatsError>;
+
+    /// Bytes on disk and inodes used below `path` on its own filesystem (as `du -x`);
+    /// `None` when `path` does not exist.
+    /// # Errors
+    /// [`StatsError::Read`] when a directory cannot be listed.
+    async fn directory_usage(&self, path: &Path) -> Result<Option<FsUsage>, StatsError>;
+
+    /// The node's process ids: how many may exist, how many do.
+    /// # Errors
+    /// [`StatsError::Read`]/[`StatsError::Parse`] for the kernel files.
+    async fn pids(&self) -> Result<PidStats, StatsError>;
+}
+
+/// One armed kernel notification: resolves each time the usage crosses the threshold
+/// (in either direction).
+#[async_trait]
+pub trait ThresholdCrossings: Send {
+    /// Waits for the next crossing.
+    /// # Errors
+    /// [`StatsError::Notification`] when the kernel's event cannot be read.
+    async fn crossed(&mut self) -> Result<(), StatsError>;
+}
+
+/// Kernel notifications of a cgroup's memory usage crossing a threshold (cgroup v1
+/// `cgroup.event_control` with an eventfd).
+#[async_trait]
+pub trait MemoryThresholdNotifier: Send + Sync {
+    /// Arms a notification for `cgroup`'s memory usage crossing `usage_bytes`.
+    /// # Errors
+    /// [`StatsError::Unsupported`] on cgroup v2; [`StatsError::Notification`] when the
+    /// kernel refuses.
+    async fn arm(
+        &self,
+        cgroup: &CgroupName,
+        usage_bytes: u64,
+    ) -> Result<Box<dyn ThresholdCrossings>, StatsError>;
+}
+
+/// The runtime's filesystem usage of one filesystem (CRI `FilesystemUsage`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeFsUsage {
+    pub mountpoint: PathBuf,
+    pub used_bytes: u64,
+    pub inodes_used: u64,
+}
+
+/// One container's usage as the runtime reports it (CRI `ContainerStats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeContainerStats {
+    pub id: String,
+    pub name: String,
+    /// The pod's uid (its `io.kubernetes.pod.uid` label).
+    pub pod_uid: String,
+    pub memory_working_set_bytes: Option<u64>,
+    /// Its writable layer.
+    pub writable_layer: Option<FsUsage>,
+}
+
+/// What the runtime knows of its images and its containers' usage.
+#[async_trait]
+pub trait RuntimeStats: Send + Sync {
+    /// The filesystems the runtime keeps images on (CRI `ImageFsInfo`).
+    async fn image_fs_info(&self) -> Result<Vec<RuntimeFsUsage>, RuntimeError>;
+    /// Every container's usage (CRI `ListContainerStats`).
+    async fn container_stats(&self) -> Result<Vec<RuntimeContainerStats>, RuntimeError>;
+    /// Every image (CRI `ListImages`).
+    async fn list_images(&self) -> Result<Vec<PresentImage>, RuntimeError>;
+    /// The ids of the images in use: those of every container (running or not) and the
+    /// runtime's own sandbox image.
+    async fn images_in_use(&self) -> Result<BTreeSet<String>, RuntimeError>;
+    /// Removes an image by id (CRI `RemoveImage`); an absent one is not an error.
+    async fn remove_image(&self, id: &str) -> Result<(), RuntimeError>;
+}
