@@ -18,6 +18,7 @@ use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::eviction::{EvictionInputs, RunningEviction};
+use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
@@ -485,7 +486,7 @@ fn start_pod_loop(
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
     shutdown: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, StartupError> {
+) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
     let ctx = sync_context(started, deps)?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
@@ -496,7 +497,8 @@ fn start_pod_loop(
     if let Some(hooks) = eviction {
         pod_loop = pod_loop.with_eviction(hooks);
     }
-    Ok(tokio::spawn(pod_loop.run(sources, shutdown)))
+    let pleg = pod_loop.pleg_health();
+    Ok((tokio::spawn(pod_loop.run(sources, shutdown)), pleg))
 }
 
 /// Step: the eviction manager and image GC beside the pod loop.
@@ -565,7 +567,7 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
-    let pod_loop = start_pod_loop(
+    let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
         store.clone(),
@@ -589,6 +591,7 @@ pub async fn run(
         let endpoints = Endpoints {
             configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
             pods: Arc::new(move || store.pod_list()),
+            checks: Arc::new(move || vec![("pleg", pleg.check())]),
         };
         Some(tokio::spawn(crate::app::server::serve_health(
             listener,

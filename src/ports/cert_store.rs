@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
-#[error("{action} {}: {source}", path.display())]
+#[error("{action} {}", path.display())]
 pub struct CertStoreError {
     pub action: &'static str,
     pub path: PathBuf,

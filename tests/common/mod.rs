@@ -11,6 +11,7 @@ pub mod cgroups;
 pub mod cluster;
 pub mod containerd;
 pub mod env_file;
+pub mod faults;
 pub mod node;
 pub mod systemd;
 pub mod upstream;

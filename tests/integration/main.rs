@@ -20,7 +20,11 @@ mod cli;
 mod cluster_node;
 mod cri_containerd;
 mod eviction_containerd;
+mod faults;
 mod flag_table;
+mod fuzz;
+#[path = "../../fuzz/targets.rs"]
+mod fuzz_targets;
 mod live_swap;
 mod packaging;
 mod packaging_systemd;

@@ -177,6 +177,12 @@ impl std::error::Error for CallStatus {
     }
 }
 
+/// Whether `status` is tonic's client-side timeout.
+fn is_timeout(status: &Status) -> bool {
+    std::error::Error::source(status).is_some_and(|e| e.is::<tonic::TimeoutExpired>())
+        || status.message() == tonic::TimeoutExpired(()).to_string()
+}
+
 /// Maps a gRPC status of call `call` to the port's error.
 fn map_status(endpoint: &str, call: &str, timeout: Duration, status: Status) -> RuntimeError {
     match status.code() {
@@ -187,6 +193,9 @@ fn map_status(endpoint: &str, call: &str, timeout: Duration, status: Status) -> 
             source: Arc::new(CallStatus(status)),
         },
         Code::DeadlineExceeded => deadline(call, timeout),
+        // tonic's own request timeout fires as CANCELLED "Timeout expired" (found by the
+        // fault tests: a held call read "failed: Cancelled" rather than "timed out").
+        Code::Cancelled if is_timeout(&status) => deadline(call, timeout),
         _ => RuntimeError::Failed {
             call: call.to_string(),
             source: Arc::new(CallStatus(status)),
@@ -855,6 +864,19 @@ mod tests {
             e(Code::DeadlineExceeded),
             RuntimeError::DeadlineExceeded { call, timeout_ms: 1500 } if call == "Call"
         ));
+        assert!(matches!(
+            map_status(
+                "unix:///x",
+                "Call",
+                t,
+                Status::from_error(Box::new(tonic::TimeoutExpired(())))
+            ),
+            RuntimeError::DeadlineExceeded {
+                timeout_ms: 1500,
+                ..
+            }
+        ));
+        assert!(matches!(e(Code::Cancelled), RuntimeError::Failed { .. }));
         let failed = e(Code::Unknown);
         assert!(matches!(&failed, RuntimeError::Failed { call, .. } if call == "Call"));
         // The status is kept as the cause, with its code and message.

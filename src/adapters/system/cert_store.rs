@@ -41,10 +41,17 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), CertStoreError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(|e| error("create", &tmp, e))?;
-    file.write_all(data)
+    let written = file
+        .write_all(data)
         .and_then(|()| file.sync_all())
-        .map_err(|e| error("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| error("rename", path, e))
+        .map_err(|e| error("write", &tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| error("rename", path, e)));
+    if written.is_err() {
+        // A half-written file on a full disk would hold on to the space it took (found by
+        // the full-disk fault test); the file it was to replace is untouched.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, CertStoreError> {

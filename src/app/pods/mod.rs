@@ -9,7 +9,7 @@
 //! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`.
 
 pub mod manager;
-mod pleg;
+pub mod pleg;
 pub mod probes;
 pub mod run_once;
 pub mod runtime_state;
@@ -34,7 +34,7 @@ use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use manager::{PodChange, PodManager};
-use pleg::forward_container_events;
+use pleg::{forward_container_events, PlegHealth};
 use runtime_state::{changed_pods, relist, PodFingerprint};
 use sync::SyncContext;
 use worker::{worker_loop, Desired, Worker, WorkerShared};
@@ -85,14 +85,23 @@ pub struct PodLoop {
     done: mpsc::UnboundedReceiver<String>,
     last_relist: BTreeMap<String, PodFingerprint>,
     stale_cgroups_checked: bool,
+    pleg: Arc<PlegHealth>,
+    /// Relists failed in a row, so an outage logs its first failure, one line a minute,
+    /// and its end, not one line a second.
+    relist_failures: u64,
     eviction: Option<EvictionHooks>,
     /// Pods evicted or refused admission: they stay Failed while their source keeps them.
     terminal: BTreeSet<String>,
 }
 
+/// Failed relists between two log lines while the runtime stays unreachable (a minute at
+/// the default period).
+const RELIST_FAILURES_PER_LOG: u64 = 60;
+
 impl PodLoop {
     pub fn new(ctx: Arc<SyncContext>, store: PodStatusStore, settings: LoopSettings) -> Self {
         let (done_tx, done) = mpsc::unbounded_channel();
+        let pleg = PlegHealth::new(Arc::clone(&ctx.clock));
         Self {
             shared: Arc::new(WorkerShared {
                 store,
@@ -108,9 +117,16 @@ impl PodLoop {
             done,
             last_relist: BTreeMap::new(),
             stale_cgroups_checked: false,
+            pleg,
+            relist_failures: 0,
             eviction: None,
             terminal: BTreeSet::new(),
         }
+    }
+
+    /// The relist's health, for `/healthz`.
+    pub fn pleg_health(&self) -> Arc<PlegHealth> {
+        Arc::clone(&self.pleg)
     }
 
     /// Takes evictions from the eviction manager and admits new pods under its node
@@ -228,10 +244,21 @@ impl PodLoop {
         let now = match relist(self.shared.ctx.runtime.as_ref()).await {
             Ok(now) => now,
             Err(error) => {
-                warn!(error = %Chain(&error), "PLEG relist failed");
+                if self.relist_failures.is_multiple_of(RELIST_FAILURES_PER_LOG) {
+                    warn!(error = %Chain(&error), failures = self.relist_failures + 1, "PLEG relist failed");
+                }
+                self.relist_failures += 1;
                 return;
             }
         };
+        self.pleg.relisted();
+        if self.relist_failures > 0 {
+            info!(
+                failures = self.relist_failures,
+                "PLEG relist succeeded again"
+            );
+            self.relist_failures = 0;
+        }
         for uid in changed_pods(&self.last_relist, &now) {
             if let Some(worker) = self.workers.get(&uid) {
                 debug!(%uid, "PLEG: pod changed in the runtime");

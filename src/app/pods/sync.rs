@@ -116,6 +116,9 @@ pub struct SyncOutcome {
     pub retry_after: Option<Duration>,
     /// The node refuses to run the pod.
     pub rejected: Option<Rejection>,
+    /// The sync stopped on a failed runtime call, cgroup or folder; the worker backs off
+    /// (`BackoffPolicy::SYNC_ERROR`) while this repeats.
+    pub failed: bool,
 }
 
 impl SyncOutcome {
@@ -146,6 +149,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         Ok(view) => view,
         Err(error) => {
             warn!(error = %Chain(&error), "cannot read the pod's runtime status; retrying");
+            outcome.failed = true;
             outcome.retry(RETRY_AFTER_ERROR);
             return outcome;
         }
@@ -192,6 +196,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     // The pod's cgroup exists before its sandbox is asked for (upstream EnsureExists).
     if let Err(error) = ctx.containers.ensure_pod(pod).await {
         warn!(error = %Chain(&error), "failed to create the pod's cgroup; retrying");
+        outcome.failed = true;
         outcome.retry(RETRY_AFTER_ERROR);
         return outcome;
     }
@@ -203,6 +208,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             }
             Err(error) => {
                 warn!(error = %Chain(&error), "failed to create pod sandbox; retrying");
+                outcome.failed = true;
                 outcome.retry(RETRY_AFTER_ERROR);
                 return outcome;
             }

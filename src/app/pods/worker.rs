@@ -13,6 +13,7 @@ use super::probes::ProbeManager;
 use super::status::PodStatusStore;
 use super::sync::{kill_pod, sync_pod, terminate_pod, SyncContext};
 use crate::domain::eviction::manager::Eviction;
+use crate::domain::kuberuntime::backoff::BackoffPolicy;
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 
@@ -51,6 +52,8 @@ pub(super) async fn worker_loop(
     mut desired: watch::Receiver<Desired>,
     poke: Arc<Notify>,
 ) {
+    // Syncs failed in a row on the runtime: the retry backs off.
+    let mut failures: u32 = 0;
     loop {
         let now = desired.borrow_and_update().clone();
         let Ok(permit) = shared.permits.acquire().await else {
@@ -75,9 +78,15 @@ pub(super) async fn worker_loop(
                     }
                 };
                 shared.store.set(&pod, status);
-                outcome
+                failures = if outcome.failed {
+                    failures.saturating_add(1)
+                } else {
+                    0
+                };
+                let retry = outcome
                     .retry_after
-                    .map_or(shared.resync, |d| d.min(shared.resync))
+                    .map(|d| d.max(BackoffPolicy::SYNC_ERROR.delay_for_step(failures)));
+                retry.map_or(shared.resync, |d| d.min(shared.resync))
             }
             Desired::Evict(pod, eviction) => {
                 let span = info_span!("evict_pod", pod = %full_name(&pod), %uid);

@@ -24,25 +24,53 @@ use tracing::{debug, info, warn};
 /// live state (e.g. behind a lock).
 pub type ConfigzSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
-/// What the JSON endpoints serve, each read live on every request.
+/// The named health checks behind `/healthz`, run on every request: each `Err` carries
+/// why (logged; the answer withholds it, as upstream's does).
+pub type HealthChecks = Arc<dyn Fn() -> Vec<(&'static str, Result<(), String>)> + Send + Sync>;
+
+/// What the endpoints serve, each read live on every request.
 #[derive(Clone)]
 pub struct Endpoints {
     /// The configuration, wrapped as `{"kubeletconfig": ...}`.
     pub configz: ConfigzSource,
     /// The pods this kubelet runs with their status, as a `v1.PodList` (upstream's `/pods`).
     pub pods: ConfigzSource,
+    /// `/healthz`'s checks beyond `ping` and `log` (the PLEG's).
+    pub checks: HealthChecks,
 }
 
 impl Endpoints {
-    /// `/configz` only; `/pods` lists no pod.
+    /// `/configz` only; `/pods` lists no pod; `/healthz` has no check of its own.
     pub fn configz_only(configz: ConfigzSource) -> Self {
         Self {
             configz,
             pods: Arc::new(
                 || serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": []}),
             ),
+            checks: Arc::new(Vec::new),
         }
     }
+}
+
+/// `/healthz`: `ok`, or upstream's failure answer (500, one line per check, the reasons
+/// withheld and logged).
+fn healthz(checks: &HealthChecks) -> Response<Body> {
+    let results = checks();
+    if results.iter().all(|(_, r)| r.is_ok()) {
+        return response(StatusCode::OK, TEXT, "ok");
+    }
+    let mut body = String::from("[+]ping ok\n[+]log ok\n");
+    for (name, result) in &results {
+        match result {
+            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+            Err(reason) => {
+                warn!(check = name, %reason, "healthz check failed");
+                body.push_str(&format!("[-]{name} failed: reason withheld\n"));
+            }
+        }
+    }
+    body.push_str("healthz check failed\n");
+    response(StatusCode::INTERNAL_SERVER_ERROR, TEXT, body)
 }
 
 fn json_response(what: &str, body: &serde_json::Value) -> Response<Body> {
@@ -113,7 +141,7 @@ fn route(method: &Method, path: &str, endpoints: &Endpoints) -> Response<Body> {
         return resp;
     }
     match path {
-        "/healthz" => response(StatusCode::OK, TEXT, "ok"),
+        "/healthz" => healthz(&endpoints.checks),
         "/pods" => json_response("pods", &(endpoints.pods)()),
         _ => json_response(
             "configz",
@@ -403,6 +431,36 @@ mod tests {
         drop(running.stop);
         tokio::time::timeout(TEST_DEADLINE, running.task).await???;
         Ok(())
+    }
+
+    #[test]
+    fn a_failing_check_fails_healthz_in_upstreams_form() {
+        let mut endpoints = Endpoints::configz_only(static_configz());
+        endpoints.checks = Arc::new(|| {
+            vec![(
+                "pleg",
+                Err("pleg was last seen active 3m1s ago; threshold is 3m0s".into()),
+            )]
+        });
+        let answer = route(&Method::GET, "/healthz", &endpoints);
+        assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        endpoints.checks = Arc::new(|| vec![("pleg", Ok(()))]);
+        assert_eq!(
+            route(&Method::GET, "/healthz", &endpoints).status(),
+            StatusCode::OK
+        );
+        let stalled: HealthChecks = Arc::new(|| vec![("pleg", Err("stalled".into()))]);
+        let body = healthz(&stalled);
+        let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
+            body.into_body(),
+        ))
+        .and_then(Result::ok)
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            "[+]ping ok\n[+]log ok\n[-]pleg failed: reason withheld\nhealthz check failed\n"
+        );
     }
 
     #[test]

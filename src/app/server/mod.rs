@@ -2,4 +2,4 @@
 pub mod healthz;
 
 pub(crate) use healthz::shutdown_requested;
-pub use healthz::{serve_health, Endpoints, ServerError};
+pub use healthz::{serve_health, Endpoints, HealthChecks, ServerError};

@@ -17,6 +17,7 @@ use super::error::ConfigError;
 use super::fields::{closest, struct_fields};
 use super::flags::{flag_value, FlagSpec, Target};
 use super::model::{KubeletConfiguration, API_VERSION, KIND, PATH_FIELDS};
+use crate::domain::upstream::yaml::parser_options;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,7 +80,10 @@ impl FileFormat {
 
     fn parse(self, text: &str) -> Result<Value, String> {
         match self {
-            FileFormat::Yaml => serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string()),
+            FileFormat::Yaml => {
+                serde_saphyr::from_str_with_options::<Value>(text, parser_options())
+                    .map_err(|e| e.to_string())
+            }
             FileFormat::Json => serde_json::from_str::<Value>(text).map_err(|e| e.to_string()),
             FileFormat::Toml => toml::from_str::<Value>(text).map_err(|e| e.to_string()),
         }

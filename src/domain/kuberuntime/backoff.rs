@@ -55,6 +55,14 @@ impl BackoffPolicy {
         max: Duration::from_secs(300),
     };
 
+    /// A pod sync that failed on the runtime (a call refused or timed out): the next sync
+    /// after 2 s, doubling to upstream's 10 s pod worker back-off period, so a failing
+    /// runtime is not asked again by every pod every 2 s.
+    pub const SYNC_ERROR: BackoffPolicy = BackoffPolicy {
+        initial: Duration::from_secs(2),
+        max: Duration::from_secs(10),
+    };
+
     /// How long a key must stay quiet before its back-off starts over.
     pub fn stable_after(&self) -> Duration {
         self.max.saturating_mul(2)
@@ -252,6 +260,14 @@ mod tests {
 
     const fn s(secs: u64) -> Duration {
         Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn failed_syncs_back_off_from_2_s_to_upstreams_10_s() {
+        let delays: Vec<Duration> = (0..6)
+            .map(|n| BackoffPolicy::SYNC_ERROR.delay_for_step(n))
+            .collect();
+        assert_eq!(delays, [s(0), s(2), s(4), s(8), s(10), s(10)]);
     }
 
     #[test]

@@ -12,8 +12,12 @@ use crate::domain::kuberuntime::runtime::{
 /// the newest one carries the restart count and the last state.
 pub const DEAD_CONTAINERS_PER_CONTAINER: usize = 1;
 
-/// The exited instances of each container beyond its newest `keep`.
+/// The exited instances of each container beyond its newest `keep`, and the instances
+/// that were created but never started and have a newer instance since (a kubelet killed
+/// between CreateContainer and StartContainer leaves one; the next sync creates another,
+/// as upstream's does, and the first would otherwise stay for good).
 pub fn dead_containers(status: &PodRuntimeStatus, keep: usize) -> Vec<&ContainerStatus> {
+    let newest = |c: &ContainerStatus| (c.created_at_nanos, c.attempt);
     let mut by_name: BTreeMap<&str, Vec<&ContainerStatus>> = BTreeMap::new();
     for c in status
         .containers
@@ -22,12 +26,19 @@ pub fn dead_containers(status: &PodRuntimeStatus, keep: usize) -> Vec<&Container
     {
         by_name.entry(c.name.as_str()).or_default().push(c);
     }
+    let superseded = status.containers.iter().filter(|c| {
+        c.state == ContainerState::Created
+            && status
+                .find_container(&c.name)
+                .is_some_and(|n| newest(n) > newest(c))
+    });
     by_name
         .into_values()
         .flat_map(|mut dead| {
-            dead.sort_by_key(|c| Reverse((c.created_at_nanos, c.attempt)));
+            dead.sort_by_key(|c| Reverse(newest(c)));
             dead.into_iter().skip(keep)
         })
+        .chain(superseded)
         .collect()
 }
 
@@ -66,6 +77,29 @@ mod tests {
             host_network: false,
             ip: String::new(),
         }
+    }
+
+    /// Found by the fault tests (issue 17): rkubelet killed between CreateContainer and
+    /// StartContainer left a created instance beside the one the next sync started.
+    #[test]
+    fn a_created_instance_with_a_newer_one_goes() {
+        let status = PodRuntimeStatus {
+            containers: vec![
+                instance("a", "a0", 0, ContainerState::Created),
+                instance("a", "a1", 1, ContainerState::Running),
+                instance("b", "b0", 0, ContainerState::Created),
+            ],
+            ..Default::default()
+        };
+        let ids: Vec<&str> = dead_containers(&status, 1)
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            ["a0"],
+            "the newest created instance (b0) stays: the sync decides about it"
+        );
     }
 
     #[test]

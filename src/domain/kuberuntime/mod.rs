@@ -7,5 +7,6 @@ pub mod dns;
 pub mod gc;
 pub mod labels;
 pub mod plan;
+pub mod pleg;
 pub mod requests;
 pub mod runtime;

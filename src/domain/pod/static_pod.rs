@@ -12,7 +12,7 @@ use crate::domain::pod::{
     CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
 use crate::domain::upstream::static_pod_uid::{pod_items, upstream_pod, UidSource, UpstreamPod};
-use crate::domain::upstream::yaml::{to_json, ToJsonError};
+use crate::domain::upstream::yaml::{parser_options, to_json, ToJsonError};
 use crate::domain::upstream::IdentityError;
 
 /// Manifests larger than this are refused, as upstream does, so a runaway
@@ -117,7 +117,8 @@ pub fn decode_static_pods(
         Value::Null
     } else {
         // JSON is YAML, so one parser reads both.
-        serde_saphyr::from_str(text).map_err(|e| not_yaml(e.to_string()))?
+        serde_saphyr::from_str_with_options(text, parser_options())
+            .map_err(|e| not_yaml(e.to_string()))?
     };
 
     let items = pod_documents(origin, &document, source)?;
@@ -852,6 +853,25 @@ status:
         text.resize(MAX_MANIFEST_BYTES, b' ');
         let pods = decode_static_pods("/m/p.json", &text, "n", PodSourceKind::File, SEEN);
         assert!(pods.is_ok(), "{pods:?}");
+    }
+
+    /// Found by the fault tests (issue 17): 1,500 levels of block nesting overflowed a
+    /// 2 MiB stack inside the YAML parser; now the parser's depth budget refuses it.
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        let mut text =
+            String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: deep\n  annotations:\n");
+        for level in 0..1_500 {
+            text.push_str(&" ".repeat(4 + level));
+            text.push_str("k:\n");
+        }
+        // The test thread has the default 2 MiB stack of spawned threads.
+        let refused = decode("/m/deep.yaml", &text, "n", PodSourceKind::File);
+        let error = refused.expect_err("refused").to_string();
+        assert!(
+            error.contains("/m/deep.yaml") && error.contains("Depth"),
+            "{error}"
+        );
     }
 
     fn uid(text: &str, node: &str, origin: &str, source: PodSourceKind) -> String {

@@ -78,7 +78,29 @@ struct Builder<'a> {
 
 /// More nodes than this (aliases expanded) are refused: a pod has far fewer,
 /// and an alias bomb would otherwise grow without bound.
-const MAX_NODES: usize = 1_000_000;
+pub const MAX_NODES: usize = 1_000_000;
+
+/// Deeper YAML than this is refused by the parser (serde-saphyr's default, 2,000, lets a
+/// 1,500-level manifest overflow a 2 MiB thread stack while it is decoded; a pod is
+/// rarely 20 levels deep).
+pub const MAX_PARSER_DEPTH: usize = 256;
+
+/// The budget every YAML text rkubelet reads (manifests, configuration files) is parsed
+/// under: as many nodes as the upstream identity reads (`MAX_NODES`), so a pod upstream
+/// runs, such as one container with 100,000 environment variables (about 500,000
+/// nodes), is not refused by the parser's default of 250,000; nesting bounded by
+/// `MAX_PARSER_DEPTH`; serde-saphyr's alias and anchor limits as they are.
+pub fn parser_options() -> serde_saphyr::Options {
+    serde_saphyr::Options {
+        budget: Some(serde_saphyr::Budget {
+            max_nodes: MAX_NODES,
+            max_events: 2 * MAX_NODES,
+            max_depth: MAX_PARSER_DEPTH,
+            ..serde_saphyr::Budget::default()
+        }),
+        ..serde_saphyr::Options::default()
+    }
+}
 
 impl<'a> Builder<'a> {
     fn next(&mut self) -> Result<Event<'a>, ToJsonError> {

@@ -1,0 +1,94 @@
+//! The long forms of two fault tests (tests/integration/faults.rs, issue 17), run side by
+//! side on their own peers:
+//! - fault 5: the CRI list calls hang until upstream's PLEG threshold (3 minutes) makes
+//!   `/healthz` fail; then the runtime answers again. Figures: the stall to `/healthz`
+//!   500 (goal: upstream's 180 s, within one 10 s health period), and the catch-up of
+//!   the add and removal made meanwhile (goal < 30 s).
+//! - fault 3: the API server stopped for 5 minutes under a connected rkubelet with static
+//!   pods. Figures: the node's connection attempts a minute in the outage (goal <= 30,
+//!   the Lease's back-off capped at 7 s), the Lease renewed after the return (goal
+//!   < 15 s), the node status patched, static pod containers restarted (goal 0).
+//!
+//! `RKUBELET_BENCH_OUTAGE_SECS` shortens the outage. Needs root, containerd and the
+//! control plane's binaries; fails, saying which is missing, without them.
+
+use std::time::Duration;
+
+#[path = "common/mod.rs"]
+mod bench;
+#[allow(unused_imports, unused_macros)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/integration/faults.rs"]
+mod faults;
+
+use bench::{at_most, below, fail};
+use faults::{api_server_outage, slow_and_failing_cri, Stall};
+
+fn main() {
+    let outage = std::env::var("RKUBELET_BENCH_OUTAGE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail("faults", &format!("tokio runtime: {e}")));
+    runtime.block_on(async {
+        let stall = tokio::spawn(slow_and_failing_cri("b5cri", Stall::UntilUnhealthy));
+        let api = tokio::spawn(api_server_outage("b3", Duration::from_secs(outage)));
+        match stall.await {
+            Ok(f) => {
+                let unhealthy = f.unhealthy_after.map_or(f64::MAX, |d| d.as_secs_f64());
+                println!(
+                    "faults: CRI list calls hanging to /healthz 500: {unhealthy:.0} s ({})",
+                    at_most(unhealthy, 190.0, " s, upstream's 180 s threshold")
+                );
+                let caught_up = f.caught_up.as_secs_f64();
+                println!(
+                    "faults: runtime back to the add and removal made in the stall done: {caught_up:.1} s ({})",
+                    below(caught_up, 30.0, " s")
+                );
+                println!(
+                    "faults: 10 pods through 10 % failing and 10 % held CRI calls: running after {:.1} s; calls {}, failed {}, held {}; duplicated {} ({})",
+                    f.pods_running.as_secs_f64(),
+                    f.calls.0,
+                    f.calls.1,
+                    f.calls.2,
+                    f.duplicated,
+                    at_most(f.duplicated as f64, 0.0, "")
+                );
+            }
+            Err(e) => fail("faults", &format!("the CRI stall run failed: {e}")),
+        }
+        match api.await {
+            Ok(f) => {
+                let minutes = outage as f64 / 60.0;
+                let per_minute = f.attempts as f64 / minutes;
+                println!(
+                    "faults: {outage} s API server outage: {} connection attempts, {per_minute:.1} a minute ({}); {} log lines",
+                    f.attempts,
+                    at_most(per_minute, 30.0, " a minute"),
+                    f.log_lines
+                );
+                let lease = f.lease.as_secs_f64();
+                println!(
+                    "faults: API server back to the Lease renewed: {lease:.1} s ({})",
+                    below(lease, 15.0, " s")
+                );
+                println!(
+                    "faults: API server back to the node status patched: {:.1} s",
+                    f.status.as_secs_f64()
+                );
+                println!(
+                    "faults: static pod containers restarted across the outage: {} ({})",
+                    f.restarted,
+                    at_most(f.restarted as f64, 0.0, "")
+                );
+            }
+            Err(e) => fail("faults", &format!("the API server outage run failed: {e}")),
+        }
+    });
+}
