@@ -30,6 +30,7 @@ mod packaging_systemd;
 mod planner;
 mod pods_containerd;
 mod security_containerd;
+mod soak;
 mod systemd_real;
 mod upstream_compare;
 mod upstream_identity;
