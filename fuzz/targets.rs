@@ -109,7 +109,7 @@ fn node_facts() -> NodeFacts {
             boot_id: "boot".into(),
             machine_id: "machine".into(),
             system_uuid: String::new(),
-            hugepage_sizes: Vec::new(),
+            hugepages: Vec::new(),
             apparmor_enabled: false,
         },
     }

@@ -40,7 +40,8 @@ figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
 mkdir -p "$(dirname "$figures")"
 # One invocation builds the benches once.
 cargo bench --locked --profile release-unwind \
-    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench faults --bench fuzz --bench soak \
+    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
+    --bench faults --bench fuzz --bench soak \
     | tee "$figures"
 took "benchmarks"
 missed=$(grep -c "NOT MET" "$figures" || true)

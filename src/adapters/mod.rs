@@ -4,6 +4,7 @@ pub mod cgroupfs;
 pub mod cri;
 pub mod fake;
 pub mod pki;
+pub mod probe;
 pub mod procfs;
 pub mod static_pods;
 pub mod system;

@@ -93,6 +93,8 @@ pub struct Deps {
     /// The cgroup version of this machine (for the planner).
     pub cgroup_version: Box<dyn Fn() -> CgroupVersion + Send + Sync>,
     pub clock: Arc<dyn Clock>,
+    /// Network probes and lifecycle hooks (HTTP, TCP, gRPC).
+    pub prober: Arc<dyn crate::ports::prober::Prober>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -451,14 +453,17 @@ fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, Star
         }
     })?;
     let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
-    Ok(Arc::new(SyncContext::new(
-        Arc::clone(&started.runtime),
-        images,
-        Arc::clone(&deps.clock),
-        requests,
-        started.runtime_name.clone(),
-        Arc::clone(&started.containers),
-    )))
+    Ok(Arc::new(
+        SyncContext::new(
+            Arc::clone(&started.runtime),
+            images,
+            Arc::clone(&deps.clock),
+            requests,
+            started.runtime_name.clone(),
+            Arc::clone(&started.containers),
+        )
+        .with_prober(Arc::clone(&deps.prober)),
+    ))
 }
 
 fn pod_sources(started: &Started, deps: &Deps) -> Result<Vec<Box<dyn PodSource>>, StartupError> {

@@ -152,6 +152,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         node_agent_for: Box::new(node_agent_deps),
         cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
+        prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
     }
 }
 

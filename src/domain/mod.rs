@@ -13,6 +13,8 @@
 //!   crash-loop and image back-off, the CRI request values, DNS, dead-container GC.
 //! - `securitycontext`: what security settings mean for the runtime (masked paths,
 //!   namespaces, seccomp, users, capabilities), and the sysctl and AppArmor admission.
+//! - `probe`: probe workers' state (thresholds, startup gating, resets), readiness, the
+//!   kills probes and hooks call for, the handlers' targets.
 //! - `status`: the pod status as the API shows it.
 //! - `eviction`: thresholds and signals.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
@@ -24,6 +26,7 @@ pub mod kuberuntime;
 pub mod node;
 pub mod node_status;
 pub mod pod;
+pub mod probe;
 pub mod securitycontext;
 pub mod status;
 #[cfg(test)]

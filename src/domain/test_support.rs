@@ -17,7 +17,7 @@ pub fn two_cpu_machine() -> MachineInfo {
         boot_id: "boot".into(),
         machine_id: "machine".into(),
         system_uuid: String::new(),
-        hugepage_sizes: Vec::new(),
+        hugepages: Vec::new(),
         apparmor_enabled: false,
     }
 }

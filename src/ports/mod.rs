@@ -9,5 +9,6 @@ pub mod host_facts;
 pub mod machine;
 pub mod pki;
 pub mod pod_source;
+pub mod prober;
 pub mod runtime;
 pub mod runtime_status;

@@ -106,6 +106,11 @@ impl UpstreamKubelet {
         }
     }
 
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The last 60 lines of its log.
     pub fn log(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("kubelet.log")).unwrap_or_default();

@@ -123,6 +123,30 @@ async fn a_fresh_node_registers_ready_and_a_restart_adopts_it() {
         assert!(status["capacity"][key].is_string(), "capacity {key}");
         assert!(status["allocatable"][key].is_string(), "allocatable {key}");
     }
+    // One hugepages-<size> entry per pool of the kernel, as upstream reports them.
+    for pool in std::fs::read_dir("/sys/kernel/mm/hugepages")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = pool.file_name().to_string_lossy().into_owned();
+        let kib: u64 = name
+            .trim_start_matches("hugepages-")
+            .trim_end_matches("kB")
+            .parse()
+            .expect("page size");
+        let size = match kib {
+            k if k % (1 << 20) == 0 => format!("{}Gi", k >> 20),
+            k if k % (1 << 10) == 0 => format!("{}Mi", k >> 10),
+            k => format!("{k}Ki"),
+        };
+        let key = format!("hugepages-{size}");
+        assert!(
+            status["capacity"][&key].is_string(),
+            "capacity {key}: {status}"
+        );
+        assert!(status["allocatable"][&key].is_string(), "allocatable {key}");
+    }
     let info = &status["nodeInfo"];
     // Debian's containerd says 1.6.20~ds1; the node reports what the runtime says.
     assert!(

@@ -29,6 +29,7 @@ mod packaging;
 mod packaging_systemd;
 mod planner;
 mod pods_containerd;
+mod probes_containerd;
 mod security_containerd;
 mod soak;
 mod systemd_real;

@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::domain::node::machine::MachineInfo;
+use crate::domain::node::machine::{HugePagePool, MachineInfo};
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Returns a given [`MachineInfo`], or a parse error when told to fail.
@@ -28,7 +28,16 @@ impl FakeMachine {
             boot_id: "4f1a2b3c-0000-4000-8000-000000000001".to_owned(),
             machine_id: "0123456789abcdef0123456789abcdef".to_owned(),
             system_uuid: String::new(),
-            hugepage_sizes: vec!["1GB".to_owned(), "2MB".to_owned()],
+            hugepages: vec![
+                HugePagePool {
+                    page_size_bytes: 1 << 30,
+                    pages: 0,
+                },
+                HugePagePool {
+                    page_size_bytes: 2 << 20,
+                    pages: 0,
+                },
+            ],
             apparmor_enabled: false,
         }
     }

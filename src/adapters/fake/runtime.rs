@@ -38,6 +38,9 @@ struct State {
     pull_failure: Option<String>,
     /// `Some` once events are switched on: the subscribers of `container_events`.
     event_subscribers: Option<Vec<mpsc::UnboundedSender<ContainerEvent>>>,
+    /// Exit codes of commands run by `exec_sync` (the command joined by spaces); 0
+    /// for a command not listed.
+    exec_exit_codes: BTreeMap<String, i32>,
 }
 
 impl State {
@@ -180,6 +183,13 @@ impl FakeRuntime {
                 ..ImageInfo::default()
             },
         );
+    }
+
+    /// From now on `exec_sync` of `command` (joined by spaces) exits with `exit_code`.
+    pub fn set_exec_exit_code(&self, command: &str, exit_code: i32) {
+        self.state()
+            .exec_exit_codes
+            .insert(command.to_owned(), exit_code);
     }
 
     /// From now on every pull fails with `reason` (`None`: pulls succeed again).
@@ -370,6 +380,29 @@ impl RuntimeService for FakeRuntime {
             .get(container_id)
             .map(|c| c.status.clone())
             .ok_or_else(|| RuntimeError::NotFound(format!("container {container_id}")))
+    }
+
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        _timeout: std::time::Duration,
+    ) -> Result<crate::domain::kuberuntime::runtime::ExecResult, RuntimeError> {
+        let command = cmd.join(" ");
+        self.record(format!("ExecSync {container_id} {command}"));
+        let s = self.state();
+        match s.containers.get(container_id) {
+            Some(c) if c.status.state == ContainerState::Running => {}
+            _ => {
+                return Err(RuntimeError::NotFound(format!(
+                    "container {container_id} is not running"
+                )))
+            }
+        }
+        Ok(crate::domain::kuberuntime::runtime::ExecResult {
+            exit_code: s.exec_exit_codes.get(&command).copied().unwrap_or(0),
+            ..Default::default()
+        })
     }
 
     async fn list_containers(

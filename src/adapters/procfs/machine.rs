@@ -5,8 +5,7 @@ use tracing::warn;
 
 use crate::domain::units::cpuset::CpuSet;
 
-use crate::domain::kuberuntime::requests::hugepage_size_name;
-use crate::domain::node::machine::MachineInfo;
+use crate::domain::node::machine::{HugePagePool, MachineInfo};
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Where the facts are read from. Every path is configurable so tests can point at a fixture tree.
@@ -103,9 +102,9 @@ fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
     }
 }
 
-/// The huge page sizes the kernel offers, as runc names them (`hugepages-2048kB` gives
-/// `2MB`), in the folder's order as runc lists it; none when the folder is absent.
-fn hugepage_sizes(dir: &Path) -> Result<Vec<String>, MachineInfoError> {
+/// The kernel's huge page pools (`hugepages-2048kB` is 2 MiB pages, `nr_hugepages` their
+/// count), in the folder's order as runc lists it; none when the folder is absent.
+fn hugepage_pools(dir: &Path) -> Result<Vec<HugePagePool>, MachineInfoError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -125,14 +124,23 @@ fn hugepage_sizes(dir: &Path) -> Result<Vec<String>, MachineInfoError> {
     names
         .iter()
         .map(|name| {
-            let kb = name
+            let page_size_bytes = name
                 .strip_prefix("hugepages-")
                 .and_then(|s| s.strip_suffix("kB"))
-                .and_then(|s| s.parse::<i64>().ok())
+                .and_then(|s| s.parse::<u64>().ok())
+                .and_then(|kib| kib.checked_mul(1024))
+                .filter(|bytes| *bytes > 0)
                 .ok_or_else(|| parse_error(dir, format!("unexpected entry {name:?}")))?;
-            kb.checked_mul(1024)
-                .and_then(hugepage_size_name)
-                .ok_or_else(|| parse_error(dir, format!("unexpected page size {name:?}")))
+            let count_path = dir.join(name).join("nr_hugepages");
+            let count = read(&count_path)?;
+            let pages = count
+                .trim()
+                .parse()
+                .map_err(|_| parse_error(&count_path, format!("invalid page count {count:?}")))?;
+            Ok(HugePagePool {
+                page_size_bytes,
+                pages,
+            })
         })
         .collect()
 }
@@ -199,7 +207,7 @@ impl MachineInfoProvider for ProcfsMachineInfo {
         // Capacity as df reports it: total blocks in fragment-size units.
         let root_fs_capacity_bytes = stat.blocks().saturating_mul(stat.fragment_size());
 
-        let hugepage_sizes = hugepage_sizes(&p.sys_root.join("kernel/mm/hugepages"))?;
+        let hugepages = hugepage_pools(&p.sys_root.join("kernel/mm/hugepages"))?;
         let apparmor_enabled = apparmor_enabled(&p.sys_root);
 
         Ok(MachineInfo {
@@ -211,7 +219,7 @@ impl MachineInfoProvider for ProcfsMachineInfo {
             boot_id,
             machine_id,
             system_uuid,
-            hugepage_sizes,
+            hugepages,
             apparmor_enabled,
         })
     }

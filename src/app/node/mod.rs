@@ -118,7 +118,7 @@ impl NodeAgentSettings {
                 boot_id: String::new(),
                 machine_id: String::new(),
                 system_uuid: String::new(),
-                hugepage_sizes: Vec::new(),
+                hugepages: Vec::new(),
                 apparmor_enabled: false,
             },
             kubelet_version: crate::app::node::KUBELET_VERSION.into(),

@@ -287,6 +287,7 @@ mod through_the_fake_runtime {
             images_for: Box::new(move |_, _| Ok(images.clone() as Arc<dyn ImageService>)),
             sources_for: Box::new(crate::app::compose::pod_sources),
             clock: clock.clone(),
+            prober: Arc::new(crate::ports::prober::NoProber),
             ..crate::app::test_support::deps(&Arc::new(FakeHost::new()))
         }
     }

@@ -6,10 +6,11 @@
 //! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
 //! (container events), `runtime_state` (what the runtime holds, relists), `sync`
 //! (one sync carried out), `volumes` (emptyDir folders and `fsGroup`), `status` (the
-//! status manager behind `/pods`), `run_once`.
+//! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`.
 
 pub mod manager;
 pub mod pleg;
+pub mod probes;
 pub mod run_once;
 pub mod runtime_state;
 pub mod status;
@@ -82,11 +83,12 @@ impl PodLoop {
         let pleg = PlegHealth::new(Arc::clone(&ctx.clock));
         Self {
             shared: Arc::new(WorkerShared {
-                ctx,
                 store,
                 permits: Arc::new(Semaphore::new(settings.max_parallel_syncs.max(1))),
                 done: done_tx,
                 resync: settings.resync_period,
+                probes: probes::ProbeManager::new(Arc::clone(&ctx)),
+                ctx,
             }),
             settings,
             manager: PodManager::new(),
@@ -239,6 +241,7 @@ impl PodLoop {
             Arc::clone(&self.shared.ctx.runtime),
             event_tx,
         ));
+        let prober = tokio::spawn(Arc::clone(&self.shared.probes).run(stop.clone()));
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut sources_open = true;
         let mut ticker = tokio::time::interval(self.settings.relist_period);
@@ -270,6 +273,7 @@ impl PodLoop {
             feeder.abort();
         }
         event_feeder.abort();
+        prober.abort();
         for (_, worker) in self.workers.drain() {
             worker.task.abort();
         }

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use super::probes;
 use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
 use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
@@ -28,6 +28,7 @@ use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::prober::{NoProber, Prober};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
 /// Grace period for pods whose spec is unknown (found in the runtime after a restart).
@@ -46,6 +47,8 @@ pub struct SyncContext {
     pub image_backoff: Mutex<Backoff>,
     /// The pods' cgroups.
     pub containers: Arc<ContainerManager>,
+    /// Network probes and hooks (HTTP, TCP, gRPC); exec goes through `runtime`.
+    pub prober: Arc<dyn Prober>,
 }
 
 impl SyncContext {
@@ -65,7 +68,14 @@ impl SyncContext {
             runtime_name,
             image_backoff: Mutex::new(Backoff::new(BackoffPolicy::CRASH_LOOP)),
             containers,
+            prober: Arc::new(NoProber),
         }
+    }
+
+    /// With `prober` for network probes and hooks (without one they answer an error).
+    pub fn with_prober(mut self, prober: Arc<dyn Prober>) -> Self {
+        self.prober = prober;
+        self
     }
 
     /// Monotonic time, for the in-memory pull back-off.
@@ -168,13 +178,13 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let grace = pod.spec.termination_grace_period();
     if let Some(reason) = &plan.kill_pod {
         info!(%reason, "killing pod");
-        stop_pod(ctx, &view.status, grace).await;
+        stop_pod(ctx, Some(pod), &view.status, grace).await;
     }
     for kill in &plan.kill_containers {
         info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
-        if let Err(error) = ctx.runtime.stop_container(&kill.id, grace).await {
-            warn!(container = %kill.name, error = %Chain(&error), "failed to stop container");
-        }
+        let mut stop = probes::stop_kill(&kill.name, &kill.id, grace);
+        stop.message = kill.reason.to_string();
+        probes::kill_container(ctx, Some(pod), &stop, &probes::kill_pod_ip(&view.status)).await;
     }
     if plan.kill_only {
         return outcome;
@@ -347,6 +357,16 @@ async fn carry_out(
         .await
         .map_err(|e| failed(&step.name, "RunContainerError", Chain(&e).to_string()))?;
     info!(container = %step.name, %id, restart_count = config.attempt, "started container");
+    let spec = if target.init {
+        target.pod.spec.init_containers.get(step.index)
+    } else {
+        target.pod.spec.containers.get(step.index)
+    };
+    if let Some(spec) = spec {
+        probes::post_start(ctx, target.pod, spec, &id, sandbox_id)
+            .await
+            .map_err(|message| failed(&step.name, "PostStartHookError", message))?;
+    }
     Ok(())
 }
 
@@ -385,24 +405,27 @@ async fn pull_image(
     }
 }
 
-/// Stops every live container (in parallel, each with the grace period) and then
-/// every ready sandbox of the pod.
-async fn stop_pod(ctx: &SyncContext, status: &PodRuntimeStatus, grace_secs: i64) {
-    let mut stops = JoinSet::new();
-    for c in status
+/// Stops every live container (in parallel, each with its `preStop` hook and the
+/// grace period) and then every ready sandbox of the pod. `pod` is the spec when known.
+async fn stop_pod(
+    ctx: &SyncContext,
+    pod: Option<&Pod>,
+    status: &PodRuntimeStatus,
+    grace_secs: i64,
+) {
+    let ip = probes::kill_pod_ip(status);
+    let kills: Vec<_> = status
         .containers
         .iter()
         .filter(|c| c.state != ContainerState::Exited)
-    {
-        let runtime = Arc::clone(&ctx.runtime);
-        let (id, name) = (c.id.clone(), c.name.clone());
-        stops.spawn(async move {
-            if let Err(error) = runtime.stop_container(&id, grace_secs).await {
-                warn!(container = %name, %id, error = %Chain(&error), "failed to stop container");
-            }
-        });
-    }
-    while stops.join_next().await.is_some() {}
+        .map(|c| probes::stop_kill(&c.name, &c.id, grace_secs))
+        .collect();
+    futures_util::future::join_all(
+        kills
+            .iter()
+            .map(|kill| probes::kill_container(ctx, pod, kill, &ip)),
+    )
+    .await;
     for s in status
         .sandboxes
         .iter()
@@ -427,7 +450,7 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     };
     let grace = pod.map_or(DEFAULT_GRACE_SECS, |p| p.spec.termination_grace_period());
     info!(grace_period_secs = grace, "terminating pod");
-    stop_pod(ctx, &view.status, grace).await;
+    stop_pod(ctx, pod, &view.status, grace).await;
     let mut clean = true;
     for c in &view.status.containers {
         if let Err(error) = ctx.runtime.remove_container(&c.id).await {

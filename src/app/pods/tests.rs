@@ -21,17 +21,17 @@ use crate::domain::status::{api_pod_status, ApiContainerState};
 use crate::ports::pod_source::PodSourceError;
 use crate::ports::runtime::RuntimeService;
 
-const IMAGE: &str = "docker.io/library/busybox:1.36";
+pub(super) const IMAGE: &str = "docker.io/library/busybox:1.36";
 
-struct World {
-    runtime: Arc<FakeRuntime>,
-    cgroups: Arc<FakeCgroupManager>,
-    clock: Arc<FakeClock>,
-    ctx: Arc<SyncContext>,
+pub(super) struct World {
+    pub(super) runtime: Arc<FakeRuntime>,
+    pub(super) cgroups: Arc<FakeCgroupManager>,
+    pub(super) clock: Arc<FakeClock>,
+    pub(super) ctx: Arc<SyncContext>,
     _dir: tempfile::TempDir,
 }
 
-fn world() -> World {
+pub(super) fn world() -> World {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
     // The runtime records exit times from the fake clock: crash-loop back-off counts
@@ -74,7 +74,7 @@ fn world() -> World {
     }
 }
 
-fn pod(uid: &str, policy: RestartPolicy, image: &str) -> Pod {
+pub(super) fn pod(uid: &str, policy: RestartPolicy, image: &str) -> Pod {
     let mut pod = Pod::default();
     pod.metadata.name = format!("web-{uid}");
     pod.metadata.namespace = "default".into();

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::{info_span, Instrument};
 
+use super::probes::ProbeManager;
 use super::status::PodStatusStore;
 use super::sync::{sync_pod, terminate_pod, SyncContext};
 use crate::domain::kuberuntime::backoff::BackoffPolicy;
@@ -39,6 +40,7 @@ pub(super) struct WorkerShared {
     pub(super) permits: Arc<Semaphore>,
     pub(super) done: mpsc::UnboundedSender<String>,
     pub(super) resync: Duration,
+    pub(super) probes: Arc<ProbeManager>,
 }
 
 pub(super) async fn worker_loop(
@@ -60,12 +62,17 @@ pub(super) async fn worker_loop(
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
                 let status = match &outcome.rejected {
                     Some(r) => rejected_pod_status(&r.reason, &r.message),
-                    None => api_pod_status(
-                        &pod,
-                        &outcome.runtime,
-                        &outcome.waiting,
-                        &shared.ctx.runtime_name,
-                    ),
+                    None => {
+                        shared.probes.observe(&pod, &outcome.runtime, &poke);
+                        let mut status = api_pod_status(
+                            &pod,
+                            &outcome.runtime,
+                            &outcome.waiting,
+                            &shared.ctx.runtime_name,
+                        );
+                        shared.probes.apply_to_status(&pod, &mut status);
+                        status
+                    }
                 };
                 shared.store.set(&pod, status);
                 failures = if outcome.failed {
@@ -79,6 +86,7 @@ pub(super) async fn worker_loop(
                 retry.map_or(shared.resync, |d| d.min(shared.resync))
             }
             Desired::Terminate(last) => {
+                shared.probes.forget(&uid);
                 let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
                 let span = info_span!("terminate_pod", pod = %name, %uid);
                 let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())

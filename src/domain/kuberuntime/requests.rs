@@ -281,7 +281,7 @@ impl RequestContext {
             cpu_cfs_quota_period_us: i64::try_from(node.pod_cgroups.cpu_cfs_quota_period_us)
                 .unwrap_or(i64::MAX),
             memory_capacity_bytes: node.machine.memory_capacity_bytes,
-            hugepage_sizes: node.machine.hugepage_sizes.clone(),
+            hugepage_sizes: node.machine.hugepage_sizes(),
             security: SecuritySettings {
                 seccomp_default: node.seccomp_default,
                 seccomp_profile_root: resolved.options.root_dir.join("seccomp"),

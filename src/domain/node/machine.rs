@@ -22,11 +22,33 @@ pub struct MachineInfo {
     pub machine_id: String,
     /// Empty when the firmware exposes no DMI product UUID (common in VMs and containers).
     pub system_uuid: String,
-    /// The huge page sizes the kernel offers, as runc names them (`2MB`, `1GB`), in the
-    /// order the kernel lists `/sys/kernel/mm/hugepages`.
+    /// The kernel's huge page pools, in the order it lists `/sys/kernel/mm/hugepages`
+    /// (the order runc and upstream send page-size limits in).
     #[serde(default)]
-    pub hugepage_sizes: Vec<String>,
+    pub hugepages: Vec<HugePagePool>,
     /// Whether the kernel enforces AppArmor profiles.
     #[serde(default)]
     pub apparmor_enabled: bool,
+}
+
+/// One huge page pool of the kernel (`/sys/kernel/mm/hugepages/hugepages-<size>kB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HugePagePool {
+    pub page_size_bytes: u64,
+    /// `nr_hugepages`: the pages set aside in this pool.
+    pub pages: u64,
+}
+
+impl MachineInfo {
+    /// runc's names of the page sizes (`2MB`, `1GB`), in the kernel's order.
+    pub fn hugepage_sizes(&self) -> Vec<String> {
+        self.hugepages
+            .iter()
+            .filter_map(|pool| {
+                crate::domain::kuberuntime::requests::hugepage_size_name(
+                    i64::try_from(pool.page_size_bytes).ok()?,
+                )
+            })
+            .collect()
+    }
 }

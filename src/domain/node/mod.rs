@@ -63,10 +63,20 @@ pub struct NodeSettings {
     pub allocatable: ResourceList,
 }
 
-/// The node's capacity as the kubelet reports it.
+/// The node's capacity as the kubelet reports it: cpu, memory, ephemeral storage, pods,
+/// and a `hugepages-<size>` entry per huge page pool of the kernel (its pages times its page
+/// size; zero when none are set aside), as upstream's cAdvisor-based capacity.
 pub fn capacity(machine: &MachineInfo, max_pods: i32) -> ResourceList {
     let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    BTreeMap::from([
+    let hugepages = machine.hugepages.iter().map(|pool| {
+        let page = Quantity::new(to_i64(pool.page_size_bytes), Format::BinarySI);
+        let total = pool.pages.saturating_mul(pool.page_size_bytes);
+        (
+            format!("hugepages-{page}"),
+            Quantity::new(to_i64(total), Format::BinarySI),
+        )
+    });
+    let mut capacity = BTreeMap::from([
         (
             "cpu".to_string(),
             Quantity::new(to_i64(machine.num_cores as u64), Format::DecimalSI),
@@ -83,7 +93,9 @@ pub fn capacity(machine: &MachineInfo, max_pods: i32) -> ResourceList {
             "pods".to_string(),
             Quantity::new(i64::from(max_pods), Format::DecimalSI),
         ),
-    ])
+    ]);
+    capacity.extend(hugepages);
+    capacity
 }
 
 /// One problem with the node-level settings against this machine.
@@ -215,5 +227,32 @@ mod tests {
         for (override_, hostname, want) in cases {
             assert_eq!(resolve_node_name(override_, hostname), want);
         }
+    }
+
+    #[test]
+    fn capacity_has_a_hugepages_entry_per_pool() {
+        let mut machine = crate::domain::test_support::two_cpu_machine();
+        machine.hugepages = vec![
+            machine::HugePagePool {
+                page_size_bytes: 2 << 20,
+                pages: 512,
+            },
+            machine::HugePagePool {
+                page_size_bytes: 1 << 30,
+                pages: 0,
+            },
+        ];
+        let shown: BTreeMap<String, String> = capacity(&machine, 110)
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("hugepages-"))
+            .map(|(name, q)| (name, q.to_string()))
+            .collect();
+        assert_eq!(
+            shown,
+            BTreeMap::from([
+                ("hugepages-1Gi".to_string(), "0".to_string()),
+                ("hugepages-2Mi".to_string(), "1Gi".to_string()),
+            ])
+        );
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 /// Fills in what the API server's defaulting would have: requests from
 /// limits, pull policies, port protocols, host ports under host networking,
-/// the DNS policy and termination message path, and a negative grace period
+/// the DNS policy and termination message path, probe and hook defaults, and a negative grace period
 /// raised to 1 second. Static pods never pass through an API server, so the
 /// decoder calls this itself.
 pub fn apply_api_defaults(pod: &mut Pod) {
@@ -38,6 +38,7 @@ pub fn apply_api_defaults(pod: &mut Pod) {
                 port.host_port = port.container_port;
             }
         }
+        super::probe::apply_container_defaults(container);
         let resources = &mut container.resources;
         for (name, limit) in &resources.limits {
             resources.requests.entry(name.clone()).or_insert(*limit);

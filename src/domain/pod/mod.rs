@@ -3,7 +3,7 @@
 //! hash (`hash`), the validation a node needs before it runs a pod (`validate`), decoding
 //! (`decode`) and static pod manifests with their identity (`static_pod`).
 //!
-//! Fields the kubelet does not model (probes, lifecycle hooks, ...) are
+//! Probes and lifecycle hooks are in `probe`. Fields the kubelet does not model are
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
@@ -12,6 +12,7 @@ pub mod defaults;
 #[cfg(test)]
 mod fixtures;
 pub mod hash;
+pub mod probe;
 pub mod qos;
 pub mod security;
 pub mod static_pod;
@@ -20,6 +21,7 @@ pub mod validate;
 pub use decode::pod_from_value;
 pub use defaults::apply_api_defaults;
 pub use hash::{container_hash, container_hash_matches};
+pub use probe::{Lifecycle, LifecycleHandler, Probe, ProbeHandler};
 pub use qos::{container_oom_score_adj, pod_container_oom_score_adj, qos_class};
 pub use security::{PodSecurityContext, SecurityContext};
 pub use validate::{dns1123_label_errors, dns1123_subdomain_errors, validate_pod, PodError};
@@ -209,6 +211,14 @@ pub struct Container {
     pub termination_message_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
     /// Upstream v1.26's hash of the container's whole spec as the manifest
     /// decoder read it (every field upstream decodes, defaulted), which
     /// the modelled fields above cannot give; `None` for a container built
@@ -235,6 +245,10 @@ impl Default for Container {
             stdin: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
             security_context: None,
+            liveness_probe: None,
+            readiness_probe: None,
+            startup_probe: None,
+            lifecycle: None,
             upstream_hash: None,
         }
     }

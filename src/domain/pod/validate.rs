@@ -104,7 +104,7 @@ pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
 }
 
 /// Upstream's `IsValidPortName` messages; empty when valid.
-fn port_name_errors(name: &str) -> Vec<String> {
+pub(super) fn port_name_errors(name: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if name.len() > 15 {
         errors.push("must be no more than 15 characters".to_string());
@@ -186,6 +186,13 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             &mut container_names,
             &mut errors,
         );
+        super::probe::validate_container(
+            c,
+            &path,
+            true,
+            spec.termination_grace_period(),
+            &mut errors,
+        );
         if let Some(policy) = c.restart_policy {
             if policy != RestartPolicy::Always {
                 errors.push(PodError::Unsupported {
@@ -207,6 +214,13 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             spec,
             &volume_names,
             &mut container_names,
+            &mut errors,
+        );
+        super::probe::validate_container(
+            c,
+            &path,
+            false,
+            spec.termination_grace_period(),
             &mut errors,
         );
         if c.restart_policy.is_some() {

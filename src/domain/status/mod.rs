@@ -94,6 +94,135 @@ pub struct ApiPodStatus {
     pub pod_ip: String,
     pub init_container_statuses: Vec<ApiContainerStatus>,
     pub container_statuses: Vec<ApiContainerStatus>,
+    /// `Initialized`, `ContainersReady`, `Ready`, `PodScheduled` (see [`pod_conditions`]);
+    /// empty for a rejected pod.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PodCondition>,
+}
+
+/// `v1.PodCondition` without its times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    /// `True` or `False`.
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl PodCondition {
+    fn new(condition_type: &str, status: bool, reason: &str, message: String) -> Self {
+        Self {
+            condition_type: condition_type.to_owned(),
+            status: if status { "True" } else { "False" }.to_owned(),
+            reason: reason.to_owned(),
+            message,
+        }
+    }
+}
+
+/// Go's `%s` of a string slice: `[a b]`.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}
+
+/// Upstream's `GeneratePodInitializedCondition`, `GenerateContainersReadyCondition`,
+/// `GeneratePodReadyCondition` (no readiness gates) and a scheduled pod, from the
+/// container statuses already in `status`.
+pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
+    let succeeded = status.phase == "Succeeded";
+    let find = |statuses: &'_ [ApiContainerStatus], name: &str| {
+        statuses.iter().position(|s| s.name == name)
+    };
+    let mut unknown_init = Vec::new();
+    let mut incomplete = Vec::new();
+    for c in &pod.spec.init_containers {
+        match find(&status.init_container_statuses, &c.name)
+            .map(|i| &status.init_container_statuses[i])
+        {
+            None => unknown_init.push(c.name.as_str()),
+            Some(s) => {
+                let done = matches!(&s.state, ApiContainerState::Terminated(t) if t.exit_code == 0);
+                // A sidecar (restartable init container) counts once it has started.
+                let sidecar_up = c.restart_policy.is_some() && s.started;
+                if !done && !sidecar_up {
+                    incomplete.push(c.name.as_str());
+                }
+            }
+        }
+    }
+    let initialized = if unknown_init.is_empty() && incomplete.is_empty() {
+        PodCondition::new("Initialized", true, "", String::new())
+    } else if succeeded && unknown_init.is_empty() {
+        PodCondition::new("Initialized", false, "PodCompleted", String::new())
+    } else {
+        let mut messages = Vec::new();
+        if !unknown_init.is_empty() {
+            messages.push(format!(
+                "containers with unknown status: {}",
+                go_list(&unknown_init)
+            ));
+        }
+        if !incomplete.is_empty() {
+            messages.push(format!(
+                "containers with incomplete status: {}",
+                go_list(&incomplete)
+            ));
+        }
+        PodCondition::new(
+            "Initialized",
+            false,
+            "ContainersNotInitialized",
+            messages.join(", "),
+        )
+    };
+    let mut unknown = Vec::new();
+    let mut unready = Vec::new();
+    for c in &pod.spec.containers {
+        match find(&status.container_statuses, &c.name) {
+            None => unknown.push(c.name.as_str()),
+            Some(i) if !status.container_statuses[i].ready => unready.push(c.name.as_str()),
+            Some(_) => {}
+        }
+    }
+    let containers_ready = if succeeded && unknown.is_empty() {
+        PodCondition::new("ContainersReady", false, "PodCompleted", String::new())
+    } else if unknown.is_empty() && unready.is_empty() {
+        PodCondition::new("ContainersReady", true, "", String::new())
+    } else {
+        let mut messages = Vec::new();
+        if !unknown.is_empty() {
+            messages.push(format!(
+                "containers with unknown status: {}",
+                go_list(&unknown)
+            ));
+        }
+        if !unready.is_empty() {
+            messages.push(format!(
+                "containers with unready status: {}",
+                go_list(&unready)
+            ));
+        }
+        PodCondition::new(
+            "ContainersReady",
+            false,
+            "ContainersNotReady",
+            messages.join(", "),
+        )
+    };
+    let ready = PodCondition {
+        condition_type: "Ready".to_owned(),
+        ..containers_ready.clone()
+    };
+    vec![
+        initialized,
+        ready,
+        containers_ready,
+        PodCondition::new("PodScheduled", true, "", String::new()),
+    ]
 }
 
 /// The status of a pod the node refuses to run, as upstream's `rejectPod` sets it:
@@ -106,6 +235,7 @@ pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
         pod_ip: String::new(),
         init_container_statuses: Vec::new(),
         container_statuses: Vec::new(),
+        conditions: Vec::new(),
     }
 }
 
@@ -169,7 +299,8 @@ fn container_api_status(
                 api.state = ApiContainerState::Running(Running {
                     started_at: rfc3339_seconds(newest.started_at_nanos),
                 });
-                // No probes yet: a running container counts as ready and started.
+                // Until its probes say otherwise (`domain::probe`), a running container
+                // is ready and started.
                 api.ready = true;
                 api.started = true;
             }
@@ -228,14 +359,17 @@ pub fn api_pod_status(
         .filter(|s| s.state == SandboxState::Ready)
         .map(|s| s.ip.clone())
         .unwrap_or_default();
-    ApiPodStatus {
+    let mut api = ApiPodStatus {
         phase: phase.to_string(),
         reason: String::new(),
         message: String::new(),
         pod_ip,
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),
-    }
+        conditions: Vec::new(),
+    };
+    api.conditions = pod_conditions(pod, &api);
+    api
 }
 
 #[cfg(test)]
@@ -378,6 +512,72 @@ mod tests {
             ApiContainerState::Waiting(Waiting::new("ErrImagePull", "pull failed"))
         );
         assert_eq!(status.phase, "Pending");
+    }
+
+    #[test]
+    fn conditions_follow_readiness_in_upstreams_words() {
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![instance("app", "c1", 0, ContainerState::Running)],
+            ..Default::default()
+        };
+        let p = pod(&["init"], &["app", "side"]);
+        let mut status = api_pod_status(&p, &runtime, &BTreeMap::new(), "containerd");
+        let short = |s: &ApiPodStatus| -> Vec<(String, String, String, String)> {
+            s.conditions
+                .iter()
+                .map(|c| {
+                    (
+                        c.condition_type.clone(),
+                        c.status.clone(),
+                        c.reason.clone(),
+                        c.message.clone(),
+                    )
+                })
+                .collect()
+        };
+        let t = |a: &str, b: &str, c: &str, d: &str| {
+            (a.to_owned(), b.to_owned(), c.to_owned(), d.to_owned())
+        };
+        assert_eq!(
+            short(&status),
+            vec![
+                t(
+                    "Initialized",
+                    "False",
+                    "ContainersNotInitialized",
+                    "containers with incomplete status: [init]"
+                ),
+                t(
+                    "Ready",
+                    "False",
+                    "ContainersNotReady",
+                    "containers with unready status: [side]"
+                ),
+                t(
+                    "ContainersReady",
+                    "False",
+                    "ContainersNotReady",
+                    "containers with unready status: [side]"
+                ),
+                t("PodScheduled", "True", "", ""),
+            ]
+        );
+        status.container_statuses.retain(|c| c.name == "app");
+        status.container_statuses[0].ready = false;
+        let again = pod_conditions(&p, &status);
+        assert_eq!(
+            again[2].message,
+            "containers with unknown status: [side], containers with unready status: [app]"
+        );
+        let single = pod(&[], &["app"]);
+        let status = api_pod_status(&single, &runtime, &BTreeMap::new(), "containerd");
+        assert!(status.conditions.iter().all(|c| c.status == "True"));
+        let json = serde_json::to_value(&status).unwrap_or_default();
+        assert_eq!(
+            json["conditions"][1],
+            serde_json::json!({"type": "Ready", "status": "True"})
+        );
     }
 
     #[test]

@@ -1,0 +1,316 @@
+//! Probe cost on a private containerd: N static pods (default 100), each with an exec
+//! readiness probe (`true` in the container) and an HTTP liveness probe every second,
+//! the HTTP probes answered by a server in this bench on 127.0.0.1 (`httpGet.host`), so
+//! the time each probe arrives is known. Figures, each with its goal:
+//! - rkubelet's CPU time over T seconds (default 60) with those 2N probes a second;
+//! - the same for the upstream kubelet v1.26.1 on the same pods (it takes them over,
+//!   as in a live swap); goal: rkubelet at most half of upstream;
+//! - the delay of each HTTP probe behind its schedule (the first probe of each pod plus
+//!   whole periods): p50, p99, max; goal p99 under 10 ms.
+//!
+//! `RKUBELET_BENCH_PROBE_PODS` and `RKUBELET_BENCH_PROBE_SECS` shorten the run. Needs
+//! root, containerd and the upstream binaries; fails, saying which is missing, without.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
+use rkubelet::ports::runtime::RuntimeService;
+
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/containerd.rs"]
+mod containerd;
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
+#[allow(dead_code)]
+#[path = "../tests/common/upstream.rs"]
+mod upstream;
+
+use common::{at_most, below, fail};
+use containerd::Containerd;
+
+mod common;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+const NODE: &str = "probebench";
+/// The bench's HTTP server: first free port from here (this bench's range).
+const HTTP_PORTS: std::ops::Range<u16> = 26500..26600;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A free port for the kubelets' own servers (used by `upstream`).
+fn free_port() -> u16 {
+    (26600..26999)
+        .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .unwrap_or(26999)
+}
+
+/// Arrival times of the HTTP probes, by path.
+type Arrivals = Arc<Mutex<BTreeMap<String, Vec<Instant>>>>;
+
+/// Serves `200 ok` to every GET on one port, recording when each arrived.
+fn http_server() -> Result<(u16, Arrivals), String> {
+    let listener = HTTP_PORTS
+        .clone()
+        .find_map(|p| TcpListener::bind(("127.0.0.1", p)).ok())
+        .ok_or("no free port in 26500..26600 for the probe server")?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let arrivals: Arrivals = Arc::default();
+    let log = Arc::clone(&arrivals);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let at = Instant::now();
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+            // The rest of the request up to its blank line.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            if let Ok(mut map) = log.lock() {
+                map.entry(path).or_default().push(at);
+            }
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    Ok((port, arrivals))
+}
+
+fn manifest(name: &str, busybox: &str, port: u16) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: main\n    image: {busybox}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n    readinessProbe:\n      exec:\n        command: [\"true\"]\n      periodSeconds: 1\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        port: {port}\n        path: /{name}\n      periodSeconds: 1\n      failureThreshold: 3\n"
+    )
+}
+
+/// User plus system CPU seconds of `pid` so far (USER_HZ is 100 on Linux).
+fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// How late each probe arrived behind its pod's schedule (first arrival in the window
+/// plus whole periods), in milliseconds, sorted.
+fn lateness(arrivals: &Arrivals, from: Instant, to: Instant) -> Vec<f64> {
+    let map = arrivals.lock().map(|m| m.clone()).unwrap_or_default();
+    let mut late = Vec::new();
+    for times in map.values() {
+        let window: Vec<Instant> = times
+            .iter()
+            .copied()
+            .filter(|t| *t >= from && *t <= to)
+            .collect();
+        let Some(first) = window.first().copied() else {
+            continue;
+        };
+        // The schedule's origin: the earliest first + k periods over the window.
+        let origin = window
+            .iter()
+            .enumerate()
+            .map(|(k, t)| t.duration_since(first).as_secs_f64() - k as f64)
+            .fold(f64::INFINITY, f64::min);
+        for (k, t) in window.iter().enumerate() {
+            let behind = t.duration_since(first).as_secs_f64() - k as f64 - origin;
+            late.push(behind * 1000.0);
+        }
+    }
+    late.sort_by(f64::total_cmp);
+    late
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Waits until `n` containers run on the runtime.
+async fn wait_running(cri: &CriRuntime, n: usize, secs: u64) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let running = cri
+            .list_containers(&ContainerFilter::default())
+            .await
+            .map_err(|e| format!("list containers: {e}"))?
+            .iter()
+            .filter(|c| c.status.state == ContainerState::Running)
+            .count();
+        if running >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{running} of {n} containers running after {secs} s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+struct Rkubelet(Child);
+
+impl Drop for Rkubelet {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Measures one kubelet (`pid`) over `secs`: CPU seconds and the probes' lateness.
+async fn measure(pid: u32, secs: u64, arrivals: &Arrivals) -> Result<(f64, Vec<f64>), String> {
+    let from = Instant::now();
+    let before = cpu_secs(pid).ok_or("kubelet CPU unreadable")?;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let after = cpu_secs(pid).ok_or("kubelet exited while measured")?;
+    Ok((after - before, lateness(arrivals, from, Instant::now())))
+}
+
+async fn run(dir: &Path) -> Result<(), String> {
+    let pods = env_number("RKUBELET_BENCH_PROBE_PODS", 100) as usize;
+    let secs = env_number("RKUBELET_BENCH_PROBE_SECS", 60);
+    let bins = upstream::kube_bins();
+    let mut ctrd = Containerd::try_start("probebench")?;
+    let var = |k: &str| {
+        ctrd.get(k)
+            .map(str::to_string)
+            .ok_or_else(|| format!("{k} missing from containerd's env file"))
+    };
+    let endpoint = var("CRI_ENDPOINT")?;
+    let busybox = var("BUSYBOX_IMAGE")?;
+    let cri = CriRuntime::connect(&endpoint, Duration::from_secs(60))
+        .map_err(|e| format!("CRI client: {e}"))?;
+    let (port, arrivals) = http_server()?;
+    let manifests = dir.join("manifests");
+    let root = dir.join("root");
+    for d in [&manifests, &root] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    for i in 0..pods {
+        let name = format!("pb{i:03}");
+        let path = manifests.join(format!("{name}.yaml"));
+        std::fs::write(&path, manifest(&name, &busybox, port))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let log = File::create(dir.join("rkubelet.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(BIN)
+        .args([
+            format!("--container-runtime-endpoint={endpoint}"),
+            format!("--pod-manifest-path={}", manifests.display()),
+            format!("--root-dir={}", root.display()),
+            format!("--pod-logs-dir={}", var("RKUBELET_POD_LOG_ROOT")?),
+            format!("--cgroup-root={}", var("RKUBELET_CGROUP_ROOT")?),
+            format!("--hostname-override={NODE}"),
+            format!("--healthz-port={}", free_port()),
+        ])
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("rkubelet does not start: {e}"))?;
+    let kubelet = Rkubelet(child);
+    wait_running(&cri, pods, 300).await?;
+    // Every probe worker has started and settled.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (ours, late) = measure(kubelet.0.id(), secs, &arrivals).await?;
+    drop(kubelet);
+    let probes = 2 * pods;
+    println!(
+        "probes: rkubelet CPU time with {probes} probes a second ({pods} exec + {pods} HTTP) over {secs} s: {ours:.2} s ({:.1} ms per probe-second)",
+        ours * 1000.0 / (probes as f64 * secs as f64)
+    );
+    let (p50, p99, max) = (
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
+        late.last().copied().unwrap_or(f64::NAN),
+    );
+    println!(
+        "probes: rkubelet HTTP probe delay behind its schedule over {} probes: p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms ({})",
+        late.len(),
+        below(p99, 10.0, " ms")
+    );
+
+    // The upstream kubelet takes the same pods over and probes them the same way.
+    let _lock = upstream::lock();
+    let upstream_dir = dir.join("upstream");
+    let theirs = {
+        let kubelet = upstream::UpstreamKubelet::start(
+            &bins,
+            &ctrd,
+            &upstream::UpstreamArgs {
+                dir: &upstream_dir,
+                node: NODE,
+                manifests: Some(&manifests),
+                url: None,
+                extra: &[],
+            },
+        );
+        let pid = kubelet.pid().ok_or("the upstream kubelet exited")?;
+        // Its start-up (adopting or recreating the pods) is not counted.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        wait_running(&cri, pods, 120).await?;
+        let measured = measure(pid, secs, &arrivals).await;
+        if measured.is_err() {
+            eprintln!("upstream kubelet log:\n{}", kubelet.log());
+        }
+        measured?
+    };
+    upstream::remove_pod_logs_of(NODE);
+    let (theirs_cpu, theirs_late) = theirs;
+    println!(
+        "probes: upstream kubelet v1.26.1 CPU time with the same {probes} probes a second over {secs} s: {theirs_cpu:.2} s (its HTTP probe delay p99 {:.2} ms)",
+        percentile(&theirs_late, 0.99)
+    );
+    let ratio = ours / theirs_cpu.max(1e-9);
+    println!(
+        "probes: rkubelet / upstream CPU for the same probes: {ratio:.2} ({})",
+        at_most(ratio, 0.5, "")
+    );
+    let left = ctrd.down();
+    if !left.is_empty() {
+        return Err(format!("containerd teardown left: {left:?}"));
+    }
+    Ok(())
+}
+
+fn main() {
+    if let Some(missing) = Containerd::unavailable() {
+        fail("probes", &missing);
+    }
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => fail("probes", &format!("temp dir: {e}")),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => fail("probes", &format!("no tokio runtime: {e}")),
+    };
+    let result = runtime.block_on(run(dir.path()));
+    upstream::unmount_below(dir.path());
+    if let Err(e) = result {
+        fail("probes", &e);
+    }
+}

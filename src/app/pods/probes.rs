@@ -1,0 +1,638 @@
+//! Probes and lifecycle hooks carried out: the probe manager (one scheduler task for
+//! every probe of every pod, handlers run as short tasks, exec bounded in parallel),
+//! the handlers run through the runtime port (`exec`) and the prober port (network),
+//! and the hooks around a container's start and stop.
+//!
+//! The decisions are `domain::probe`'s: when a probe runs, what an answer means,
+//! which kill a failure calls for. Pod workers feed the manager each sync's runtime
+//! view (`observe`) and take readiness from it (`apply_to_status`); the manager pokes
+//! a pod's worker when a result changes, and kills a container whose liveness or
+//! startup probe failed past its threshold.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify, Semaphore};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::sync::SyncContext;
+use crate::app::server::shutdown_requested;
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
+use crate::domain::probe::target::{hook_target, probe_target};
+use crate::domain::probe::{
+    self as decide, grace_after_pre_stop, hook_failed_event, killing_event, post_start_kill,
+    probe_kill, started_and_ready, ContainerKill, HandlerOutcome, HandlerTarget, PodView,
+    ProbeEvent, ProbeKind, ProbeWorker, Tick,
+};
+use crate::domain::status::ApiPodStatus;
+use crate::ports::error::Chain;
+use crate::ports::prober::Prober;
+use crate::ports::runtime::{RuntimeError, RuntimeService};
+
+/// Exec probes running at once across the node: each is a runtime call and a process
+/// in a container.
+pub const MAX_PARALLEL_EXEC: usize = 16;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Logs an event for a pod's container, as standalone upstream would record it.
+pub(super) fn log_event(pod: &Pod, container: &str, event: &ProbeEvent) {
+    let pod_name = full_name(pod);
+    // One event, one log line: a probe's output may hold newlines.
+    let (reason, message) = (event.reason, event.message.replace('\n', "\\n"));
+    if event.event_type == "Warning" {
+        warn!(pod = %pod_name, container, event = reason, "{message}");
+    } else {
+        info!(pod = %pod_name, container, event = reason, "{message}");
+    }
+}
+
+/// The IP of the pod's newest ready sandbox, empty when none.
+fn pod_ip(status: &PodRuntimeStatus) -> String {
+    status
+        .sandboxes
+        .first()
+        .filter(|s| s.state == SandboxState::Ready)
+        .map(|s| s.ip.clone())
+        .unwrap_or_default()
+}
+
+/// Runs a resolved handler: exec in the container, network checks from the node.
+pub(super) async fn run_handler(
+    runtime: &dyn RuntimeService,
+    prober: &dyn Prober,
+    container_id: &str,
+    target: &HandlerTarget,
+    timeout: Duration,
+) -> HandlerOutcome {
+    match target {
+        HandlerTarget::Exec(cmd) => match runtime.exec_sync(container_id, cmd, timeout).await {
+            Ok(r) => {
+                let mut output = String::from_utf8_lossy(&r.stdout).into_owned();
+                output.push_str(&String::from_utf8_lossy(&r.stderr));
+                if r.exit_code == 0 {
+                    HandlerOutcome::Success(output)
+                } else {
+                    HandlerOutcome::Failure(output)
+                }
+            }
+            // Upstream's ExecProbeTimeout: a timeout is a failure with this text.
+            Err(RuntimeError::DeadlineExceeded { .. }) => {
+                HandlerOutcome::Failure(format!("command {:?} timed out", cmd.join(" ")))
+            }
+            Err(error) => HandlerOutcome::Error(Chain(&error).to_string()),
+        },
+        HandlerTarget::Http(http) => prober.http_get(http, timeout).await,
+        HandlerTarget::Tcp { host, port } => prober.tcp(host, *port, timeout).await,
+        HandlerTarget::Grpc {
+            host,
+            port,
+            service,
+        } => prober.grpc(host, *port, service, timeout).await,
+        HandlerTarget::Sleep(secs) => {
+            tokio::time::sleep(Duration::from_secs(u64::try_from(*secs).unwrap_or(0))).await;
+            HandlerOutcome::Success(String::new())
+        }
+    }
+}
+
+/// Runs a lifecycle hook of `container` (instance `container_id`); the error in
+/// upstream's words.
+async fn run_hook(
+    ctx: &SyncContext,
+    pod: &Pod,
+    container: &Container,
+    container_id: &str,
+    handler: &LifecycleHandler,
+    pod_ip: &str,
+) -> Result<(), String> {
+    let target = hook_target(handler, container, pod_ip).map_err(|e| e.to_string())?;
+    if let HandlerTarget::Http(http) = &target {
+        return ctx.prober.http_hook(http).await.map_err(|error| {
+            format!(
+                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {error}",
+                http.path,
+                container.name,
+                format_pod(pod)
+            )
+        });
+    }
+    // Upstream gives exec hooks no timeout of their own; the caller bounds preStop.
+    let outcome = run_handler(
+        ctx.runtime.as_ref(),
+        ctx.prober.as_ref(),
+        container_id,
+        &target,
+        Duration::ZERO,
+    )
+    .await;
+    match (outcome, &target) {
+        (HandlerOutcome::Success(_) | HandlerOutcome::Warning(_), _) => Ok(()),
+        (HandlerOutcome::Failure(out) | HandlerOutcome::Error(out), HandlerTarget::Exec(cmd)) => {
+            Err(format!(
+                "Exec lifecycle hook ({cmd:?}) for Container {:?} in Pod {:?} failed - error: command {:?} failed, message: {out:?}",
+                container.name,
+                format_pod(pod),
+                cmd.join(" ")
+            ))
+        }
+        (HandlerOutcome::Failure(out) | HandlerOutcome::Error(out), _) => {
+            Err(format!("Cannot run handler: {out}"))
+        }
+    }
+}
+
+/// Runs `container`'s `postStart` hook, if any, after its start. A failure kills the
+/// container (event `FailedPostStartHook`) and returns upstream's message.
+pub(super) async fn post_start(
+    ctx: &SyncContext,
+    pod: &Pod,
+    container: &Container,
+    container_id: &str,
+    sandbox_id: &str,
+) -> Result<(), String> {
+    let Some(hook) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.post_start.as_ref())
+    else {
+        return Ok(());
+    };
+    let ip = match hook.http_get.as_ref().filter(|h| h.host.is_empty()) {
+        Some(_) => ctx
+            .runtime
+            .pod_sandbox_status(sandbox_id)
+            .await
+            .map(|s| s.ip)
+            .unwrap_or_default(),
+        None => String::new(),
+    };
+    let Err(message) = run_hook(ctx, pod, container, container_id, hook, &ip).await else {
+        return Ok(());
+    };
+    warn!(container = %container.name, id = container_id, %message, "Failed to execute PostStartHook");
+    log_event(pod, &container.name, &hook_failed_event(true));
+    kill_container(
+        ctx,
+        Some(pod),
+        &post_start_kill(pod, container, container_id),
+        "",
+    )
+    .await;
+    Err(message)
+}
+
+/// Kills a container as upstream's `killContainer`: the `Killing` event, its
+/// `preStop` hook (bounded by the grace period, whose time then comes off the grace),
+/// then the stop with what is left. `pod` is the spec when known (no hook without it).
+pub(super) async fn kill_container(
+    ctx: &SyncContext,
+    pod: Option<&Pod>,
+    kill: &ContainerKill,
+    pod_ip: &str,
+) {
+    let mut grace = kill.grace_period_secs;
+    if let Some(pod) = pod {
+        log_event(pod, &kill.container, &killing_event(kill));
+        let container = pod
+            .spec
+            .containers
+            .iter()
+            .find(|c| c.name == kill.container);
+        let hook = container.and_then(|c| {
+            c.lifecycle
+                .as_ref()
+                .and_then(|l| l.pre_stop.as_ref())
+                .map(|h| (c, h))
+        });
+        if let (Some((container, hook)), true) = (hook, grace > 0) {
+            debug!(container = %kill.container, "Running preStop hook");
+            let started = Instant::now();
+            let limit = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+            let run = run_hook(ctx, pod, container, &kill.container_id, hook, pod_ip);
+            match tokio::time::timeout(limit, run).await {
+                Ok(Ok(())) => debug!(container = %kill.container, "PreStop hook completed"),
+                Ok(Err(message)) => {
+                    warn!(container = %kill.container, %message, "PreStop hook failed");
+                    log_event(pod, &kill.container, &hook_failed_event(false));
+                }
+                Err(_) => info!(
+                    container = %kill.container,
+                    grace_period = grace,
+                    "PreStop hook not completed in grace period"
+                ),
+            }
+            let took = i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX);
+            grace = grace_after_pre_stop(grace, took);
+        }
+    }
+    info!(container = %kill.container, id = %kill.container_id, grace_period = grace, "Killing container with a grace period");
+    if let Err(error) = ctx.runtime.stop_container(&kill.container_id, grace).await {
+        warn!(container = %kill.container, error = %Chain(&error), "Container termination failed with gracePeriod");
+    }
+}
+
+/// The kill of a container the pod spec wants stopped for `reason` (deletion, a spec
+/// change): the pod's grace, upstream's default message.
+pub(super) fn stop_kill(name: &str, id: &str, grace: i64) -> ContainerKill {
+    ContainerKill {
+        container: name.to_owned(),
+        container_id: id.to_owned(),
+        message: format!("Stopping container {name}"),
+        grace_period_secs: grace,
+    }
+}
+
+/// The pod IP a kill's hooks use.
+pub(super) fn kill_pod_ip(status: &PodRuntimeStatus) -> String {
+    pod_ip(status)
+}
+
+/// One probe of one container and its schedule.
+struct Slot {
+    container: String,
+    worker: ProbeWorker,
+    next_run: Instant,
+    /// A handler is running; the slot is not due until it answers.
+    running: bool,
+    /// Answers counted as upstream's `prober_probe_total` counts them (an error is not).
+    successful: u64,
+    failed: u64,
+}
+
+/// What the manager knows of one pod.
+struct PodProbes {
+    pod: Pod,
+    runtime: PodRuntimeStatus,
+    poke: Arc<Notify>,
+    slots: Vec<Slot>,
+}
+
+impl PodProbes {
+    /// Whether `container`'s startup probe has passed (or it has none), for the
+    /// running instance.
+    fn started(&self, container: &str) -> bool {
+        let running = self
+            .runtime
+            .find_container(container)
+            .is_some_and(|c| c.state == ContainerState::Running);
+        let startup = self.result_of(container, ProbeKind::Startup);
+        started_and_ready(running, startup, None).0
+    }
+
+    /// `None` without such a probe; else its result for the newest instance.
+    fn result_of(&self, container: &str, kind: ProbeKind) -> Option<Option<decide::ProbeResult>> {
+        let newest = self
+            .runtime
+            .find_container(container)
+            .map(|c| c.id.as_str());
+        self.slots
+            .iter()
+            .find(|s| s.container == container && s.worker.kind() == kind)
+            .map(|s| {
+                s.worker
+                    .result()
+                    .filter(|_| Some(s.worker.container_id()) == newest)
+            })
+    }
+}
+
+/// A probe handler to run, taken from a due slot.
+struct Run {
+    uid: String,
+    container: String,
+    kind: ProbeKind,
+    container_id: String,
+    target: Result<HandlerTarget, String>,
+    timeout: Duration,
+}
+
+/// Every probe of every pod; see the module documentation.
+pub struct ProbeManager {
+    runtime: Arc<dyn RuntimeService>,
+    ctx: Arc<SyncContext>,
+    exec_permits: Arc<Semaphore>,
+    pods: Mutex<HashMap<String, PodProbes>>,
+    wake: Notify,
+}
+
+impl ProbeManager {
+    pub fn new(ctx: Arc<SyncContext>) -> Arc<Self> {
+        Arc::new(Self {
+            runtime: Arc::clone(&ctx.runtime),
+            ctx,
+            exec_permits: Arc::new(Semaphore::new(MAX_PARALLEL_EXEC)),
+            pods: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// A sync's view of `pod`: its spec (probes added or removed with it) and what
+    /// the runtime holds. `poke` wakes the pod's worker.
+    pub(super) fn observe(&self, pod: &Pod, runtime: &PodRuntimeStatus, poke: &Arc<Notify>) {
+        let wanted: Vec<(String, ProbeKind, &crate::domain::pod::Probe)> = pod
+            .spec
+            .containers
+            .iter()
+            .flat_map(|c| {
+                ProbeKind::ALL
+                    .into_iter()
+                    .filter_map(move |k| k.of(c).map(|p| (c.name.clone(), k, p)))
+            })
+            .collect();
+        let mut pods = lock(&self.pods);
+        if wanted.is_empty() {
+            pods.remove(&pod.metadata.uid);
+            return;
+        }
+        let entry = pods
+            .entry(pod.metadata.uid.clone())
+            .or_insert_with(|| PodProbes {
+                pod: pod.clone(),
+                runtime: PodRuntimeStatus::default(),
+                poke: Arc::clone(poke),
+                slots: Vec::new(),
+            });
+        let now = Instant::now();
+        entry.slots.retain(|s| {
+            wanted.iter().any(|(c, k, p)| {
+                *c == s.container && *k == s.worker.kind() && *p == s.worker.probe()
+            })
+        });
+        for (container, kind, probe) in wanted {
+            let exists = entry
+                .slots
+                .iter()
+                .any(|s| s.container == container && s.worker.kind() == kind);
+            if !exists {
+                entry.slots.push(Slot {
+                    container,
+                    worker: ProbeWorker::new(kind, probe.clone()),
+                    next_run: now,
+                    running: false,
+                    successful: 0,
+                    failed: 0,
+                });
+            }
+        }
+        // A container that just started: look now rather than a period later.
+        for slot in &mut entry.slots {
+            let newest = runtime
+                .find_container(&slot.container)
+                .map(|c| c.id.as_str());
+            if newest.is_some_and(|id| id != slot.worker.container_id()) && !slot.running {
+                slot.next_run = now;
+            }
+        }
+        entry.pod = pod.clone();
+        entry.runtime = runtime.clone();
+        entry.poke = Arc::clone(poke);
+        drop(pods);
+        self.wake.notify_one();
+    }
+
+    /// The pod is going away: its probes stop (upstream stops liveness at deletion).
+    pub(super) fn forget(&self, uid: &str) {
+        lock(&self.pods).remove(uid);
+    }
+
+    /// Writes `started`, `ready` and the conditions the probes give into `status`.
+    pub(super) fn apply_to_status(&self, pod: &Pod, status: &mut ApiPodStatus) {
+        let pods = lock(&self.pods);
+        let Some(entry) = pods.get(&pod.metadata.uid) else {
+            return;
+        };
+        let states: BTreeMap<String, (bool, bool)> = pod
+            .spec
+            .containers
+            .iter()
+            .map(|c| {
+                let running = entry
+                    .runtime
+                    .find_container(&c.name)
+                    .is_some_and(|s| s.state == ContainerState::Running);
+                let state = started_and_ready(
+                    running,
+                    entry.result_of(&c.name, ProbeKind::Startup),
+                    entry.result_of(&c.name, ProbeKind::Readiness),
+                );
+                (c.name.clone(), state)
+            })
+            .collect();
+        decide::apply_to_status(pod, status, &states);
+    }
+
+    /// Upstream's `prober_probe_total` counter in the Prometheus text format, one series
+    /// per probe and result, for `/metrics/probes`.
+    pub fn metrics_text(&self) -> String {
+        let mut out = String::from(
+            "# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n",
+        );
+        let pods = lock(&self.pods);
+        let mut lines = Vec::new();
+        for (uid, entry) in pods.iter() {
+            let meta = &entry.pod.metadata;
+            for slot in &entry.slots {
+                for (result, count) in [("failed", slot.failed), ("successful", slot.successful)] {
+                    lines.push(format!(
+                        "prober_probe_total{{container={:?},namespace={:?},pod={:?},pod_uid={:?},probe_type={:?},result={:?}}} {count}\n",
+                        slot.container,
+                        meta.namespace,
+                        meta.name,
+                        uid,
+                        slot.worker.kind().to_string(),
+                        result
+                    ));
+                }
+            }
+        }
+        lines.sort();
+        out.extend(lines);
+        out
+    }
+
+    /// Ticks every due slot; returns the handlers to run and when to look next.
+    fn due(&self) -> (Vec<Run>, Option<Instant>) {
+        let now = Instant::now();
+        let now_unix_nanos = self.ctx.clock.now_unix_nanos();
+        let mut runs = Vec::new();
+        let mut next: Option<Instant> = None;
+        let mut pods = lock(&self.pods);
+        for (uid, entry) in pods.iter_mut() {
+            let started: HashMap<String, bool> = entry
+                .pod
+                .spec
+                .containers
+                .iter()
+                .map(|c| (c.name.clone(), entry.started(&c.name)))
+                .collect();
+            let ip = pod_ip(&entry.runtime);
+            let mut stopped = Vec::new();
+            for (i, slot) in entry.slots.iter_mut().enumerate() {
+                if slot.running {
+                    continue;
+                }
+                if slot.next_run <= now {
+                    let container = entry.runtime.find_container(&slot.container);
+                    let view = PodView {
+                        container,
+                        started: started.get(&slot.container).copied().unwrap_or(false),
+                        restart_policy: entry.pod.spec.restart_policy,
+                        terminating: false,
+                        now_unix_nanos,
+                    };
+                    let period = slot.worker.period();
+                    match slot.worker.tick(&view) {
+                        Tick::Probe => {
+                            let spec = entry
+                                .pod
+                                .spec
+                                .containers
+                                .iter()
+                                .find(|c| c.name == slot.container);
+                            let target = match spec {
+                                Some(c) => probe_target(&slot.worker.probe().handler, c, &ip)
+                                    .map_err(|e| e.to_string()),
+                                None => Err(format!("no container {}", slot.container)),
+                            };
+                            runs.push(Run {
+                                uid: uid.clone(),
+                                container: slot.container.clone(),
+                                kind: slot.worker.kind(),
+                                container_id: slot.worker.container_id().to_owned(),
+                                target,
+                                timeout: slot.worker.timeout(),
+                            });
+                            slot.running = true;
+                        }
+                        Tick::Skip => {}
+                        Tick::Stop => stopped.push(i),
+                    }
+                    // Periods count from the schedule, not from the answer.
+                    while slot.next_run <= now {
+                        slot.next_run += period;
+                    }
+                }
+                if !slot.running {
+                    next = Some(next.map_or(slot.next_run, |n| n.min(slot.next_run)));
+                }
+            }
+            for i in stopped.into_iter().rev() {
+                entry.slots.remove(i);
+            }
+        }
+        (runs, next)
+    }
+
+    /// Records a handler's answer and carries out what it calls for.
+    async fn answer(self: Arc<Self>, run: Run, outcome: HandlerOutcome) {
+        let effect = {
+            let mut pods = lock(&self.pods);
+            let Some(entry) = pods.get_mut(&run.uid) else {
+                return;
+            };
+            let Some(slot) = entry
+                .slots
+                .iter_mut()
+                .find(|s| s.container == run.container && s.worker.kind() == run.kind)
+            else {
+                return;
+            };
+            slot.running = false;
+            match outcome {
+                HandlerOutcome::Success(_) | HandlerOutcome::Warning(_) => slot.successful += 1,
+                HandlerOutcome::Failure(_) => slot.failed += 1,
+                HandlerOutcome::Error(_) => {}
+            }
+            let recorded = slot.worker.record(&run.container_id, &outcome);
+            if let Some(event) = &recorded.event {
+                log_event(&entry.pod, &run.container, event);
+            }
+            debug!(pod = %full_name(&entry.pod), container = %run.container, probe = %run.kind, ?outcome, "probe answered");
+            let kill = recorded.kill.then(|| {
+                entry
+                    .pod
+                    .spec
+                    .containers
+                    .iter()
+                    .find(|c| c.name == run.container)
+                    .map(|c| probe_kill(&entry.pod, c, &run.container_id, run.kind))
+            });
+            (
+                recorded.changed,
+                kill.flatten(),
+                entry.pod.clone(),
+                pod_ip(&entry.runtime),
+                Arc::clone(&entry.poke),
+            )
+        };
+        self.wake.notify_one();
+        let (changed, kill, pod, ip, poke) = effect;
+        if let Some(kill) = kill {
+            kill_container(&self.ctx, Some(&pod), &kill, &ip).await;
+        }
+        if changed {
+            poke.notify_one();
+        }
+    }
+
+    async fn run_one(self: Arc<Self>, run: Run) {
+        let outcome = match &run.target {
+            Err(error) => HandlerOutcome::Error(error.clone()),
+            Ok(target @ HandlerTarget::Exec(_)) => {
+                let Ok(_permit) = Arc::clone(&self.exec_permits).acquire_owned().await else {
+                    return;
+                };
+                run_handler(
+                    self.runtime.as_ref(),
+                    self.ctx.prober.as_ref(),
+                    &run.container_id,
+                    target,
+                    run.timeout,
+                )
+                .await
+            }
+            Ok(target) => {
+                run_handler(
+                    self.runtime.as_ref(),
+                    self.ctx.prober.as_ref(),
+                    &run.container_id,
+                    target,
+                    run.timeout,
+                )
+                .await
+            }
+        };
+        self.answer(run, outcome).await;
+    }
+
+    /// The scheduler: sleeps until the next probe is due (or a pod changes), starts
+    /// the due handlers as tasks, until `stop`.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let (runs, next) = self.due();
+            for run in runs {
+                tokio::spawn(Arc::clone(&self).run_one(run));
+            }
+            let sleep = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shutdown_requested(&mut stop) => return,
+                () = self.wake.notified() => {}
+                () = sleep => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
