@@ -16,7 +16,7 @@ use std::time::Duration;
 
 #[path = "common/mod.rs"]
 mod bench;
-#[allow(dead_code, unused_imports, unused_macros)]
+#[allow(unused_imports, unused_macros)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[allow(dead_code, unused_imports)]
