@@ -46,7 +46,8 @@ fn clients_for(endpoint: &RuntimeEndpoint, timeout: Duration) -> Result<CriClien
     match endpoint {
         RuntimeEndpoint::Simulated => {
             // Real times, as a real runtime records them (crash-loop back-off counts from them).
-            let fake = Arc::new(FakeRuntime::with_clock(Arc::new(SystemClock::new())));
+            let fake =
+                Arc::new(FakeRuntime::with_clock(Arc::new(SystemClock::new())).without_journal());
             Ok((fake.clone(), fake))
         }
         RuntimeEndpoint::Cri(uri) => {
@@ -81,7 +82,7 @@ pub async fn cgroup_manager_for(
 ) -> Result<Arc<dyn CgroupManager>, CgroupError> {
     if simulated {
         info!("simulated node: cgroups are kept in memory only");
-        return Ok(Arc::new(FakeCgroupManager::new(driver)));
+        return Ok(Arc::new(FakeCgroupManager::new(driver).without_journal()));
     }
     match driver {
         CgroupDriver::Cgroupfs => Ok(Arc::new(CgroupfsManager::detect(Path::new(

@@ -32,6 +32,7 @@ mod planner;
 mod pods_containerd;
 mod probes_containerd;
 mod security_containerd;
+mod soak;
 mod systemd_real;
 mod upstream_compare;
 mod upstream_identity;

@@ -19,6 +19,8 @@ struct State {
 pub struct FakeCgroupManager {
     driver: CgroupDriver,
     state: Mutex<State>,
+    /// The simulated node keeps no journal: it would grow with every pod churned.
+    no_journal: bool,
 }
 
 impl FakeCgroupManager {
@@ -26,6 +28,19 @@ impl FakeCgroupManager {
         Self {
             driver,
             state: Mutex::new(State::default()),
+            no_journal: false,
+        }
+    }
+
+    /// Without the journal of changes (the simulated node, which runs for months).
+    pub fn without_journal(mut self) -> Self {
+        self.no_journal = true;
+        self
+    }
+
+    fn record(&self, state: &mut State, change: String) {
+        if !self.no_journal {
+            state.journal.push(change);
         }
     }
 
@@ -78,7 +93,7 @@ impl CgroupManager for FakeCgroupManager {
         resources: &ResourceConfig,
     ) -> Result<(), CgroupError> {
         let mut s = self.state();
-        s.journal.push(format!("create {name}"));
+        self.record(&mut s, format!("create {name}"));
         // Parents come into being with their child, as mkdir -p and slices do.
         let mut ancestor = name.parent();
         while !ancestor.is_root() {
@@ -95,7 +110,7 @@ impl CgroupManager for FakeCgroupManager {
         resources: &ResourceConfig,
     ) -> Result<(), CgroupError> {
         let mut s = self.state();
-        s.journal.push(format!("update {name}"));
+        self.record(&mut s, format!("update {name}"));
         match s.cgroups.get_mut(name) {
             Some(old) => {
                 merge(old, resources);
@@ -107,7 +122,7 @@ impl CgroupManager for FakeCgroupManager {
 
     async fn destroy(&self, name: &CgroupName) -> Result<(), CgroupError> {
         let mut s = self.state();
-        s.journal.push(format!("destroy {name}"));
+        self.record(&mut s, format!("destroy {name}"));
         let prefix = name.components().to_vec();
         s.cgroups
             .retain(|n, _| !n.components().starts_with(&prefix));

@@ -477,7 +477,14 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     stop_pod(ctx, pod, &view.status, grace).await;
     let mut clean = true;
     for c in &view.status.containers {
-        if let Err(error) = ctx.runtime.remove_container(&c.id).await {
+        let mut removed = ctx.runtime.remove_container(&c.id).await;
+        if removed.is_err() && c.state == ContainerState::Exited {
+            // A container listed as exited may still have a running task (rkubelet killed
+            // while it started; found by fault test 1): stop it, then remove it.
+            let _ = ctx.runtime.stop_container(&c.id, 0).await;
+            removed = ctx.runtime.remove_container(&c.id).await;
+        }
+        if let Err(error) = removed {
             warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove container");
             clean = false;
         }

@@ -1,0 +1,52 @@
+//! The soak's long form (tests/integration/soak.rs, issue 17): 250 static pods created
+//! and deleted in waves on a simulated node (`fake://`) for `RKUBELET_BENCH_SOAK_SECS`
+//! (default 600; the issue's full run is 1800). Figures: waves and pods churned, the
+//! resident memory's slope after the warm-up (goal < 1 KiB a pod churned), file
+//! descriptors and threads gained (goal 0), pod folders left (goal 0).
+
+use std::time::Duration;
+
+#[path = "common/mod.rs"]
+mod bench;
+#[allow(unused_imports, unused_macros)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/integration/soak.rs"]
+mod soak;
+
+use bench::{at_most, below};
+
+fn main() {
+    let secs = std::env::var("RKUBELET_BENCH_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let f = soak::soak_simulated(250, usize::MAX, Duration::from_secs(secs));
+    println!(
+        "soak: {secs} s, {} waves of 250 pods ({} churned) on a simulated node; slowest wave {:.1} s",
+        f.waves,
+        f.pods_churned,
+        f.slowest_wave.as_secs_f64()
+    );
+    let first = f.rss_kib.get(2).copied().unwrap_or(0);
+    let last = f.rss_kib.last().copied().unwrap_or(0);
+    println!(
+        "soak: resident memory after the warm-up {first} KiB, at the end {last} KiB; slope {:.3} KiB a pod churned ({})",
+        f.slope_kib_per_pod,
+        below(f.slope_kib_per_pod, 1.0, " KiB a pod")
+    );
+    let fds = f.fds.1.saturating_sub(f.fds.0);
+    let threads = f.threads.1.saturating_sub(f.threads.0);
+    println!(
+        "soak: file descriptors {} -> {} ({}); threads {} -> {} ({}); pod folders left {} ({})",
+        f.fds.0,
+        f.fds.1,
+        at_most(fds as f64, 0.0, " gained"),
+        f.threads.0,
+        f.threads.1,
+        at_most(threads as f64, 0.0, " gained"),
+        f.pod_dirs_left,
+        at_most(f.pod_dirs_left as f64, 0.0, "")
+    );
+}
