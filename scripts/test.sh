@@ -40,8 +40,8 @@ figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
 mkdir -p "$(dirname "$figures")"
 # One invocation builds the benches once. The soak and the API server outage run their
 # short forms here (CI's time budget); unset, a hand run takes the issue's lengths.
-export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-120}"
-export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-120}"
+export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-60}"
+export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-60}"
 cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction \
