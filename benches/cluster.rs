@@ -13,10 +13,13 @@ mod cluster;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
+mod common;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{pss_kib, rss_kib, verdict};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -32,29 +35,6 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap_or(0)
-}
-
-/// Kernel's proportional share of a process's memory (shared pages divided among sharers).
-fn pss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Pss:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
         .unwrap_or(0)
 }
 
@@ -75,14 +55,6 @@ fn ready_nodes(c: &cluster::Cluster) -> usize {
             )
         })
         .unwrap_or(0)
-}
-
-fn met(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "NOT MET"
-    }
 }
 
 fn main() {
@@ -125,7 +97,7 @@ fn main() {
         Some(t) => println!(
             "cluster: {nodes} simulated nodes started at once, all Ready after {:.2} s (goal 30 s: {})",
             t.as_secs_f64(),
-            met(t <= Duration::from_secs(30))
+            verdict(t <= Duration::from_secs(30))
         ),
         None => println!(
             "cluster: only {} of {nodes} simulated nodes Ready after 60 s (goal 30 s: NOT MET)",
@@ -134,14 +106,20 @@ fn main() {
     }
     let window_start = std::time::SystemTime::now();
     std::thread::sleep(idle);
-    let pss: u64 = children.iter().map(|ch| pss_kib(ch.id())).sum();
-    let rss: u64 = children.iter().map(|ch| rss_kib(ch.id())).sum();
+    let pss: u64 = children
+        .iter()
+        .map(|ch| pss_kib(ch.id()).unwrap_or(0))
+        .sum();
+    let rss: u64 = children
+        .iter()
+        .map(|ch| rss_kib(ch.id()).unwrap_or(0))
+        .sum();
     println!(
         "cluster: after {} s idle, {nodes} nodes use {:.1} MiB in total (proportional set size; {:.1} MiB resident counting the shared binary in each) (goal 1 GiB: {})",
         idle.as_secs(),
         pss as f64 / 1024.0,
         rss as f64 / 1024.0,
-        met(pss < 1024 * 1024)
+        verdict(pss < 1024 * 1024)
     );
     let since = window_start
         .duration_since(std::time::UNIX_EPOCH)
@@ -165,7 +143,7 @@ fn main() {
     let per_node_minute = requests as f64 / nodes as f64 / (idle.as_secs_f64() / 60.0);
     println!(
         "cluster: an idle node sends {per_node_minute:.1} API requests a minute (upstream v1.26.1: 12; goal no more: {})",
-        met(per_node_minute <= 12.0)
+        verdict(per_node_minute <= 12.0)
     );
     for mut child in children {
         let _ = child.kill();

@@ -30,7 +30,7 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
-use common::{at_most, below, fail, unmeasured};
+use common::{at_most, below, cpu_secs, fail, rss_kib, unmeasured};
 use containerd::Containerd;
 
 mod common;
@@ -287,23 +287,12 @@ impl Kubelet {
         }
     }
 
-    /// User plus system CPU seconds so far (USER_HZ is 100 on Linux).
     fn cpu_secs(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        // fields[0] is the state (field 3): utime and stime are fields 14 and 15.
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        Some((utime + stime) as f64 / 100.0)
+        cpu_secs(self.child.id())
     }
 
     fn rss_mib(&self) -> Option<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
-        Some(kib as f64 / 1024.0)
+        rss_kib(self.child.id()).map(|kib| kib as f64 / 1024.0)
     }
 }
 

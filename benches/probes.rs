@@ -33,7 +33,7 @@ mod env_file;
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
-use common::{at_most, below, fail};
+use common::{at_most, below, cpu_secs, fail};
 use containerd::Containerd;
 
 mod common;
@@ -97,15 +97,6 @@ fn manifest(name: &str, busybox: &str, port: u16) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: main\n    image: {busybox}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n    readinessProbe:\n      exec:\n        command: [\"true\"]\n      periodSeconds: 1\n    livenessProbe:\n      httpGet:\n        host: 127.0.0.1\n        port: {port}\n        path: /{name}\n      periodSeconds: 1\n      failureThreshold: 3\n"
     )
-}
-
-/// User plus system CPU seconds of `pid` so far (USER_HZ is 100 on Linux).
-fn cpu_secs(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) as f64 / 100.0)
 }
 
 /// How late each probe arrived behind its pod's schedule (first arrival in the window

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{below, fail, unmeasured};
+use common::{below, fail, rss_kib, unmeasured};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 
@@ -60,14 +60,6 @@ fn time_to_healthz(root: &std::path::Path) -> Option<(Duration, Child)> {
         std::thread::sleep(Duration::from_micros(200));
     }
     None
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn env_number(name: &str, default: u64) -> u64 {

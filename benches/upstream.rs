@@ -39,7 +39,7 @@ use rkubelet::ports::runtime::RuntimeService;
 use serde_json::Value;
 
 use cluster::Cluster;
-use common::{at_most, below, fail, verdict};
+use common::{at_most, below, cpu_secs, fail, rss_kib, verdict};
 use containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -159,24 +159,6 @@ fn healthz_ok(port: u16) -> bool {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     answer.starts_with("HTTP/1.1 200")
-}
-
-fn cpu_secs(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // fields[0] is the state (field 3): utime and stime are fields 14 and 15.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) as f64 / 100.0)
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
-    Some(kib as f64 / 1024.0)
 }
 
 /// The 30 static pods both kubelets run: busybox sleeping, as in the pods benchmark.
@@ -348,7 +330,7 @@ fn measure(
     let cpu_before = cpu_secs(running.pid());
     std::thread::sleep(Duration::from_secs(idle));
     figures.idle_cpu_secs = cpu_before.zip(cpu_secs(running.pid())).map(|(a, b)| b - a);
-    figures.rss_mib = rss_mib(running.pid());
+    figures.rss_mib = rss_kib(running.pid()).map(|kib| kib as f64 / 1024.0);
     let since = window_start
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -30,3 +30,33 @@ pub fn fail(bench: &str, message: &str) -> ! {
     eprintln!("{bench}: FAILED: {message}");
     std::process::exit(1)
 }
+
+/// User plus system CPU seconds of process `pid` so far (USER_HZ is 100 on Linux).
+pub fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name: fields[0] is the state (field 3); utime and stime are
+    // fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// A `kB` line of `/proc/<pid>/<file>` (`VmRSS:` of `status`, `Pss:` of `smaps_rollup`).
+fn proc_kib(pid: u32, file: &str, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Resident set size of process `pid`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    proc_kib(pid, "status", "VmRSS:")
+}
+
+/// Proportional set size of process `pid` (shared pages divided among their sharers).
+pub fn pss_kib(pid: u32) -> Option<u64> {
+    proc_kib(pid, "smaps_rollup", "Pss:")
+}
