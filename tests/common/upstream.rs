@@ -30,6 +30,20 @@ pub fn kube_bins() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// What every test with the upstream kubelet needs: root, containerd, the upstream
+/// binaries (their folder is returned) and [`LOCK`] (held by the returned guard). Fails
+/// the test, saying which is missing.
+pub fn require_peers() -> (PathBuf, Flock<File>) {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "must run as root: it starts containerd and the upstream kubelet"
+    );
+    if let Some(reason) = Containerd::unavailable() {
+        panic!("containerd is needed: {reason}");
+    }
+    (kube_bins(), lock())
+}
+
 /// Holds [`LOCK`]: one upstream kubelet (and whatever shares its host paths) at a time.
 pub fn lock() -> Flock<File> {
     let file = File::create(LOCK).expect("lock file");

@@ -18,7 +18,7 @@ use rkubelet::domain::kuberuntime::runtime::{
 use rkubelet::ports::runtime::RuntimeService;
 
 use crate::common::containerd::Containerd;
-use crate::common::upstream::{self, kube_bins, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
+use crate::common::upstream::{self, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
 use crate::common::{http_get, start_daemon, Daemon};
 
 const PODS: usize = 30;
@@ -267,15 +267,7 @@ async fn settle(rt: &CriRuntime, before: &Holdings, secs: u64) -> (usize, usize,
 #[tokio::test]
 #[ignore = "needs containerd and the upstream kubelet: run by scripts/test.sh"]
 async fn a_node_swaps_kubelets_both_ways_without_restarting_a_container() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "must run as root: it starts containerd and the upstream kubelet"
-    );
-    if let Some(reason) = Containerd::unavailable() {
-        panic!("containerd is needed: {reason}");
-    }
-    let bins = kube_bins();
-    let _lock = upstream::lock();
+    let (bins, _lock) = upstream::require_peers();
     let mut ctrd = Containerd::start("swap");
     let rt = CriRuntime::connect(&ctrd.var("CRI_ENDPOINT"), Duration::from_secs(30))
         .expect("CRI client");

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::common::containerd::Containerd;
 use crate::common::start_daemon;
-use crate::common::upstream::{self, kube_bins, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
+use crate::common::upstream::{self, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
 
 /// A difference allowed between the two views: where it is (a part of the flattened
 /// path) and why (the README says the same).
@@ -265,15 +265,7 @@ fn flatten(v: &Value, path: &str, root: &str, out: &mut BTreeMap<String, String>
 #[tokio::test]
 #[ignore = "needs containerd and the upstream kubelet: run by scripts/test.sh"]
 async fn rkubelet_sends_the_cri_requests_upstream_v1_26_sends() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "must run as root: it starts containerd and the upstream kubelet"
-    );
-    if let Some(reason) = Containerd::unavailable() {
-        panic!("containerd is needed: {reason}");
-    }
-    let bins = kube_bins();
-    let _lock = upstream::lock();
+    let (bins, _lock) = upstream::require_peers();
     let mut ctrd = Containerd::start("cmp");
     let endpoint = ctrd.var("CRI_ENDPOINT");
     let rt = CriRuntime::connect(&endpoint, Duration::from_secs(30)).expect("CRI client");

@@ -24,7 +24,7 @@ use rkubelet::domain::upstream::IdentityError;
 use rkubelet::ports::runtime::RuntimeService;
 
 use crate::common::containerd::Containerd;
-use crate::common::upstream::{self, kube_bins, UpstreamArgs, UpstreamKubelet};
+use crate::common::upstream::{self, UpstreamArgs, UpstreamKubelet};
 
 const SEEN: &str = "2024-01-01T00:00:00Z";
 
@@ -145,15 +145,7 @@ impl Drop for RemoveOnDrop {
 #[tokio::test]
 #[ignore = "needs containerd and the upstream kubelet: run by scripts/test.sh"]
 async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "must run as root: it starts containerd and the upstream kubelet"
-    );
-    if let Some(reason) = Containerd::unavailable() {
-        panic!("containerd is needed: {reason}");
-    }
-    let bins = kube_bins();
-    let _lock = upstream::lock();
+    let (bins, _lock) = upstream::require_peers();
 
     let mut ctrd = Containerd::start("upid");
     let dir = PathBuf::from(format!("/tmp/rkid-{}", std::process::id()));
