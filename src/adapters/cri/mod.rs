@@ -110,6 +110,19 @@ impl CriRuntime {
             Err(_) => Err(deadline(name, self.timeout)),
         }
     }
+
+    /// Every image the runtime holds (`ListImages` without a filter), for the node
+    /// status and for image GC alike.
+    async fn all_images(&self) -> Result<Vec<proto::Image>, RuntimeError> {
+        let mut c = self.images.clone();
+        let r = self
+            .call(
+                "ListImages",
+                c.list_images(self.request(proto::ListImagesRequest { filter: None })),
+            )
+            .await?;
+        Ok(r.images)
+    }
 }
 
 struct CriEventStream {

@@ -83,14 +83,9 @@ impl RuntimeStats for CriRuntime {
     }
 
     async fn list_images(&self) -> Result<Vec<PresentImage>, RuntimeError> {
-        let mut c = self.images.clone();
-        let r = self
-            .call(
-                "ListImages",
-                c.list_images(self.request(proto::ListImagesRequest { filter: None })),
-            )
-            .await?;
-        Ok(r.images
+        Ok(self
+            .all_images()
+            .await?
             .into_iter()
             .map(|i| PresentImage {
                 id: i.id,

@@ -32,14 +32,9 @@ impl RuntimeStatusService for CriRuntime {
     }
 
     async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
-        let mut c = self.images.clone();
-        let r = self
-            .call(
-                "ListImages",
-                c.list_images(self.request(proto::ListImagesRequest { filter: None })),
-            )
-            .await?;
-        Ok(r.images
+        Ok(self
+            .all_images()
+            .await?
             .into_iter()
             .map(|i| ImageSummary {
                 repo_digests: i.repo_digests,
