@@ -359,24 +359,35 @@ pub(super) fn validate_container(
     }
 }
 
-fn validate_probe(probe: &Probe, path: &str, errors: &mut Vec<PodError>) {
-    let h = &probe.handler;
-    let mut handlers: Vec<(&str, HandlerCheck<'_>)> = Vec::new();
-    if let Some(exec) = &h.exec {
+/// The checks of the handlers probes and lifecycle hooks share (exec, httpGet,
+/// tcpSocket), for those that are set.
+fn shared_handler_checks<'a>(
+    exec: &'a Option<ExecAction>,
+    http_get: &'a Option<HttpGetAction>,
+    tcp_socket: &'a Option<TcpSocketAction>,
+) -> Vec<(&'static str, HandlerCheck<'a>)> {
+    let mut handlers: Vec<(&'static str, HandlerCheck<'a>)> = Vec::new();
+    if let Some(exec) = exec {
         handlers.push(("exec", Box::new(move |p, e| validate_exec(exec, p, e))));
     }
-    if let Some(http) = &h.http_get {
+    if let Some(http) = http_get {
         handlers.push((
             "httpGet",
             Box::new(move |p, e| validate_http_get(http, p, e)),
         ));
     }
-    if let Some(tcp) = &h.tcp_socket {
+    if let Some(tcp) = tcp_socket {
         handlers.push((
             "tcpSocket",
             Box::new(move |p, e| validate_port(&tcp.port, &format!("{p}.port"), e)),
         ));
     }
+    handlers
+}
+
+fn validate_probe(probe: &Probe, path: &str, errors: &mut Vec<PodError>) {
+    let h = &probe.handler;
+    let mut handlers = shared_handler_checks(&h.exec, &h.http_get, &h.tcp_socket);
     if let Some(grpc) = &h.grpc {
         handlers.push((
             "grpc",
@@ -418,22 +429,7 @@ fn validate_lifecycle_handler(
     grace: i64,
     errors: &mut Vec<PodError>,
 ) {
-    let mut handlers: Vec<(&str, HandlerCheck<'_>)> = Vec::new();
-    if let Some(exec) = &h.exec {
-        handlers.push(("exec", Box::new(move |p, e| validate_exec(exec, p, e))));
-    }
-    if let Some(http) = &h.http_get {
-        handlers.push((
-            "httpGet",
-            Box::new(move |p, e| validate_http_get(http, p, e)),
-        ));
-    }
-    if let Some(tcp) = &h.tcp_socket {
-        handlers.push((
-            "tcpSocket",
-            Box::new(move |p, e| validate_port(&tcp.port, &format!("{p}.port"), e)),
-        ));
-    }
+    let mut handlers = shared_handler_checks(&h.exec, &h.http_get, &h.tcp_socket);
     if let Some(sleep) = &h.sleep {
         handlers.push((
             "sleep",
