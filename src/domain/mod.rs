@@ -21,6 +21,7 @@
 //!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
 pub mod cgroup;
 pub mod config;
+pub mod events;
 pub mod eviction;
 pub mod kuberuntime;
 pub mod node;
