@@ -11,6 +11,7 @@ use crate::domain::kuberuntime::plan::Held;
 use crate::domain::node_status::model::ObjectReference;
 use crate::domain::node_status::status::{EventType, NodeEvent};
 use crate::domain::pod::{format_pod, Pod};
+use crate::domain::probe::ProbeEvent;
 use crate::domain::units::duration::GoDuration;
 
 /// Upstream's reasons (`pkg/kubelet/events/event.go`).
@@ -138,6 +139,19 @@ pub fn failed_create_sandbox(error: &str) -> NodeEvent {
         reason::FAILED_CREATE_POD_SANDBOX,
         format!("Failed to create pod sandbox: {error}"),
     )
+}
+
+/// A probe's or hook's event (`Unhealthy`, `ProbeWarning`, `Killing`, `Failed…Hook`).
+pub fn from_probe(event: &ProbeEvent) -> NodeEvent {
+    NodeEvent {
+        type_: if event.event_type == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.into(),
+        message: event.message.clone(),
+    }
 }
 
 /// The events upstream records for a container the sync holds back (its
