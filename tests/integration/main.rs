@@ -26,6 +26,7 @@ mod fuzz;
 #[path = "../../fuzz/targets.rs"]
 mod fuzz_targets;
 mod live_swap;
+mod mirror_events;
 mod packaging;
 mod packaging_systemd;
 mod planner;

@@ -6,6 +6,7 @@
 
 mod errors;
 mod kubeconfig;
+mod mirror_pods;
 
 use std::future::Future;
 use std::path::Path;
@@ -177,6 +178,7 @@ impl ApiConnector for KubeConnector {
             nodes: clients.clone(),
             leases: clients.clone(),
             events: clients.clone(),
+            mirror_pods: clients.clone(),
             certificates: clients,
         })
     }
