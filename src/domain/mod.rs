@@ -22,6 +22,7 @@
 pub mod cgroup;
 pub mod config;
 pub mod eviction;
+pub mod kubelet_api;
 pub mod kuberuntime;
 pub mod node;
 pub mod node_status;
