@@ -602,6 +602,7 @@ async fn start_kubelet_api(
             pod_logs_dir: node.pod_logs_dir.clone(),
             debugging: settings.enable_debugging_handlers,
             clock: Arc::clone(&deps.clock),
+            runtime: Arc::clone(&started.runtime),
         })
     };
     let address = join_host_port(&settings.address, settings.port);

@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
+use super::stream::{stream, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
     decode_segment, parse_cri_line, parse_log_options, restart_of_log_file, scan_newlines_back,
@@ -35,6 +36,7 @@ use crate::domain::kuberuntime::requests::pod_log_dir_in;
 use crate::domain::status::ApiContainerState;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::runtime::RuntimeService;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -57,6 +59,8 @@ pub struct KubeletApi {
     /// `enableDebuggingHandlers`.
     pub debugging: bool,
     pub clock: Arc<dyn Clock>,
+    /// For exec, attach and port-forward.
+    pub runtime: Arc<dyn RuntimeService>,
 }
 
 fn full(body: impl Into<Bytes>) -> Body {
@@ -150,9 +154,18 @@ impl KubeletApi {
                     return json(&self.running_pods());
                 }
                 if let Some(rest) = p.strip_prefix("/containerLogs/") {
-                    return self
-                        .container_logs(rest, req.uri().query().unwrap_or(""))
-                        .await;
+                    let query = req.uri().query().unwrap_or("").to_owned();
+                    return self.container_logs(rest, &query).await;
+                }
+                for (prefix, kind) in [
+                    ("/exec/", Kind::Exec),
+                    ("/attach/", Kind::Attach),
+                    ("/portForward/", Kind::PortForward),
+                ] {
+                    if let Some(rest) = p.strip_prefix(prefix) {
+                        let rest = rest.to_owned();
+                        return self.streaming(kind, &rest, req).await;
+                    }
                 }
                 response(
                     StatusCode::NOT_IMPLEMENTED,
@@ -178,6 +191,45 @@ impl KubeletApi {
             })
             .collect();
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": items})
+    }
+
+    /// `/exec|attach/{ns}/{pod}[/{uid}]/{container}`, `/portForward/{ns}/{pod}[/{uid}]`.
+    async fn streaming(&self, kind: Kind, rest: &str, req: Request<Incoming>) -> Response<Body> {
+        let segments: Vec<Option<String>> = rest.split('/').map(decode_segment).collect();
+        let parts: Option<Vec<String>> = segments.into_iter().collect();
+        let Some(parts) = parts else {
+            return not_found();
+        };
+        let (namespace, pod_name, uid, container) = match (kind, parts.as_slice()) {
+            (Kind::PortForward, [ns, pod]) => (ns, pod, None, String::new()),
+            (Kind::PortForward, [ns, pod, uid]) => (ns, pod, Some(uid), String::new()),
+            (_, [ns, pod, c]) => (ns, pod, None, c.clone()),
+            (_, [ns, pod, uid, c]) => (ns, pod, Some(uid), c.clone()),
+            _ => return not_found(),
+        };
+        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        };
+        if uid.is_some_and(|u| *u != pod.metadata.uid) {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        }
+        stream(
+            Arc::clone(&self.runtime),
+            kind,
+            &pod.metadata.uid,
+            pod_name,
+            &container,
+            req,
+        )
+        .await
     }
 
     async fn container_logs(&self, rest: &str, query: &str) -> Response<Body> {

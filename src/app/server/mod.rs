@@ -2,6 +2,7 @@
 pub mod api;
 pub mod auth;
 pub mod healthz;
+pub mod stream;
 pub mod tls;
 
 pub(crate) use healthz::shutdown_requested;
