@@ -115,6 +115,7 @@ impl FakeApiServer {
             leases: me.clone(),
             events: me.clone(),
             certificates: me,
+            objects: Arc::new(super::FakeObjects::default()),
         }
     }
 

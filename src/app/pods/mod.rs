@@ -15,6 +15,7 @@ pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
+pub mod volume_manager;
 mod volumes;
 mod worker;
 
