@@ -21,6 +21,7 @@ use crate::app::eviction::{EvictionInputs, RunningEviction};
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
+use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
@@ -451,7 +452,11 @@ fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
 
 /// What every pod sync shares: the runtime and image clients, the clock, and how
 /// requests are built.
-fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, StartupError> {
+fn sync_context(
+    started: &Started,
+    deps: &Deps,
+    volumes: Option<Arc<VolumeManager>>,
+) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
     let endpoint = &node.image_service_endpoint;
     let images = (deps.images_for)(endpoint, node.runtime_request_timeout).map_err(|source| {
@@ -461,17 +466,19 @@ fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, Star
         }
     })?;
     let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
-    Ok(Arc::new(
-        SyncContext::new(
-            Arc::clone(&started.runtime),
-            images,
-            Arc::clone(&deps.clock),
-            requests,
-            started.runtime_name.clone(),
-            Arc::clone(&started.containers),
-        )
-        .with_prober(Arc::clone(&deps.prober)),
-    ))
+    let mut ctx = SyncContext::new(
+        Arc::clone(&started.runtime),
+        images,
+        Arc::clone(&deps.clock),
+        requests,
+        started.runtime_name.clone(),
+        Arc::clone(&started.containers),
+    )
+    .with_prober(Arc::clone(&deps.prober));
+    if let Some(volumes) = volumes {
+        ctx = ctx.with_volumes(volumes);
+    }
+    Ok(Arc::new(ctx))
 }
 
 fn pod_sources(started: &Started, deps: &Deps) -> Result<Vec<Box<dyn PodSource>>, StartupError> {
@@ -486,8 +493,9 @@ fn start_pod_loop(
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
     shutdown: watch::Receiver<bool>,
+    volumes: Arc<VolumeManager>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
-    let ctx = sync_context(started, deps)?;
+    let ctx = sync_context(started, deps, Some(volumes))?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
@@ -526,7 +534,7 @@ fn start_eviction(
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps)?;
+    let ctx = sync_context(started, deps, None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -567,16 +575,23 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    // ConfigMaps, Secrets and tokens, read once the node agent has clients.
+    let volumes = Arc::new(VolumeManager::standalone(Arc::clone(&deps.clock)));
     let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
         store.clone(),
         Some(eviction.hooks),
         shutdown_rx.clone(),
+        Arc::clone(&volumes),
     )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
-    let _node_agent =
-        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions)?;
+    let _node_agent = crate::app::node::startup::start_if_connected(
+        &started,
+        deps,
+        eviction.conditions,
+        Some(volumes),
+    )?;
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)

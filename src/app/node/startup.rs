@@ -5,11 +5,15 @@
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::{run_node_agent, NodeAgent, NodeAgentSettings};
+use std::sync::Arc;
+
+use super::{run_node_agent, ClientsHook, NodeAgent, NodeAgentSettings};
 use crate::app::bootstrap::{Deps, Started, StartupError};
+use crate::app::pods::volume_manager::VolumeManager;
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node_status::labels::Registration;
+use crate::ports::api::ApiClients;
 
 /// Whether `--kubeconfig` (with or without `--bootstrap-kubeconfig`) asks for connected
 /// mode.
@@ -66,12 +70,32 @@ pub fn start_if_connected(
     started: &Started,
     deps: &Deps,
     pressure: watch::Receiver<Vec<PressureCondition>>,
+    volumes: Option<Arc<VolumeManager>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
     };
     let mut settings = agent_settings(&started.resolved, cluster);
     settings.pressure = pressure;
+    if let Some(volumes) = volumes {
+        // The node's facts for the downward API, and the clients for API objects.
+        volumes.set_node_facts(crate::domain::volumes::PodFacts {
+            pod_ip: String::new(),
+            host_ip: settings
+                .node_ips
+                .first()
+                .map(|ip| ip.to_string())
+                .unwrap_or_default(),
+            allocatable_cpu_milli: settings
+                .allocatable
+                .get("cpu")
+                .map_or(0, |q| q.milli_value()),
+            allocatable_memory_bytes: settings.allocatable.get("memory").map_or(0, |q| q.value()),
+        });
+        settings.clients_hook = ClientsHook(Some(Arc::new(move |clients: &ApiClients| {
+            volumes.set_api(clients.objects.clone());
+        })));
+    }
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

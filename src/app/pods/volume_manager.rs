@@ -55,7 +55,7 @@ pub struct VolumeManager {
     clock: Arc<dyn Clock>,
     cache_ttl: Duration,
     /// The node's IP and allocatable, for the downward API.
-    facts: PodFacts,
+    facts: Mutex<PodFacts>,
     caches: Mutex<Caches>,
 }
 
@@ -67,7 +67,7 @@ impl VolumeManager {
             api: Mutex::new(None),
             clock,
             cache_ttl: DEFAULT_CACHE_TTL,
-            facts: PodFacts::default(),
+            facts: Mutex::new(PodFacts::default()),
             caches: Mutex::new(Caches::default()),
         }
     }
@@ -88,9 +88,13 @@ impl VolumeManager {
     }
 
     /// The node's IP and allocatable (pod IP is left empty: the sandbox gives it).
-    pub fn with_node_facts(mut self, facts: PodFacts) -> VolumeManager {
-        self.facts = facts;
+    pub fn with_node_facts(self, facts: PodFacts) -> VolumeManager {
+        self.set_node_facts(facts);
         self
+    }
+
+    pub fn set_node_facts(&self, facts: PodFacts) {
+        *self.facts.lock().unwrap_or_else(PoisonError::into_inner) = facts;
     }
 
     fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {
@@ -104,7 +108,11 @@ impl VolumeManager {
     /// The objects, tokens and facts `pod` needs, fetched or from the caches.
     pub async fn inputs(&self, pod: &Pod) -> PodInputs {
         let mut inputs = PodInputs {
-            facts: self.facts.clone(),
+            facts: self
+                .facts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
             ..PodInputs::default()
         };
         let api = self
