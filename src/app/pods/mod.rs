@@ -16,7 +16,7 @@ pub mod runtime_state;
 pub mod status;
 pub mod sync;
 pub mod volume_manager;
-mod volumes;
+pub mod volumes;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
