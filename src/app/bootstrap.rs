@@ -22,6 +22,7 @@ use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
+use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
@@ -467,6 +468,7 @@ fn sync_context(
     started: &Started,
     deps: &Deps,
     events: PodEventSink,
+    volumes: Option<Arc<VolumeManager>>,
 ) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
     let endpoint = &node.image_service_endpoint;
@@ -477,18 +479,20 @@ fn sync_context(
         }
     })?;
     let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
-    Ok(Arc::new(
-        SyncContext::new(
-            Arc::clone(&started.runtime),
-            images,
-            Arc::clone(&deps.clock),
-            requests,
-            started.runtime_name.clone(),
-            Arc::clone(&started.containers),
-        )
-        .with_prober(Arc::clone(&deps.prober))
-        .with_events(events),
-    ))
+    let mut ctx = SyncContext::new(
+        Arc::clone(&started.runtime),
+        images,
+        Arc::clone(&deps.clock),
+        requests,
+        started.runtime_name.clone(),
+        Arc::clone(&started.containers),
+    )
+    .with_prober(Arc::clone(&deps.prober))
+    .with_events(events);
+    if let Some(volumes) = volumes {
+        ctx = ctx.with_volumes(volumes);
+    }
+    Ok(Arc::new(ctx))
 }
 
 fn pod_sources(started: &Started, deps: &Deps) -> Result<Vec<Box<dyn PodSource>>, StartupError> {
@@ -504,8 +508,9 @@ fn start_pod_loop(
     eviction: Option<EvictionHooks>,
     links: &PodLinks,
     shutdown: watch::Receiver<bool>,
+    volumes: Arc<VolumeManager>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
-    let ctx = sync_context(started, deps, links.events.clone())?;
+    let ctx = sync_context(started, deps, links.events.clone(), Some(volumes))?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
@@ -545,7 +550,7 @@ fn start_eviction(
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps, PodEventSink::new())?;
+    let ctx = sync_context(started, deps, PodEventSink::new(), None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -713,6 +718,8 @@ pub async fn run(
     let store = PodStatusStore::new();
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
     let links = PodLinks::new();
+    // ConfigMaps, Secrets and tokens, read once the node agent has clients.
+    let volumes = Arc::new(VolumeManager::standalone(Arc::clone(&deps.clock)));
     let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
@@ -720,10 +727,16 @@ pub async fn run(
         Some(eviction.hooks),
         &links,
         shutdown_rx.clone(),
+        Arc::clone(&volumes),
     )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
-    let _node_agent =
-        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions, &links)?;
+    let _node_agent = crate::app::node::startup::start_if_connected(
+        &started,
+        deps,
+        eviction.conditions,
+        &links,
+        Some(volumes),
+    )?;
     let endpoints = {
         let configz = started.configz.clone();
         let store = store.clone();

@@ -37,3 +37,4 @@ pub(crate) mod test_support;
 pub mod token_bucket;
 pub mod units;
 pub mod upstream;
+pub mod volumes;

@@ -38,3 +38,4 @@ mod soak;
 mod systemd_real;
 mod upstream_compare;
 mod upstream_identity;
+mod volumes;

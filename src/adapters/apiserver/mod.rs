@@ -8,6 +8,7 @@ pub mod auth;
 mod errors;
 mod kubeconfig;
 mod mirror_pods;
+mod objects;
 
 use std::future::Future;
 use std::path::Path;
@@ -180,7 +181,8 @@ impl ApiConnector for KubeConnector {
             leases: clients.clone(),
             events: clients.clone(),
             mirror_pods: clients.clone(),
-            certificates: clients,
+            certificates: clients.clone(),
+            objects: clients,
         })
     }
 }

@@ -122,6 +122,7 @@ impl FakeApiServer {
             events: me.clone(),
             mirror_pods: me.clone(),
             certificates: me,
+            objects: Arc::new(super::FakeObjects::default()),
         }
     }
 

@@ -107,6 +107,26 @@ pub struct NodeAgentSettings {
     pub pod_events: PodEventSink,
     /// The static pods the pod loop runs, for their mirror pods.
     pub static_pods: watch::Receiver<Vec<Pod>>,
+    /// Told of every set of clients (the first, and each rebuild): the volume manager
+    /// reads ConfigMaps, Secrets and tokens through them.
+    pub clients_hook: ClientsHook,
+}
+
+/// A callback given the agent's clients; empty by default.
+#[derive(Clone, Default)]
+pub struct ClientsHook(pub Option<ClientsCallback>);
+
+/// What a [`ClientsHook`] calls.
+pub type ClientsCallback = Arc<dyn Fn(&ApiClients) + Send + Sync>;
+
+impl std::fmt::Debug for ClientsHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ClientsHook(set)"
+        } else {
+            "ClientsHook(none)"
+        })
+    }
 }
 
 impl NodeAgentSettings {
@@ -145,6 +165,7 @@ impl NodeAgentSettings {
             pressure: watch::channel(Vec::new()).1,
             pod_events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).1,
+            clients_hook: ClientsHook::default(),
         }
     }
 }
@@ -287,6 +308,18 @@ pub fn run_node_agent(settings: NodeAgentSettings, deps: NodeAgentDeps) -> NodeA
 async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
     let clients = tls::connected_clients(&settings, &deps).await;
     let (clients_tx, clients_rx) = watch::channel(clients);
+    if let Some(hook) = settings.clients_hook.0.clone() {
+        let mut rx = clients_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let clients = rx.borrow_and_update().clone();
+                hook(&clients);
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
     let health = RuntimeHealth::new(settings.runtime_down_after);
     check_once(
         &health,

@@ -5,11 +5,15 @@
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::{run_node_agent, NodeAgent, NodeAgentSettings};
+use std::sync::Arc;
+
+use super::{run_node_agent, ClientsHook, NodeAgent, NodeAgentSettings};
 use crate::app::bootstrap::{Deps, PodLinks, Started, StartupError};
+use crate::app::pods::volume_manager::VolumeManager;
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node_status::labels::Registration;
+use crate::ports::api::ApiClients;
 
 /// Whether `--kubeconfig` (with or without `--bootstrap-kubeconfig`) asks for connected
 /// mode.
@@ -67,6 +71,7 @@ pub fn start_if_connected(
     deps: &Deps,
     pressure: watch::Receiver<Vec<PressureCondition>>,
     links: &PodLinks,
+    volumes: Option<Arc<VolumeManager>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
@@ -75,6 +80,25 @@ pub fn start_if_connected(
     settings.pressure = pressure;
     settings.pod_events = links.events.clone();
     settings.static_pods = links.static_pods.subscribe();
+    if let Some(volumes) = volumes {
+        // The node's facts for the downward API, and the clients for API objects.
+        volumes.set_node_facts(crate::domain::volumes::PodFacts {
+            pod_ip: String::new(),
+            host_ip: settings
+                .node_ips
+                .first()
+                .map(|ip| ip.to_string())
+                .unwrap_or_default(),
+            allocatable_cpu_milli: settings
+                .allocatable
+                .get("cpu")
+                .map_or(0, |q| q.milli_value()),
+            allocatable_memory_bytes: settings.allocatable.get("memory").map_or(0, |q| q.value()),
+        });
+        settings.clients_hook = ClientsHook(Some(Arc::new(move |clients: &ApiClients| {
+            volumes.set_api(clients.objects.clone());
+        })));
+    }
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

@@ -750,6 +750,7 @@ fn pod_plan(
         now_unix_nanos: cx.now_unix_nanos,
         requests: cx.requests,
         cgroup_parent: cgroup.as_deref().unwrap_or_default(),
+        pod_inputs: &crate::domain::volumes::PodInputs::default(),
     });
     let (actions, action_count) = actions_plan(&plan);
     let mut running: Vec<String> = status

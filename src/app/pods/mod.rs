@@ -18,7 +18,8 @@ pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
-mod volumes;
+pub mod volume_manager;
+pub mod volumes;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -57,6 +57,8 @@ pub struct SyncContext {
     pub prober: Arc<dyn Prober>,
     /// Pod events: logged, and written once connected.
     pub events: PodEventSink,
+    /// ConfigMaps, Secrets, tokens and the volumes made from them.
+    pub volumes: Arc<super::volume_manager::VolumeManager>,
 }
 
 impl SyncContext {
@@ -71,19 +73,27 @@ impl SyncContext {
         Self {
             runtime,
             images,
-            clock,
+            clock: clock.clone(),
             requests,
             runtime_name,
             image_backoff: Mutex::new(Backoff::new(BackoffPolicy::CRASH_LOOP)),
             containers,
             prober: Arc::new(NoProber),
             events: PodEventSink::new(),
+            volumes: Arc::new(super::volume_manager::VolumeManager::standalone(clock)),
         }
     }
 
     /// With `events` as the pod events' sink (shared with the node agent's recorder).
     pub fn with_events(mut self, events: PodEventSink) -> Self {
         self.events = events;
+        self
+    }
+
+    /// With a volume manager that reads API objects (without one, references to them fail
+    /// as upstream's "no kubeClient defined").
+    pub fn with_volumes(mut self, volumes: Arc<super::volume_manager::VolumeManager>) -> Self {
+        self.volumes = volumes;
         self
     }
 
@@ -172,6 +182,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let images = image_presence(ctx.images.as_ref(), &wanted).await;
     let image_backoff = ctx.pulls_in_backoff(uid, &wanted);
     let cgroup_parent = ctx.containers.cgroup_parent(pod);
+    let pod_inputs = ctx.volumes.inputs(pod).await;
     let plan = plan_pod_sync(&SyncInputs {
         pod,
         runtime: &view.status,
@@ -180,7 +191,35 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         now_unix_nanos,
         requests: &ctx.requests,
         cgroup_parent: &cgroup_parent,
+        pod_inputs: &pod_inputs,
     });
+    // Volumes are set up on every sync, so object updates reach running containers.
+    let failed_mounts = if plan.kill_only || plan.rejected.is_some() {
+        Vec::new()
+    } else {
+        ctx.volumes.set_up(&ctx.requests, pod, &pod_inputs).await
+    };
+    if let Some(refresh) = ctx.volumes.next_refresh(uid) {
+        outcome.retry(refresh);
+    }
+    if !failed_mounts.is_empty() && plan.create_sandbox.is_some() {
+        // No sandbox until every volume is there (upstream's WaitForAttachAndMount).
+        let message = failed_mounts
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+            outcome.hold(
+                &c.name,
+                Held {
+                    waiting: Waiting::new("ContainerCreating", message.clone()),
+                    retry_after: RETRY_AFTER_ERROR,
+                },
+            );
+        }
+        return outcome;
+    }
     if plan.is_empty() {
         collect_dead(ctx, &view).await;
         return outcome;
@@ -560,6 +599,16 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             clean = false;
         }
     }
+    let volumes_root = pod_dir(&ctx.requests, uid);
+    // tmpfs volumes (memory emptyDirs, secrets) are unmounted before the folder goes.
+    if let Ok(errors) =
+        tokio::task::spawn_blocking(move || super::volumes::unmount_under(&volumes_root)).await
+    {
+        for error in errors {
+            warn!(error = %Chain(&error), "failed to unmount a pod volume");
+        }
+    }
+    ctx.volumes.forget(uid);
     let mut dirs = vec![pod_dir(&ctx.requests, uid)];
     if let Some(pod) = pod {
         dirs.push(pod_log_dir(&ctx.requests, pod));

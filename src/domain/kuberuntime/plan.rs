@@ -19,7 +19,7 @@ use crate::domain::kuberuntime::actions::{
 use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, RestartBackoff};
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
-    apply_image, container_config, empty_dir_setups, pod_log_dir, sandbox_config, sandbox_dns,
+    apply_image, container_config_with, empty_dir_setups, pod_log_dir, sandbox_config, sandbox_dns,
     ContainerConfig, RequestContext, RequestError, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
@@ -79,6 +79,8 @@ pub struct SyncInputs<'a> {
     pub requests: &'a RequestContext,
     /// The pod's cgroup in the driver's spelling; empty: the runtime's default.
     pub cgroup_parent: &'a str,
+    /// The API objects, facts and service links the environment is made from.
+    pub pod_inputs: &'a crate::domain::volumes::PodInputs,
 }
 
 /// A sandbox to create.
@@ -361,12 +363,25 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
             true
         }
     };
-    let config = container_config(
+    let mut pod_inputs = inputs.pod_inputs.clone();
+    if pod_inputs.facts.pod_ip.is_empty() {
+        // The sandbox's IP, once it has one (status.podIP).
+        if let Some(sandbox) = inputs
+            .runtime
+            .sandboxes
+            .iter()
+            .find(|s| s.state == SandboxState::Ready)
+        {
+            pod_inputs.facts.pod_ip = sandbox.ip.clone();
+        }
+    }
+    let config = container_config_with(
         inputs.requests,
         inputs.pod,
         c.container,
         c.restart_count,
         c.backoff.next_step,
+        &pod_inputs,
     )
     .and_then(|mut config| {
         // A pulled image is inspected after its pull (`complete_after_pull`).

@@ -225,12 +225,15 @@ pub enum RequestError {
         mount_path: String,
         volume: String,
     },
-    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, whose type is not supported (only hostPath and emptyDir are)")]
+    #[error("container {container:?}: volumeMount {mount_path:?} names volume {volume:?}, whose type is not supported (only hostPath, emptyDir, configMap, secret, downwardAPI and projected are)")]
     UnsupportedVolume {
         container: String,
         mount_path: String,
         volume: String,
     },
+    /// An environment reference cannot be resolved; upstream's message.
+    #[error(transparent)]
+    Env(#[from] crate::domain::volumes::env::EnvError),
     /// `runAsNonRoot` cannot hold; upstream's message.
     #[error("{0}")]
     RunAsNonRoot(String),
@@ -312,29 +315,40 @@ pub fn pod_dir(ctx: &RequestContext, pod_uid: &str) -> PathBuf {
 
 /// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume name>`
 pub fn empty_dir_path(ctx: &RequestContext, pod_uid: &str, volume: &str) -> PathBuf {
-    pod_dir(ctx, pod_uid)
-        .join("volumes")
-        .join("kubernetes.io~empty-dir")
-        .join(volume)
+    crate::domain::volumes::volume_dir(
+        &ctx.root_dir,
+        pod_uid,
+        crate::domain::volumes::EMPTY_DIR_PLUGIN,
+        volume,
+    )
+}
+
+/// One emptyDir folder's setup: mode 0777, owned by the pod's `fsGroup` when it has one.
+pub fn empty_dir_setup(
+    ctx: &RequestContext,
+    pod: &Pod,
+    volume: &pod::Volume,
+) -> securitycontext::VolumeSetup {
+    let sc = pod.spec.security_context.as_ref();
+    securitycontext::VolumeSetup {
+        path: empty_dir_path(ctx, &pod.metadata.uid, &volume.name),
+        mode: securitycontext::EMPTY_DIR_MODE,
+        fs_group: sc.and_then(|sc| sc.fs_group),
+        on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
+            == Some(pod::security::FsGroupChangePolicy::OnRootMismatch),
+        readonly: false,
+    }
 }
 
 /// The emptyDir folders to set up before the pod's containers, whether mounted or not
 /// (as upstream sets up every volume of the pod): mode 0777, owned by the pod's
 /// `fsGroup` when it has one.
 pub fn empty_dir_setups(ctx: &RequestContext, pod: &Pod) -> Vec<securitycontext::VolumeSetup> {
-    let sc = pod.spec.security_context.as_ref();
     pod.spec
         .volumes
         .iter()
         .filter(|v| v.empty_dir.is_some())
-        .map(|v| securitycontext::VolumeSetup {
-            path: empty_dir_path(ctx, &pod.metadata.uid, &v.name),
-            mode: securitycontext::EMPTY_DIR_MODE,
-            fs_group: sc.and_then(|sc| sc.fs_group),
-            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
-                == Some(pod::security::FsGroupChangePolicy::OnRootMismatch),
-            readonly: false,
-        })
+        .map(|v| empty_dir_setup(ctx, pod, v))
         .collect()
 }
 
@@ -466,8 +480,29 @@ pub fn container_config(
     restart_count: u32,
     backoff_step: u32,
 ) -> Result<ContainerConfig, RequestError> {
+    let inputs = crate::domain::volumes::PodInputs::default();
+    container_config_with(ctx, pod, container, restart_count, backoff_step, &inputs)
+}
+
+/// [`container_config`] with the API objects, pod facts and service links the
+/// container's environment is resolved from.
+pub fn container_config_with(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+    backoff_step: u32,
+    inputs: &crate::domain::volumes::PodInputs,
+) -> Result<ContainerConfig, RequestError> {
     let m = &pod.metadata;
-    let envs = environment(container);
+    let envs = crate::domain::volumes::env::resolve_environment(
+        pod,
+        container,
+        &inputs.objects,
+        &inputs.facts,
+        &inputs.service_env,
+    )?
+    .vars;
     let env_map: BTreeMap<&str, &str> =
         envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all =
@@ -524,25 +559,6 @@ pub fn container_config(
         tty: container.tty,
         envs,
     })
-}
-
-/// The container's variables in order; a value may refer to variables
-/// defined before it, and a repeated name keeps its first place with the
-/// last value.
-fn environment(container: &Container) -> Vec<(String, String)> {
-    let mut envs: Vec<(String, String)> = Vec::new();
-    for var in &container.env {
-        let value = {
-            let defined: BTreeMap<&str, &str> =
-                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            expand(&var.value, &defined)
-        };
-        match envs.iter_mut().find(|(k, _)| *k == var.name) {
-            Some(slot) => slot.1 = value,
-            None => envs.push((var.name.clone(), value)),
-        }
-    }
-    envs
 }
 
 /// Kubernetes' `$(VAR)` expansion: a defined reference is replaced, an
@@ -604,11 +620,11 @@ fn mounts(
                     mount_path: vm.mount_path.clone(),
                     volume: vm.name.clone(),
                 })?;
-            let source = if let Some(host) = &volume.host_path {
-                PathBuf::from(&host.path)
-            } else if volume.empty_dir.is_some() {
-                empty_dir_path(ctx, &pod.metadata.uid, &volume.name)
-            } else {
+            let Some(source) = crate::domain::volumes::volume_source_path(
+                &ctx.root_dir,
+                &pod.metadata.uid,
+                volume,
+            ) else {
                 return Err(RequestError::UnsupportedVolume {
                     container: container.name.clone(),
                     mount_path: vm.mount_path.clone(),

@@ -68,6 +68,7 @@ mod tests {
                 c.env.push(EnvVar {
                     name: "X".into(),
                     value: "1".into(),
+                    ..EnvVar::default()
                 })
             }),
             ("image", |c| {

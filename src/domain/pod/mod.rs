@@ -121,6 +121,17 @@ pub struct PodSpec {
     /// What the pod's runtime class adds to its resources (`spec.overhead`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub overhead: BTreeMap<String, Quantity>,
+    // Identity and credentials from API objects (issue 13).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub service_account_name: String,
+    /// `None`: mount the service account token (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub automount_service_account_token: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// `None` means true (service links in the environment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_service_links: Option<bool>,
     // Where the pod may run: read by node admission (domain::admission).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
@@ -217,6 +228,10 @@ impl Default for PodSpec {
             share_process_namespace: None,
             security_context: None,
             overhead: BTreeMap::new(),
+            service_account_name: String::new(),
+            automount_service_account_token: None,
+            image_pull_secrets: Vec::new(),
+            enable_service_links: None,
             node_selector: BTreeMap::new(),
             affinity: None,
             tolerations: Vec::new(),
@@ -270,6 +285,9 @@ pub struct Container {
     pub args: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Variables from every key of a ConfigMap or Secret (issue 13).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub working_dir: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -315,6 +333,7 @@ impl Default for Container {
             command: Vec::new(),
             args: Vec::new(),
             env: Vec::new(),
+            env_from: Vec::new(),
             working_dir: String::new(),
             ports: Vec::new(),
             resources: ResourceRequirements::default(),
@@ -375,6 +394,9 @@ pub struct EnvVar {
     pub name: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub value: String,
+    /// Where the value comes from when `value` is empty (issue 13).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<EnvVarSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -424,8 +446,8 @@ pub struct VolumeMount {
     pub sub_path: String,
 }
 
-/// A volume. Only the node-local sources a static pod can use are modelled;
-/// a volume of another kind decodes with both set to `None`.
+/// A volume. The sources the kubelet sets up itself are modelled; a volume of another
+/// kind (CSI, NFS ...) keeps its source in `unsupported`, so the kubelet can name it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Volume {
@@ -435,6 +457,221 @@ pub struct Volume {
     pub host_path: Option<HostPathVolume>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_dir: Option<EmptyDirVolume>,
+    // Sources from API objects (issue 13).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapVolumeSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretVolumeSource>,
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projected: Option<ProjectedVolumeSource>,
+    /// Any other source, by its field name (`csi`, `nfs` ...).
+    #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unsupported: BTreeMap<String, serde_json::Value>,
+}
+
+/// `{name}`: an object in the pod's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalObjectReference {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// A key of a ConfigMap or Secret written to a file `path` (relative), with its mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KeyToPath {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigMapVolumeSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecretVolumeSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub secret_name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `fieldRef`: a field of the pod (`metadata.name`, `status.podIP` ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectFieldSelector {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
+}
+
+/// `resourceFieldRef`: a container's request or limit, divided by `divisor` (default 1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceFieldSelector {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub container_name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub divisor: Option<Quantity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeFile {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<ObjectFieldSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<ResourceFieldSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeSource {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProjectedVolumeSource {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<VolumeProjection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<i32>,
+}
+
+/// One source of a projected volume; exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeProjection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapProjection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretProjection>,
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiProjection>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account_token: Option<ServiceAccountTokenProjection>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigMapProjection {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecretProjection {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiProjection {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceAccountTokenProjection {
+    /// Empty: the API server's own audience.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub audience: String,
+    /// `None`: an hour, as API defaulting sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+/// `valueFrom` of an environment variable: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EnvVarSource {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<ObjectFieldSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<ResourceFieldSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeySelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeySelector>,
+}
+
+/// A key of a ConfigMap or Secret (`configMapKeyRef`, `secretKeyRef`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KeySelector {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `envFrom`: every key of a ConfigMap or a Secret, with an optional prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EnvFromSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<OptionalReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<OptionalReference>,
+}
+
+/// `{name, optional}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OptionalReference {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ pub mod events;
 pub mod leases;
 pub mod mirror_pods;
 pub mod nodes;
+pub mod objects;
 
 use std::fmt;
 
@@ -20,6 +21,7 @@ pub use events::{EventApi, EventsError};
 pub use leases::{LeaseApi, LeasesError};
 pub use mirror_pods::{MirrorList, MirrorPodApi, MirrorPodsError};
 pub use nodes::{NodeApi, NodesError};
+pub use objects::{ObjectsError, PodObjectsApi, TokenRequest};
 
 /// The boxed cause of a failed call (the client library's error), kept for the log.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -123,6 +123,7 @@ fn plan_with(
         now_unix_nanos: NOW,
         requests: &ctx(),
         cgroup_parent: PARENT,
+        pod_inputs: &crate::domain::volumes::PodInputs::default(),
     })
 }
 
@@ -304,6 +305,7 @@ fn a_crash_looping_container_is_held_with_upstreams_message_until_its_time() {
         now_unix_nanos: NOW + 16 * SEC,
         requests: &ctx(),
         cgroup_parent: PARENT,
+        pod_inputs: &crate::domain::volumes::PodInputs::default(),
     });
     let start = started(&later.containers[0]);
     assert_eq!(start.config.attempt, 3);

@@ -321,18 +321,22 @@ fn env_and_expansion() {
         EnvVar {
             name: "HOST".into(),
             value: "db".into(),
+            ..EnvVar::default()
         },
         EnvVar {
             name: "URL".into(),
             value: "http://$(HOST):$(PORT)".into(),
+            ..EnvVar::default()
         },
         EnvVar {
             name: "PORT".into(),
             value: "5432".into(),
+            ..EnvVar::default()
         },
         EnvVar {
             name: "HOST".into(),
             value: "db2".into(),
+            ..EnvVar::default()
         },
     ];
     c.command = vec!["run".into(), "$(URL)".into()];

@@ -1,0 +1,146 @@
+//! ConfigMaps, Secrets and TokenRequests through kube-rs, each call rate-limited as the
+//! connection's other calls (not the heartbeat's).
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use k8s_openapi::api::authentication::v1::{
+    BoundObjectReference, TokenRequest as KubeTokenRequest, TokenRequestSpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use kube::api::{Api, PostParams};
+
+use super::errors::Answer;
+use super::KubeClients;
+use crate::domain::volumes::token::IssuedToken;
+use crate::domain::volumes::{ConfigMapData, SecretData};
+use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
+
+impl KubeClients {
+    /// `Ok(None)` on 404.
+    async fn object_call<T, F>(
+        &self,
+        verb: &'static str,
+        kind: &'static str,
+        namespace: &str,
+        name: &str,
+        call: F,
+    ) -> Result<Option<T>, ObjectsError>
+    where
+        F: Future<Output = Result<T, kube::Error>>,
+    {
+        let call_error = |source| ObjectsError::Call {
+            verb,
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+            source: Box::new(source),
+        };
+        match self.connection.call(true, call).await.map_err(call_error)? {
+            Ok(object) => Ok(Some(object)),
+            Err(e) => {
+                let (answer, source) = self.connection.classify(e);
+                match answer {
+                    Answer::NotFound => Ok(None),
+                    _ => Err(call_error(source)),
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PodObjectsApi for KubeClients {
+    async fn get_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMapData>, ObjectsError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.connection.client.clone(), namespace);
+        let cm = self
+            .object_call("get", "configmap", namespace, name, api.get(name))
+            .await?;
+        Ok(cm.map(|cm| ConfigMapData {
+            data: cm.data.unwrap_or_default(),
+            binary_data: cm
+                .binary_data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect(),
+        }))
+    }
+
+    async fn get_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<SecretData>, ObjectsError> {
+        let api: Api<Secret> = Api::namespaced(self.connection.client.clone(), namespace);
+        let secret = self
+            .object_call("get", "secret", namespace, name, api.get(name))
+            .await?;
+        Ok(secret.map(|s| {
+            let mut data: std::collections::BTreeMap<String, Vec<u8>> = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            // stringData is write-only, but a server may echo it: it wins, as on write.
+            for (k, v) in s.string_data.unwrap_or_default() {
+                data.insert(k, v.into_bytes());
+            }
+            SecretData {
+                data,
+                kind: s.type_.unwrap_or_default(),
+            }
+        }))
+    }
+
+    async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
+        let api: Api<ServiceAccount> =
+            Api::namespaced(self.connection.client.clone(), &request.namespace);
+        let body = KubeTokenRequest {
+            spec: TokenRequestSpec {
+                audiences: request.audiences.clone(),
+                expiration_seconds: Some(request.expiration_seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(request.pod_name.clone()),
+                    uid: Some(request.pod_uid.clone()),
+                }),
+            },
+            ..KubeTokenRequest::default()
+        };
+        let (namespace, name) = (request.namespace.as_str(), request.service_account.as_str());
+        let params = PostParams::default();
+        let answer = self
+            .object_call(
+                "create",
+                "token",
+                namespace,
+                name,
+                api.create_token_request(name, &params, &body),
+            )
+            .await?;
+        let status = answer
+            .and_then(|t| t.status)
+            .ok_or_else(|| ObjectsError::Call {
+                verb: "create",
+                kind: "token",
+                namespace: namespace.into(),
+                name: name.into(),
+                source: Box::new(crate::ports::api::CallError::new(
+                    crate::ports::api::CallErrorKind::Decode,
+                    "the TokenRequest came back without a status",
+                )),
+            })?;
+        Ok(IssuedToken {
+            token: status.token,
+            issued_unix: 0,
+            expires_unix: status.expiration_timestamp.0.as_second(),
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! In-memory ConfigMaps, Secrets and service-account tokens for the volume manager's
+//! tests; every call is counted. Never proof the kube adapter works.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::domain::volumes::token::IssuedToken;
+use crate::domain::volumes::{ConfigMapData, SecretData};
+use crate::ports::api::{CallError, CallErrorKind, ObjectsError, PodObjectsApi, TokenRequest};
+
+#[derive(Debug, Default)]
+struct State {
+    config_maps: BTreeMap<(String, String), ConfigMapData>,
+    secrets: BTreeMap<(String, String), SecretData>,
+    /// Tokens issued so far, in order.
+    tokens: Vec<TokenRequest>,
+    /// Lifetime the fake gives tokens from the "now" the test sets.
+    now_unix: i64,
+    calls: usize,
+    down: bool,
+}
+
+/// Clone it to share.
+#[derive(Debug, Clone, Default)]
+pub struct FakeObjects {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeObjects {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn put_config_map(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
+        let cm = ConfigMapData {
+            data: data
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            binary_data: BTreeMap::new(),
+        };
+        self.lock()
+            .config_maps
+            .insert((namespace.into(), name.into()), cm);
+    }
+
+    pub fn put_secret(&self, namespace: &str, name: &str, data: &[(&str, &[u8])]) {
+        let s = SecretData {
+            data: data
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.to_vec()))
+                .collect(),
+            kind: "Opaque".into(),
+        };
+        self.lock()
+            .secrets
+            .insert((namespace.into(), name.into()), s);
+    }
+
+    /// The time tokens are issued at.
+    pub fn set_now(&self, now_unix: i64) {
+        self.lock().now_unix = now_unix;
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.lock().down = down;
+    }
+
+    pub fn token_requests(&self) -> Vec<TokenRequest> {
+        self.lock().tokens.clone()
+    }
+
+    /// Gets and token requests so far.
+    pub fn calls(&self) -> usize {
+        self.lock().calls
+    }
+
+    fn check(
+        &self,
+        verb: &'static str,
+        kind: &'static str,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ObjectsError> {
+        let mut state = self.lock();
+        state.calls += 1;
+        if state.down {
+            return Err(ObjectsError::Call {
+                verb,
+                kind,
+                namespace: ns.into(),
+                name: name.into(),
+                source: Box::new(CallError::new(
+                    CallErrorKind::Unreachable,
+                    "connection refused (fake)",
+                )),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl PodObjectsApi for FakeObjects {
+    async fn get_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMapData>, ObjectsError> {
+        self.check("get", "configmap", namespace, name)?;
+        Ok(self
+            .lock()
+            .config_maps
+            .get(&(namespace.into(), name.into()))
+            .cloned())
+    }
+
+    async fn get_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<SecretData>, ObjectsError> {
+        self.check("get", "secret", namespace, name)?;
+        Ok(self
+            .lock()
+            .secrets
+            .get(&(namespace.into(), name.into()))
+            .cloned())
+    }
+
+    async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
+        self.check(
+            "create",
+            "token",
+            &request.namespace,
+            &request.service_account,
+        )?;
+        let mut state = self.lock();
+        state.tokens.push(request.clone());
+        let n = state.tokens.len();
+        Ok(IssuedToken {
+            token: format!("token-{n}-{}", request.pod_name),
+            issued_unix: state.now_unix,
+            expires_unix: state.now_unix + request.expiration_seconds,
+        })
+    }
+}

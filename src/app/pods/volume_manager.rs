@@ -1,0 +1,452 @@
+//! The volume manager (issue 13): before a pod's containers start and on every sync, it
+//! fetches the ConfigMaps, Secrets and service-account tokens the pod references (each
+//! object cached for `cache_ttl`, tokens until 80 % of their life or 24 h), asks the
+//! domain what each volume holds (`plan_volumes`), and sets the volumes up: emptyDir
+//! folders (tmpfs for `medium: Memory`), hostPath checks, and files written atomically
+//! (secrets and projected volumes on tmpfs). An update of an object thus reaches the
+//! running containers within the resync period plus `cache_ttl`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+use super::volumes;
+use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::pod::Pod;
+use crate::domain::volumes::plan::{plan_volumes, VolumeAction};
+use crate::domain::volumes::token::{requires_refresh, IssuedToken};
+use crate::domain::volumes::{
+    references, ConfigMapData, Fetched, PodFacts, PodInputs, PodObjects, SecretData, TokenKey,
+};
+use crate::ports::api::{PodObjectsApi, TokenRequest};
+use crate::ports::clock::Clock;
+use crate::ports::error::Chain;
+
+/// How long a fetched ConfigMap or Secret is used before it is read again (upstream's
+/// TTL cache strategy; its default is a minute).
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(60);
+
+type ObjectKey = (String, String);
+
+struct Cached<T> {
+    at: Duration,
+    value: Fetched<T>,
+}
+
+#[derive(Default)]
+struct Caches {
+    config_maps: HashMap<ObjectKey, Cached<ConfigMapData>>,
+    secrets: HashMap<ObjectKey, Cached<SecretData>>,
+    tokens: HashMap<(String, TokenKey), IssuedToken>,
+}
+
+/// A volume that was not set up, with its message (upstream's `FailedMount`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedMount {
+    pub volume: String,
+    pub message: String,
+}
+
+pub struct VolumeManager {
+    /// Set once the node agent has clients, replaced when they are rebuilt.
+    api: Mutex<Option<Arc<dyn PodObjectsApi>>>,
+    clock: Arc<dyn Clock>,
+    cache_ttl: Duration,
+    /// The node's IP and allocatable, for the downward API.
+    facts: Mutex<PodFacts>,
+    caches: Mutex<Caches>,
+}
+
+impl VolumeManager {
+    /// Without an API server (standalone): references to API objects fail as upstream's
+    /// "no kubeClient defined".
+    pub fn standalone(clock: Arc<dyn Clock>) -> VolumeManager {
+        VolumeManager {
+            api: Mutex::new(None),
+            clock,
+            cache_ttl: DEFAULT_CACHE_TTL,
+            facts: Mutex::new(PodFacts::default()),
+            caches: Mutex::new(Caches::default()),
+        }
+    }
+
+    pub fn with_api(self, api: Arc<dyn PodObjectsApi>) -> VolumeManager {
+        self.set_api(api);
+        self
+    }
+
+    /// The API clients to read objects with (on connection and after a rebuild).
+    pub fn set_api(&self, api: Arc<dyn PodObjectsApi>) {
+        *self.api.lock().unwrap_or_else(PoisonError::into_inner) = Some(api);
+    }
+
+    pub fn with_cache_ttl(mut self, ttl: Duration) -> VolumeManager {
+        self.cache_ttl = ttl;
+        self
+    }
+
+    /// The node's IP and allocatable (pod IP is left empty: the sandbox gives it).
+    pub fn with_node_facts(self, facts: PodFacts) -> VolumeManager {
+        self.set_node_facts(facts);
+        self
+    }
+
+    pub fn set_node_facts(&self, facts: PodFacts) {
+        *self.facts.lock().unwrap_or_else(PoisonError::into_inner) = facts;
+    }
+
+    fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {
+        self.caches.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn monotonic(&self) -> Duration {
+        Duration::from_nanos(self.clock.monotonic_nanos())
+    }
+
+    /// The objects, tokens and facts `pod` needs, fetched or from the caches.
+    pub async fn inputs(&self, pod: &Pod) -> PodInputs {
+        let mut inputs = PodInputs {
+            facts: self
+                .facts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            ..PodInputs::default()
+        };
+        let api = self
+            .api
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(api) = api else {
+            return inputs;
+        };
+        let refs = references(pod);
+        let ns = pod.metadata.namespace.clone();
+        let now = self.monotonic();
+        let mut objects = PodObjects::default();
+        for name in refs.config_maps {
+            let key = (ns.clone(), name.clone());
+            let cached =
+                self.caches().config_maps.get(&key).and_then(|c| {
+                    (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone())
+                });
+            let value = match cached {
+                Some(v) => v,
+                None => {
+                    let v = match api.get_config_map(&ns, &name).await {
+                        Ok(Some(cm)) => Fetched::Found(cm),
+                        Ok(None) => Fetched::NotFound,
+                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
+                    };
+                    // A failed call is not cached: the next sync tries again.
+                    if !matches!(v, Fetched::Failed(_)) {
+                        self.caches().config_maps.insert(
+                            key,
+                            Cached {
+                                at: now,
+                                value: v.clone(),
+                            },
+                        );
+                    }
+                    v
+                }
+            };
+            objects.config_maps.insert(name, value);
+        }
+        for name in refs.secrets {
+            let key = (ns.clone(), name.clone());
+            let cached =
+                self.caches().secrets.get(&key).and_then(|c| {
+                    (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone())
+                });
+            let value = match cached {
+                Some(v) => v,
+                None => {
+                    let v = match api.get_secret(&ns, &name).await {
+                        Ok(Some(s)) => Fetched::Found(s),
+                        Ok(None) => Fetched::NotFound,
+                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
+                    };
+                    if !matches!(v, Fetched::Failed(_)) {
+                        self.caches().secrets.insert(
+                            key,
+                            Cached {
+                                at: now,
+                                value: v.clone(),
+                            },
+                        );
+                    }
+                    v
+                }
+            };
+            objects.secrets.insert(name, value);
+        }
+        let now_unix = self.clock.now_unix_nanos() / 1_000_000_000;
+        for key in refs.tokens {
+            let cache_key = (pod.metadata.uid.clone(), key.clone());
+            let cached = self
+                .caches()
+                .tokens
+                .get(&cache_key)
+                .filter(|t| !requires_refresh(t, now_unix))
+                .map(|t| t.token.clone());
+            let value = match cached {
+                Some(token) => Fetched::Found(token),
+                None => {
+                    let service_account = if pod.spec.service_account_name.is_empty() {
+                        "default".to_string()
+                    } else {
+                        pod.spec.service_account_name.clone()
+                    };
+                    let request = TokenRequest {
+                        namespace: ns.clone(),
+                        service_account,
+                        audiences: if key.audience.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![key.audience.clone()]
+                        },
+                        expiration_seconds: key.expiration_seconds,
+                        pod_name: pod.metadata.name.clone(),
+                        pod_uid: pod.metadata.uid.clone(),
+                    };
+                    match api.request_token(&request).await {
+                        Ok(mut issued) => {
+                            issued.issued_unix = now_unix;
+                            debug!(pod = %pod.metadata.name, expires = issued.expires_unix, "service account token issued");
+                            let token = issued.token.clone();
+                            self.caches().tokens.insert(cache_key, issued);
+                            Fetched::Found(token)
+                        }
+                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
+                    }
+                }
+            };
+            objects.tokens.insert(key, value);
+        }
+        inputs.objects = objects;
+        inputs
+    }
+
+    /// The soonest token refresh of `pod`, for the next sync.
+    pub fn next_refresh(&self, pod_uid: &str) -> Option<Duration> {
+        let now_unix = self.clock.now_unix_nanos() / 1_000_000_000;
+        self.caches()
+            .tokens
+            .iter()
+            .filter(|((uid, _), _)| uid == pod_uid)
+            .map(|(_, t)| crate::domain::volumes::token::seconds_until_refresh(t, now_unix))
+            .min()
+            .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0).max(1)))
+    }
+
+    /// Sets up every volume of `pod`; the volumes that failed, with upstream's message.
+    pub async fn set_up(
+        &self,
+        requests: &RequestContext,
+        pod: &Pod,
+        inputs: &PodInputs,
+    ) -> Vec<FailedMount> {
+        if pod.spec.volumes.is_empty() {
+            return Vec::new();
+        }
+        let plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
+        let stamp = timestamp(self.clock.now_unix_nanos());
+        let result = tokio::task::spawn_blocking(move || {
+            let mut failed = Vec::new();
+            for plan in plans {
+                let outcome = match plan.action {
+                    Err(e) => Err(e.to_string()),
+                    Ok(action) => carry_out(&action, &stamp).map_err(|message| {
+                        format!(
+                            "MountVolume.SetUp failed for volume {:?} : {message}",
+                            plan.name
+                        )
+                    }),
+                };
+                if let Err(message) = outcome {
+                    failed.push(FailedMount {
+                        volume: plan.name,
+                        message,
+                    });
+                }
+            }
+            failed
+        })
+        .await;
+        match result {
+            Ok(failed) => {
+                for f in &failed {
+                    warn!(volume = %f.volume, message = %f.message, "FailedMount");
+                }
+                failed
+            }
+            Err(e) => vec![FailedMount {
+                volume: String::new(),
+                message: format!("volume setup task failed: {e}"),
+            }],
+        }
+    }
+
+    /// Forgets a deleted pod's tokens.
+    pub fn forget(&self, pod_uid: &str) {
+        self.caches().tokens.retain(|(uid, _), _| uid != pod_uid);
+    }
+}
+
+fn carry_out(action: &VolumeAction, stamp: &str) -> Result<(), String> {
+    let chain = |e: &dyn std::error::Error| Chain(e).to_string();
+    match action {
+        VolumeAction::EmptyDir {
+            setup,
+            tmpfs_size_bytes,
+        } => {
+            if let Some(size) = tmpfs_size_bytes {
+                volumes::mount_tmpfs(&setup.path, Some(*size), setup.mode)
+                    .map_err(|e| chain(&e))?;
+            }
+            volumes::set_up(setup).map_err(|e| chain(&e))
+        }
+        VolumeAction::HostPath { path, kind } => {
+            volumes::prepare_host_path(path, *kind).map_err(|e| chain(&e))
+        }
+        VolumeAction::Files {
+            dir,
+            payload,
+            tmpfs,
+        } => {
+            if *tmpfs {
+                volumes::mount_tmpfs(dir, None, 0o755).map_err(|e| chain(&e))?;
+            }
+            volumes::write_atomically(dir, payload, stamp)
+                .map(|_| ())
+                .map_err(|e| chain(&e))
+        }
+    }
+}
+
+/// `2026_11_23_19_40_12.123456789` (UTC), as upstream names its timestamped folders.
+pub fn timestamp(unix_nanos: i64) -> String {
+    let secs = unix_nanos.div_euclid(1_000_000_000);
+    let nanos = unix_nanos.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}_{m:02}_{d:02}_{:02}_{:02}_{:02}.{nanos:09}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::{FakeClock, FakeObjects};
+    use crate::domain::kuberuntime::requests::pod_dir;
+
+    fn requests(root: &std::path::Path) -> RequestContext {
+        RequestContext {
+            pod_logs_dir: root.join("logs"),
+            root_dir: root.to_path_buf(),
+            host_dns: Default::default(),
+            cluster_dns: Vec::new(),
+            cluster_domain: "cluster.local".into(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: 100_000,
+            memory_capacity_bytes: 0,
+            hugepage_sizes: Vec::new(),
+            security: Default::default(),
+        }
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+              "volumes": [
+                {"name": "cfg", "configMap": {"name": "cfg"}},
+                {"name": "kube-api-access-x", "projected": {"sources": [
+                  {"serviceAccountToken": {"expirationSeconds": 600, "path": "token"}}]}}]}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn timestamps_are_upstreams_folder_names() {
+        assert_eq!(timestamp(0), "1970_01_01_00_00_00.000000000");
+        assert_eq!(
+            timestamp(1_795_000_000_123_456_789),
+            "2026_11_18_11_06_40.123456789"
+        );
+    }
+
+    #[tokio::test]
+    async fn objects_are_cached_tokens_refreshed_and_updates_reach_the_files() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let api = FakeObjects::default();
+        api.set_now(1000);
+        api.put_config_map("ns", "cfg", &[("a", "1")]);
+        let vm = VolumeManager::standalone(clock.clone())
+            .with_api(Arc::new(api.clone()))
+            .with_cache_ttl(Duration::from_secs(60));
+        let p = pod();
+        let inputs = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 2, "one get, one token");
+        let token_request = &api.token_requests()[0];
+        assert_eq!(token_request.service_account, "default");
+        assert_eq!(token_request.pod_uid, "u1");
+        assert_eq!(token_request.expiration_seconds, 600);
+
+        // The projected volume needs tmpfs (root): only the configMap is checked here.
+        let mut only_cfg = p.clone();
+        only_cfg.spec.volumes.truncate(1);
+        let ctx = requests(dir.path());
+        assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
+        let file = pod_dir(&ctx, "u1").join("volumes/kubernetes.io~configmap/cfg/a");
+        assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("1"));
+
+        // Cached within the TTL: no call, old content.
+        api.put_config_map("ns", "cfg", &[("a", "2")]);
+        let _ = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 2);
+        // After the TTL the update is read and written; the token is still fresh.
+        clock.advance(Duration::from_secs(61));
+        let inputs = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 3);
+        assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
+        assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("2"));
+
+        // At 80 % of the token's 600 s the next sync asks for a new one.
+        clock.set_unix_nanos((1000 + 480) * 1_000_000_000);
+        let _ = vm.inputs(&p).await;
+        assert_eq!(api.token_requests().len(), 2);
+
+        // A missing configMap: the volume fails with upstream's message.
+        let mut missing = only_cfg.clone();
+        if let Some(cm) = missing.spec.volumes[0].config_map.as_mut() {
+            cm.name = "gone".into();
+        }
+        let inputs = vm.inputs(&missing).await;
+        let failed = vm.set_up(&ctx, &missing, &inputs).await;
+        assert_eq!(
+            failed[0].message,
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"gone\" not found"
+        );
+    }
+}

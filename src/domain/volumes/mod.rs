@@ -1,0 +1,227 @@
+//! Volumes and environment from API objects (issue 13), as pure decisions: where each
+//! volume of a pod lives (`<root-dir>/pods/<uid>/volumes/<plugin>/<name>`, upstream's
+//! layout), what each one holds (`payload`: the files of a configMap, secret,
+//! downwardAPI or projected volume, with their modes), the downward API values
+//! (`downward`), a container's environment from its references (`env`), when a
+//! service-account token is due for refresh (`token`), and what the kubelet does with
+//! each volume (`plan`). The I/O (fetching objects, writing files atomically, mounting
+//! tmpfs) is the app's.
+
+pub mod downward;
+pub mod env;
+pub mod payload;
+pub mod plan;
+pub mod token;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::domain::pod::Volume;
+
+pub use plan::{plan_volumes, VolumeAction, VolumeError, VolumePlan};
+
+/// Upstream's plugin folder names (`kubernetes.io/<plugin>` with `/` as `~`).
+pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
+pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
+pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
+
+/// Where a service-account token volume is mounted (upstream's
+/// `DefaultAPITokenMountPath`).
+pub const SERVICE_ACCOUNT_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The kind of a volume, as far as the kubelet is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeKind {
+    HostPath,
+    EmptyDir,
+    ConfigMap,
+    Secret,
+    DownwardApi,
+    Projected,
+    /// A source the kubelet does not set up, by its field name (`csi`, `nfs` ...);
+    /// empty when the volume names no source at all.
+    Unsupported(String),
+}
+
+impl VolumeKind {
+    pub fn of(volume: &Volume) -> VolumeKind {
+        if volume.host_path.is_some() {
+            VolumeKind::HostPath
+        } else if volume.empty_dir.is_some() {
+            VolumeKind::EmptyDir
+        } else if volume.config_map.is_some() {
+            VolumeKind::ConfigMap
+        } else if volume.secret.is_some() {
+            VolumeKind::Secret
+        } else if volume.downward_api.is_some() {
+            VolumeKind::DownwardApi
+        } else if volume.projected.is_some() {
+            VolumeKind::Projected
+        } else {
+            VolumeKind::Unsupported(
+                volume
+                    .unsupported
+                    .keys()
+                    .next()
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        }
+    }
+
+    /// The plugin folder under the pod's `volumes`; `None` for hostPath (it is the host's
+    /// folder) and unsupported kinds.
+    pub fn plugin_dir(&self) -> Option<&'static str> {
+        match self {
+            VolumeKind::EmptyDir => Some(EMPTY_DIR_PLUGIN),
+            VolumeKind::ConfigMap => Some(CONFIG_MAP_PLUGIN),
+            VolumeKind::Secret => Some(SECRET_PLUGIN),
+            VolumeKind::DownwardApi => Some(DOWNWARD_API_PLUGIN),
+            VolumeKind::Projected => Some(PROJECTED_PLUGIN),
+            VolumeKind::HostPath | VolumeKind::Unsupported(_) => None,
+        }
+    }
+}
+
+/// `<root_dir>/pods/<uid>/volumes`
+pub fn pod_volumes_dir(root_dir: &Path, pod_uid: &str) -> PathBuf {
+    root_dir.join("pods").join(pod_uid).join("volumes")
+}
+
+/// `<root_dir>/pods/<uid>/volumes/<plugin>/<name>`
+pub fn volume_dir(root_dir: &Path, pod_uid: &str, plugin: &str, name: &str) -> PathBuf {
+    pod_volumes_dir(root_dir, pod_uid).join(plugin).join(name)
+}
+
+/// The host path a container's mount of `volume` binds: the hostPath itself, or the
+/// volume's folder; `None` for an unsupported kind.
+pub fn volume_source_path(root_dir: &Path, pod_uid: &str, volume: &Volume) -> Option<PathBuf> {
+    if let Some(host) = &volume.host_path {
+        return Some(PathBuf::from(&host.path));
+    }
+    let plugin = VolumeKind::of(volume).plugin_dir()?;
+    Some(volume_dir(root_dir, pod_uid, plugin, &volume.name))
+}
+
+/// A ConfigMap's content: `data` (text) and `binaryData`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigMapData {
+    pub data: BTreeMap<String, String>,
+    pub binary_data: BTreeMap<String, Vec<u8>>,
+}
+
+/// A Secret's content (decoded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretData {
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// `type`, e.g. `kubernetes.io/dockerconfigjson`.
+    pub kind: String,
+}
+
+/// An object the kubelet asked the API server for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched<T> {
+    Found(T),
+    NotFound,
+    /// The call failed: the error's message.
+    Failed(String),
+}
+
+/// A service-account token request: the audience (empty: the API server's) and
+/// lifetime. Tokens are bound to the pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TokenKey {
+    pub audience: String,
+    pub expiration_seconds: i64,
+}
+
+/// The API objects a pod's volumes and environment reference, as fetched. A name absent
+/// from a map was not fetched: there is no API client (upstream's "no kubeClient").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodObjects {
+    pub config_maps: BTreeMap<String, Fetched<ConfigMapData>>,
+    pub secrets: BTreeMap<String, Fetched<SecretData>>,
+    pub tokens: BTreeMap<TokenKey, Fetched<String>>,
+}
+
+/// What the node knows about a pod besides its spec, for the downward API.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    pub pod_ip: String,
+    pub host_ip: String,
+    /// Node allocatable, for `resourceFieldRef` of a limit the container does not set.
+    pub allocatable_cpu_milli: i64,
+    pub allocatable_memory_bytes: i64,
+}
+
+/// Everything besides the spec a pod's volumes and environment are made from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodInputs {
+    pub objects: PodObjects,
+    pub facts: PodFacts,
+    /// Service links (`<NAME>_SERVICE_HOST` ...); empty with `enableServiceLinks: false`.
+    pub service_env: BTreeMap<String, String>,
+}
+
+/// The ConfigMaps, Secrets and tokens a pod references (volumes, env, envFrom), so the
+/// app fetches exactly these (the Node authorizer allows no more).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct References {
+    pub config_maps: std::collections::BTreeSet<String>,
+    pub secrets: std::collections::BTreeSet<String>,
+    pub tokens: std::collections::BTreeSet<TokenKey>,
+}
+
+/// Upstream's default token lifetime when a projection does not say (an hour).
+pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
+
+pub fn references(pod: &crate::domain::pod::Pod) -> References {
+    let mut refs = References::default();
+    for volume in &pod.spec.volumes {
+        if let Some(cm) = &volume.config_map {
+            refs.config_maps.insert(cm.name.clone());
+        }
+        if let Some(s) = &volume.secret {
+            refs.secrets.insert(s.secret_name.clone());
+        }
+        for source in volume.projected.iter().flat_map(|p| &p.sources) {
+            if let Some(cm) = &source.config_map {
+                refs.config_maps.insert(cm.name.clone());
+            }
+            if let Some(s) = &source.secret {
+                refs.secrets.insert(s.name.clone());
+            }
+            if let Some(t) = &source.service_account_token {
+                refs.tokens.insert(token::token_key(t));
+            }
+        }
+    }
+    let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+    for c in containers {
+        for from in &c.env_from {
+            if let Some(r) = &from.config_map_ref {
+                refs.config_maps.insert(r.name.clone());
+            }
+            if let Some(r) = &from.secret_ref {
+                refs.secrets.insert(r.name.clone());
+            }
+        }
+        for var in c.env.iter().filter(|v| v.value.is_empty()) {
+            let Some(from) = &var.value_from else {
+                continue;
+            };
+            if let Some(r) = &from.config_map_key_ref {
+                refs.config_maps.insert(r.name.clone());
+            }
+            if let Some(r) = &from.secret_key_ref {
+                refs.secrets.insert(r.name.clone());
+            }
+        }
+    }
+    refs
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! What the kubelet does with each volume of a pod before its containers start: an
+//! emptyDir folder (on tmpfs for `medium: Memory`, sized by `sizeLimit` or the pod's
+//! memory limit), a hostPath checked against its `type`, or the files of a
+//! configMap/secret/downwardAPI/projected volume written atomically (secrets and
+//! projected volumes, which carry tokens, on tmpfs as upstream's wrapped memory
+//! emptyDir). A volume that cannot be set up holds the pod (upstream's `FailedMount`).
+
+use std::path::{Path, PathBuf};
+
+use super::payload::{self, Payload, PayloadError, DEFAULT_MODE};
+use super::{volume_dir, PodFacts, PodObjects, VolumeKind};
+use crate::domain::cgroup::config::pod_cpu_and_memory;
+use crate::domain::kuberuntime::requests::{empty_dir_setup, RequestContext};
+use crate::domain::pod::{Pod, Volume};
+use crate::domain::securitycontext::VolumeSetup;
+use crate::domain::units::quantity::Quantity;
+
+/// A hostPath `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostPathType {
+    /// Empty: no check.
+    Unset,
+    DirectoryOrCreate,
+    Directory,
+    FileOrCreate,
+    File,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+impl HostPathType {
+    pub fn parse(kind: &str) -> Option<HostPathType> {
+        Some(match kind {
+            "" => HostPathType::Unset,
+            "DirectoryOrCreate" => HostPathType::DirectoryOrCreate,
+            "Directory" => HostPathType::Directory,
+            "FileOrCreate" => HostPathType::FileOrCreate,
+            "File" => HostPathType::File,
+            "Socket" => HostPathType::Socket,
+            "CharDevice" => HostPathType::CharDevice,
+            "BlockDevice" => HostPathType::BlockDevice,
+            _ => return None,
+        })
+    }
+}
+
+/// What is at a host path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    File,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Other,
+}
+
+/// What to do at a hostPath before mounting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostPathStep {
+    Ready,
+    /// Create the folder (0755) and its parents.
+    CreateDirectory,
+    /// Create an empty file (0644).
+    CreateFile,
+}
+
+/// Upstream's `checkType`: `found` is what is at `path` (`None`: nothing).
+pub fn check_host_path(
+    path: &Path,
+    kind: HostPathType,
+    found: Option<FileKind>,
+) -> Result<HostPathStep, VolumeErrorKind> {
+    let fail = |what: &str| {
+        Err(VolumeErrorKind::HostPathType(format!(
+            "hostPath type check failed: {} is not {what}",
+            path.display()
+        )))
+    };
+    match (kind, found) {
+        (HostPathType::Unset, _) => Ok(HostPathStep::Ready),
+        (HostPathType::DirectoryOrCreate, None) => Ok(HostPathStep::CreateDirectory),
+        (HostPathType::FileOrCreate, None) => Ok(HostPathStep::CreateFile),
+        (HostPathType::DirectoryOrCreate | HostPathType::Directory, Some(FileKind::Directory)) => {
+            Ok(HostPathStep::Ready)
+        }
+        (HostPathType::FileOrCreate | HostPathType::File, Some(FileKind::File)) => {
+            Ok(HostPathStep::Ready)
+        }
+        (HostPathType::Socket, Some(FileKind::Socket)) => Ok(HostPathStep::Ready),
+        (HostPathType::CharDevice, Some(FileKind::CharDevice)) => Ok(HostPathStep::Ready),
+        (HostPathType::BlockDevice, Some(FileKind::BlockDevice)) => Ok(HostPathStep::Ready),
+        (HostPathType::DirectoryOrCreate | HostPathType::Directory, _) => fail("a directory"),
+        (HostPathType::FileOrCreate | HostPathType::File, _) => fail("a file"),
+        (HostPathType::Socket, _) => fail("a socket file"),
+        (HostPathType::CharDevice, _) => fail("a character device"),
+        (HostPathType::BlockDevice, _) => fail("a block device"),
+    }
+}
+
+/// What to set up for one volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeAction {
+    /// A folder; on tmpfs of this many bytes when `tmpfs_size_bytes` (0: the kernel's
+    /// default size).
+    EmptyDir {
+        setup: VolumeSetup,
+        tmpfs_size_bytes: Option<i64>,
+    },
+    /// A host path, checked (and maybe created) first.
+    HostPath { path: PathBuf, kind: HostPathType },
+    /// Files written atomically into `dir` (on tmpfs when `tmpfs`).
+    Files {
+        dir: PathBuf,
+        payload: Payload,
+        tmpfs: bool,
+    },
+}
+
+/// Why a volume cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeErrorKind {
+    #[error("the {plugin:?} volume plugin is not supported by rkubelet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)")]
+    Unsupported { plugin: String },
+    #[error(
+        "emptyDir medium {medium:?} is not supported by rkubelet (supported: \"\" and \"Memory\")"
+    )]
+    HugePages { medium: String },
+    #[error("unknown storage medium {0:?}")]
+    UnknownMedium(String),
+    #[error("{0} is an invalid volume type")]
+    InvalidHostPathType(String),
+    #[error("{0}")]
+    HostPathType(String),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+}
+
+/// A volume that cannot be set up, in upstream's `FailedMount` words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MountVolume.SetUp failed for volume {volume:?} : {kind}")]
+pub struct VolumeError {
+    pub volume: String,
+    #[source]
+    pub kind: VolumeErrorKind,
+}
+
+/// One volume's plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumePlan {
+    pub name: String,
+    pub action: Result<VolumeAction, VolumeError>,
+}
+
+/// The size of a memory emptyDir: the smaller of `sizeLimit` and the pod's memory limit
+/// (node allocatable when the pod has none), as upstream's `calculateEmptyDirMemorySize`.
+pub fn memory_empty_dir_size(pod: &Pod, size_limit: Option<Quantity>, facts: &PodFacts) -> i64 {
+    let (_, _, pod_limit) = pod_cpu_and_memory(pod);
+    let ceiling = if pod_limit > 0 {
+        pod_limit
+    } else {
+        facts.allocatable_memory_bytes
+    };
+    match size_limit.map(|q| q.value()).filter(|v| *v > 0) {
+        Some(limit) if ceiling <= 0 || limit < ceiling => limit,
+        _ => ceiling.max(0),
+    }
+}
+
+fn action(
+    ctx: &RequestContext,
+    pod: &Pod,
+    volume: &Volume,
+    objects: &PodObjects,
+    facts: &PodFacts,
+) -> Result<VolumeAction, VolumeErrorKind> {
+    let uid = &pod.metadata.uid;
+    let kind = VolumeKind::of(volume);
+    let dir = |plugin: &str| volume_dir(&ctx.root_dir, uid, plugin, &volume.name);
+    let files = |payload: Payload, tmpfs: bool| -> Result<VolumeAction, VolumeErrorKind> {
+        payload::validate_payload(&payload)?;
+        Ok(VolumeAction::Files {
+            dir: dir(kind.plugin_dir().unwrap_or_default()),
+            payload,
+            tmpfs,
+        })
+    };
+    match &kind {
+        VolumeKind::HostPath => {
+            let host = volume.host_path.clone().unwrap_or_default();
+            let path_type = HostPathType::parse(&host.kind)
+                .ok_or_else(|| VolumeErrorKind::InvalidHostPathType(host.kind.clone()))?;
+            Ok(VolumeAction::HostPath {
+                path: PathBuf::from(host.path),
+                kind: path_type,
+            })
+        }
+        VolumeKind::EmptyDir => {
+            let ed = volume.empty_dir.clone().unwrap_or_default();
+            let tmpfs_size_bytes = match ed.medium.as_str() {
+                "" => None,
+                "Memory" => Some(memory_empty_dir_size(pod, ed.size_limit, facts)),
+                m if m.starts_with("HugePages") => {
+                    return Err(VolumeErrorKind::HugePages { medium: m.into() })
+                }
+                m => return Err(VolumeErrorKind::UnknownMedium(m.into())),
+            };
+            Ok(VolumeAction::EmptyDir {
+                setup: empty_dir_setup(ctx, pod, volume),
+                tmpfs_size_bytes,
+            })
+        }
+        VolumeKind::ConfigMap => {
+            let source = volume.config_map.clone().unwrap_or_default();
+            files(payload::config_map_payload(pod, &source, objects)?, false)
+        }
+        VolumeKind::Secret => {
+            let source = volume.secret.clone().unwrap_or_default();
+            files(payload::secret_payload(pod, &source, objects)?, true)
+        }
+        VolumeKind::DownwardApi => {
+            let source = volume.downward_api.clone().unwrap_or_default();
+            let default_mode = source
+                .default_mode
+                .and_then(|m| u32::try_from(m).ok())
+                .map_or(DEFAULT_MODE, |m| m & 0o7777);
+            let mut out = Payload::new();
+            payload::downward_payload(pod, &source.items, default_mode, facts, &mut out)?;
+            files(out, false)
+        }
+        VolumeKind::Projected => {
+            let source = volume.projected.clone().unwrap_or_default();
+            files(
+                payload::projected_payload(pod, &source, objects, facts)?,
+                true,
+            )
+        }
+        VolumeKind::Unsupported(plugin) => Err(VolumeErrorKind::Unsupported {
+            plugin: plugin.clone(),
+        }),
+    }
+}
+
+/// Every volume of the pod (mounted or not, as upstream sets up all), each with what to
+/// do or why it cannot be set up.
+pub fn plan_volumes(
+    ctx: &RequestContext,
+    pod: &Pod,
+    objects: &PodObjects,
+    facts: &PodFacts,
+) -> Vec<VolumePlan> {
+    pod.spec
+        .volumes
+        .iter()
+        .map(|volume| VolumePlan {
+            name: volume.name.clone(),
+            action: action(ctx, pod, volume, objects, facts).map_err(|kind| VolumeError {
+                volume: volume.name.clone(),
+                kind,
+            }),
+        })
+        .collect()
+}

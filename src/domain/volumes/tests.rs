@@ -1,0 +1,457 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::downward::{field_value, format_map, resource_value};
+use super::env::{is_env_var_name, resolve_environment, EnvError};
+use super::payload::{payload_change, validate_path, FileProjection, Payload};
+use super::plan::{
+    check_host_path, plan_volumes, FileKind, HostPathStep, HostPathType, VolumeAction,
+};
+use super::token::{requires_refresh, IssuedToken};
+use super::*;
+use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::pod::*;
+use crate::domain::units::quantity::Quantity;
+
+fn ctx() -> RequestContext {
+    RequestContext {
+        pod_logs_dir: "/var/log/pods".into(),
+        root_dir: "/var/lib/kubelet".into(),
+        host_dns: Default::default(),
+        cluster_dns: Vec::new(),
+        cluster_domain: "cluster.local".into(),
+        cpu_cfs_quota: true,
+        cpu_cfs_quota_period_us: 100_000,
+        memory_capacity_bytes: 0,
+        hugepage_sizes: Vec::new(),
+        security: Default::default(),
+    }
+}
+
+/// A pod decoded from the API's JSON, as the API pod source gives it.
+fn pod(json: serde_json::Value) -> Pod {
+    serde_json::from_value(json).expect("pod")
+}
+
+fn base() -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u1",
+                     "labels": {"app": "web", "tier": "a\"b"}},
+        "spec": {"nodeName": "node1", "serviceAccountName": "sa",
+                 "containers": [{"name": "c", "image": "busybox",
+                   "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}}}]}
+    })
+}
+
+fn cm(data: &[(&str, &str)]) -> Fetched<ConfigMapData> {
+    Fetched::Found(ConfigMapData {
+        data: data
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        binary_data: BTreeMap::new(),
+    })
+}
+
+fn facts() -> PodFacts {
+    PodFacts {
+        pod_ip: "10.0.0.5".into(),
+        host_ip: "192.168.1.2".into(),
+        allocatable_cpu_milli: 2000,
+        allocatable_memory_bytes: 1 << 30,
+    }
+}
+
+#[test]
+fn volume_folders_follow_upstreams_layout() {
+    let p = pod(
+        serde_json::json!({"metadata": {"uid": "u1"}, "spec": {"volumes": [
+        {"name": "cfg", "configMap": {"name": "x"}},
+        {"name": "sec", "secret": {"secretName": "s"}},
+        {"name": "kube-api-access-abc", "projected": {"sources": []}},
+        {"name": "dw", "downwardAPI": {"items": []}},
+        {"name": "nfs", "nfs": {"server": "a", "path": "/"}}]}}),
+    );
+    let paths: Vec<_> = p
+        .spec
+        .volumes
+        .iter()
+        .map(|v| volume_source_path(Path::new("/var/lib/kubelet"), "u1", v))
+        .collect();
+    assert_eq!(
+        paths[0].as_deref(),
+        Some(Path::new(
+            "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~configmap/cfg"
+        ))
+    );
+    assert_eq!(
+        paths[1].as_deref(),
+        Some(Path::new(
+            "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/sec"
+        ))
+    );
+    assert_eq!(
+        paths[2].as_deref(),
+        Some(Path::new(
+            "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access-abc"
+        ))
+    );
+    assert_eq!(
+        paths[3].as_deref(),
+        Some(Path::new(
+            "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~downward-api/dw"
+        ))
+    );
+    assert_eq!(paths[4], None);
+    assert_eq!(
+        VolumeKind::of(&p.spec.volumes[4]),
+        VolumeKind::Unsupported("nfs".into())
+    );
+}
+
+#[test]
+fn the_kube_api_access_volume_gives_token_ca_and_namespace() {
+    let p = pod(serde_json::json!({
+    "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+    "spec": {"volumes": [{"name": "kube-api-access-x", "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+    ]}}]}}));
+    let refs = references(&p);
+    let key = TokenKey {
+        audience: String::new(),
+        expiration_seconds: 3607,
+    };
+    assert!(refs.config_maps.contains("kube-root-ca.crt"));
+    assert!(refs.tokens.contains(&key));
+    let mut objects = PodObjects::default();
+    objects
+        .config_maps
+        .insert("kube-root-ca.crt".into(), cm(&[("ca.crt", "PEM")]));
+    objects.tokens.insert(key, Fetched::Found("tok".into()));
+    let plans = plan_volumes(&ctx(), &p, &objects, &facts());
+    let Ok(VolumeAction::Files {
+        payload,
+        tmpfs,
+        dir,
+    }) = &plans[0].action
+    else {
+        panic!("{plans:?}");
+    };
+    assert!(tmpfs, "a projected volume carries a token: tmpfs");
+    assert!(dir.ends_with("kubernetes.io~projected/kube-api-access-x"));
+    let file = |d: &str| FileProjection {
+        data: d.as_bytes().to_vec(),
+        mode: 0o644,
+    };
+    assert_eq!(
+        payload,
+        &Payload::from([
+            ("token".into(), file("tok")),
+            ("ca.crt".into(), file("PEM")),
+            ("namespace".into(), file("ns")),
+        ])
+    );
+}
+
+#[test]
+fn a_config_map_volume_has_items_modes_and_optional() {
+    let mut p = pod(
+        serde_json::json!({"metadata": {"namespace": "ns", "uid": "u"}, "spec": {"volumes": [
+        {"name": "all", "configMap": {"name": "cfg", "defaultMode": 0o600}},
+        {"name": "some", "configMap": {"name": "cfg", "items": [{"key": "a", "path": "dir/a.txt", "mode": 0o400}]}},
+        {"name": "missing", "configMap": {"name": "nope"}},
+        {"name": "optional", "configMap": {"name": "nope", "optional": true}},
+        {"name": "badkey", "configMap": {"name": "cfg", "items": [{"key": "zz", "path": "z"}]}}]}}),
+    );
+    let mut objects = PodObjects::default();
+    objects
+        .config_maps
+        .insert("cfg".into(), cm(&[("a", "1"), ("b", "2")]));
+    objects.config_maps.insert("nope".into(), Fetched::NotFound);
+    let plans = plan_volumes(&ctx(), &p, &objects, &facts());
+    let payload = |i: usize| match &plans[i].action {
+        Ok(VolumeAction::Files { payload, .. }) => payload.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(payload(0).len(), 2);
+    assert_eq!(payload(0)["a"].mode, 0o600);
+    assert_eq!(payload(1)["dir/a.txt"].mode, 0o400);
+    assert_eq!(
+        plans[2].action.as_ref().err().map(|e| e.to_string()),
+        Some(
+            "MountVolume.SetUp failed for volume \"missing\" : configmap \"nope\" not found".into()
+        )
+    );
+    assert!(payload(3).is_empty());
+    assert_eq!(
+        plans[4].action.as_ref().err().map(|e| e.kind.to_string()),
+        Some("configmap references non-existent config key: zz".into())
+    );
+    // Without an API client: upstream's words.
+    p.spec.volumes.truncate(1);
+    let plans = plan_volumes(&ctx(), &p, &PodObjects::default(), &facts());
+    assert_eq!(
+        plans[0].action.as_ref().err().map(|e| e.kind.to_string()),
+        Some("couldn't get configMap ns/cfg, no kubeClient defined".into())
+    );
+}
+
+#[test]
+fn memory_empty_dirs_are_tmpfs_sized_and_hugepages_refused() {
+    let p = pod(serde_json::json!({"metadata": {"uid": "u"}, "spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"memory": "128Mi"}}}],
+        "volumes": [
+        {"name": "m", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+        {"name": "podlimit", "emptyDir": {"medium": "Memory"}},
+        {"name": "disk", "emptyDir": {}},
+        {"name": "huge", "emptyDir": {"medium": "HugePages-2Mi"}}]}}));
+    let plans = plan_volumes(&ctx(), &p, &PodObjects::default(), &facts());
+    let size = |i: usize| match &plans[i].action {
+        Ok(VolumeAction::EmptyDir {
+            tmpfs_size_bytes, ..
+        }) => *tmpfs_size_bytes,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(size(0), Some(64 << 20));
+    assert_eq!(size(1), Some(128 << 20));
+    assert_eq!(size(2), None);
+    assert!(plans[3]
+        .action
+        .as_ref()
+        .err()
+        .is_some_and(|e| e.to_string().contains("HugePages-2Mi")));
+}
+
+#[test]
+fn host_path_types_are_checked_with_upstreams_messages() {
+    let path = Path::new("/etc/x");
+    assert_eq!(
+        check_host_path(path, HostPathType::DirectoryOrCreate, None),
+        Ok(HostPathStep::CreateDirectory)
+    );
+    assert_eq!(
+        check_host_path(path, HostPathType::FileOrCreate, None),
+        Ok(HostPathStep::CreateFile)
+    );
+    assert_eq!(
+        check_host_path(path, HostPathType::File, None).map_err(|e| e.to_string()),
+        Err("hostPath type check failed: /etc/x is not a file".into())
+    );
+    assert_eq!(
+        check_host_path(path, HostPathType::Socket, Some(FileKind::File))
+            .map_err(|e| e.to_string()),
+        Err("hostPath type check failed: /etc/x is not a socket file".into())
+    );
+    assert_eq!(
+        check_host_path(path, HostPathType::Directory, Some(FileKind::Directory)),
+        Ok(HostPathStep::Ready)
+    );
+    assert_eq!(
+        check_host_path(path, HostPathType::Unset, None),
+        Ok(HostPathStep::Ready)
+    );
+}
+
+#[test]
+fn downward_values_are_upstreams() {
+    let p = pod(base());
+    let f = facts();
+    assert_eq!(field_value(&p, "metadata.name", &f).as_deref(), Ok("web"));
+    assert_eq!(field_value(&p, "metadata.uid", &f).as_deref(), Ok("u1"));
+    assert_eq!(field_value(&p, "spec.nodeName", &f).as_deref(), Ok("node1"));
+    assert_eq!(
+        field_value(&p, "spec.serviceAccountName", &f).as_deref(),
+        Ok("sa")
+    );
+    assert_eq!(
+        field_value(&p, "status.podIP", &f).as_deref(),
+        Ok("10.0.0.5")
+    );
+    assert_eq!(
+        field_value(&p, "status.hostIP", &f).as_deref(),
+        Ok("192.168.1.2")
+    );
+    assert_eq!(
+        field_value(&p, "metadata.labels", &f).as_deref(),
+        Ok("app=\"web\"\ntier=\"a\\\"b\"")
+    );
+    assert_eq!(
+        field_value(&p, "metadata.labels['app']", &f).as_deref(),
+        Ok("web")
+    );
+    assert!(field_value(&p, "spec.bogus", &f).is_err());
+    assert_eq!(format_map(&BTreeMap::new()), "");
+
+    let c = &p.spec.containers[0];
+    let sel = |r: &str, divisor: Option<&str>| ResourceFieldSelector {
+        resource: r.into(),
+        divisor: divisor.map(|d| Quantity::parse(d).expect("q")),
+        ..ResourceFieldSelector::default()
+    };
+    let value = |s: ResourceFieldSelector| resource_value(&s, &p, Some(c), &f);
+    assert_eq!(value(sel("limits.cpu", None)).as_deref(), Ok("1"));
+    assert_eq!(value(sel("limits.cpu", Some("1m"))).as_deref(), Ok("500"));
+    assert_eq!(
+        value(sel("limits.memory", Some("1Mi"))).as_deref(),
+        Ok("64")
+    );
+    // No request set: 0; no limit set would be node allocatable.
+    assert_eq!(value(sel("requests.memory", None)).as_deref(), Ok("0"));
+    assert!(value(sel("limits.gpu", None)).is_err());
+}
+
+#[test]
+fn env_resolves_refs_with_upstreams_messages() {
+    let mut json = base();
+    json["spec"]["containers"][0]["env"] = serde_json::json!([
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1m"}}},
+        {"name": "FROM_CM", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a"}}},
+        {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}}},
+        {"name": "OPT", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "zz", "optional": true}}},
+        {"name": "URL", "value": "http://$(POD):$(P_b)"}
+    ]);
+    json["spec"]["containers"][0]["envFrom"] = serde_json::json!([
+        {"prefix": "P_", "configMapRef": {"name": "cfg"}}
+    ]);
+    let p = pod(json);
+    let mut objects = PodObjects::default();
+    objects.config_maps.insert(
+        "cfg".into(),
+        cm(&[("a", "1"), ("b", "2"), ("bad key", "x")]),
+    );
+    objects.secrets.insert(
+        "s".into(),
+        Fetched::Found(SecretData {
+            data: BTreeMap::from([("pw".into(), b"hunter2".to_vec())]),
+            kind: String::new(),
+        }),
+    );
+    let service_env = BTreeMap::from([("KUBERNETES_SERVICE_HOST".into(), "10.96.0.1".into())]);
+    let env = resolve_environment(&p, &p.spec.containers[0], &objects, &facts(), &service_env)
+        .expect("env");
+    let get = |k: &str| {
+        env.vars
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("POD"), Some("web"));
+    assert_eq!(get("IP"), Some("10.0.0.5"));
+    assert_eq!(get("CPU"), Some("500"));
+    assert_eq!(get("FROM_CM"), Some("1"));
+    assert_eq!(get("FROM_SECRET"), Some("hunter2"));
+    assert_eq!(get("OPT"), None);
+    assert_eq!(get("P_a"), Some("1"));
+    assert_eq!(get("URL"), Some("http://web:2"));
+    assert_eq!(get("KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
+    assert_eq!(
+        env.skipped[0].message(),
+        "Keys [P_bad key] from the EnvFrom configMap ns/cfg were skipped since they are considered invalid environment variable names."
+    );
+
+    objects.config_maps.insert("cfg".into(), Fetched::NotFound);
+    let err = resolve_environment(
+        &p,
+        &p.spec.containers[0],
+        &objects,
+        &facts(),
+        &BTreeMap::new(),
+    );
+    assert_eq!(
+        err.map_err(|e| e.to_string()),
+        Err("configmap \"cfg\" not found".into())
+    );
+    objects.config_maps.insert("cfg".into(), cm(&[("b", "2")]));
+    let err = resolve_environment(
+        &p,
+        &p.spec.containers[0],
+        &objects,
+        &facts(),
+        &BTreeMap::new(),
+    );
+    assert_eq!(
+        err,
+        Err(EnvError::MissingConfigMapKey {
+            key: "a".into(),
+            namespace: "ns".into(),
+            name: "cfg".into()
+        })
+    );
+    assert_eq!(
+        err.map_err(|e| e.to_string()),
+        Err("couldn't find key a in ConfigMap ns/cfg".into())
+    );
+}
+
+#[test]
+fn a_missing_config_map_holds_the_container_with_create_container_config_error() {
+    let mut json = base();
+    json["spec"]["containers"][0]["env"] = serde_json::json!([{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a"}}}]);
+    let p = pod(json);
+    let mut inputs = PodInputs::default();
+    inputs
+        .objects
+        .config_maps
+        .insert("cfg".into(), Fetched::NotFound);
+    let err = crate::domain::kuberuntime::requests::container_config_with(
+        &ctx(),
+        &p,
+        &p.spec.containers[0],
+        0,
+        0,
+        &inputs,
+    )
+    .err()
+    .map(|e| e.to_string());
+    assert_eq!(err.as_deref(), Some("configmap \"cfg\" not found"));
+}
+
+#[test]
+fn env_var_names_as_upstream_validates_them() {
+    for ok in ["A", "a_b", "-x", ".x", "A.B-1"] {
+        assert!(is_env_var_name(ok), "{ok}");
+    }
+    for bad in ["", "1A", "a b", ".", "..", "..x", "a=b"] {
+        assert!(!is_env_var_name(bad), "{bad}");
+    }
+}
+
+#[test]
+fn payload_paths_and_changes() {
+    assert!(validate_path("a/b").is_ok());
+    assert!(validate_path("/abs").is_err());
+    assert!(validate_path("a/../b").is_err());
+    assert!(validate_path("..a").is_err());
+    let f = |d: &str, mode| FileProjection {
+        data: d.as_bytes().to_vec(),
+        mode,
+    };
+    let old = Payload::from([("a".into(), f("1", 0o644)), ("b".into(), f("2", 0o644))]);
+    let same = payload_change(&old, &old.clone());
+    assert!(!same.changed && same.removed.is_empty());
+    let new = Payload::from([("a".into(), f("1", 0o600))]);
+    let change = payload_change(&old, &new);
+    assert!(change.changed);
+    assert_eq!(change.removed, vec!["b".to_string()]);
+}
+
+#[test]
+fn tokens_refresh_at_80_percent_of_their_life_or_after_a_day() {
+    let t = IssuedToken {
+        token: "t".into(),
+        issued_unix: 1000,
+        expires_unix: 1000 + 600,
+    };
+    assert!(!requires_refresh(&t, 1000 + 479));
+    assert!(requires_refresh(&t, 1000 + 480));
+    let long = IssuedToken {
+        expires_unix: 1000 + 10 * 86_400,
+        ..t
+    };
+    assert!(!requires_refresh(&long, 1000 + 86_400));
+    assert!(requires_refresh(&long, 1000 + 86_401));
+}

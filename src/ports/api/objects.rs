@@ -1,0 +1,62 @@
+//! The API objects a node reads for its pods' volumes and environment: ConfigMaps,
+//! Secrets, and service-account tokens (TokenRequest). The Node authorizer lets a node
+//! read only the objects its pods reference, so these are single gets, never lists.
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use super::CallError;
+use crate::domain::volumes::token::IssuedToken;
+use crate::domain::volumes::{ConfigMapData, SecretData};
+
+#[derive(Debug, Error)]
+pub enum ObjectsError {
+    #[error("{verb} {kind} {namespace}/{name}: {source}")]
+    Call {
+        verb: &'static str,
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: Box<CallError>,
+    },
+}
+
+/// A TokenRequest for a pod's service account, bound to the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRequest {
+    pub namespace: String,
+    pub service_account: String,
+    /// Empty: the API server's own audiences.
+    pub audiences: Vec<String>,
+    pub expiration_seconds: i64,
+    pub pod_name: String,
+    pub pod_uid: String,
+}
+
+#[async_trait]
+pub trait PodObjectsApi: Send + Sync {
+    /// `Ok(None)` when the ConfigMap does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`] (forbidden when no pod of the node references it).
+    async fn get_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMapData>, ObjectsError>;
+
+    /// `Ok(None)` when the Secret does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<SecretData>, ObjectsError>;
+
+    /// A token from `serviceaccounts/<name>/token`; `issued_unix` is left for the caller
+    /// (its clock).
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError>;
+}
