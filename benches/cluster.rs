@@ -15,11 +15,10 @@ mod env_file;
 
 mod common;
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{pss_kib, rss_kib, verdict};
+use common::{free_port, pss_kib, rss_kib, verdict};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -29,13 +28,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
 }
 
 fn ready_nodes(c: &cluster::Cluster) -> usize {
@@ -76,6 +68,8 @@ fn main() {
                 "--container-runtime-endpoint=fake://".into(),
                 format!("--hostname-override=sim-{i:03}"),
                 format!("--root-dir={}", root.display()),
+                format!("--port={}", free_port()),
+                format!("--cert-dir={}", root.join("pki").display()),
                 format!("--healthz-port={}", free_port()),
             ])
             .env_remove("NOTIFY_SOCKET")

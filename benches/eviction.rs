@@ -30,7 +30,7 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
-use common::{at_most, below, fail};
+use common::{at_most, below, fail, free_port};
 use containerd::Containerd;
 
 mod common;
@@ -207,6 +207,8 @@ fn reaction_secs(ctrd: &Containerd, dir: &Path, notifications: bool) -> Result<f
             format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--root-dir={}", dir.join(format!("root-{tag}")).display()),
+            format!("--port={}", free_port()),
+            format!("--cert-dir={}", dir.join(format!("pki-{tag}")).display()),
             format!("--pod-logs-dir={}", ctrd.var("RKUBELET_POD_LOG_ROOT")),
             format!("--cgroup-root={cgroup_root}"),
             "--hostname-override=n1".into(),

@@ -14,7 +14,6 @@
 //! saying which is missing, without them.
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,7 +29,7 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
-use common::{at_most, below, cpu_secs, fail, rss_kib, unmeasured};
+use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, unmeasured};
 use containerd::Containerd;
 
 mod common;
@@ -45,13 +44,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(10348)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -242,6 +234,8 @@ impl Kubelet {
             format!("--container-runtime-endpoint={}", env.endpoint),
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--root-dir={}", root.display()),
+            format!("--port={}", free_port()),
+            format!("--cert-dir={}", root.join("pki").display()),
             format!("--pod-logs-dir={}", env.logs.display()),
             format!("--cgroup-root={}", env.cgroup_root),
             format!("--hostname-override={NODE}"),

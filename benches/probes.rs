@@ -209,6 +209,8 @@ async fn run(dir: &Path) -> Result<(), String> {
             format!("--container-runtime-endpoint={endpoint}"),
             format!("--pod-manifest-path={}", manifests.display()),
             format!("--root-dir={}", root.display()),
+            format!("--port={}", free_port()),
+            format!("--cert-dir={}", root.join("pki").display()),
             format!("--pod-logs-dir={}", var("RKUBELET_POD_LOG_ROOT")?),
             format!("--cgroup-root={}", var("RKUBELET_CGROUP_ROOT")?),
             format!("--hostname-override={NODE}"),

@@ -4,22 +4,15 @@
 //! `RKUBELET_BENCH_STARTUP_IDLE_SECS` the idle wait (default 10).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{below, fail, rss_kib, unmeasured};
+use common::{below, fail, free_port, rss_kib, unmeasured};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(10348)
-}
 
 fn healthz_ok(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
@@ -42,6 +35,8 @@ fn spawn(port: u16, root: &std::path::Path) -> std::io::Result<Child> {
             "--container-runtime-endpoint=fake://",
             &format!("--healthz-port={port}"),
             &format!("--root-dir={}", root.display()),
+            &format!("--port={}", free_port()),
+            &format!("--cert-dir={}", root.join("pki").display()),
         ])
         .env_remove("NOTIFY_SOCKET")
         .stdout(Stdio::null())

@@ -27,7 +27,6 @@ mod common;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -39,7 +38,7 @@ use rkubelet::ports::runtime::RuntimeService;
 use serde_json::Value;
 
 use cluster::Cluster;
-use common::{at_most, below, cpu_secs, fail, rss_kib, verdict};
+use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, verdict};
 use containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -48,13 +47,6 @@ const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 /// A cluster DNS address, as every cluster node has: without one upstream writes a
 /// `MissingClusterDNS` event at every sync of every pod, which is not an idle node's traffic.
 const CLUSTER_DNS: &str = "--cluster-dns=10.0.0.10";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
 
 fn idle_secs() -> u64 {
     std::env::var("RKUBELET_BENCH_IDLE_SECS")
@@ -255,6 +247,7 @@ fn measure(
                     format!("--pod-manifest-path={}", manifests.display()),
                     format!("--root-dir={}", root.display()),
                     format!("--cert-dir={}", dir.path().join("pki").display()),
+                    format!("--port={}", free_port()),
                     format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
                     format!("--pod-infra-container-image={}", ctrd.var("PAUSE_IMAGE")),
                     format!("--hostname-override={node}"),

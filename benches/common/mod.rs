@@ -60,3 +60,13 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 pub fn pss_kib(pid: u32) -> Option<u64> {
     proc_kib(pid, "smaps_rollup", "Pss:")
 }
+
+/// A TCP port free on 127.0.0.1 now (the kernel's choice), for a server a benchmark
+/// starts; 0 when none can be had.
+#[allow(dead_code)] // not every benchmark starts a server
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}

@@ -48,6 +48,8 @@ pub struct Daemon {
     pub child: Child,
     pub port: u16,
     pub log: Arc<Mutex<Vec<String>>>,
+    /// The kubelet API's serving certificate folder when the test gave none.
+    pub _cert_dir: Option<tempfile::TempDir>,
 }
 
 impl Daemon {
@@ -107,6 +109,19 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
         all.push("--image-gc-high-threshold=100".into());
     }
     all.push(format!("--healthz-port={port}"));
+    // The kubelet API: on a free port and with its self-signed
+    // certificate in a folder of the test's own, so parallel tests (and the upstream
+    // kubelet peers) never contend for 10250 or write /var/lib/kubelet/pki.
+    if !given("--port") {
+        all.push(format!("--port={}", free_port()));
+    }
+    let cert_dir = if given("--cert-dir") {
+        None
+    } else {
+        let dir = tempfile::tempdir().expect("cert dir");
+        all.push(format!("--cert-dir={}", dir.path().display()));
+        Some(dir)
+    };
     let mut command = if as_nobody {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
@@ -136,7 +151,12 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
             }
         }
     });
-    let daemon = Daemon { child, port, log };
+    let daemon = Daemon {
+        child,
+        port,
+        log,
+        _cert_dir: cert_dir,
+    };
     let left = Duration::from_secs(20);
     let deadline = Instant::now() + left;
     if rx
