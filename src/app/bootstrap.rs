@@ -18,6 +18,7 @@ use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::eviction::{EvictionInputs, RunningEviction};
+use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
@@ -462,7 +463,11 @@ fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
 
 /// What every pod sync shares: the runtime and image clients, the clock, and how
 /// requests are built.
-fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, StartupError> {
+fn sync_context(
+    started: &Started,
+    deps: &Deps,
+    events: PodEventSink,
+) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
     let endpoint = &node.image_service_endpoint;
     let images = (deps.images_for)(endpoint, node.runtime_request_timeout).map_err(|source| {
@@ -481,7 +486,8 @@ fn sync_context(started: &Started, deps: &Deps) -> Result<Arc<SyncContext>, Star
             started.runtime_name.clone(),
             Arc::clone(&started.containers),
         )
-        .with_prober(Arc::clone(&deps.prober)),
+        .with_prober(Arc::clone(&deps.prober))
+        .with_events(events),
     ))
 }
 
@@ -496,15 +502,17 @@ fn start_pod_loop(
     deps: &Deps,
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
+    links: &PodLinks,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
-    let ctx = sync_context(started, deps)?;
+    let ctx = sync_context(started, deps, links.events.clone())?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
     let sources = pod_sources(started, deps)?;
-    let mut pod_loop = PodLoop::new(ctx, store, settings);
+    let mut pod_loop =
+        PodLoop::new(ctx, store, settings).with_static_pods(links.static_pods.clone());
     if let Some(hooks) = eviction {
         pod_loop = pod_loop.with_eviction(hooks);
     }
@@ -537,7 +545,7 @@ fn start_eviction(
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps)?;
+    let ctx = sync_context(started, deps, PodEventSink::new())?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -553,6 +561,28 @@ async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, Sta
         Ok(StopReason::RunOnceDone)
     } else {
         Err(StartupError::RunOnce(failed))
+    }
+}
+
+/// What the pod loop shares with the node agent: its events (written through the agent's
+/// recorder) and its static pods (for their mirror pods).
+pub struct PodLinks {
+    pub events: PodEventSink,
+    pub static_pods: watch::Sender<Vec<crate::domain::pod::Pod>>,
+}
+
+impl PodLinks {
+    pub fn new() -> Self {
+        PodLinks {
+            events: PodEventSink::new(),
+            static_pods: watch::channel(Vec::new()).0,
+        }
+    }
+}
+
+impl Default for PodLinks {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -682,16 +712,18 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    let links = PodLinks::new();
     let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
         store.clone(),
         Some(eviction.hooks),
+        &links,
         shutdown_rx.clone(),
     )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
     let _node_agent =
-        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions)?;
+        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions, &links)?;
     let endpoints = {
         let configz = started.configz.clone();
         let store = store.clone();

@@ -22,6 +22,7 @@
 pub mod admission;
 pub mod cgroup;
 pub mod config;
+pub mod events;
 pub mod eviction;
 pub mod kubelet_api;
 pub mod kuberuntime;

@@ -27,6 +27,7 @@ mod fuzz;
 mod fuzz_targets;
 mod kubelet_api;
 mod live_swap;
+mod mirror_events;
 mod packaging;
 mod packaging_systemd;
 mod planner;

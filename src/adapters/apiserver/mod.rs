@@ -7,6 +7,7 @@
 pub mod auth;
 mod errors;
 mod kubeconfig;
+mod mirror_pods;
 
 use std::future::Future;
 use std::path::Path;
@@ -178,6 +179,7 @@ impl ApiConnector for KubeConnector {
             nodes: clients.clone(),
             leases: clients.clone(),
             events: clients.clone(),
+            mirror_pods: clients.clone(),
             certificates: clients,
         })
     }

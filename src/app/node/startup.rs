@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{run_node_agent, NodeAgent, NodeAgentSettings};
-use crate::app::bootstrap::{Deps, Started, StartupError};
+use crate::app::bootstrap::{Deps, PodLinks, Started, StartupError};
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node_status::labels::Registration;
@@ -66,12 +66,15 @@ pub fn start_if_connected(
     started: &Started,
     deps: &Deps,
     pressure: watch::Receiver<Vec<PressureCondition>>,
+    links: &PodLinks,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
     };
     let mut settings = agent_settings(&started.resolved, cluster);
     settings.pressure = pressure;
+    settings.pod_events = links.events.clone();
+    settings.static_pods = links.static_pods.subscribe();
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

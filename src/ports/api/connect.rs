@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
-use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi};
+use super::{Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi};
 
 /// The clients of one connection. Node and lease calls (the heartbeat) bypass the
 /// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client
@@ -19,6 +19,7 @@ pub struct ApiClients {
     pub leases: Arc<dyn LeaseApi>,
     pub events: Arc<dyn EventApi>,
     pub certificates: Arc<dyn CertificateApi>,
+    pub mirror_pods: Arc<dyn MirrorPodApi>,
 }
 
 /// What a kubeconfig says, read without connecting.
