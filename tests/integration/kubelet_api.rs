@@ -372,6 +372,29 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         "{status}"
     );
 
+    // kubectl itself, on the mirror pod: logs and exec (SPDY through the API server).
+    let mirror = format!("talker-{NODE}");
+    let logs = wait_for(40, "kubectl logs", || {
+        let out = cluster.kubectl(&["logs", &mirror, "--tail=2"]);
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(logs.lines().count(), 2, "{logs}");
+    let out = cluster.kubectl(&[
+        "exec",
+        &mirror,
+        "--",
+        "sh",
+        "-c",
+        "echo via kubectl; exit 4",
+    ]);
+    assert_eq!(
+        text(&out),
+        "via kubectl\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(4));
+
     // 3. Security, straight to rkubelet.
     let dir = tempfile::tempdir().expect("temp dir");
     let (code, body) = curl(port, "/pods", &[]);
