@@ -53,6 +53,118 @@ fn host_ip() -> std::net::IpAddr {
     socket.local_addr().expect("local address").ip()
 }
 
+/// An exec on rkubelet over WebSocket (`v4.channel.k8s.io`, as kubectl's WebSocket
+/// executor speaks it) with the API server's kubelet-client certificate, as the API
+/// server's `pods/exec` sends it (its `nodes/proxy` drops the query of upgrade requests,
+/// and `pods/exec` needs a mirror pod): what the command wrote on stdout, and the final
+/// status (channel 3).
+async fn ws_exec(cluster: &Cluster, port: u16, served_cert: &Path, path: &str) -> (String, String) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = cluster.base.join("pki");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(served_cert).expect("serving cert") {
+        roots.add(cert.expect("CA cert")).expect("root");
+    }
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(pki.join("apiserver-kubelet-client.crt"))
+            .expect("admin cert")
+            .map(|c| c.expect("cert"))
+            .collect();
+    let key =
+        PrivateKeyDer::from_pem_file(pki.join("apiserver-kubelet-client.key")).expect("client key");
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .expect("client cert");
+    let authority = format!("127.0.0.1:{port}");
+    let host = "localhost".to_owned();
+    let tcp = tokio::net::TcpStream::connect(&authority)
+        .await
+        .expect("rkubelet");
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = ServerName::try_from(host).expect("server name");
+    let mut tls = connector.connect(name, tcp).await.expect("TLS to rkubelet");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes())
+        .await
+        .expect("request sent");
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let read_all = async {
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+            }
+            // A close frame ends the session.
+            if let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                if frames(&raw[at + 4..]).iter().any(|(op, _)| *op == 8) {
+                    break;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(15), read_all).await;
+    let at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no answer: {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
+    assert!(
+        head.starts_with("HTTP/1.1 101"),
+        "{head}\n{}",
+        String::from_utf8_lossy(&raw[at..])
+    );
+    let (mut stdout, mut status) = (String::new(), String::new());
+    for (op, payload) in frames(&raw[at + 4..]) {
+        if op == 8 || payload.is_empty() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&payload[1..]).into_owned();
+        match payload[0] {
+            1 => stdout.push_str(&text),
+            3 => status.push_str(&text),
+            _ => {}
+        }
+    }
+    (stdout, status)
+}
+
+/// Unmasked server frames: (opcode, payload).
+fn frames(mut data: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while data.len() >= 2 {
+        let op = data[0] & 0x0f;
+        let (len, skip) = match data[1] & 0x7f {
+            126 if data.len() >= 4 => (usize::from(u16::from_be_bytes([data[2], data[3]])), 4),
+            127 if data.len() >= 10 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&data[2..10]);
+                (
+                    usize::try_from(u64::from_be_bytes(b)).unwrap_or(usize::MAX),
+                    10,
+                )
+            }
+            126 | 127 => break,
+            n => (usize::from(n), 2),
+        };
+        if data.len() < skip + len {
+            break;
+        }
+        out.push((op, data[skip..skip + len].to_vec()));
+        data = &data[skip + len..];
+    }
+    out
+}
+
 fn wait_for<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -234,6 +346,75 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         (out.status.success() && body.starts_with("run ")).then_some(body)
     });
     assert_eq!(previous.lines().count(), 1, "{previous}");
+
+    // exec with the API server's credentials: the command's output and its exit code.
+    let exec = format!("/exec/default/talker-{NODE}/c");
+    let (stdout, status) = ws_exec(
+        &cluster,
+        port,
+        &served_cert,
+        &format!(
+            "{exec}?command=sh&command=-c&command=echo%20hello%20from%20exec&output=1&error=1"
+        ),
+    )
+    .await;
+    assert_eq!(stdout, "hello from exec\n", "status: {status}");
+    assert!(status.contains("Success"), "{status}");
+    let (_, status) = ws_exec(
+        &cluster,
+        port,
+        &served_cert,
+        &format!("{exec}?command=sh&command=-c&command=exit%203&output=1"),
+    )
+    .await;
+    assert!(
+        status.contains("ExitCode") && status.contains("\"3\""),
+        "{status}"
+    );
+
+    // kubectl itself, on the mirror pod: logs and exec (SPDY through the API server).
+    let mirror = format!("talker-{NODE}");
+    let logs = wait_for(40, "kubectl logs", || {
+        let out = cluster.kubectl(&["logs", &mirror, "--tail=2"]);
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(logs.lines().count(), 2, "{logs}");
+    let out = cluster.kubectl(&[
+        "exec",
+        &mirror,
+        "--",
+        "sh",
+        "-c",
+        "echo via kubectl; exit 4",
+    ]);
+    assert_eq!(
+        text(&out),
+        "via kubectl\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(4));
+
+    // kubectl attach streams the container's output.
+    let streamed = |args: &[&str], secs: u64| {
+        let mut child = Command::new(cluster.var("KUBECTL"))
+            .env("KUBECONFIG", cluster.admin_kubeconfig())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        std::thread::sleep(Duration::from_secs(secs));
+        let _ = child.kill();
+        child
+            .wait_with_output()
+            .map(|o| text(&o))
+            .unwrap_or_default()
+    };
+    let attached = streamed(&["attach", &mirror, "-c", "c"], 3);
+    assert!(attached.contains("line "), "kubectl attach: {attached:?}");
+    // kubectl port-forward refuses a pod whose phase is not Running, and the mirror pod's
+    // status is not reported yet: port-forward is not tested here.
 
     // 3. Security, straight to rkubelet.
     let dir = tempfile::tempdir().expect("temp dir");

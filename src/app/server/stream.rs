@@ -142,7 +142,7 @@ pub async fn stream(
     let url = match runtime.streaming_url(&request).await {
         Ok(url) => url,
         Err(e) => {
-            warn!(error = %Chain(&e), "the runtime gave no streaming URL");
+            warn!(error = %Chain(&e), uri = %req.uri(), "the runtime gave no streaming URL");
             return plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"));
         }
     };
