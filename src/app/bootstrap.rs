@@ -89,8 +89,19 @@ pub type EvictionPortsFactory = Box<
     dyn Fn(&NodeConfig) -> Result<crate::app::eviction::EvictionPorts, RuntimeError> + Send + Sync,
 >;
 
+/// The kubelet API's ports: certificates, and the API server's reviews (none standalone).
+pub struct KubeletApiDeps {
+    pub pki: Arc<dyn crate::ports::pki::Pki>,
+    pub authenticator: Option<Arc<dyn crate::ports::auth::Authenticator>>,
+    pub authorizer: Option<Arc<dyn crate::ports::auth::Authorizer>>,
+}
+
+/// Builds the kubelet API's ports; `None`: the API is not served (the unit tests).
+pub type KubeletApiFactory = Box<dyn Fn(&NodeConfig) -> Option<KubeletApiDeps> + Send + Sync>;
+
 /// The world as start-up sees it.
 pub struct Deps {
+    pub kubelet_api_for: KubeletApiFactory,
     pub host: Arc<dyn Host>,
     pub machine: Arc<dyn MachineInfoProvider>,
     pub runtime_for: RuntimeFactory,
@@ -575,6 +586,110 @@ impl Default for PodLinks {
     }
 }
 
+type ServerTask = tokio::task::JoinHandle<Result<(), crate::app::server::ServerError>>;
+
+/// Step: the kubelet API on `address:port` over TLS, and the read-only port when set. A
+/// failure (port taken, certificate unusable) is logged and leaves the API unserved: the
+/// pods run on, as the healthz port and the node status still report them.
+async fn start_kubelet_api(
+    started: &Started,
+    deps: &Deps,
+    store: PodStatusStore,
+    endpoints: Endpoints,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<ServerTask> {
+    use crate::app::server::api::{serve_api, KubeletApi};
+    use crate::app::server::auth::Guard;
+    let node = &started.resolved.node;
+    let Some(settings) = node.server.clone() else {
+        info!("enableServer is false: the kubelet API is not served");
+        return Vec::new();
+    };
+    let Some(api_deps) = (deps.kubelet_api_for)(node) else {
+        return Vec::new();
+    };
+    if matches!(
+        settings.authorization,
+        crate::domain::kubelet_api::settings::AuthorizationMode::Webhook { .. }
+    ) && api_deps.authorizer.is_none()
+    {
+        warn!("authorization.mode is Webhook without an API server (standalone): every kubelet API request is forbidden");
+    }
+    let mut tasks = Vec::new();
+    let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
+    let tls = crate::app::server::tls::serving_files(
+        &settings,
+        &node.hostname,
+        api_deps.pki.as_ref(),
+        now_secs,
+    )
+    .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key));
+    let api = |guard: Option<Arc<Guard>>| {
+        Arc::new(KubeletApi {
+            guard,
+            endpoints: endpoints.clone(),
+            pods: store.clone(),
+            pod_logs_dir: node.pod_logs_dir.clone(),
+            debugging: settings.enable_debugging_handlers,
+            clock: Arc::clone(&deps.clock),
+            runtime: Arc::clone(&started.runtime),
+        })
+    };
+    let address = join_host_port(&settings.address, settings.port);
+    match tls {
+        Ok(config) => match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => {
+                let guard = Arc::new(Guard::new(
+                    settings.clone(),
+                    node.node_name.clone(),
+                    Arc::clone(&api_deps.pki),
+                    api_deps.authenticator.clone(),
+                    api_deps.authorizer.clone(),
+                ));
+                tasks.push(tokio::spawn(serve_api(
+                    listener,
+                    Some(Arc::new(config)),
+                    api(Some(guard)),
+                    shutdown.clone(),
+                )));
+            }
+            Err(e) => {
+                error!(%address, error = %Chain(&e), "failed to listen on the kubelet API port; the kubelet API is not served")
+            }
+        },
+        Err(e) => {
+            error!(error = %Chain(&e), "no usable serving certificate; the kubelet API is not served")
+        }
+    }
+    if let Some(port) = settings.read_only_port {
+        let address = join_host_port(&settings.address, port);
+        match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => {
+                warn!(%address, "serving the read-only port without authentication (readOnlyPort)");
+                tasks.push(tokio::spawn(serve_api(
+                    listener,
+                    None,
+                    api(None),
+                    shutdown.clone(),
+                )));
+            }
+            Err(e) => {
+                error!(%address, error = %Chain(&e), "failed to listen on the read-only port")
+            }
+        }
+    }
+    tasks
+}
+
+/// `host:port`, bracketing IPv6 addresses.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// Why the kubelet stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -609,6 +724,15 @@ pub async fn run(
     // Connected mode: the node agent runs beside the pod loop until shutdown.
     let _node_agent =
         crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions, &links)?;
+    let endpoints = {
+        let configz = started.configz.clone();
+        let store = store.clone();
+        Endpoints {
+            configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
+            pods: Arc::new(move || store.pod_list()),
+            checks: Arc::new(move || vec![("pleg", pleg.check())]),
+        }
+    };
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)
@@ -618,21 +742,16 @@ pub async fn run(
                 source,
             })?;
         info!(%address, "serving /healthz and /configz");
-        let configz = started.configz.clone();
-        let store = store.clone();
-        let endpoints = Endpoints {
-            configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
-            pods: Arc::new(move || store.pod_list()),
-            checks: Arc::new(move || vec![("pleg", pleg.check())]),
-        };
         Some(tokio::spawn(crate::app::server::serve_health(
             listener,
-            endpoints,
+            endpoints.clone(),
             shutdown_rx.clone(),
         )))
     } else {
         None
     };
+    let api_servers =
+        start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await;
     match deps.host.notify_ready() {
         Ok(true) => info!("notified systemd: READY=1"),
         Ok(false) => {}
@@ -664,6 +783,13 @@ pub async fn run(
     for task in eviction.tasks {
         if let Err(e) = task.await {
             warn!(error = %Chain(&e), "eviction task failed");
+        }
+    }
+    for task in api_servers {
+        match task.await {
+            Ok(Err(e)) => warn!(error = %Chain(&e), "kubelet API server stopped with an error"),
+            Err(e) => warn!(error = %Chain(&e), "kubelet API server task failed"),
+            Ok(Ok(())) => {}
         }
     }
     if let Some(server) = server {

@@ -24,6 +24,7 @@ pub mod cgroup;
 pub mod config;
 pub mod events;
 pub mod eviction;
+pub mod kubelet_api;
 pub mod kuberuntime;
 pub mod node;
 pub mod node_status;

@@ -25,6 +25,7 @@ mod flag_table;
 mod fuzz;
 #[path = "../../fuzz/targets.rs"]
 mod fuzz_targets;
+mod kubelet_api;
 mod live_swap;
 mod mirror_events;
 mod packaging;

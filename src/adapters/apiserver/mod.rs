@@ -4,6 +4,7 @@
 //! ports'. Objects cross between the domain's API-shaped types and k8s-openapi's through
 //! serde, so no field is mapped by hand.
 
+pub mod auth;
 mod errors;
 mod kubeconfig;
 mod mirror_pods;
