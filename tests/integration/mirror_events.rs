@@ -248,6 +248,15 @@ async fn pod_events_are_written_and_a_crash_loop_counts_up() {
         )
     );
     assert_eq!(backoff["type"], "Warning");
+    // Messages name the spec's image, not the image id a restart runs.
+    assert!(
+        has(
+            &crash_events,
+            "Pulled",
+            &format!("Container image \"{busybox}\" already present")
+        ),
+        "{crash_events:?}"
+    );
     // Pulled, Created, Started, BackOff: one object each, repeats are counts.
     assert!(objects <= 4, "{crash_events:?}");
     assert!(total > i64::try_from(objects).unwrap_or(0));

@@ -102,8 +102,18 @@ pub async fn run_mirror_loop(mut inputs: MirrorInputs) {
             // Acted: list again to see the result.
             continue;
         }
+        // No static pod and no mirror: nothing in the API can concern this loop until a
+        // static pod comes (an idle node sends no request for mirrors).
+        let idle = pods.is_empty() && list.mirrors.is_empty();
+        let watch_api = async {
+            if idle {
+                std::future::pending::<()>().await;
+            }
+            api.wait_mirror_change(&node, &list.resource_version, RELIST_EVERY)
+                .await
+        };
         tokio::select! {
-            waited = api.wait_mirror_change(&node, &list.resource_version, RELIST_EVERY) => {
+            waited = watch_api => {
                 if let Err(error) = waited {
                     debug!(error = %Chain(&error), "mirror pod watch broke; listing again");
                     tokio::time::sleep(BACKOFF_START).await;
@@ -191,6 +201,25 @@ mod tests {
         // The static pod is gone: so is its mirror.
         pods_tx.send_replace(Vec::new());
         until("no mirror", || api.pod("default", "web-n1").is_none()).await;
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn without_static_pods_the_api_is_listed_once() {
+        let api = FakeApiServer::new();
+        let (_clients_tx, clients) = watch::channel(api.clients());
+        let (_uid_tx, node_uid) = watch::channel(Some("node-uid".to_string()));
+        let (pods_tx, static_pods) = watch::channel(Vec::new());
+        let task = tokio::spawn(run_mirror_loop(MirrorInputs {
+            clients,
+            node_name: "n1".into(),
+            node_uid,
+            static_pods,
+        }));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(api.count("list pods"), 1);
+        pods_tx.send_replace(vec![static_pod("h1")]);
+        until("the mirror", || api.pod("default", "web-n1").is_some()).await;
         task.abort();
     }
 

@@ -395,7 +395,8 @@ async fn carry_out(
         ctx.events.container(
             target.pod,
             &step.name,
-            pod_events::already_present(&start.config.image),
+            // The spec's image, as upstream words it (the config may name the image id).
+            pod_events::already_present(&step.image),
         );
     }
     let pulled;

@@ -303,6 +303,35 @@ mod tests {
         assert!(matches!(&actions[10], EventAction::Patch { event, .. } if event.count == 2));
     }
 
+    /// Upstream's aggregation window on a fake clock: ten similar events within ten minutes
+    /// combine; after ten quiet minutes the count of messages starts over.
+    #[test]
+    fn similar_events_combine_within_ten_minutes_only() {
+        let mut c = EventCorrelator::default();
+        let object = node_reference("n1");
+        let mut send = |i: i64, at: u64| {
+            let e = make_event(
+                &object,
+                &source(),
+                &node_event("Rebooted", &format!("boot {i}")),
+                i,
+            );
+            c.correlate(e, i, Duration::from_secs(at))
+        };
+        // Nine distinct messages a minute apart: nine events of their own.
+        for i in 0..9 {
+            assert!(
+                matches!(send(i, i as u64 * 60), EventAction::Create(e) if !e.message.starts_with("(combined"))
+            );
+        }
+        // The tenth within the window is combined.
+        assert!(
+            matches!(send(9, 540), EventAction::Create(e) if e.message.starts_with("(combined"))
+        );
+        // Eleven minutes later the window has passed: a new message is its own event.
+        assert!(matches!(send(10, 540 + 660), EventAction::Create(e) if e.message == "boot 10"));
+    }
+
     #[test]
     fn the_spam_filter_passes_25_then_one_per_five_minutes() {
         let mut c = EventCorrelator::default();
