@@ -100,6 +100,7 @@ fn main() {
         images: [("docker.io/library/busybox:1.36".to_string(), true)].into(),
         image_facts: Default::default(),
         recorded_at_unix_nanos: Some(1_700_000_000_000_000_000),
+        eviction: None,
     };
     let Ok(text) = serde_json::to_string(&snapshot) else {
         fail("planner", "snapshot does not encode");
@@ -147,6 +148,7 @@ fn main() {
                 .collect(),
             now_unix_nanos: snapshot.recorded_at_unix_nanos.unwrap_or_default(),
             cluster: None,
+            eviction: None,
         };
         let plan = compute_plan(&inputs);
         let json = serde_json::to_string(&plan).unwrap_or_default();

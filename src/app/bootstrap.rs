@@ -18,6 +18,7 @@ use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::eviction::{EvictionInputs, RunningEviction};
+use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
@@ -89,8 +90,19 @@ pub type EvictionPortsFactory = Box<
     dyn Fn(&NodeConfig) -> Result<crate::app::eviction::EvictionPorts, RuntimeError> + Send + Sync,
 >;
 
+/// The kubelet API's ports: certificates, and the API server's reviews (none standalone).
+pub struct KubeletApiDeps {
+    pub pki: Arc<dyn crate::ports::pki::Pki>,
+    pub authenticator: Option<Arc<dyn crate::ports::auth::Authenticator>>,
+    pub authorizer: Option<Arc<dyn crate::ports::auth::Authorizer>>,
+}
+
+/// Builds the kubelet API's ports; `None`: the API is not served (the unit tests).
+pub type KubeletApiFactory = Box<dyn Fn(&NodeConfig) -> Option<KubeletApiDeps> + Send + Sync>;
+
 /// The world as start-up sees it.
 pub struct Deps {
+    pub kubelet_api_for: KubeletApiFactory,
     pub host: Arc<dyn Host>,
     pub machine: Arc<dyn MachineInfoProvider>,
     pub runtime_for: RuntimeFactory,
@@ -455,6 +467,7 @@ fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
 fn sync_context(
     started: &Started,
     deps: &Deps,
+    events: PodEventSink,
     volumes: Option<Arc<VolumeManager>>,
 ) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
@@ -474,7 +487,8 @@ fn sync_context(
         started.runtime_name.clone(),
         Arc::clone(&started.containers),
     )
-    .with_prober(Arc::clone(&deps.prober));
+    .with_prober(Arc::clone(&deps.prober))
+    .with_events(events);
     if let Some(volumes) = volumes {
         ctx = ctx.with_volumes(volumes);
     }
@@ -492,16 +506,18 @@ fn start_pod_loop(
     deps: &Deps,
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
+    links: &PodLinks,
     shutdown: watch::Receiver<bool>,
     volumes: Arc<VolumeManager>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
-    let ctx = sync_context(started, deps, Some(volumes))?;
+    let ctx = sync_context(started, deps, links.events.clone(), Some(volumes))?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
     let sources = pod_sources(started, deps)?;
-    let mut pod_loop = PodLoop::new(ctx, store, settings);
+    let mut pod_loop =
+        PodLoop::new(ctx, store, settings).with_static_pods(links.static_pods.clone());
     if let Some(hooks) = eviction {
         pod_loop = pod_loop.with_eviction(hooks);
     }
@@ -534,7 +550,7 @@ fn start_eviction(
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps, None)?;
+    let ctx = sync_context(started, deps, PodEventSink::new(), None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -550,6 +566,132 @@ async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, Sta
         Ok(StopReason::RunOnceDone)
     } else {
         Err(StartupError::RunOnce(failed))
+    }
+}
+
+/// What the pod loop shares with the node agent: its events (written through the agent's
+/// recorder) and its static pods (for their mirror pods).
+pub struct PodLinks {
+    pub events: PodEventSink,
+    pub static_pods: watch::Sender<Vec<crate::domain::pod::Pod>>,
+}
+
+impl PodLinks {
+    pub fn new() -> Self {
+        PodLinks {
+            events: PodEventSink::new(),
+            static_pods: watch::channel(Vec::new()).0,
+        }
+    }
+}
+
+impl Default for PodLinks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), crate::app::server::ServerError>>;
+
+/// Step: the kubelet API on `address:port` over TLS, and the read-only port when set. A
+/// failure (port taken, certificate unusable) is logged and leaves the API unserved: the
+/// pods run on, as the healthz port and the node status still report them.
+async fn start_kubelet_api(
+    started: &Started,
+    deps: &Deps,
+    store: PodStatusStore,
+    endpoints: Endpoints,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<ServerTask> {
+    use crate::app::server::api::{serve_api, KubeletApi};
+    use crate::app::server::auth::Guard;
+    let node = &started.resolved.node;
+    let Some(settings) = node.server.clone() else {
+        info!("enableServer is false: the kubelet API is not served");
+        return Vec::new();
+    };
+    let Some(api_deps) = (deps.kubelet_api_for)(node) else {
+        return Vec::new();
+    };
+    if matches!(
+        settings.authorization,
+        crate::domain::kubelet_api::settings::AuthorizationMode::Webhook { .. }
+    ) && api_deps.authorizer.is_none()
+    {
+        warn!("authorization.mode is Webhook without an API server (standalone): every kubelet API request is forbidden");
+    }
+    let mut tasks = Vec::new();
+    let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
+    let tls = crate::app::server::tls::serving_files(
+        &settings,
+        &node.hostname,
+        api_deps.pki.as_ref(),
+        now_secs,
+    )
+    .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key));
+    let api = |guard: Option<Arc<Guard>>| {
+        Arc::new(KubeletApi {
+            guard,
+            endpoints: endpoints.clone(),
+            pods: store.clone(),
+            pod_logs_dir: node.pod_logs_dir.clone(),
+            debugging: settings.enable_debugging_handlers,
+            clock: Arc::clone(&deps.clock),
+            runtime: Arc::clone(&started.runtime),
+        })
+    };
+    let address = join_host_port(&settings.address, settings.port);
+    match tls {
+        Ok(config) => match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => {
+                let guard = Arc::new(Guard::new(
+                    settings.clone(),
+                    node.node_name.clone(),
+                    Arc::clone(&api_deps.pki),
+                    api_deps.authenticator.clone(),
+                    api_deps.authorizer.clone(),
+                ));
+                tasks.push(tokio::spawn(serve_api(
+                    listener,
+                    Some(Arc::new(config)),
+                    api(Some(guard)),
+                    shutdown.clone(),
+                )));
+            }
+            Err(e) => {
+                error!(%address, error = %Chain(&e), "failed to listen on the kubelet API port; the kubelet API is not served")
+            }
+        },
+        Err(e) => {
+            error!(error = %Chain(&e), "no usable serving certificate; the kubelet API is not served")
+        }
+    }
+    if let Some(port) = settings.read_only_port {
+        let address = join_host_port(&settings.address, port);
+        match tokio::net::TcpListener::bind(&address).await {
+            Ok(listener) => {
+                warn!(%address, "serving the read-only port without authentication (readOnlyPort)");
+                tasks.push(tokio::spawn(serve_api(
+                    listener,
+                    None,
+                    api(None),
+                    shutdown.clone(),
+                )));
+            }
+            Err(e) => {
+                error!(%address, error = %Chain(&e), "failed to listen on the read-only port")
+            }
+        }
+    }
+    tasks
+}
+
+/// `host:port`, bracketing IPv6 addresses.
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -575,6 +717,7 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new();
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    let links = PodLinks::new();
     // ConfigMaps, Secrets and tokens, read once the node agent has clients.
     let volumes = Arc::new(VolumeManager::standalone(Arc::clone(&deps.clock)));
     let (pod_loop, pleg) = start_pod_loop(
@@ -582,6 +725,7 @@ pub async fn run(
         deps,
         store.clone(),
         Some(eviction.hooks),
+        &links,
         shutdown_rx.clone(),
         Arc::clone(&volumes),
     )?;
@@ -590,8 +734,18 @@ pub async fn run(
         &started,
         deps,
         eviction.conditions,
+        &links,
         Some(volumes),
     )?;
+    let endpoints = {
+        let configz = started.configz.clone();
+        let store = store.clone();
+        Endpoints {
+            configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
+            pods: Arc::new(move || store.pod_list()),
+            checks: Arc::new(move || vec![("pleg", pleg.check())]),
+        }
+    };
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)
@@ -601,21 +755,16 @@ pub async fn run(
                 source,
             })?;
         info!(%address, "serving /healthz and /configz");
-        let configz = started.configz.clone();
-        let store = store.clone();
-        let endpoints = Endpoints {
-            configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
-            pods: Arc::new(move || store.pod_list()),
-            checks: Arc::new(move || vec![("pleg", pleg.check())]),
-        };
         Some(tokio::spawn(crate::app::server::serve_health(
             listener,
-            endpoints,
+            endpoints.clone(),
             shutdown_rx.clone(),
         )))
     } else {
         None
     };
+    let api_servers =
+        start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await;
     match deps.host.notify_ready() {
         Ok(true) => info!("notified systemd: READY=1"),
         Ok(false) => {}
@@ -647,6 +796,13 @@ pub async fn run(
     for task in eviction.tasks {
         if let Err(e) = task.await {
             warn!(error = %Chain(&e), "eviction task failed");
+        }
+    }
+    for task in api_servers {
+        match task.await {
+            Ok(Err(e)) => warn!(error = %Chain(&e), "kubelet API server stopped with an error"),
+            Err(e) => warn!(error = %Chain(&e), "kubelet API server task failed"),
+            Ok(Ok(())) => {}
         }
     }
     if let Some(server) = server {

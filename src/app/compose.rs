@@ -143,6 +143,7 @@ pub fn pod_sources(
 /// machine facts measure.
 pub fn production_deps(options: &FlagOptions) -> Deps {
     Deps {
+        kubelet_api_for: Box::new(kubelet_api_deps),
         host: Arc::new(SystemHost::from_env()),
         machine: Arc::new(ProcfsMachineInfo::new(MachinePaths::host(
             options.root_dir.clone(),
@@ -159,6 +160,24 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         clock: Arc::new(SystemClock::new()),
         prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
     }
+}
+
+/// The kubelet API's ports: rcgen for the self-signed certificate and client subjects;
+/// TokenReview and SubjectAccessReview with the node's kubeconfig when connected.
+pub fn kubelet_api_deps(node: &NodeConfig) -> Option<crate::app::bootstrap::KubeletApiDeps> {
+    let reviewer = node.cluster.as_ref().map(|cluster| {
+        Arc::new(crate::adapters::apiserver::auth::KubeReviewer::new(
+            cluster.kubeconfig.clone(),
+            Duration::from_secs(10),
+        ))
+    });
+    Some(crate::app::bootstrap::KubeletApiDeps {
+        pki: Arc::new(RcgenPki),
+        authenticator: reviewer
+            .clone()
+            .map(|r| r as Arc<dyn crate::ports::auth::Authenticator>),
+        authorizer: reviewer.map(|r| r as Arc<dyn crate::ports::auth::Authorizer>),
+    })
 }
 
 /// The single-threaded tokio runtime the binaries run on; `None` (reported on

@@ -122,6 +122,11 @@ impl ContainerManager {
     }
 
     /// The pods' top-level cgroup (`kubepods`); `None` without `--cgroups-per-qos`.
+    /// The pods' cgroup tree; `None` without `--cgroups-per-qos`.
+    pub fn tree(&self) -> Option<&CgroupTree> {
+        self.tree.as_ref()
+    }
+
     pub fn kubepods(&self) -> Option<crate::domain::cgroup::CgroupName> {
         self.tree.as_ref().map(|tree| tree.kubepods.clone())
     }

@@ -16,6 +16,8 @@ use crate::ports::runtime::{ImageService, RuntimeService};
 /// simulated runtime per client, in-memory cgroups, no pod source, a fake clock at 0.
 pub fn deps(host: &Arc<FakeHost>) -> Deps {
     Deps {
+        // The start-up tests serve no kubelet API (no port 10250 in unit tests).
+        kubelet_api_for: Box::new(|_| None),
         host: host.clone(),
         machine: Arc::new(FakeMachine::default()),
         runtime_for: Box::new(|_, _| Ok(Arc::new(FakeRuntime::new()) as Arc<dyn RuntimeService>)),

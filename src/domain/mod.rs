@@ -22,7 +22,9 @@
 pub mod admission;
 pub mod cgroup;
 pub mod config;
+pub mod events;
 pub mod eviction;
+pub mod kubelet_api;
 pub mod kuberuntime;
 pub mod node;
 pub mod node_status;

@@ -1,5 +1,6 @@
 //! Traits the domain and the app need from the world.
 pub mod api;
+pub mod auth;
 pub mod cert_store;
 pub mod cgroup;
 pub mod clock;

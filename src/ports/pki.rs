@@ -47,4 +47,16 @@ pub trait Pki: Send + Sync {
 
     /// The validity of the first certificate in `pem`.
     fn validity(&self, pem: &[u8]) -> Result<Validity, PkiError>;
+
+    /// A self-signed serving certificate and its key (PEM), as upstream's kubelet makes
+    /// when no `tlsCertFile` is given: `<host>@<unix time>`, valid a year, for `hosts`
+    /// (names and IP addresses).
+    fn self_signed_serving(
+        &self,
+        hosts: &[String],
+        unix_now: i64,
+    ) -> Result<(String, String), PkiError>;
+
+    /// The subject's common name and organizations of a DER certificate (a client's).
+    fn subject(&self, der: &[u8]) -> Result<(String, Vec<String>), PkiError>;
 }

@@ -108,6 +108,16 @@ pub trait RuntimeService: Send + Sync {
         Err(RuntimeError::Unimplemented("ExecSync".into()))
     }
 
+    /// The URL of the runtime's streaming server for an exec, attach or port-forward
+    /// (the CRI's `Exec`, `Attach`, `PortForward`); the kubelet API proxies the client's
+    /// upgraded connection to it. The default answers `Unimplemented`.
+    async fn streaming_url(&self, request: &StreamRequest) -> Result<String, RuntimeError> {
+        let _ = request;
+        Err(RuntimeError::Unimplemented(
+            "Exec/Attach/PortForward".into(),
+        ))
+    }
+
     /// Container events as they happen. Runtimes without the call (containerd 1.6)
     /// answer `Unimplemented`, which is the default here.
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
@@ -122,4 +132,28 @@ pub trait ImageService: Send + Sync {
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError>;
     /// Pulls the image; returns its reference (digest or id).
     async fn pull_image(&self, image: &str) -> Result<String, RuntimeError>;
+}
+
+/// What a streaming session asks of the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamRequest {
+    Exec {
+        container_id: String,
+        cmd: Vec<String>,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    },
+    Attach {
+        container_id: String,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    },
+    PortForward {
+        sandbox_id: String,
+        ports: Vec<i32>,
+    },
 }

@@ -212,11 +212,7 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
     // rotateCertificates) are implemented.
     let expected: BTreeSet<String> = [
         "--pod-infra-container-image",
-        "--address",
-        "--port",
         "--volume-plugin-dir",
-        "authentication",
-        "authorization",
         "cpuManagerReconcilePeriod",
         "imageMaximumGCAge",
         "logging.options",

@@ -25,7 +25,9 @@ mod flag_table;
 mod fuzz;
 #[path = "../../fuzz/targets.rs"]
 mod fuzz_targets;
+mod kubelet_api;
 mod live_swap;
+mod mirror_events;
 mod packaging;
 mod packaging_systemd;
 mod planner;

@@ -404,6 +404,19 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
     }
     assert_eq!(live["podsToRemove"], serde_json::json!([]));
     assert_eq!(live["actionCount"], 2);
+    // The eviction manager's view of the node now, read through the same observer: the
+    // memory, node filesystem and pid signals observed, and what it would do.
+    let decision = &live["node"]["eviction"]["decision"];
+    for signal in ["memory.available", "nodefs.available", "pid.available"] {
+        assert!(
+            decision["observed"][signal]
+                .as_str()
+                .is_some_and(|v| v.contains(" of ")),
+            "{signal} not observed: {decision}"
+        );
+    }
+    assert!(decision["thresholdsMet"].is_array(), "{decision}");
+    assert!(decision["wouldEvict"].is_array(), "{decision}");
     // kubepods, two QoS cgroups and one per pod, under the instance's cgroup root.
     let root = ctrd.var("RKUBELET_CGROUP_ROOT");
     let entries = live["cgroups"]["entries"]
@@ -480,11 +493,29 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         .cloned()
         .chain([format!("--dry-run-snapshot={}", snapshot_path.display())])
         .collect();
-    let (_, code, snapshot_bytes) = dry_run(&offline);
+    let (replayed, code, snapshot_bytes) = dry_run(&offline);
     assert_eq!(code, 2);
+    // The eviction section replays what the snapshot recorded; its measurements (free
+    // memory, disk, pids) were taken a moment after the live plan's, so they may differ
+    // by what the machine did meanwhile. Everything else is byte for byte.
+    let recorded: Value = serde_json::from_slice(&snap.stdout).expect("snapshot JSON");
+    let recorded_memory = &recorded["eviction"]["summary"]["memory"];
+    assert!(recorded_memory.is_object(), "{}", recorded["eviction"]);
+    assert!(replayed["node"]["eviction"]["decision"]["observed"]["memory.available"].is_string());
+    let without_measurements = |bytes: &[u8]| {
+        let mut plan: Value = serde_json::from_slice(bytes).expect("plan JSON");
+        let eviction = &mut plan["node"]["eviction"];
+        eviction["decision"] = Value::Null;
+        for kind in ["hard", "soft"] {
+            if let Some(list) = eviction[kind].as_array_mut() {
+                list.iter_mut().for_each(|t| t["observed"] = Value::Null);
+            }
+        }
+        serde_json::to_string_pretty(&plan).expect("plan encodes")
+    };
     assert_eq!(
-        String::from_utf8_lossy(&snapshot_bytes),
-        String::from_utf8_lossy(&live_bytes),
+        without_measurements(&snapshot_bytes),
+        without_measurements(&live_bytes),
         "the snapshot's plan differs from the live one"
     );
 }

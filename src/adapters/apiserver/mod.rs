@@ -4,8 +4,10 @@
 //! ports'. Objects cross between the domain's API-shaped types and k8s-openapi's through
 //! serde, so no field is mapped by hand.
 
+pub mod auth;
 mod errors;
 mod kubeconfig;
+mod mirror_pods;
 mod objects;
 
 use std::future::Future;
@@ -178,6 +180,7 @@ impl ApiConnector for KubeConnector {
             nodes: clients.clone(),
             leases: clients.clone(),
             events: clients.clone(),
+            mirror_pods: clients.clone(),
             certificates: clients.clone(),
             objects: clients,
         })

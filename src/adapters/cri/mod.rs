@@ -771,6 +771,81 @@ impl RuntimeService for CriRuntime {
         })
     }
 
+    async fn streaming_url(
+        &self,
+        request: &crate::ports::runtime::StreamRequest,
+    ) -> Result<String, RuntimeError> {
+        use crate::ports::runtime::StreamRequest;
+        let mut c = self.runtime.clone();
+        let budget = self.timeout;
+        let (call, answer) = match request.clone() {
+            StreamRequest::Exec {
+                container_id,
+                cmd,
+                tty,
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                let mut r = tonic::Request::new(proto::ExecRequest {
+                    container_id,
+                    cmd,
+                    tty,
+                    stdin,
+                    stdout,
+                    stderr,
+                });
+                r.set_timeout(budget);
+                (
+                    "Exec",
+                    tokio::time::timeout(budget, c.exec(r))
+                        .await
+                        .map(|a| a.map(|r| r.into_inner().url)),
+                )
+            }
+            StreamRequest::Attach {
+                container_id,
+                tty,
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                let mut r = tonic::Request::new(proto::AttachRequest {
+                    container_id,
+                    stdin,
+                    tty,
+                    stdout,
+                    stderr,
+                });
+                r.set_timeout(budget);
+                (
+                    "Attach",
+                    tokio::time::timeout(budget, c.attach(r))
+                        .await
+                        .map(|a| a.map(|r| r.into_inner().url)),
+                )
+            }
+            StreamRequest::PortForward { sandbox_id, ports } => {
+                let mut r = tonic::Request::new(proto::PortForwardRequest {
+                    pod_sandbox_id: sandbox_id,
+                    port: ports,
+                });
+                r.set_timeout(budget);
+                (
+                    "PortForward",
+                    tokio::time::timeout(budget, c.port_forward(r))
+                        .await
+                        .map(|a| a.map(|r| r.into_inner().url)),
+                )
+            }
+        };
+        match answer {
+            Ok(Ok(url)) => Ok(url),
+            Ok(Err(status)) => Err(map_status(&self.endpoint, call, budget, status)),
+            Err(_) => Err(deadline(call, budget)),
+        }
+    }
+
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
         let mut c = self.runtime.clone();
         // A stream lives on: no request timeout, only the connect is bounded.

@@ -11,10 +11,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::domain::node_status::model::{Event, Lease, NodeObject};
+use crate::domain::pod::mirror::MirrorPod;
+use crate::domain::pod::CONFIG_MIRROR_ANNOTATION;
 use crate::ports::api::{
     ApiClients, ApiConnector, CallError, CallErrorKind, CertificateApi, CertificatesError,
     ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi,
-    LeasesError, NodeApi, NodesError,
+    LeasesError, MirrorList, MirrorPodApi, MirrorPodsError, NodeApi, NodesError,
 };
 
 /// A stored CSR and its outcome.
@@ -34,6 +36,10 @@ struct State {
     leases: BTreeMap<(String, String), Lease>,
     events: BTreeMap<(String, String), Event>,
     csrs: BTreeMap<String, FakeCsr>,
+    /// Pods by namespace and name (mirror pods), as created.
+    pods: BTreeMap<(String, String), Value>,
+    /// Bumped at every change of `pods`.
+    pods_version: u64,
     /// `verb resource name`, one per call, in order.
     journal: Vec<String>,
     /// Patches of node status, in order.
@@ -114,6 +120,7 @@ impl FakeApiServer {
             nodes: me.clone(),
             leases: me.clone(),
             events: me.clone(),
+            mirror_pods: me.clone(),
             certificates: me,
             objects: Arc::new(super::FakeObjects::default()),
         }
@@ -186,6 +193,23 @@ impl FakeApiServer {
         if let Some(csr) = self.lock().csrs.get_mut(name) {
             csr.denied = true;
         }
+    }
+
+    /// A pod the API holds (`namespace`, `name`).
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .pods
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Marks a pod for deletion, as `kubectl delete` does to a pod bound to a node.
+    pub fn mark_pod_deleted(&self, namespace: &str, name: &str) {
+        let mut s = self.lock();
+        if let Some(pod) = s.pods.get_mut(&(namespace.to_string(), name.to_string())) {
+            pod["metadata"]["deletionTimestamp"] = Value::from("2026-11-23T19:00:00Z");
+        }
+        s.pods_version += 1;
     }
 
     fn begin(&self, entry: String) -> Result<MutexGuard<'_, State>, CallError> {
@@ -352,6 +376,110 @@ impl LeaseApi for FakeApiServer {
         stored.metadata.resource_version = s.version.to_string();
         s.leases.insert(key, stored.clone());
         Ok(stored)
+    }
+}
+
+fn mirror_of(pod: &Value) -> Option<MirrorPod> {
+    let meta = &pod["metadata"];
+    let hash = meta["annotations"][CONFIG_MIRROR_ANNOTATION].as_str()?;
+    let text = |key: &str| meta[key].as_str().unwrap_or_default().to_owned();
+    Some(MirrorPod {
+        namespace: text("namespace"),
+        name: text("name"),
+        uid: text("uid"),
+        mirror_hash: hash.to_owned(),
+        deleting: meta.get("deletionTimestamp").is_some(),
+    })
+}
+
+#[async_trait]
+impl MirrorPodApi for FakeApiServer {
+    async fn list_mirror_pods(&self, node: &str) -> Result<MirrorList, MirrorPodsError> {
+        let s =
+            self.begin(format!("list pods {node}"))
+                .map_err(|source| MirrorPodsError::Call {
+                    verb: "list",
+                    namespace: String::new(),
+                    name: node.into(),
+                    source,
+                })?;
+        Ok(MirrorList {
+            mirrors: s
+                .pods
+                .values()
+                .filter(|p| p["spec"]["nodeName"] == node)
+                .filter_map(mirror_of)
+                .collect(),
+            resource_version: s.pods_version.to_string(),
+        })
+    }
+
+    async fn wait_mirror_change(
+        &self,
+        _node: &str,
+        resource_version: &str,
+        within: Duration,
+    ) -> Result<(), MirrorPodsError> {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if self.lock().pods_version.to_string() != resource_version {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    async fn create_mirror_pod(&self, body: &Value) -> Result<(), MirrorPodsError> {
+        let text = |key: &str| {
+            body["metadata"][key]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (namespace, name) = (text("namespace"), text("name"));
+        let mut s = self
+            .begin(format!("create pod {namespace}/{name}"))
+            .map_err(|source| MirrorPodsError::Call {
+                verb: "create",
+                namespace: namespace.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        let key = (namespace.clone(), name.clone());
+        if s.pods.contains_key(&key) {
+            return Err(MirrorPodsError::AlreadyExists { namespace, name });
+        }
+        s.pods_version += 1;
+        let mut pod = body.clone();
+        pod["metadata"]["uid"] = Value::from(format!("uid-{}", s.pods_version));
+        s.pods.insert(key, pod);
+        Ok(())
+    }
+
+    async fn delete_mirror_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), MirrorPodsError> {
+        let mut s = self
+            .begin(format!("delete pod {namespace}/{name}"))
+            .map_err(|source| MirrorPodsError::Call {
+                verb: "delete",
+                namespace: namespace.into(),
+                name: name.into(),
+                source,
+            })?;
+        let key = (namespace.to_string(), name.to_string());
+        if s.pods
+            .get(&key)
+            .is_some_and(|p| p["metadata"]["uid"] == uid)
+        {
+            s.pods.remove(&key);
+            s.pods_version += 1;
+        }
+        Ok(())
     }
 }
 

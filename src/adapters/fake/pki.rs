@@ -76,4 +76,26 @@ impl Pki for FakePki {
             _ => Err(PkiError::Certificate(format!("bad dates {dates:?}"))),
         }
     }
+
+    fn self_signed_serving(
+        &self,
+        hosts: &[String],
+        unix_now: i64,
+    ) -> Result<(String, String), PkiError> {
+        let key = self.generate_key()?;
+        let cert = format!("FAKE SERVING {} {unix_now}\n", hosts.join(","));
+        Ok((cert, key))
+    }
+
+    fn subject(&self, der: &[u8]) -> Result<(String, Vec<String>), PkiError> {
+        let text = String::from_utf8_lossy(der);
+        let (cn, orgs) = text.split_once(' ').unwrap_or((&text, ""));
+        Ok((
+            cn.to_owned(),
+            orgs.split(',')
+                .filter(|o| !o.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        ))
+    }
 }

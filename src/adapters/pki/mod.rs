@@ -75,6 +75,51 @@ impl Pki for RcgenPki {
             not_after: validity.not_after.timestamp(),
         })
     }
+
+    fn self_signed_serving(
+        &self,
+        hosts: &[String],
+        unix_now: i64,
+    ) -> Result<(String, String), PkiError> {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .map_err(|e| PkiError::Key(e.to_string()))?;
+        let mut params = CertificateParams::new(hosts.to_vec())
+            .map_err(|e| PkiError::Certificate(e.to_string()))?;
+        let mut name = DistinguishedName::new();
+        let host = hosts.first().map_or("localhost", String::as_str);
+        name.push(DnType::CommonName, format!("{host}@{unix_now}"));
+        params.distinguished_name = name;
+        let start = time::OffsetDateTime::from_unix_timestamp(unix_now)
+            .map_err(|e| PkiError::Certificate(e.to_string()))?;
+        params.not_before = start - time::Duration::hours(1);
+        params.not_after = start + time::Duration::days(365);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::DigitalSignature,
+            rcgen::KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| PkiError::Certificate(e.to_string()))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    fn subject(&self, der: &[u8]) -> Result<(String, Vec<String>), PkiError> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| PkiError::Certificate(format!("not X.509: {e}")))?;
+        let subject = cert.subject();
+        let common_name = subject
+            .iter_common_name()
+            .next()
+            .and_then(|a| a.as_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let organizations = subject
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok().map(str::to_owned))
+            .collect();
+        Ok((common_name, organizations))
+    }
 }
 
 #[cfg(test)]

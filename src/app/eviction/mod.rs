@@ -272,7 +272,7 @@ impl EvictionManager {
         for task in self.armed.drain(..) {
             task.abort();
         }
-        let kubepods = self.observer.containers.kubepods();
+        let kubepods = self.observer.kubepods();
         for t in &self.config.thresholds {
             let (cgroup, memory) = match t.signal {
                 Signal::MemoryAvailable => (CgroupName::root(), summary.memory),
@@ -418,7 +418,7 @@ pub fn start(
     let observer = Arc::new(Observer {
         stats: ports.node,
         runtime: Arc::clone(&ports.runtime),
-        containers: inputs.containers,
+        tree: inputs.containers.tree().cloned(),
         memory_capacity_bytes: inputs.requests.memory_capacity_bytes,
         requests: inputs.requests,
     });

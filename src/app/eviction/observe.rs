@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use crate::app::container_manager::ContainerManager;
+use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::CgroupName;
 use crate::domain::eviction::rank::is_local_ephemeral;
 use crate::domain::eviction::signals::{
@@ -24,13 +24,17 @@ use crate::ports::stats::{FilesystemInfo, NodeStats, RuntimeContainerStats, Runt
 pub struct Observer {
     pub stats: Arc<dyn NodeStats>,
     pub runtime: Arc<dyn RuntimeStats>,
-    pub containers: Arc<ContainerManager>,
+    /// The pods' cgroup tree (`None` without `--cgroups-per-qos`): names only, nothing
+    /// is created, so the dry run observes through the same code.
+    pub tree: Option<CgroupTree>,
     pub requests: RequestContext,
     /// The node's memory capacity: the root cgroup's memory is measured against it.
     pub memory_capacity_bytes: u64,
 }
 
 /// The summary, and whether images live on a filesystem of their own.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Observation {
     pub summary: NodeSummary,
     pub dedicated_image_fs: bool,
@@ -47,6 +51,11 @@ fn logged<T, E: std::error::Error>(what: &str, result: Result<T, E>) -> Option<T
 }
 
 impl Observer {
+    /// The `kubepods` cgroup, when there is a tree.
+    pub fn kubepods(&self) -> Option<CgroupName> {
+        self.tree.as_ref().map(|tree| tree.kubepods.clone())
+    }
+
     async fn memory(&self, name: &CgroupName, limit_override: Option<u64>) -> Option<MemoryStats> {
         let stats = logged("cgroup memory", self.stats.cgroup(name).await)??;
         let limit = limit_override.or(stats.memory_limit_bytes);
@@ -72,7 +81,7 @@ impl Observer {
         let memory = self
             .memory(&CgroupName::root(), Some(self.memory_capacity_bytes))
             .await;
-        let allocatable_memory = match self.containers.kubepods() {
+        let allocatable_memory = match self.kubepods() {
             Some(kubepods) => self.memory(&kubepods, None).await,
             None => None,
         };
@@ -116,7 +125,7 @@ impl Observer {
     }
 
     async fn pod(&self, pod: &Pod, runtime: &[&RuntimeContainerStats]) -> PodStats {
-        let cgroup = match self.containers.pod_cgroup(pod) {
+        let cgroup = match self.tree.as_ref().map(|tree| tree.pod(pod)) {
             Some(planned) => {
                 logged("a pod cgroup", self.stats.cgroup(&planned.name).await).flatten()
             }

@@ -87,7 +87,7 @@ fn world(hard: &[(&str, &str)]) -> World {
     let observer = Arc::new(Observer {
         stats: stats.clone(),
         runtime: runtime.clone(),
-        containers,
+        tree: containers.tree().cloned(),
         memory_capacity_bytes: requests.memory_capacity_bytes,
         requests,
     });

@@ -27,6 +27,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info};
 
+use crate::app::pods::events::PodEventSink;
+use crate::app::pods::mirror::{run_mirror_loop, MirrorInputs};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node_status::labels::Registration;
@@ -34,6 +36,7 @@ use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
 use crate::domain::node_status::status::{
     node_addresses, ImageSummary, NodeEvent, StatusInputs, Versions,
 };
+use crate::domain::pod::Pod;
 use crate::ports::api::{ApiClients, ApiConnector};
 use crate::ports::cert_store::CertStore;
 use crate::ports::clock::Clock;
@@ -100,6 +103,10 @@ pub struct NodeAgentSettings {
     pub allocatable_enforced: bool,
     /// The eviction manager's node conditions (none when it does not run).
     pub pressure: watch::Receiver<Vec<PressureCondition>>,
+    /// The pod loop's events, written through the agent's recorder.
+    pub pod_events: PodEventSink,
+    /// The static pods the pod loop runs, for their mirror pods.
+    pub static_pods: watch::Receiver<Vec<Pod>>,
     /// Told of every set of clients (the first, and each rebuild): the volume manager
     /// reads ConfigMaps, Secrets and tokens through them.
     pub clients_hook: ClientsHook,
@@ -156,6 +163,8 @@ impl NodeAgentSettings {
             rotate_certificates: false,
             allocatable_enforced: false,
             pressure: watch::channel(Vec::new()).1,
+            pod_events: PodEventSink::new(),
+            static_pods: watch::channel(Vec::new()).1,
             clients_hook: ClientsHook::default(),
         }
     }
@@ -321,7 +330,14 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
     )
     .await;
     let (recorder, events) = EventRecorder::new();
+    settings.pod_events.connect(recorder.clone());
     let (node_uid, _) = watch::channel(None);
+    let mirrors = MirrorInputs {
+        clients: clients_rx.clone(),
+        node_name: settings.registration.node_name.clone(),
+        node_uid: node_uid.subscribe(),
+        static_pods: settings.static_pods.clone(),
+    };
     let agent = Arc::new(Agent {
         clock: deps.clock.clone(),
         settings,
@@ -338,6 +354,7 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
         agent.clock.clone(),
         agent.settings.registration.node_name.clone(),
     )));
+    tasks.push(tokio::spawn(run_mirror_loop(mirrors)));
     tasks.push(tokio::spawn(watch_runtime(
         health,
         agent.deps.runtime.clone(),

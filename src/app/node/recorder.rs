@@ -1,4 +1,4 @@
-//! The event recorder: node events go through a bounded queue to one task that correlates
+//! The event recorder: node and pod events go through a bounded queue to one task that correlates
 //! them (deduplication, aggregation, spam filter) and writes them, retrying a failed write
 //! up to upstream's twelve tries ten seconds apart.
 
@@ -9,10 +9,11 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::failures::FailureLog;
+use crate::domain::events::PodEvent;
 use crate::domain::node_status::events::{
     make_event, node_reference, EventAction, EventCorrelator, MAX_TRIES_PER_EVENT, RETRY_WAIT,
 };
-use crate::domain::node_status::model::EventSource;
+use crate::domain::node_status::model::{EventSource, ObjectReference};
 use crate::domain::node_status::status::NodeEvent;
 use crate::ports::api::{ApiClients, EventsError};
 use crate::ports::clock::Clock;
@@ -20,22 +21,45 @@ use crate::ports::clock::Clock;
 /// Upstream's `maxQueuedEvents`.
 const QUEUE: usize = 1000;
 
-/// Where the node's loops send their events.
+/// An event and what it is about (`None`: the node).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    object: Option<ObjectReference>,
+    event: NodeEvent,
+}
+
+/// Where the node's loops and the pod loop send their events.
 #[derive(Debug, Clone)]
 pub struct EventRecorder {
-    tx: mpsc::Sender<NodeEvent>,
+    tx: mpsc::Sender<Recorded>,
 }
 
 impl EventRecorder {
     /// A recorder and the receiving end for [`run_recorder`].
-    pub fn new() -> (EventRecorder, mpsc::Receiver<NodeEvent>) {
+    pub fn new() -> (EventRecorder, mpsc::Receiver<Recorded>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         (EventRecorder { tx }, rx)
     }
 
+    /// An event about the node.
     pub fn record(&self, event: NodeEvent) {
         debug!(reason = %event.reason, message = %event.message, "Event recorded");
-        if self.tx.try_send(event).is_err() {
+        self.send(Recorded {
+            object: None,
+            event,
+        });
+    }
+
+    /// An event about a pod or one of its containers.
+    pub fn record_pod(&self, event: PodEvent) {
+        self.send(Recorded {
+            object: Some(event.object),
+            event: event.event,
+        });
+    }
+
+    fn send(&self, recorded: Recorded) {
+        if self.tx.try_send(recorded).is_err() {
             warn!("event queue full or closed; event dropped");
         }
     }
@@ -50,7 +74,7 @@ fn transient(error: &EventsError) -> bool {
 
 /// Write events as they come until every recorder is dropped.
 pub async fn run_recorder(
-    mut rx: mpsc::Receiver<NodeEvent>,
+    mut rx: mpsc::Receiver<Recorded>,
     clients: watch::Receiver<ApiClients>,
     clock: Arc<dyn Clock>,
     node_name: String,
@@ -61,15 +85,24 @@ pub async fn run_recorder(
         component: "kubelet".into(),
         host: node_name.clone(),
     };
-    let object = node_reference(&node_name);
+    let node = node_reference(&node_name);
     let mut failures = FailureLog::new("writing an event");
     // Event names carry the time in nanoseconds: never the same twice, even from a clock
     // that did not move.
     let mut last_nanos = i64::MIN;
-    while let Some(node_event) = rx.recv().await {
+    while let Some(Recorded {
+        object,
+        event: node_event,
+    }) = rx.recv().await
+    {
         let nanos = clock.now_unix_nanos().max(last_nanos.saturating_add(1));
         last_nanos = nanos;
-        let event = make_event(&object, &source, &node_event, nanos);
+        let event = make_event(
+            object.as_ref().unwrap_or(&node),
+            &source,
+            &node_event,
+            nanos,
+        );
         let action = correlator.correlate(event, nanos, origin.elapsed());
         for attempt in 1..=MAX_TRIES_PER_EVENT {
             let api = clients.borrow().events.clone();

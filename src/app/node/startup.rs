@@ -8,7 +8,7 @@ use tracing::{info, warn};
 use std::sync::Arc;
 
 use super::{run_node_agent, ClientsHook, NodeAgent, NodeAgentSettings};
-use crate::app::bootstrap::{Deps, Started, StartupError};
+use crate::app::bootstrap::{Deps, PodLinks, Started, StartupError};
 use crate::app::pods::volume_manager::VolumeManager;
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
 use crate::domain::eviction::thresholds::PressureCondition;
@@ -70,6 +70,7 @@ pub fn start_if_connected(
     started: &Started,
     deps: &Deps,
     pressure: watch::Receiver<Vec<PressureCondition>>,
+    links: &PodLinks,
     volumes: Option<Arc<VolumeManager>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
@@ -77,6 +78,8 @@ pub fn start_if_connected(
     };
     let mut settings = agent_settings(&started.resolved, cluster);
     settings.pressure = pressure;
+    settings.pod_events = links.events.clone();
+    settings.static_pods = links.static_pods.subscribe();
     if let Some(volumes) = volumes {
         // The node's facts for the downward API, and the clients for API objects.
         volumes.set_node_facts(crate::domain::volumes::PodFacts {

@@ -6,13 +6,16 @@ use std::sync::Arc;
 
 use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
 use crate::app::compose;
+use crate::app::eviction::observe::{Observation, Observer};
 use crate::app::node::startup::agent_settings;
 use crate::app::node::{status_inputs, RuntimeFacts};
 use crate::app::pods::runtime_state::image_presence;
 use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::ClusterConfig;
 use crate::domain::config::{self, NodeFacts, ResolvedConfig};
+use crate::domain::kuberuntime::dns::ResolvConf;
 use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::kuberuntime::runtime::ImageUser;
 use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::pod::Pod;
@@ -21,7 +24,7 @@ use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
 use super::cluster::ClusterObservation;
-use super::readonly::ReadOnlyRuntime;
+use super::readonly::{ReadOnlyRuntime, ReadOnlyStats};
 use super::render::render_text;
 use super::snapshot::{load_snapshot, observe_pods, Snapshot, SnapshotImage, SNAPSHOT_VERSION};
 use super::{compute_plan, images_wanted, Plan, PlanInputs, EXIT_INVALID};
@@ -91,6 +94,7 @@ fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapsho
         images: Default::default(),
         image_facts: Default::default(),
         recorded_at_unix_nanos: None,
+        eviction: None,
     })
 }
 
@@ -143,7 +147,8 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
             }
         }
     }
-    let (observed, images, now_unix_nanos) = if resolved.options.dry_run_snapshot.is_some() {
+    let live = resolved.options.dry_run_snapshot.is_none();
+    let (observed, images, now_unix_nanos) = if !live {
         let images = facts
             .images
             .iter()
@@ -173,6 +178,11 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         Some(cluster) => Some(observe_cluster(&resolved, cluster, deps, now_unix_nanos).await),
         None => None,
     };
+    let eviction = if live {
+        observe_for_eviction(&resolved, deps, &desired, now_unix_nanos, &mut warnings).await
+    } else {
+        facts.eviction.clone()
+    };
     Ok(PlanInputs {
         resolved,
         cgroup_version: facts.cgroup_version,
@@ -184,7 +194,43 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         images,
         now_unix_nanos,
         cluster,
+        eviction,
     })
+}
+
+/// The node as the eviction manager would observe it now (memory, filesystems, pids,
+/// the pods' usage), through the same observer, read-only; `None` when eviction has
+/// nothing to watch or the statistics cannot be had (said in a warning).
+async fn observe_for_eviction(
+    resolved: &ResolvedConfig,
+    deps: &Deps,
+    pods: &[Pod],
+    now_unix_nanos: i64,
+    warnings: &mut Vec<String>,
+) -> Option<Observation> {
+    let node = &resolved.node;
+    if node.eviction_config().is_idle() {
+        return None;
+    }
+    let ports = match (deps.eviction_for)(node) {
+        Ok(ports) => ports,
+        Err(e) => {
+            warnings.push(format!(
+                "the node's statistics cannot be read ({}); the eviction section shows the thresholds only",
+                Chain(&e)
+            ));
+            return None;
+        }
+    };
+    let requests = RequestContext::from_config(resolved, ResolvConf::default());
+    let observer = Observer {
+        stats: ports.node,
+        runtime: Arc::new(ReadOnlyStats::new(ports.runtime)),
+        tree: node.cgroup_tree.clone(),
+        memory_capacity_bytes: requests.memory_capacity_bytes,
+        requests,
+    };
+    Some(observer.observe(pods, now_unix_nanos).await)
 }
 
 fn presence(present: bool, recorded: Option<&SnapshotImage>) -> ImagePresence {
@@ -340,6 +386,7 @@ pub async fn record_snapshot(given: GivenFlags) -> Result<Snapshot, Vec<String>>
         images: Default::default(),
         image_facts: Default::default(),
         recorded_at_unix_nanos: Some(deps.clock.now_unix_nanos()),
+        eviction: inputs.eviction.clone(),
     };
     let endpoint = &node.runtime_endpoint;
     let inner = (deps.runtime_for)(endpoint, node.runtime_request_timeout).map_err(|e| {

@@ -21,9 +21,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::app::eviction::observe::Observation;
 use crate::domain::config::layers::Source;
 use crate::domain::config::states;
 use crate::domain::config::ResolvedConfig;
+use crate::domain::eviction::manager::{
+    choose_pod, synchronize, Eviction, EvictionState, NodeReclaim,
+};
 use crate::domain::eviction::{self, Threshold};
 use crate::domain::kuberuntime::actions::KillReason;
 use crate::domain::kuberuntime::dns::ResolvConf;
@@ -78,6 +82,8 @@ pub struct PlanInputs {
     pub now_unix_nanos: i64,
     /// Connected mode: the Node on the API server and what it would be given.
     pub cluster: Option<cluster::ClusterObservation>,
+    /// Live dry run: the node as the eviction manager observes it now.
+    pub eviction: Option<Observation>,
 }
 
 /// The images whose presence the plan needs: those of the containers the desired pods
@@ -217,6 +223,30 @@ pub struct EvictionPlan {
     /// The default hard thresholds that no longer apply (`signal<value`).
     pub defaults_not_applied: Vec<String>,
     pub note: String,
+    /// Live dry run: what the eviction manager would decide on the node as it is now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<EvictionDecisionPlan>,
+}
+
+/// One eviction cycle on the node as observed now, from the eviction manager's own
+/// domain calls (`synchronize`, `choose_pod`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionDecisionPlan {
+    /// Each signal observed: `<available> of <capacity>`.
+    pub observed: BTreeMap<String, String>,
+    /// The thresholds met now (`signal<value`); a soft one counts only once past its
+    /// grace period, which one observation cannot show.
+    pub thresholds_met: Vec<String>,
+    /// Node-level reclaim tried first; a pod is evicted only if it does not suffice.
+    pub reclaim_first: Vec<NodeReclaim>,
+    /// The pods in eviction order for the starved resource.
+    pub ranked: Vec<String>,
+    /// The pods that would be evicted (one for a threshold; every one over a local
+    /// storage limit), with upstream's message.
+    pub would_evict: Vec<Eviction>,
+    /// Critical pods that would be ranked first but are left alone.
+    pub protected: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -502,11 +532,78 @@ fn reserved_cpus_effect(
     effect
 }
 
+/// What one eviction cycle would decide on `observation` (see [`EvictionDecisionPlan`]).
+fn eviction_decision(
+    resolved: &ResolvedConfig,
+    observation: &Observation,
+    pods: &[Pod],
+    now: i64,
+) -> EvictionDecisionPlan {
+    let config = resolved.node.eviction_config();
+    let dedicated = observation.dedicated_image_fs;
+    let summary = &observation.summary;
+    let mut plan = EvictionDecisionPlan {
+        observed: BTreeMap::new(),
+        thresholds_met: Vec::new(),
+        reclaim_first: Vec::new(),
+        ranked: Vec::new(),
+        would_evict: Vec::new(),
+        protected: Vec::new(),
+    };
+    let Some(sync) = synchronize(
+        &config,
+        &EvictionState::default(),
+        summary,
+        pods,
+        dedicated,
+        now,
+    ) else {
+        return plan;
+    };
+    plan.observed = sync
+        .observations
+        .iter()
+        .map(|(signal, o)| {
+            (
+                signal.to_string(),
+                format!("{} of {}", o.available, o.capacity),
+            )
+        })
+        .collect();
+    plan.thresholds_met = sync
+        .thresholds
+        .iter()
+        .map(|t| format!("{}<{}", t.signal, t.value))
+        .collect();
+    plan.would_evict.clone_from(&sync.local_storage);
+    plan.protected.clone_from(&sync.protected);
+    if let Some(starved) = &sync.starved {
+        plan.reclaim_first = starved.reclaim.to_vec();
+        let choice = choose_pod(&config, &sync, starved, pods, summary, dedicated);
+        plan.ranked = choice.ranked;
+        plan.protected.extend(choice.protected);
+        plan.would_evict.extend(choice.eviction);
+    }
+    plan
+}
+
 fn eviction_plan(
     resolved: &ResolvedConfig,
     s: &NodeSettings,
     stats: &BTreeMap<String, String>,
+    inputs: &PlanInputs,
 ) -> EvictionPlan {
+    let decision = inputs.eviction.as_ref().map(|observation| {
+        eviction_decision(
+            resolved,
+            observation,
+            &inputs.desired,
+            inputs.now_unix_nanos,
+        )
+    });
+    // Live, the thresholds show what the eviction manager observes; a snapshot shows
+    // its recorded statistics.
+    let stats = decision.as_ref().map_or(stats, |d| &d.observed);
     let c = &resolved.config;
     let defaults_not_applied: Vec<String> = if s.eviction_defaults_replaced {
         eviction::default_eviction_hard()
@@ -546,6 +643,7 @@ fn eviction_plan(
         defaults_replaced: s.eviction_defaults_replaced,
         defaults_not_applied,
         note,
+        decision,
     }
 }
 
@@ -759,7 +857,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
             &c.kube_reserved,
         ),
         allocatable: strings(&settings.allocatable),
-        eviction: eviction_plan(resolved, settings, &inputs.node_stats),
+        eviction: eviction_plan(resolved, settings, &inputs.node_stats, inputs),
         stats: inputs.node_stats.clone(),
     };
 

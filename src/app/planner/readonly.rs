@@ -2,17 +2,20 @@
 //! refused. Read-only by construction: the planner is only ever given this wrapper,
 //! so even a planner bug cannot create, stop or remove anything.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
 use crate::domain::cgroup::CgroupDriver;
+use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry,
     SandboxFilter, SandboxStatus,
 };
 use crate::ports::runtime::{cause, ImageService, RuntimeError, RuntimeService};
+use crate::ports::stats::{RuntimeContainerStats, RuntimeFsUsage, RuntimeStats};
 
 /// Wraps a runtime (and optionally an image service); see the module documentation.
 pub struct ReadOnlyRuntime {
@@ -129,6 +132,42 @@ impl ImageService for ReadOnlyRuntime {
     }
 }
 
+/// The runtime's statistics as the planner sees them: reads pass through, image
+/// removal is refused, as [`ReadOnlyRuntime`] refuses writes.
+pub struct ReadOnlyStats {
+    inner: Arc<dyn RuntimeStats>,
+}
+
+impl ReadOnlyStats {
+    pub fn new(inner: Arc<dyn RuntimeStats>) -> Self {
+        Self { inner }
+    }
+}
+
+#[async_trait]
+impl RuntimeStats for ReadOnlyStats {
+    async fn image_fs_info(&self) -> Result<Vec<RuntimeFsUsage>, RuntimeError> {
+        self.inner.image_fs_info().await
+    }
+    async fn container_stats(&self) -> Result<Vec<RuntimeContainerStats>, RuntimeError> {
+        self.inner.container_stats().await
+    }
+    async fn list_images(&self) -> Result<Vec<PresentImage>, RuntimeError> {
+        self.inner.list_images().await
+    }
+    async fn images_in_use(&self) -> Result<BTreeSet<String>, RuntimeError> {
+        self.inner.images_in_use().await
+    }
+    async fn remove_image(&self, id: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::Failed {
+            call: "RemoveImage".into(),
+            source: cause(format!(
+                "refused for {id:?}: the dry-run planner is read-only"
+            )),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +220,18 @@ mod tests {
                 "PullImage busybox"
             ]
         );
+    }
+
+    /// The eviction observer's statistics port: reads pass, image removal never
+    /// reaches the runtime.
+    #[tokio::test]
+    async fn the_stats_wrapper_refuses_to_remove_an_image() {
+        let fake = Arc::new(FakeRuntime::new());
+        fake.add_image("busybox");
+        let ro = ReadOnlyStats::new(fake.clone());
+        let before = ro.list_images().await.expect("images listed");
+        assert_eq!(before.len(), 1);
+        assert!(ro.remove_image(&before[0].id).await.is_err());
+        assert_eq!(ro.list_images().await.expect("images listed"), before);
     }
 }

@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::{Plan, ThresholdPlan};
+use super::{EvictionDecisionPlan, Plan, ThresholdPlan};
+use crate::domain::eviction::manager::NodeReclaim;
 
 fn list(map: &BTreeMap<String, String>) -> String {
     if map.is_empty() {
@@ -36,6 +37,51 @@ fn thresholds(out: &mut String, kind: &str, list: &[ThresholdPlan]) {
             let _ = write!(out, " (observed {observed})");
         }
         out.push('\n');
+    }
+}
+
+/// What the eviction manager would do now, in words.
+fn eviction_decision(out: &mut String, d: &EvictionDecisionPlan) {
+    if d.thresholds_met.is_empty() && d.would_evict.is_empty() {
+        let _ = writeln!(
+            out,
+            "  eviction now: no threshold met and no local storage limit exceeded; nothing would be evicted"
+        );
+        return;
+    }
+    if !d.thresholds_met.is_empty() {
+        let _ = writeln!(
+            out,
+            "  eviction now: thresholds met: {}",
+            d.thresholds_met.join(", ")
+        );
+    }
+    if !d.reclaim_first.is_empty() {
+        let names: Vec<&str> = d
+            .reclaim_first
+            .iter()
+            .map(|r| match r {
+                NodeReclaim::DeadContainers => "dead containers",
+                NodeReclaim::UnusedImages => "unused images",
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "    first, remove {}; then, if still short:",
+            names.join(", then ")
+        );
+    }
+    for e in &d.would_evict {
+        let _ = writeln!(out, "    would evict {}: {}", e.pod, e.message.trim_end());
+    }
+    if d.would_evict.is_empty() {
+        let _ = writeln!(out, "    no pod may be evicted");
+    }
+    if d.ranked.len() > 1 {
+        let _ = writeln!(out, "    eviction order: {}", d.ranked.join(", "));
+    }
+    for p in &d.protected {
+        let _ = writeln!(out, "    left alone (critical): {p}");
     }
 }
 
@@ -112,6 +158,9 @@ pub fn render_text(plan: &Plan) -> String {
         thresholds(&mut out, "hard", &node.eviction.hard);
         thresholds(&mut out, "soft", &node.eviction.soft);
         let _ = writeln!(out, "  {}", node.eviction.note);
+        if let Some(decision) = &node.eviction.decision {
+            eviction_decision(&mut out, decision);
+        }
         if !node.stats.is_empty() {
             let _ = writeln!(out, "  node statistics: {}", list(&node.stats));
         }

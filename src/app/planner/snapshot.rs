@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::app::eviction::observe::Observation;
 use crate::app::pods::runtime_state::{pod_runtime_view, relist};
 use crate::domain::cgroup::CgroupVersion;
 use crate::domain::kuberuntime::runtime::{ImageUser, PodRuntimeStatus};
@@ -47,6 +48,10 @@ pub struct Snapshot {
     /// crash-loop back-offs read as they were then. Absent: the time of the replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at_unix_nanos: Option<i64>,
+    /// What the eviction manager observed (memory, filesystems, pids, the pods' usage),
+    /// so a replay shows the same eviction decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction: Option<Observation>,
 }
 
 /// A present image as `ImageStatus` described it.

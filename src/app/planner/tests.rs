@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::render::render_text;
 use super::*;
 use crate::adapters::fake::FakeHost;
 use crate::app::test_support::resolved_on;
@@ -82,6 +83,7 @@ fn inputs(
         images: BTreeMap::new(),
         now_unix_nanos: NOW,
         cluster: None,
+        eviction: None,
     }
 }
 
@@ -538,4 +540,76 @@ mod connected {
             server.journal()
         );
     }
+}
+
+/// Live, the plan shows the eviction manager's decision on the node as observed: the
+/// threshold met, the ranking and the pod that would go, with upstream's message.
+#[test]
+fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
+    use crate::domain::eviction::signals::{MemoryStats, NodeSummary, PodStats};
+    let hog = pod("hog", "uhog", &[("app", "busybox")]);
+    let quiet = pod("quiet", "uquiet", &[("app", "busybox")]);
+    let gib = 1u64 << 30;
+    let mut given = inputs(
+        resolved(&[]),
+        vec![hog.clone(), quiet.clone()],
+        vec![running(&hog), running(&quiet)],
+    );
+    let pod_stats = |uid: &str, bytes: u64| PodStats {
+        uid: uid.into(),
+        memory_working_set_bytes: Some(bytes),
+        process_count: None,
+        containers: Vec::new(),
+        volumes: Vec::new(),
+    };
+    given.eviction = Some(Observation {
+        summary: NodeSummary {
+            time_unix_nanos: NOW,
+            // 50 MiB free of 8 GiB: under the default memory.available<100Mi.
+            memory: Some(MemoryStats::new(8 * gib - (50 << 20), 0, Some(8 * gib))),
+            pods: vec![pod_stats("uhog", gib), pod_stats("uquiet", 10 << 20)],
+            ..NodeSummary::default()
+        },
+        dedicated_image_fs: false,
+    });
+    let plan = compute_plan(&given);
+    let decision = plan
+        .node
+        .as_ref()
+        .and_then(|n| n.eviction.decision.clone())
+        .expect("a decision when live");
+    assert_eq!(decision.thresholds_met, ["memory.available<100Mi"]);
+    assert_eq!(decision.observed["memory.available"], "50Mi of 8Gi");
+    assert!(decision.reclaim_first.is_empty());
+    assert_eq!(decision.ranked[0], "hog_default(uhog)");
+    assert_eq!(decision.would_evict.len(), 1);
+    assert!(
+        decision.would_evict[0].message.starts_with(
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+        ),
+        "{}",
+        decision.would_evict[0].message
+    );
+    let text = render_text(&plan);
+    assert!(
+        text.contains("eviction now: thresholds met: memory.available<100Mi"),
+        "{text}"
+    );
+    assert!(
+        text.contains("would evict hog_default(uhog): The node was low on resource: memory."),
+        "{text}"
+    );
+    assert!(text.contains("(observed 50Mi of 8Gi)"), "{text}");
+
+    // Nothing met: said so.
+    given.eviction = Some(Observation {
+        summary: NodeSummary {
+            time_unix_nanos: NOW,
+            memory: Some(MemoryStats::new(gib, 0, Some(8 * gib))),
+            ..NodeSummary::default()
+        },
+        dedicated_image_fs: false,
+    });
+    let text = render_text(&compute_plan(&given));
+    assert!(text.contains("nothing would be evicted"), "{text}");
 }

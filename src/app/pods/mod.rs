@@ -6,9 +6,12 @@
 //! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
 //! (container events), `runtime_state` (what the runtime holds, relists), `sync`
 //! (one sync carried out), `volumes` (emptyDir folders and `fsGroup`), `status` (the
-//! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`.
+//! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`,
+//! `events` (pod events to the log and the recorder), `mirror` (mirror pods in the API).
 
+pub mod events;
 pub mod manager;
+pub mod mirror;
 pub mod pleg;
 pub mod probes;
 pub mod run_once;
@@ -93,6 +96,8 @@ pub struct PodLoop {
     eviction: Option<EvictionHooks>,
     /// Pods evicted or refused admission: they stay Failed while their source keeps them.
     terminal: BTreeSet<String>,
+    /// Where the static pods are published for their mirror pods (connected mode).
+    static_pods: Option<watch::Sender<Vec<crate::domain::pod::Pod>>>,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -122,6 +127,7 @@ impl PodLoop {
             relist_failures: 0,
             eviction: None,
             terminal: BTreeSet::new(),
+            static_pods: None,
         }
     }
 
@@ -134,6 +140,12 @@ impl PodLoop {
     /// conditions.
     pub fn with_eviction(mut self, hooks: EvictionHooks) -> Self {
         self.eviction = Some(hooks);
+        self
+    }
+
+    /// Publishes the static pods to `tx` after every change (for their mirror pods).
+    pub fn with_static_pods(mut self, tx: watch::Sender<Vec<crate::domain::pod::Pod>>) -> Self {
+        self.static_pods = Some(tx);
         self
     }
 
@@ -195,6 +207,19 @@ impl PodLoop {
         let changes = self.manager.apply(update);
         if changes.is_empty() {
             return;
+        }
+        if let Some(tx) = &self.static_pods {
+            let pods: Vec<_> = self
+                .manager
+                .pods()
+                .into_iter()
+                .filter(crate::domain::pod::mirror::is_static)
+                .collect();
+            tx.send_if_modified(|current| {
+                let changed = *current != pods;
+                *current = pods;
+                changed
+            });
         }
         // The QoS cgroups follow the desired pods (burstable shares sum their requests).
         if let Err(error) = self

@@ -40,16 +40,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Logs an event for a pod's container, as standalone upstream would record it.
-pub(super) fn log_event(pod: &Pod, container: &str, event: &ProbeEvent) {
-    let pod_name = full_name(pod);
-    // One event, one log line: a probe's output may hold newlines.
-    let (reason, message) = (event.reason, event.message.replace('\n', "\\n"));
-    if event.event_type == "Warning" {
-        warn!(pod = %pod_name, container, event = reason, "{message}");
-    } else {
-        info!(pod = %pod_name, container, event = reason, "{message}");
-    }
+/// Records an event for a pod's container (logged, and written in connected mode).
+pub(super) fn log_event(ctx: &SyncContext, pod: &Pod, container: &str, event: &ProbeEvent) {
+    ctx.events
+        .container(pod, container, crate::domain::events::from_probe(event));
 }
 
 /// The IP of the pod's newest ready sandbox, empty when none.
@@ -176,7 +170,7 @@ pub(super) async fn post_start(
         return Ok(());
     };
     warn!(container = %container.name, id = container_id, %message, "Failed to execute PostStartHook");
-    log_event(pod, &container.name, &hook_failed_event(true));
+    log_event(ctx, pod, &container.name, &hook_failed_event(true));
     kill_container(
         ctx,
         Some(pod),
@@ -198,7 +192,7 @@ pub(super) async fn kill_container(
 ) {
     let mut grace = kill.grace_period_secs;
     if let Some(pod) = pod {
-        log_event(pod, &kill.container, &killing_event(kill));
+        log_event(ctx, pod, &kill.container, &killing_event(kill));
         let container = pod
             .spec
             .containers
@@ -219,7 +213,7 @@ pub(super) async fn kill_container(
                 Ok(Ok(())) => debug!(container = %kill.container, "PreStop hook completed"),
                 Ok(Err(message)) => {
                     warn!(container = %kill.container, %message, "PreStop hook failed");
-                    log_event(pod, &kill.container, &hook_failed_event(false));
+                    log_event(ctx, pod, &kill.container, &hook_failed_event(false));
                 }
                 Err(_) => info!(
                     container = %kill.container,
@@ -551,7 +545,7 @@ impl ProbeManager {
             }
             let recorded = slot.worker.record(&run.container_id, &outcome);
             if let Some(event) = &recorded.event {
-                log_event(&entry.pod, &run.container, event);
+                log_event(&self.ctx, &entry.pod, &run.container, event);
             }
             debug!(pod = %full_name(&entry.pod), container = %run.container, probe = %run.kind, ?outcome, "probe answered");
             let kill = recorded.kill.then(|| {

@@ -72,6 +72,14 @@ impl PodStatusStore {
         pods.get(uid).map(|r| r.status.clone())
     }
 
+    /// The pod `namespace/name` with its latest status (the kubelet API's logs).
+    pub fn find(&self, namespace: &str, name: &str) -> Option<(Pod, ApiPodStatus)> {
+        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        pods.values()
+            .find(|r| r.pod.metadata.namespace == namespace && r.pod.metadata.name == name)
+            .map(|r| (r.pod.clone(), r.status.clone()))
+    }
+
     /// The pods as a `v1.PodList`.
     pub fn pod_list(&self) -> Value {
         let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());

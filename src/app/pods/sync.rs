@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
+use super::events::PodEventSink;
 use super::probes;
 use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
+use crate::domain::events as pod_events;
 use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
@@ -26,6 +28,7 @@ use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, Sand
 use crate::domain::pod::Pod;
 use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
+use crate::domain::units::duration::GoDuration;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::prober::{NoProber, Prober};
@@ -52,6 +55,8 @@ pub struct SyncContext {
     pub containers: Arc<ContainerManager>,
     /// Network probes and hooks (HTTP, TCP, gRPC); exec goes through `runtime`.
     pub prober: Arc<dyn Prober>,
+    /// Pod events: logged, and written once connected.
+    pub events: PodEventSink,
     /// ConfigMaps, Secrets, tokens and the volumes made from them.
     pub volumes: Arc<super::volume_manager::VolumeManager>,
 }
@@ -74,8 +79,15 @@ impl SyncContext {
             image_backoff: Mutex::new(Backoff::new(BackoffPolicy::CRASH_LOOP)),
             containers,
             prober: Arc::new(NoProber),
+            events: PodEventSink::new(),
             volumes: Arc::new(super::volume_manager::VolumeManager::standalone(clock)),
         }
+    }
+
+    /// With `events` as the pod events' sink (shared with the node agent's recorder).
+    pub fn with_events(mut self, events: PodEventSink) -> Self {
+        self.events = events;
+        self
     }
 
     /// With a volume manager that reads API objects (without one, references to them fail
@@ -242,6 +254,9 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         outcome.retry(RETRY_AFTER_ERROR);
         return outcome;
     }
+    if plan.create_sandbox.is_some() && !view.status.sandboxes.is_empty() {
+        ctx.events.pod(pod, pod_events::sandbox_changed());
+    }
     let sandbox_id = match &plan.create_sandbox {
         Some(creation) => match create_sandbox(ctx, creation, &plan.sandbox).await {
             Ok(id) => {
@@ -250,6 +265,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             }
             Err(error) => {
                 warn!(error = %Chain(&error), "failed to create pod sandbox; retrying");
+                ctx.events.pod(
+                    pod,
+                    pod_events::failed_create_sandbox(&Chain(&error).to_string()),
+                );
                 outcome.failed = true;
                 outcome.retry(RETRY_AFTER_ERROR);
                 return outcome;
@@ -346,11 +365,13 @@ async fn carry_out(
     step: &ContainerPlan,
     pulls: &mut BTreeMap<String, Result<(), Held>>,
 ) -> Result<(), Held> {
-    let pod_uid = target.pod.metadata.uid.as_str();
     let (sandbox_id, sandbox) = (target.sandbox_id, target.sandbox);
     let start = match &step.action {
         ContainerAction::Held(held) => {
             debug!(container = %step.name, reason = %held.waiting.reason, message = %held.waiting.message, "container held");
+            for event in pod_events::held_events(target.pod, &step.name, &step.image, held) {
+                ctx.events.container(target.pod, &step.name, event);
+            }
             return Err(held.clone());
         }
         ContainerAction::Start(start) => start,
@@ -360,12 +381,25 @@ async fn carry_out(
         let result = match pulls.get(&start.config.image) {
             Some(done) => done.clone(),
             None => {
-                let result = pull_image(ctx, pod_uid, &step.name, &start.config.image).await;
+                let result = pull_image(ctx, target.pod, &step.name, &start.config.image).await;
                 pulls.insert(start.config.image.clone(), result.clone());
                 result
             }
         };
-        result?;
+        if let Err(held) = result {
+            ctx.events.container(
+                target.pod,
+                &step.name,
+                pod_events::container_error(&held.waiting.reason),
+            );
+            return Err(held);
+        }
+    } else {
+        ctx.events.container(
+            target.pod,
+            &step.name,
+            pod_events::already_present(&start.config.image),
+        );
     }
     let pulled;
     let config = if start.pull_image {
@@ -392,15 +426,26 @@ async fn carry_out(
     } else {
         &start.config
     };
-    let id = ctx
+    let record = |event| ctx.events.container(target.pod, &step.name, event);
+    let id = match ctx
         .runtime
         .create_container(sandbox_id, config, sandbox)
         .await
-        .map_err(|e| failed(&step.name, "CreateContainerError", Chain(&e).to_string()))?;
-    ctx.runtime
-        .start_container(&id)
-        .await
-        .map_err(|e| failed(&step.name, "RunContainerError", Chain(&e).to_string()))?;
+    {
+        Ok(id) => id,
+        Err(e) => {
+            let message = Chain(&e).to_string();
+            record(pod_events::container_error(&message));
+            return Err(failed(&step.name, "CreateContainerError", message));
+        }
+    };
+    record(pod_events::created(&step.name));
+    if let Err(e) = ctx.runtime.start_container(&id).await {
+        let message = Chain(&e).to_string();
+        record(pod_events::container_error(&message));
+        return Err(failed(&step.name, "RunContainerError", message));
+    }
+    record(pod_events::started(&step.name));
     info!(container = %step.name, %id, restart_count = config.attempt, "started container");
     let spec = if target.init {
         target.pod.spec.init_containers.get(step.index)
@@ -419,15 +464,24 @@ async fn carry_out(
 /// `EnsureImageExists` after its decision).
 async fn pull_image(
     ctx: &SyncContext,
-    pod_uid: &str,
+    pod: &Pod,
     container: &str,
     image: &str,
 ) -> Result<(), Held> {
-    let key = image_pull_key(pod_uid, image);
-    info!(container, image, "pulling image");
+    let key = image_pull_key(&pod.metadata.uid, image);
+    ctx.events
+        .container(pod, container, pod_events::pulling(image));
+    let started = ctx.clock.monotonic_nanos();
     match ctx.images.pull_image(image).await {
         Ok(reference) => {
-            info!(image, %reference, "pulled image");
+            // One pull at a time per sync: the pull is all of the wait.
+            let took = GoDuration::from_nanos(
+                i64::try_from(ctx.clock.monotonic_nanos().saturating_sub(started))
+                    .unwrap_or(i64::MAX),
+            );
+            debug!(image, %reference, "pulled image");
+            ctx.events
+                .container(pod, container, pod_events::pulled(image, took, took));
             lock(&ctx.image_backoff).reset(&key);
             Ok(())
         }
@@ -438,7 +492,11 @@ async fn pull_image(
             let retry_after = backoff
                 .current_delay(&key)
                 .map_or(RETRY_AFTER_ERROR, |d| d.min(RETRY_AFTER_ERROR));
-            warn!(container, image, error = %Chain(&error), "failed to pull image");
+            ctx.events.container(
+                pod,
+                container,
+                pod_events::pull_failed(image, &Chain(&error).to_string()),
+            );
             Err(Held {
                 waiting: Waiting::new(
                     "ErrImagePull",

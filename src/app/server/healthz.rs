@@ -54,7 +54,7 @@ impl Endpoints {
 
 /// `/healthz`: `ok`, or upstream's failure answer (500, one line per check, the reasons
 /// withheld and logged).
-fn healthz(checks: &HealthChecks) -> Response<Body> {
+pub(crate) fn healthz_answer(checks: &HealthChecks) -> Response<Body> {
     let results = checks();
     if results.iter().all(|(_, r)| r.is_ok()) {
         return response(StatusCode::OK, TEXT, "ok");
@@ -141,7 +141,7 @@ fn route(method: &Method, path: &str, endpoints: &Endpoints) -> Response<Body> {
         return resp;
     }
     match path {
-        "/healthz" => healthz(&endpoints.checks),
+        "/healthz" => healthz_answer(&endpoints.checks),
         "/pods" => json_response("pods", &(endpoints.pods)()),
         _ => json_response(
             "configz",
@@ -450,7 +450,7 @@ mod tests {
             StatusCode::OK
         );
         let stalled: HealthChecks = Arc::new(|| vec![("pleg", Err("stalled".into()))]);
-        let body = healthz(&stalled);
+        let body = healthz_answer(&stalled);
         let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
             body.into_body(),
         ))

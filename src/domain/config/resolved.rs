@@ -135,6 +135,8 @@ pub struct NodeConfig {
     /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
     /// safe ones, each known to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// The kubelet API (`port`, 10250); `None` when `enableServer` is false.
+    pub server: Option<crate::domain::kubelet_api::settings::ServerSettings>,
 }
 
 /// The eviction manager's and image GC's settings, typed.

@@ -47,7 +47,7 @@ const fn refused(name: &'static str) -> FieldSpec {
 }
 
 const NO_API_CLIENT: &str = "no API server client yet";
-const NO_SERVER: &str = "no kubelet API server yet (only healthz is served), so nothing is exposed";
+const NO_SERVER: &str = "not served by the kubelet API yet";
 const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
 const NO_LOG_ROTATION: &str = "container logs are not rotated yet";
 /// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
@@ -57,7 +57,7 @@ const NOT_RESERVED_CGROUPS: &str = "the reserved cgroup is not limited: enforceN
 
 /// Every `KubeletConfiguration` v1beta1 field (Kubernetes 1.26 to 1.36), in upstream's order.
 pub const FIELDS: &[FieldSpec] = &[
-    ni("enableServer", NO_SERVER),
+    done("enableServer"),
     done("staticPodPath"),
     done("podLogsDir"),
     done("syncFrequency"),
@@ -65,18 +65,18 @@ pub const FIELDS: &[FieldSpec] = &[
     done("httpCheckFrequency"),
     done("staticPodURL"),
     done("staticPodURLHeader"),
-    ni("address", NO_SERVER),
-    ni("port", NO_SERVER),
-    ni("readOnlyPort", NO_SERVER),
-    ni("tlsCertFile", NO_SERVER),
-    ni("tlsPrivateKeyFile", NO_SERVER),
-    ni("tlsCipherSuites", NO_SERVER),
+    done("address"),
+    done("port"),
+    done("readOnlyPort"),
+    done("tlsCertFile"),
+    done("tlsPrivateKeyFile"),
+    done("tlsCipherSuites"),
     ni("tlsCurvePreferences", NO_SERVER),
-    ni("tlsMinVersion", NO_SERVER),
+    done("tlsMinVersion"),
     done("rotateCertificates"),
     ni("serverTLSBootstrap", NO_API_CLIENT),
-    ni("authentication", NO_SERVER),
-    ni("authorization", NO_SERVER),
+    done("authentication"),
+    done("authorization"),
     ni("registryPullQPS", "image pulls are not rate-limited"),
     ni("registryBurst", "image pulls are not rate-limited"),
     refused("imagePullCredentialsVerificationPolicy"),
@@ -86,7 +86,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ),
     ni("eventRecordQPS", NO_API_CLIENT),
     ni("eventBurst", NO_API_CLIENT),
-    ni("enableDebuggingHandlers", NO_SERVER),
+    done("enableDebuggingHandlers"),
     ni("enableContentionProfiling", NO_SERVER),
     done("healthzPort"),
     done("healthzBindAddress"),
@@ -668,14 +668,13 @@ mod tests {
             [
                 ("--pod-infra-container-image", "pause:3.10"),
                 ("--storage-driver-password", "(redacted)"),
-                ("--port", "10250"),
                 ("hairpinMode", "none"),
                 ("logging.vmodule", "[]"),
             ]
         );
         let warning = not_implemented_warning(&listed).expect("a warning");
         assert!(
-            warning.contains("--port=10250, hairpinMode=none"),
+            warning.contains("(redacted), hairpinMode=none"),
             "{warning}"
         );
         assert!(not_implemented_warning(&[]).is_none());

@@ -316,6 +316,13 @@ pub fn validate(
 
     let cluster = cluster_config(c, options, &mut problems);
     let eviction = eviction_settings(c, options, &mut problems);
+    let server = match crate::domain::kubelet_api::settings::server_settings(c, &options.cert_dir) {
+        Ok(settings) => c.enable_server.then_some(settings),
+        Err(errors) => {
+            problems.extend(errors.into_iter().map(invalid));
+            None
+        }
+    };
 
     // The checks against this machine run whatever else is wrong, so every problem is
     // reported at once.
@@ -410,6 +417,7 @@ pub fn validate(
             .to_lowercase(),
         cluster,
         eviction,
+        server,
     })
 }
 

@@ -297,9 +297,14 @@ impl RequestContext {
 
 /// `<pod_logs_dir>/<namespace>_<name>_<uid>`
 pub fn pod_log_dir(ctx: &RequestContext, pod: &Pod) -> PathBuf {
+    pod_log_dir_in(&ctx.pod_logs_dir, pod)
+}
+
+/// `<logs_dir>/<namespace>_<name>_<uid>`: where a pod's container logs are (the kubelet
+/// API reads them).
+pub fn pod_log_dir_in(logs_dir: &std::path::Path, pod: &Pod) -> PathBuf {
     let m = &pod.metadata;
-    ctx.pod_logs_dir
-        .join(format!("{}_{}_{}", m.namespace, m.name, m.uid))
+    logs_dir.join(format!("{}_{}_{}", m.namespace, m.name, m.uid))
 }
 
 /// `<root_dir>/pods/<uid>`: everything the kubelet keeps for the pod,

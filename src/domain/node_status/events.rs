@@ -34,6 +34,7 @@ pub fn node_reference(node_name: &str) -> ObjectReference {
         name: node_name.into(),
         uid: node_name.into(),
         api_version: String::new(),
+        field_path: String::new(),
     }
 }
 
@@ -126,7 +127,13 @@ impl EventCorrelator {
     pub fn correlate(&mut self, event: Event, now_unix_nanos: i64, now: Duration) -> EventAction {
         let object = object_key(&event);
         let aggregate_key = [object.as_str(), &event.type_, &event.reason].join("\u{0}");
-        let event_key = [aggregate_key.as_str(), &event.message].join("\u{0}");
+        // Upstream's event key also names the part of the object (`getEventKey`).
+        let event_key = [
+            aggregate_key.as_str(),
+            &event.involved_object.field_path,
+            &event.message,
+        ]
+        .join("\u{0}");
 
         // Aggregation: past the limit of distinct messages, one combined event.
         bounded(&mut self.aggregates);

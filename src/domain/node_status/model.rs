@@ -269,6 +269,9 @@ pub struct ObjectReference {
     pub uid: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// The part of the object: `spec.containers{name}` for a container's events.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
 }
 
 /// `v1.EventSource`.

@@ -12,6 +12,7 @@ pub mod defaults;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod hash;
+pub mod mirror;
 pub mod probe;
 pub mod qos;
 pub mod resources;

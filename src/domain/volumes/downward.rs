@@ -2,6 +2,7 @@
 //! (`resourceFieldRef`) as a string, in upstream's format (labels and annotations as
 //! sorted `key="value"` lines, resources divided by the divisor and rounded up).
 
+use crate::domain::units::go_quote;
 use std::collections::BTreeMap;
 
 use super::PodFacts;
@@ -18,33 +19,6 @@ pub enum DownwardError {
     UnsupportedResource(String),
     #[error("container {0} not found")]
     ContainerNotFound(String),
-}
-
-/// Go's `%q` of a string (`strconv.Quote`): printable text as is, `"` and `\` escaped,
-/// control characters as `\n`, `\t`, `\x..`.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Upstream's `FormatMap`: `key="value"` lines in key order, no trailing newline.

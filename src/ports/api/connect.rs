@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
-use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi, PodObjectsApi};
+use super::{Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodObjectsApi};
 
 /// The clients of one connection. Node and lease calls (the heartbeat) bypass the
 /// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client
@@ -19,6 +19,7 @@ pub struct ApiClients {
     pub leases: Arc<dyn LeaseApi>,
     pub events: Arc<dyn EventApi>,
     pub certificates: Arc<dyn CertificateApi>,
+    pub mirror_pods: Arc<dyn MirrorPodApi>,
     /// ConfigMaps, Secrets and tokens for the node's pods (rate-limited).
     pub objects: Arc<dyn PodObjectsApi>,
 }

@@ -7,6 +7,7 @@ pub mod certificates;
 pub mod connect;
 pub mod events;
 pub mod leases;
+pub mod mirror_pods;
 pub mod nodes;
 pub mod objects;
 
@@ -18,6 +19,7 @@ pub use certificates::{CertificateApi, CertificatesError, CsrRef, CsrRequest};
 pub use connect::{ApiClients, ApiConnector, ConnectError, KubeconfigSummary};
 pub use events::{EventApi, EventsError};
 pub use leases::{LeaseApi, LeasesError};
+pub use mirror_pods::{MirrorList, MirrorPodApi, MirrorPodsError};
 pub use nodes::{NodeApi, NodesError};
 pub use objects::{ObjectsError, PodObjectsApi, TokenRequest};
 

@@ -1,0 +1,64 @@
+//! The pod loop's events: each is logged (standalone upstream records to the log only)
+//! and, once the node agent runs, handed to its recorder, which correlates and writes it.
+
+use std::sync::{Arc, OnceLock};
+
+use tracing::{info, warn};
+
+use crate::app::node::recorder::EventRecorder;
+use crate::domain::events::{container_reference, pod_reference, PodEvent};
+use crate::domain::node_status::status::{EventType, NodeEvent};
+use crate::domain::pod::{full_name, Pod};
+
+/// Shared by the pod loop's tasks; connected to the recorder when the node agent starts.
+#[derive(Debug, Clone, Default)]
+pub struct PodEventSink {
+    recorder: Arc<OnceLock<EventRecorder>>,
+}
+
+impl PodEventSink {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From now on events also go to `recorder` (the first connection stays).
+    pub fn connect(&self, recorder: EventRecorder) {
+        let _ = self.recorder.set(recorder);
+    }
+
+    /// An event about one of `pod`'s containers.
+    pub fn container(&self, pod: &Pod, container: &str, event: NodeEvent) {
+        self.record(
+            pod,
+            Some(container),
+            container_reference(pod, container),
+            event,
+        );
+    }
+
+    /// An event about `pod` itself.
+    pub fn pod(&self, pod: &Pod, event: NodeEvent) {
+        self.record(pod, None, pod_reference(pod), event);
+    }
+
+    fn record(
+        &self,
+        pod: &Pod,
+        container: Option<&str>,
+        object: crate::domain::node_status::model::ObjectReference,
+        event: NodeEvent,
+    ) {
+        let pod_name = full_name(pod);
+        let container = container.unwrap_or_default();
+        // One event, one log line: a probe's output may hold newlines.
+        let message = event.message.replace('\n', "\\n");
+        let reason = event.reason.as_str();
+        match event.type_ {
+            EventType::Warning => warn!(pod = %pod_name, container, event = reason, "{message}"),
+            EventType::Normal => info!(pod = %pod_name, container, event = reason, "{message}"),
+        }
+        if let Some(recorder) = self.recorder.get() {
+            recorder.record_pod(PodEvent { object, event });
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! The kubelet API on `address:port` (10250) over TLS, and the read-only port when set:
+//! `/healthz`, `/pods`, `/runningpods/`, `/configz`, `/containerLogs/{ns}/{pod}/{container}`.
+//! Every request on the secure port passes [`Guard`] first; the read-only port serves
+//! only what upstream serves there without authentication.
+
+use std::convert::Infallible;
+use std::io::{self, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
+
+use super::auth::{Credentials, Guard};
+use super::healthz::{shutdown_requested, Endpoints, ServerError};
+use super::stream::{stream, Kind};
+use crate::app::pods::PodStatusStore;
+use crate::domain::kubelet_api::logs::{
+    decode_segment, parse_cri_line, parse_log_options, restart_of_log_file, scan_newlines_back,
+    LogOptions, LogWriter,
+};
+use crate::domain::kuberuntime::requests::pod_log_dir_in;
+use crate::domain::status::ApiContainerState;
+use crate::ports::clock::Clock;
+use crate::ports::error::Chain;
+use crate::ports::runtime::RuntimeService;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+/// A TLS client must finish its handshake, and send its headers, within this time.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a followed log is checked for new lines.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// Read size of log files.
+const LOG_BLOCK: usize = 64 * 1024;
+
+/// What the API serves, shared by its connections.
+pub struct KubeletApi {
+    /// `None` on the read-only port.
+    pub guard: Option<Arc<Guard>>,
+    pub endpoints: Endpoints,
+    pub pods: PodStatusStore,
+    pub pod_logs_dir: PathBuf,
+    /// `enableDebuggingHandlers`.
+    pub debugging: bool,
+    pub clock: Arc<dyn Clock>,
+    /// For exec, attach and port-forward.
+    pub runtime: Arc<dyn RuntimeService>,
+}
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    resp
+}
+
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+fn json(value: &serde_json::Value) -> Response<Body> {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => response(StatusCode::OK, JSON, bytes),
+        Err(e) => response(StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("{e}\n")),
+    }
+}
+
+fn not_found() -> Response<Body> {
+    response(StatusCode::NOT_FOUND, TEXT, "404 page not found\n")
+}
+
+/// The paths upstream turns off with `enableDebuggingHandlers=false`.
+fn is_debugging_path(path: &str) -> bool {
+    [
+        "/run/",
+        "/exec/",
+        "/attach/",
+        "/portForward/",
+        "/containerLogs/",
+        "/runningpods/",
+        "/logs/",
+        "/debug/",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
+}
+
+impl KubeletApi {
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        client_certificate: Option<&[u8]>,
+    ) -> Response<Body> {
+        let path = req.uri().path().to_owned();
+        let method = req.method().clone();
+        if let Some(guard) = &self.guard {
+            let credentials = Credentials {
+                client_certificate,
+                authorization: req
+                    .headers()
+                    .get(AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok()),
+            };
+            if let Err(refusal) = guard.check(&credentials, method.as_str(), &path).await {
+                debug!(%path, status = refusal.status, "refused");
+                return response(status(refusal.status), TEXT, refusal.body);
+            }
+        }
+        let read_only = self.guard.is_none();
+        match path.as_str() {
+            "/healthz" => super::healthz::healthz_answer(&self.endpoints.checks)
+                .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
+            "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
+            "/configz" if !read_only => {
+                json(&serde_json::json!({ "kubeletconfig": (self.endpoints.configz)() }))
+            }
+            p if !read_only && is_debugging_path(p) => {
+                if !self.debugging {
+                    return response(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        TEXT,
+                        "Debug endpoints are disabled.\n",
+                    );
+                }
+                if p == "/runningpods/" {
+                    return json(&self.running_pods());
+                }
+                if let Some(rest) = p.strip_prefix("/containerLogs/") {
+                    let query = req.uri().query().unwrap_or("").to_owned();
+                    return self.container_logs(rest, &query).await;
+                }
+                for (prefix, kind) in [
+                    ("/exec/", Kind::Exec),
+                    ("/attach/", Kind::Attach),
+                    ("/portForward/", Kind::PortForward),
+                ] {
+                    if let Some(rest) = p.strip_prefix(prefix) {
+                        let rest = rest.to_owned();
+                        return self.streaming(kind, &rest, req).await;
+                    }
+                }
+                response(
+                    StatusCode::NOT_IMPLEMENTED,
+                    TEXT,
+                    format!("{p}: not implemented by rkubelet yet\n"),
+                )
+            }
+            _ => not_found(),
+        }
+    }
+
+    /// `/runningpods/`: the pods still running, as a `v1.PodList`.
+    fn running_pods(&self) -> serde_json::Value {
+        let items: Vec<serde_json::Value> = self
+            .pods
+            .active_pods()
+            .iter()
+            .map(|pod| {
+                let mut item = serde_json::to_value(pod).unwrap_or_default();
+                item["kind"] = "Pod".into();
+                item["apiVersion"] = "v1".into();
+                item
+            })
+            .collect();
+        serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": items})
+    }
+
+    /// `/exec|attach/{ns}/{pod}[/{uid}]/{container}`, `/portForward/{ns}/{pod}[/{uid}]`.
+    async fn streaming(&self, kind: Kind, rest: &str, req: Request<Incoming>) -> Response<Body> {
+        let segments: Vec<Option<String>> = rest.split('/').map(decode_segment).collect();
+        let parts: Option<Vec<String>> = segments.into_iter().collect();
+        let Some(parts) = parts else {
+            return not_found();
+        };
+        let (namespace, pod_name, uid, container) = match (kind, parts.as_slice()) {
+            (Kind::PortForward, [ns, pod]) => (ns, pod, None, String::new()),
+            (Kind::PortForward, [ns, pod, uid]) => (ns, pod, Some(uid), String::new()),
+            (_, [ns, pod, c]) => (ns, pod, None, c.clone()),
+            (_, [ns, pod, uid, c]) => (ns, pod, Some(uid), c.clone()),
+            _ => return not_found(),
+        };
+        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        };
+        if uid.is_some_and(|u| *u != pod.metadata.uid) {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        }
+        stream(
+            Arc::clone(&self.runtime),
+            kind,
+            &pod.metadata.uid,
+            pod_name,
+            &container,
+            req,
+        )
+        .await
+    }
+
+    async fn container_logs(&self, rest: &str, query: &str) -> Response<Body> {
+        let bad = |message: &str| response(StatusCode::BAD_REQUEST, TEXT, message.to_owned());
+        let segments: Vec<Option<String>> = rest.split('/').map(decode_segment).collect();
+        let [Some(namespace), Some(pod_name), Some(container)] = segments.as_slice() else {
+            return not_found();
+        };
+        if namespace.is_empty() {
+            return bad(r#"{"message": "Missing podNamespace."}"#);
+        }
+        if pod_name.is_empty() {
+            return bad(r#"{"message": "Missing podID."}"#);
+        }
+        if container.is_empty() {
+            return bad(r#"{"message": "Missing container name."}"#);
+        }
+        let options = match parse_log_options(query, self.clock.now_unix_nanos()) {
+            Ok(options) => options,
+            Err(e) => return response(status(e.status), TEXT, e.message),
+        };
+        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        };
+        let known = pod
+            .spec
+            .containers
+            .iter()
+            .chain(&pod.spec.init_containers)
+            .any(|c| &c.name == container);
+        if !known {
+            return response(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!("container {container:?} not found in pod {pod_name:?}\n"),
+            );
+        }
+        // The file path comes from the pod's record and the spec's container name, never
+        // from the request's text.
+        let dir = pod_log_dir_in(&self.pod_logs_dir, &pod).join(container);
+        let mut restarts = log_files(&dir).await;
+        restarts.sort_unstable();
+        let chosen = if options.previous {
+            restarts.iter().rev().nth(1)
+        } else {
+            restarts.last()
+        };
+        let Some(&restart) = chosen else {
+            let message = if options.previous {
+                format!(
+                    "previous terminated container {container:?} in pod {pod_name:?} not found\n"
+                )
+            } else {
+                format!("container {container:?} in pod {pod_name:?} is waiting to start\n")
+            };
+            return bad(&message);
+        };
+        let (tx, rx) = mpsc::channel::<Bytes>(8);
+        let follow = options.follow && !options.previous;
+        let store = self.pods.clone();
+        let (ns, name, cname) = (namespace.clone(), pod_name.clone(), container.clone());
+        let still_running = move || {
+            store.find(&ns, &name).is_some_and(|(_, status)| {
+                status
+                    .container_statuses
+                    .iter()
+                    .chain(&status.init_container_statuses)
+                    .any(|c| c.name == cname && matches!(c.state, ApiContainerState::Running(_)))
+            })
+        };
+        tokio::spawn(async move {
+            let file = dir.join(format!("{restart}.log"));
+            if let Err(e) = stream_log(&file, &options, follow, tx, still_running).await {
+                warn!(file = %file.display(), error = %Chain(&e), "failed to read a container log");
+            }
+        });
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), rx))
+        });
+        let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
+        resp
+    }
+}
+
+/// The restart counts of the `<n>.log` files in a container's log folder.
+async fn log_files(dir: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return found;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        if let Some(n) = entry.file_name().to_str().and_then(restart_of_log_file) {
+            found.push(n);
+        }
+    }
+    found
+}
+
+/// Where the last `lines` lines of the file start, read back block by block.
+async fn tail_offset(file: &mut tokio::fs::File, len: u64, lines: u64) -> io::Result<u64> {
+    if lines == 0 {
+        return Ok(len);
+    }
+    // A trailing newline ends the last line rather than starting an empty one.
+    let mut end = len;
+    if len > 0 {
+        file.seek(SeekFrom::Start(len - 1)).await?;
+        let mut last = [0u8; 1];
+        file.read_exact(&mut last).await?;
+        if last[0] == b'\n' {
+            end -= 1;
+        }
+    }
+    let mut needed = lines;
+    let mut block = vec![0u8; LOG_BLOCK];
+    while end > 0 {
+        let start = end.saturating_sub(LOG_BLOCK as u64);
+        let size = usize::try_from(end - start).unwrap_or(LOG_BLOCK);
+        file.seek(SeekFrom::Start(start)).await?;
+        file.read_exact(&mut block[..size]).await?;
+        match scan_newlines_back(&block[..size], needed) {
+            Ok(at) => return Ok(start + at as u64),
+            Err(seen) => needed -= seen,
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Sends the log's decoded lines from `file` to `tx` as the options say; with `follow`,
+/// goes on with lines written later until the container stops or the client leaves.
+async fn stream_log(
+    path: &Path,
+    options: &LogOptions,
+    follow: bool,
+    tx: mpsc::Sender<Bytes>,
+    still_running: impl Fn() -> bool,
+) -> io::Result<()> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    let start = match options.tail_lines {
+        Some(lines) => tail_offset(&mut file, len, lines).await?,
+        None => 0,
+    };
+    file.seek(SeekFrom::Start(start)).await?;
+    let mut writer = LogWriter::new(options);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut block = vec![0u8; LOG_BLOCK];
+    loop {
+        let n = file.read(&mut block).await?;
+        if n == 0 {
+            if !follow || tx.is_closed() {
+                return Ok(());
+            }
+            if !still_running() {
+                // One last read for lines written just before the container stopped.
+                let n = file.read(&mut block).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                pending.extend_from_slice(&block[..n]);
+            } else {
+                tokio::time::sleep(FOLLOW_POLL).await;
+                continue;
+            }
+        } else {
+            pending.extend_from_slice(&block[..n]);
+        }
+        let mut out = Vec::new();
+        let mut consumed = 0;
+        let mut more = true;
+        while let Some(newline) = pending[consumed..].iter().position(|b| *b == b'\n') {
+            let line = &pending[consumed..consumed + newline];
+            consumed += newline + 1;
+            match parse_cri_line(line) {
+                Some(message) => {
+                    if !writer.write(&message, &mut out) {
+                        more = false;
+                        break;
+                    }
+                }
+                None => debug!(file = %path.display(), "skipped a line not in the CRI log format"),
+            }
+        }
+        pending.drain(..consumed);
+        if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
+            return Ok(());
+        }
+        if !more || writer.done() {
+            return Ok(());
+        }
+    }
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    client_certificate: Option<Vec<u8>>,
+    api: Arc<KubeletApi>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let certificate = client_certificate.map(Arc::new);
+    let service = service_fn(move |req: Request<Incoming>| {
+        let api = Arc::clone(&api);
+        let certificate = certificate.clone();
+        async move {
+            Ok::<_, Infallible>(
+                api.handle(req, certificate.as_deref().map(Vec::as_slice))
+                    .await,
+            )
+        }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HANDSHAKE_TIMEOUT);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        res = conn.as_mut() => res,
+        () = shutdown_requested(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        debug!(error = %e, "kubelet API connection ended with an error");
+    }
+}
+
+/// Serves the API on `listener` until shutdown: over TLS when `tls` is given (the secure
+/// port), plain HTTP otherwise (the read-only port).
+///
+/// # Errors
+/// [`ServerError::Accept`] when the listener cannot accept any more.
+pub async fn serve_api(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    api: Arc<KubeletApi>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ServerError> {
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| "<unknown>".to_owned(), |a| a.to_string());
+    info!(%addr, tls = tls.is_some(), "serving the kubelet API");
+    let acceptor = tls.map(TlsAcceptor::from);
+    let mut connections = JoinSet::new();
+    let result = loop {
+        tokio::select! {
+            () = shutdown_requested(&mut shutdown) => break Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let api = Arc::clone(&api);
+                    let shutdown = shutdown.clone();
+                    let acceptor = acceptor.clone();
+                    connections.spawn(async move {
+                        match acceptor {
+                            None => serve_connection(stream, None, api, shutdown).await,
+                            Some(acceptor) => {
+                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                    Ok(Ok(tls)) => {
+                                        let certificate = tls
+                                            .get_ref()
+                                            .1
+                                            .peer_certificates()
+                                            .and_then(|c| c.first())
+                                            .map(|c| c.as_ref().to_vec());
+                                        serve_connection(tls, certificate, api, shutdown).await;
+                                    }
+                                    Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+                                    Err(_) => debug!(%peer, "TLS handshake timed out"),
+                                }
+                            }
+                        }
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                    break Err(ServerError::Accept { addr: addr.clone(), source: e });
+                }
+                Err(e) => {
+                    debug!(%addr, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    };
+    drop(listener);
+    // Followed logs and streams do not end by themselves: stop them.
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    info!(%addr, "kubelet API server stopped");
+    result
+}

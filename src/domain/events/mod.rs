@@ -1,0 +1,195 @@
+//! Events about pods, in upstream's reasons and words (`pkg/kubelet/events`, the image
+//! manager and the kuberuntime call sites), and the objects they are about: the pod
+//! (`kind: Pod`, `apiVersion: v1`) or one of its containers (`fieldPath:
+//! spec.containers{name}`). The recorder correlates them as node events are
+//! (`node_status::events::EventCorrelator`: a repeat patches a count, similar events are
+//! combined, a spam filter per object).
+
+pub mod simulate;
+
+use crate::domain::kuberuntime::plan::Held;
+use crate::domain::node_status::model::ObjectReference;
+use crate::domain::node_status::status::{EventType, NodeEvent};
+use crate::domain::pod::{format_pod, Pod};
+use crate::domain::probe::ProbeEvent;
+use crate::domain::units::duration::GoDuration;
+
+/// Upstream's reasons (`pkg/kubelet/events/event.go`).
+pub mod reason {
+    pub const CREATED_CONTAINER: &str = "Created";
+    pub const STARTED_CONTAINER: &str = "Started";
+    pub const FAILED_TO_CREATE_CONTAINER: &str = "Failed";
+    pub const FAILED_TO_START_CONTAINER: &str = "Failed";
+    pub const KILLING_CONTAINER: &str = "Killing";
+    pub const BACK_OFF_START_CONTAINER: &str = "BackOff";
+    pub const PULLING_IMAGE: &str = "Pulling";
+    pub const PULLED_IMAGE: &str = "Pulled";
+    pub const FAILED_TO_PULL_IMAGE: &str = "Failed";
+    pub const FAILED_TO_INSPECT_IMAGE: &str = "InspectFailed";
+    pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
+    pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
+    pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const SANDBOX_CHANGED: &str = "SandboxChanged";
+}
+
+/// An event and the object it is about, as the pod loop hands it to the recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    pub object: ObjectReference,
+    pub event: NodeEvent,
+}
+
+/// The reference upstream's `ref.GetReference` makes for a pod.
+pub fn pod_reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        kind: "Pod".into(),
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        api_version: "v1".into(),
+        field_path: String::new(),
+    }
+}
+
+/// Upstream's `GenerateContainerRef`: the pod with `spec.containers{name}` (or
+/// `spec.initContainers{name}`) as field path. A name in neither list (a container found
+/// in the runtime only) gets the pod's reference, as upstream's fallback does.
+pub fn container_reference(pod: &Pod, container: &str) -> ObjectReference {
+    let mut object = pod_reference(pod);
+    let spec = &pod.spec;
+    if spec.containers.iter().any(|c| c.name == container) {
+        object.field_path = format!("spec.containers{{{container}}}");
+    } else if spec.init_containers.iter().any(|c| c.name == container) {
+        object.field_path = format!("spec.initContainers{{{container}}}");
+    }
+    object
+}
+
+fn normal(reason: &str, message: String) -> NodeEvent {
+    NodeEvent {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        message,
+    }
+}
+
+fn warning(reason: &str, message: String) -> NodeEvent {
+    NodeEvent {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        message,
+    }
+}
+
+pub fn pulling(image: &str) -> NodeEvent {
+    normal(reason::PULLING_IMAGE, format!("Pulling image {image:?}"))
+}
+
+/// After a pull: how long the pull took, and how long including the wait for it.
+pub fn pulled(image: &str, pull: GoDuration, total: GoDuration) -> NodeEvent {
+    normal(
+        reason::PULLED_IMAGE,
+        format!("Successfully pulled image {image:?} in {pull} ({total} including waiting)"),
+    )
+}
+
+pub fn already_present(image: &str) -> NodeEvent {
+    normal(
+        reason::PULLED_IMAGE,
+        format!("Container image {image:?} already present on machine"),
+    )
+}
+
+pub fn pull_failed(image: &str, error: &str) -> NodeEvent {
+    warning(
+        reason::FAILED_TO_PULL_IMAGE,
+        format!("Failed to pull image {image:?}: {error}"),
+    )
+}
+
+/// `Failed` with `Error: <what>` (a container not created or started; `what` is the
+/// status's reason, e.g. `ErrImagePull`, or the runtime's message).
+pub fn container_error(what: &str) -> NodeEvent {
+    warning(reason::FAILED_TO_CREATE_CONTAINER, format!("Error: {what}"))
+}
+
+pub fn created(container: &str) -> NodeEvent {
+    normal(
+        reason::CREATED_CONTAINER,
+        format!("Created container {container}"),
+    )
+}
+
+pub fn started(container: &str) -> NodeEvent {
+    normal(
+        reason::STARTED_CONTAINER,
+        format!("Started container {container}"),
+    )
+}
+
+pub fn sandbox_changed() -> NodeEvent {
+    normal(
+        reason::SANDBOX_CHANGED,
+        "Pod sandbox changed, it will be killed and re-created.".into(),
+    )
+}
+
+pub fn failed_create_sandbox(error: &str) -> NodeEvent {
+    warning(
+        reason::FAILED_CREATE_POD_SANDBOX,
+        format!("Failed to create pod sandbox: {error}"),
+    )
+}
+
+/// A probe's or hook's event (`Unhealthy`, `ProbeWarning`, `Killing`, `Failed…Hook`).
+pub fn from_probe(event: &ProbeEvent) -> NodeEvent {
+    NodeEvent {
+        type_: if event.event_type == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.into(),
+        message: event.message.clone(),
+    }
+}
+
+/// The events upstream records for a container the sync holds back (its
+/// `EnsureImageExists` and `doBackOff`), by the held status's reason; none for the others
+/// (they are recorded where they happen).
+pub fn held_events(pod: &Pod, container: &str, image: &str, held: &Held) -> Vec<NodeEvent> {
+    match held.waiting.reason.as_str() {
+        "CrashLoopBackOff" => vec![warning(
+            reason::BACK_OFF_START_CONTAINER,
+            format!(
+                "Back-off restarting failed container {container} in pod {}",
+                format_pod(pod)
+            ),
+        )],
+        "ImagePullBackOff" => vec![
+            normal(
+                reason::BACK_OFF_PULL_IMAGE,
+                format!("Back-off pulling image {image:?}"),
+            ),
+            container_error("ImagePullBackOff"),
+        ],
+        "ErrImageNeverPull" => vec![
+            warning(
+                reason::ERR_IMAGE_NEVER_PULL_POLICY,
+                held.waiting.message.clone(),
+            ),
+            container_error("ErrImageNeverPull"),
+        ],
+        "ErrImageInspect" => vec![
+            warning(
+                reason::FAILED_TO_INSPECT_IMAGE,
+                held.waiting.message.clone(),
+            ),
+            container_error("ImageInspectError"),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
