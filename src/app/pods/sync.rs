@@ -197,7 +197,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let failed_mounts = if plan.kill_only || plan.rejected.is_some() {
         Vec::new()
     } else {
-        ctx.volumes.set_up(&ctx.requests, pod, &pod_inputs).await
+        let all = plan.create_sandbox.is_some();
+        ctx.volumes
+            .set_up_volumes(&ctx.requests, pod, &pod_inputs, all)
+            .await
     };
     if let Some(refresh) = ctx.volumes.next_refresh(uid) {
         outcome.retry(refresh);

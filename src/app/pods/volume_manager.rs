@@ -250,10 +250,31 @@ impl VolumeManager {
         pod: &Pod,
         inputs: &PodInputs,
     ) -> Vec<FailedMount> {
+        self.set_up_volumes(requests, pod, inputs, true).await
+    }
+
+    /// With `all` false (a running pod's resync), only the files of configMap, secret,
+    /// downwardAPI and projected volumes are refreshed: emptyDirs and hostPaths were set
+    /// up with the sandbox, and an `fsGroup` walk on every sync would be costly.
+    pub async fn set_up_volumes(
+        &self,
+        requests: &RequestContext,
+        pod: &Pod,
+        inputs: &PodInputs,
+        all: bool,
+    ) -> Vec<FailedMount> {
         if pod.spec.volumes.is_empty() {
             return Vec::new();
         }
-        let plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
+        let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
+        if !all {
+            plans.retain(|p| {
+                !matches!(
+                    p.action,
+                    Ok(VolumeAction::EmptyDir { .. } | VolumeAction::HostPath { .. })
+                )
+            });
+        }
         let stamp = timestamp(self.clock.now_unix_nanos());
         let result = tokio::task::spawn_blocking(move || {
             let mut failed = Vec::new();
