@@ -43,7 +43,7 @@ mkdir -p "$(dirname "$figures")"
 export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-60}"
 export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-60}"
 cargo bench --locked --profile release-unwind \
-    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
+    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench api_pods --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction \
     | tee "$figures"
 took "benchmarks"

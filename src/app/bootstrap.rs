@@ -18,11 +18,14 @@ use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::eviction::{EvictionInputs, RunningEviction};
+use crate::app::node::ConnectedNode;
+use crate::app::pods::api_source::ApiPodSource;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
+use crate::domain::admission::NodeInfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
 use crate::domain::config::error::ConfigError;
 use crate::domain::config::layers::GivenFlags;
@@ -485,6 +488,7 @@ fn start_pod_loop(
     deps: &Deps,
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
+    connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
     let ctx = sync_context(started, deps)?;
@@ -492,8 +496,24 @@ fn start_pod_loop(
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
-    let sources = pod_sources(started, deps)?;
-    let mut pod_loop = PodLoop::new(ctx, store, settings);
+    let mut sources = pod_sources(started, deps)?;
+    let node = &started.resolved.node;
+    let node_info = NodeInfo {
+        name: node.node_name.clone(),
+        labels: Default::default(),
+        allocatable: node.node.allocatable.clone(),
+        taints: node.register_with_taints.clone(),
+    };
+    if let Some(ip) = started.resolved.options.node_ips.first() {
+        store.set_host_ip(&ip.to_string());
+    }
+    let mut pod_loop = PodLoop::new(ctx, store.clone(), settings).with_node_info(node_info);
+    if let Some(connected) = connected {
+        // The API server is one more source: "every source has spoken" waits for its
+        // first list, once the node is registered.
+        sources.push(Box::new(ApiPodSource::new(connected.clone(), store)));
+        pod_loop = pod_loop.with_connected(connected);
+    }
     if let Some(hooks) = eviction {
         pod_loop = pod_loop.with_eviction(hooks);
     }
@@ -565,18 +585,25 @@ pub async fn run(
         return run_pods_once(&started, deps).await;
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let store = PodStatusStore::new();
+    let store = PodStatusStore::new().with_clock(Arc::clone(&deps.clock));
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    let (connected_tx, connected_rx) = watch::channel(None);
+    let connected = crate::app::node::startup::connected(&started.resolved);
     let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
         store.clone(),
         Some(eviction.hooks),
+        connected.then(|| connected_rx.clone()),
         shutdown_rx.clone(),
     )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
-    let _node_agent =
-        crate::app::node::startup::start_if_connected(&started, deps, eviction.conditions)?;
+    let _node_agent = crate::app::node::startup::start_if_connected(
+        &started,
+        deps,
+        eviction.conditions,
+        Arc::new(connected_tx),
+    )?;
     let server = if let Some(healthz) = &started.resolved.node.healthz {
         let address = healthz.to_string();
         let listener = tokio::net::TcpListener::bind(&address)

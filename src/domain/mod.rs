@@ -19,6 +19,7 @@
 //! - `eviction`: thresholds and signals.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
 //!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
+pub mod admission;
 pub mod cgroup;
 pub mod config;
 pub mod eviction;

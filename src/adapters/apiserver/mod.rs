@@ -6,6 +6,7 @@
 
 mod errors;
 mod kubeconfig;
+mod pods;
 
 use std::future::Future;
 use std::path::Path;
@@ -177,7 +178,8 @@ impl ApiConnector for KubeConnector {
             nodes: clients.clone(),
             leases: clients.clone(),
             events: clients.clone(),
-            certificates: clients,
+            certificates: clients.clone(),
+            pods: clients,
         })
     }
 }

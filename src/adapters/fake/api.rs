@@ -27,8 +27,8 @@ pub struct FakeCsr {
 }
 
 #[derive(Debug, Default)]
-struct State {
-    version: u64,
+pub(super) struct State {
+    pub(super) version: u64,
     down: bool,
     nodes: BTreeMap<String, NodeObject>,
     leases: BTreeMap<(String, String), Lease>,
@@ -40,12 +40,19 @@ struct State {
     status_patches: Vec<Value>,
     /// A one-shot conflict on the next lease update (someone else wrote it).
     conflict_next_lease_update: bool,
+    /// Pods by namespace and name, and every change to them (see `pods`).
+    pub(super) pods: BTreeMap<(String, String), Value>,
+    pub(super) pod_events: Vec<(u64, crate::ports::api::PodWatchEvent)>,
+    /// Watches from before this version get 410 Gone.
+    pub(super) pods_compacted: u64,
 }
 
 /// The fake API server; clone it to share.
 #[derive(Debug, Clone, Default)]
 pub struct FakeApiServer {
     state: Arc<Mutex<State>>,
+    /// Wakes pod watches.
+    pub(super) pods_changed: Arc<tokio::sync::Notify>,
 }
 
 fn unreachable() -> CallError {
@@ -58,7 +65,7 @@ fn unreachable() -> CallError {
 /// A JSON merge of `patch` into `target`, enough for the strategic patches the kubelet sends:
 /// objects merge, null removes, `conditions` merge by type, a list ending in
 /// `{"$patch": "replace"}` replaces, other lists replace.
-fn apply_patch(target: &mut Value, patch: &Value) {
+pub(super) fn apply_patch(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
@@ -102,7 +109,7 @@ impl FakeApiServer {
         FakeApiServer::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -114,7 +121,8 @@ impl FakeApiServer {
             nodes: me.clone(),
             leases: me.clone(),
             events: me.clone(),
-            certificates: me,
+            certificates: me.clone(),
+            pods: me,
         }
     }
 
@@ -187,7 +195,7 @@ impl FakeApiServer {
         }
     }
 
-    fn begin(&self, entry: String) -> Result<MutexGuard<'_, State>, CallError> {
+    pub(super) fn begin(&self, entry: String) -> Result<MutexGuard<'_, State>, CallError> {
         let mut s = self.lock();
         s.journal.push(entry);
         if s.down {

@@ -9,6 +9,7 @@ mod host;
 mod host_facts;
 mod machine;
 mod pki;
+mod pods;
 pub mod runtime;
 mod runtime_status;
 mod stats;

@@ -30,7 +30,7 @@ use tracing::{error, info};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node_status::labels::Registration;
-use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
+use crate::domain::node_status::model::{NodeAddress, NodeObject, ResourceList, Time};
 use crate::domain::node_status::status::{
     node_addresses, ImageSummary, NodeEvent, StatusInputs, Versions,
 };
@@ -100,6 +100,30 @@ pub struct NodeAgentSettings {
     pub allocatable_enforced: bool,
     /// The eviction manager's node conditions (none when it does not run).
     pub pressure: watch::Receiver<Vec<PressureCondition>>,
+    /// Told the node once it is registered: the API pod source and status writer start.
+    pub connected: Option<Arc<watch::Sender<Option<ConnectedNode>>>>,
+}
+
+/// A registered node, for the pod loop: its name, the current clients (replaced when the
+/// client certificate rotates), its IP and Node object.
+#[derive(Clone)]
+pub struct ConnectedNode {
+    pub node_name: String,
+    pub clients: watch::Receiver<ApiClients>,
+    /// The first InternalIP (else the first address): each pod's `hostIP`.
+    pub host_ip: String,
+    pub node: NodeObject,
+    /// The node's allocatable as the status loop computes it.
+    pub allocatable: ResourceList,
+}
+
+impl std::fmt::Debug for ConnectedNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectedNode")
+            .field("node_name", &self.node_name)
+            .field("host_ip", &self.host_ip)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NodeAgentSettings {
@@ -136,6 +160,7 @@ impl NodeAgentSettings {
             rotate_certificates: false,
             allocatable_enforced: false,
             pressure: watch::channel(Vec::new()).1,
+            connected: None,
         }
     }
 }
@@ -338,6 +363,22 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
         .send_replace(Some(registered.node().metadata.uid.clone()));
     if agent.settings.allocatable_enforced {
         agent.recorder.record(NodeEvent::allocatable_enforced());
+    }
+    if let Some(tx) = &agent.settings.connected {
+        let addresses = agent.status_inputs().addresses;
+        let host_ip = addresses
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .or_else(|| addresses.first())
+            .map(|a| a.address.clone())
+            .unwrap_or_default();
+        tx.send_replace(Some(ConnectedNode {
+            node_name: agent.settings.registration.node_name.clone(),
+            clients: agent.clients.clone(),
+            host_ip,
+            node: registered.node().clone(),
+            allocatable: agent.settings.allocatable.clone(),
+        }));
     }
     info!(node = %agent.settings.registration.node_name, "Node agent running: lease and status loops");
     let a = agent.clone();

@@ -5,7 +5,9 @@
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::{run_node_agent, NodeAgent, NodeAgentSettings};
+use std::sync::Arc;
+
+use super::{run_node_agent, ConnectedNode, NodeAgent, NodeAgentSettings};
 use crate::app::bootstrap::{Deps, Started, StartupError};
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
 use crate::domain::eviction::thresholds::PressureCondition;
@@ -66,12 +68,14 @@ pub fn start_if_connected(
     started: &Started,
     deps: &Deps,
     pressure: watch::Receiver<Vec<PressureCondition>>,
+    connected: Arc<watch::Sender<Option<ConnectedNode>>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
     };
     let mut settings = agent_settings(&started.resolved, cluster);
     settings.pressure = pressure;
+    settings.connected = Some(connected);
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
-use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi};
+use super::{Cause, CertificateApi, EventApi, LeaseApi, NodeApi, PodApi};
 
 /// The clients of one connection. Node and lease calls (the heartbeat) bypass the
 /// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client
@@ -19,6 +19,8 @@ pub struct ApiClients {
     pub leases: Arc<dyn LeaseApi>,
     pub events: Arc<dyn EventApi>,
     pub certificates: Arc<dyn CertificateApi>,
+    /// The node's pods (watch, status, deletion); rate limited like events.
+    pub pods: Arc<dyn PodApi>,
 }
 
 /// What a kubeconfig says, read without connecting.

@@ -8,6 +8,7 @@ pub mod connect;
 pub mod events;
 pub mod leases;
 pub mod nodes;
+pub mod pods;
 
 use std::fmt;
 
@@ -18,6 +19,7 @@ pub use connect::{ApiClients, ApiConnector, ConnectError, KubeconfigSummary};
 pub use events::{EventApi, EventsError};
 pub use leases::{LeaseApi, LeasesError};
 pub use nodes::{NodeApi, NodesError};
+pub use pods::{PodApi, PodList, PodWatch, PodWatchEvent, PodsError};
 
 /// The boxed cause of a failed call (the client library's error), kept for the log.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
