@@ -1,7 +1,7 @@
 //! Start-up benchmark: time from process start to `/healthz` answering `ok`, and the
 //! resident memory after 10 s idle, on the simulated runtime. Goals: under 30 ms and
 //! under 15 MiB. `RKUBELET_BENCH_RUNS` sets the number of starts (default 20);
-//! `RKUBELET_BENCH_IDLE_SECS` the idle wait (default 10).
+//! `RKUBELET_BENCH_STARTUP_IDLE_SECS` the idle wait (default 10).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -71,7 +71,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 fn main() {
     let runs = env_number("RKUBELET_BENCH_RUNS", 20);
-    let idle = env_number("RKUBELET_BENCH_IDLE_SECS", 10);
+    let idle = env_number("RKUBELET_BENCH_STARTUP_IDLE_SECS", 10);
     let Ok(dir) = tempfile::tempdir() else {
         fail("startup", "no temp dir");
     };

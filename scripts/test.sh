@@ -38,10 +38,13 @@ took "tests"
 echo "== benchmarks (each figure with its goal: met or NOT MET)"
 figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
 mkdir -p "$(dirname "$figures")"
-# One invocation builds the benches once. The soak and the API server outage run their
-# short forms here (CI's time budget); unset, a hand run takes the issue's lengths.
+# One invocation builds the benches once. The soak, the API server outage, the idle
+# waits and the probe load run their short forms here (CI's time budget); unset, a hand
+# run takes the issue's lengths.
 export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-60}"
 export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-60}"
+export RKUBELET_BENCH_IDLE_SECS="${RKUBELET_BENCH_IDLE_SECS:-30}"
+export RKUBELET_BENCH_PROBE_SECS="${RKUBELET_BENCH_PROBE_SECS:-30}"
 cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench api_pods --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction \

@@ -180,6 +180,11 @@ if [ -n "$(awk -v b="$BASE/" 'index($5, b) == 1' /proc/self/mountinfo)" ]; then
 fi
 if [ "$keep_logs" = 1 ]; then
     find "$BASE" -mindepth 1 -maxdepth 1 ! -name containerd.log ! -name logs -exec rm -rf {} +
+elif mountpoint -q "$BASE"; then
+    # A base on its own small filesystem (the disk-pressure tests mount one there).
+    find "$BASE" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    umount "$BASE"
+    rmdir "$BASE"
 else
     rm -rf "$BASE"
 fi

@@ -31,10 +31,36 @@ impl Containerd {
 
     /// Like `start`, but a missing peer or a failed start-up is an error, not a panic.
     pub fn try_start(name: &str) -> Result<Containerd, String> {
+        Containerd::try_start_on(name, None)
+    }
+
+    /// Like `start`, with the base directory (containerd's root and state, and whatever
+    /// the test puts there) on a tmpfs of `size_mib` of its own: a small disk.
+    #[allow(dead_code)] // the disk-pressure tests only
+    pub fn start_on_small_disk(name: &str, size_mib: u64) -> Containerd {
+        Containerd::try_start_on(name, Some(size_mib)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start_on(name: &str, disk_mib: Option<u64>) -> Result<Containerd, String> {
         if let Some(missing) = Containerd::unavailable() {
             return Err(missing);
         }
         let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
+        if let Some(mib) = disk_mib {
+            std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+            let out = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+                .arg(&base)
+                .output()
+                .map_err(|e| format!("mount does not run: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "mounting a {mib} MiB tmpfs on {} failed: {}",
+                    base.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
         // The guard exists before the script runs, so a half-started instance is torn down.
         let mut guard = Containerd {
             base: base.clone(),

@@ -62,8 +62,23 @@ impl Node {
     pub fn start(name: &str) -> Node {
         let ctrd = Containerd::start(name);
         let dirs = tempfile::tempdir().expect("temp dir");
-        let manifests = dirs.path().join("manifests");
         let root = dirs.path().join("root");
+        Node::on(ctrd, dirs, root)
+    }
+
+    /// A node whose `--root-dir`, containerd (images, writable layers) and pod logs share
+    /// one tmpfs of `size_mib`: a small node filesystem that is also the image
+    /// filesystem.
+    #[allow(dead_code)] // the disk-pressure tests only
+    pub fn start_on_small_disk(name: &str, size_mib: u64) -> Node {
+        let ctrd = Containerd::start_on_small_disk(name, size_mib);
+        let dirs = tempfile::tempdir().expect("temp dir");
+        let root = ctrd.base.join("kubelet-root");
+        Node::on(ctrd, dirs, root)
+    }
+
+    fn on(ctrd: Containerd, dirs: tempfile::TempDir, root: PathBuf) -> Node {
+        let manifests = dirs.path().join("manifests");
         std::fs::create_dir_all(&manifests).expect("manifest dir");
         std::fs::create_dir_all(&root).expect("root dir");
         let logs = PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT"));

@@ -90,9 +90,10 @@ fn start(name: &str, options: ClusterOptions) -> (Cluster, Node, tempfile::TempD
     (cluster, node, tempfile::tempdir().expect("tempdir"))
 }
 
-/// Must-show 1 and 2: a pod bound to the node goes Pending → Running with the status
+/// Must-show 1 to 4: a pod bound to the node goes Pending → Running with the status
 /// upstream writes; pods that exit end Succeeded or Failed; a crash loop shows
-/// CrashLoopBackOff with a rising restart count.
+/// CrashLoopBackOff with a rising restart count; pods that do not fit are refused in
+/// upstream's words; deletions (graceful, past the grace period, forced) leave nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn api_pods_run_and_report_their_status() {
@@ -178,6 +179,57 @@ async fn api_pods_run_and_report_their_status() {
     let table = cluster.kubectl(&["get", "pod", "loop"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("CrashLoopBackOff"), "{table}");
+
+    // Must-show 4: node admission refuses what does not fit, in upstream's words.
+    apply(
+        &cluster,
+        dir.path(),
+        &bound_pod("greedy", &image, "sleep 3600", "").replace(
+            "    command:",
+            "    resources: {requests: {cpu: \"64\"}}\n    command:",
+        ),
+    );
+    apply(
+        &cluster,
+        dir.path(),
+        &bound_pod(
+            "picky",
+            &image,
+            "sleep 3600",
+            "  nodeSelector: {disk: ssd}\n",
+        ),
+    );
+    let greedy = eventually(30, "pod greedy Failed", || {
+        let p = pod(&cluster, "greedy")?;
+        (p["status"]["phase"] == "Failed").then_some(p)
+    });
+    assert_eq!(
+        greedy["status"]["reason"], "OutOfcpu",
+        "{}",
+        greedy["status"]
+    );
+    let message = greedy["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Pod was rejected: Node didn't have enough resource: cpu, requested: 64000, used: 0, capacity: "),
+        "{message}"
+    );
+    let picky = eventually(30, "pod picky Failed", || {
+        let p = pod(&cluster, "picky")?;
+        (p["status"]["phase"] == "Failed").then_some(p)
+    });
+    assert_eq!(
+        picky["status"]["reason"], "NodeAffinity",
+        "{}",
+        picky["status"]
+    );
+    assert_eq!(
+        picky["status"]["message"],
+        "Pod was rejected: Predicate NodeAffinity failed"
+    );
+    assert_eq!(
+        sandboxes_of(&node, "greedy").await + sandboxes_of(&node, "picky").await,
+        0
+    );
 
     // Must-show 3: graceful deletion, grace period, force deletion; nothing left behind.
     let polite = "trap 'sleep 2; exit 0' TERM; while true; do sleep 0.1; done";
@@ -272,8 +324,43 @@ async fn api_pods_run_and_report_their_status() {
         }
         assert!(cgroups.is_empty(), "{name}: cgroups left: {cgroups:?}");
     }
+
+    // A simulated node (fake://) runs API pods through the same path.
+    let sim_dir = tempfile::tempdir().expect("tempdir");
+    let sim_kubeconfig = cluster.node_kubeconfig("sim1", 30);
+    let mut sim = crate::common::start_daemon(
+        &[
+            format!("--kubeconfig={}", sim_kubeconfig.display()),
+            "--container-runtime-endpoint=fake://".to_string(),
+            "--hostname-override=sim1".to_string(),
+            format!("--root-dir={}", sim_dir.path().display()),
+            format!("--cert-dir={}", sim_dir.path().join("pki").display()),
+        ],
+        false,
+    );
+    eventually(30, "node sim1 registered", || {
+        cluster.get_json(&["node", "sim1"])
+    });
+    apply(
+        &cluster,
+        dir.path(),
+        &bound_pod("simulated", &image, "sleep 3600", "").replace(NODE_LINE, "  nodeName: sim1\n"),
+    );
+    let simulated = eventually(30, "simulated pod Running", || {
+        let p = pod(&cluster, "simulated")?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    assert_eq!(simulated["spec"]["nodeName"], "sim1");
+    let out = cluster.kubectl(&["delete", "pod", "simulated", "--wait=false"]);
+    assert!(out.status.success());
+    eventually(30, "simulated pod gone", || {
+        pod(&cluster, "simulated").is_none().then_some(())
+    });
+    let _ = sim.terminate();
     node.finish();
 }
+
+const NODE_LINE: &str = "  nodeName: n1\n";
 
 fn deployment(name: &str, image: &str, replicas: u32) -> String {
     format!(

@@ -241,6 +241,128 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     node.finish();
 }
 
+/// Free bytes of the filesystem holding `path`, as an unprivileged user sees them.
+fn available_bytes(path: &std::path::Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(path).expect("statvfs");
+    st.blocks_available() * st.fragment_size()
+}
+
+/// Must-show 2: `--root-dir` on a small filesystem (a 160 MiB tmpfs that also holds
+/// containerd's images and writable layers, so it is the image filesystem too), a pod
+/// writing to an emptyDir drives `nodefs.available` below its threshold: the dead
+/// container of a finished pod and the unused images go first, then the writing pod is
+/// evicted (reclaim cannot free what it wrote), and `DiskPressure` is True.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
+async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_evicts_the_writer() {
+    let mut node = Node::start_on_small_disk("evict-disk", 160);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/build-images.sh");
+    let out = std::process::Command::new(script)
+        .arg("--gc-images")
+        .arg(node.ctrd.socket())
+        .output()
+        .expect("build-images.sh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let free_mib = available_bytes(&node.ctrd.base) / MI;
+    // Met once the pods use about 40 MiB more of the disk; the writer writes 64 MiB.
+    let threshold_mib = free_mib
+        .checked_sub(40)
+        .expect("a tmpfs of 160 MiB has 40 MiB free");
+    node.kubelet_with(&[
+        &format!("--eviction-hard=nodefs.available<{threshold_mib}Mi"),
+        "--housekeeping-interval=1s",
+    ]);
+    let bb = node.busybox.clone();
+    node.write(
+        "done.yaml",
+        &pod(
+            "done",
+            "  restartPolicy: Never\n",
+            &[],
+            &[container("done", &bb, "true")],
+        ),
+    );
+    let runtime = CriRuntime::connect(&node.endpoint, Duration::from_secs(30)).expect("CRI");
+    let done_exited = || async {
+        let c = node.containers("done-n1").await;
+        c.iter()
+            .any(|c| {
+                c.status.state == rkubelet::domain::kuberuntime::runtime::ContainerState::Exited
+            })
+            .then_some(())
+    };
+    eventually!(60, "the done pod's container exited", done_exited().await);
+    let writer = container(
+        "writer",
+        &bb,
+        "sleep 2; dd if=/dev/zero of=/scratch/fill bs=1M count=64; sleep 3600",
+    ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
+    node.write(
+        "writer.yaml",
+        &pod(
+            "writer",
+            "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
+            &[],
+            &[writer],
+        ),
+    );
+    let evicted_writer = wait_status(&node, "writer-n1", 90, evicted).await;
+    let (_, reason, message) = phase(&evicted_writer);
+    assert_eq!(reason, "Evicted");
+    assert!(
+        message
+            .starts_with("The node was low on resource: ephemeral-storage. Threshold quantity: "),
+        "{message}"
+    );
+    assert!(message.contains("Container writer was using"), "{message}");
+
+    // Reclaim came first: the finished pod's dead container and the unused images are
+    // gone from the runtime, and the log says so before the eviction.
+    assert!(node.containers("done-n1").await.is_empty());
+    let images = runtime.list_images().await.expect("ListImages");
+    for gc in [
+        "registry.rkubelet.test/gc-a:1",
+        "registry.rkubelet.test/gc-b:1",
+    ] {
+        assert!(
+            !images.iter().any(|i| i.names.iter().any(|n| n == gc)),
+            "{gc} still present: {images:?}"
+        );
+    }
+    // The finished pod is not started again once its dead container is gone (a
+    // terminal phase is final): a few relists later it still ran once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let done = node.pod_json("done-n1").expect("done listed");
+    assert_eq!(phase(&done).0, "Succeeded", "{done}");
+    let starts = node
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("started container") && l.contains("container=done "))
+        .count();
+    assert_eq!(starts, 1, "the finished pod was started again");
+    let log = node.log_text();
+    let at = |text: &str| {
+        log.find(text)
+            .unwrap_or_else(|| panic!("no {text:?} in the log:\n{log}"))
+    };
+    let removed = at("eviction manager: removed dead containers");
+    let images_removed = at("removing image to free bytes");
+    let must_evict = at("Eviction manager: must evict pod(s) to reclaim");
+    assert!(removed < must_evict && images_removed < must_evict);
+    assert!(
+        log.lines().any(|l| l.contains("node condition changed")
+            && l.contains("DiskPressure")
+            && l.contains("True")),
+        "no DiskPressure True in the log"
+    );
+    node.finish();
+}
+
 /// Must-show 3: an emptyDir with `sizeLimit: 10Mi` written past it: the pod is evicted
 /// with upstream's message (no threshold needed: local storage isolation is on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -542,3 +542,44 @@ async fn a_pods_cgroup_exists_before_its_sandbox_and_goes_only_after_its_contain
     // The sandbox was created under the pod's cgroup.
     assert!(terminate_pod(&ctx, "order", Some(&p)).await);
 }
+
+/// A pod that ran to completion stays done: once its dead container is garbage
+/// collected (disk-pressure reclaim), the loop does not start it again.
+#[tokio::test(start_paused = true)]
+async fn a_finished_pod_is_not_started_again_when_its_dead_container_is_removed() {
+    let w = world();
+    let store = PodStatusStore::new();
+    let (tx, rx) = mpsc::channel(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let pod_loop = PodLoop::new(w.ctx.clone(), store.clone(), LoopSettings::default());
+    let task = tokio::spawn(pod_loop.run(vec![Box::new(ChannelSource(rx))], stop_rx));
+    tx.send(set(vec![pod("done", RestartPolicy::Never, IMAGE)]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    wait_until("the pod runs", || {
+        phase_of(&store, "web-done").as_deref() == Some("Running")
+    })
+    .await;
+    let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&id, 0);
+    wait_until("the pod succeeds", || {
+        phase_of(&store, "web-done").as_deref() == Some("Succeeded")
+    })
+    .await;
+    w.runtime
+        .remove_container(&id)
+        .await
+        .unwrap_or_else(|e| panic!("remove: {e}"));
+    // Relists and resyncs go by (the clock is paused: this advances it).
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let creates = w
+        .runtime
+        .journal()
+        .iter()
+        .filter(|c| c.starts_with("CreateContainer"))
+        .count();
+    assert_eq!(creates, 1, "the finished pod was started again");
+    assert_eq!(phase_of(&store, "web-done").as_deref(), Some("Succeeded"));
+    let _ = stop_tx.send(true);
+    task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+}

@@ -80,7 +80,18 @@ pub(super) async fn worker_loop(
                         status
                     }
                 };
+                // Ran to completion (Succeeded, or Failed with nothing to restart) and
+                // its sandbox stopped: a terminal phase is final, as upstream's, so the
+                // pod is never started again, even once its dead containers are gone.
+                let finished = status.is_terminal() && !outcome.failed;
                 shared.store.set(&pod, status);
+                if finished {
+                    drop(permit);
+                    if !wait_for_new_desire(&mut desired, &pod).await {
+                        return;
+                    }
+                    continue;
+                }
                 failures = if outcome.failed {
                     failures.saturating_add(1)
                 } else {
@@ -166,6 +177,19 @@ pub(super) async fn worker_loop(
             changed = desired.changed() => if changed.is_err() { return },
             () = poke.notified() => {}
             () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Waits until the pod is wanted otherwise than as `pod` runs now (a new spec, its
+/// removal, an eviction); false once the loop is gone.
+async fn wait_for_new_desire(desired: &mut watch::Receiver<Desired>, pod: &Pod) -> bool {
+    loop {
+        if desired.changed().await.is_err() {
+            return false;
+        }
+        if !matches!(&*desired.borrow(), Desired::Run(p) if **p == *pod) {
+            return true;
         }
     }
 }

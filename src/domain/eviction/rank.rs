@@ -10,7 +10,6 @@ use super::signals::{FsUsage, PodStats};
 use super::thresholds::Resource;
 use super::Signal;
 use crate::domain::pod::{Pod, Volume};
-use crate::domain::units::quantity::Quantity;
 
 /// Which of a pod's disk usages a ranking counts (upstream `fsStatsType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,45 +61,7 @@ pub fn priority(pod: &Pod) -> i32 {
     pod.spec.priority.unwrap_or(0)
 }
 
-/// What the pod requests of `resource` (upstream v1.26 `GetResourceRequestQuantity`):
-/// the sum over its containers, or the largest init container's request if more. Zero
-/// (in bytes) when nothing requests it.
-pub fn pod_request(pod: &Pod, resource: &str) -> i128 {
-    let request =
-        |c: &crate::domain::pod::Container| c.resources.requests.get(resource).map(Quantity::nanos);
-    let sum: i128 = pod.spec.containers.iter().filter_map(request).sum();
-    let init = pod
-        .spec
-        .init_containers
-        .iter()
-        .filter_map(request)
-        .max()
-        .unwrap_or(0);
-    sum.max(init)
-}
-
-/// The pod's limit of `resource` (upstream `PodRequestsAndLimits`): the containers'
-/// limits summed, or the largest init container's if more; `None` when no container
-/// states one.
-pub fn pod_limit(pod: &Pod, resource: &str) -> Option<Quantity> {
-    let limit = |c: &crate::domain::pod::Container| c.resources.limits.get(resource).copied();
-    let mut found = false;
-    let mut sum: Option<Quantity> = None;
-    for q in pod.spec.containers.iter().filter_map(limit) {
-        found = true;
-        sum = Some(match sum {
-            Some(s) => s.checked_add(&q).unwrap_or(s),
-            None => q,
-        });
-    }
-    for q in pod.spec.init_containers.iter().filter_map(limit) {
-        found = true;
-        if sum.is_none_or(|s| q > s) {
-            sum = Some(q);
-        }
-    }
-    sum.filter(|_| found)
-}
+pub use crate::domain::pod::resources::{pod_limit, pod_request};
 
 /// Volumes of the pod on the node's disk (upstream `localVolumeNames`: hostPath and
 /// local ephemeral volumes; a memory-backed emptyDir is not on disk).
@@ -209,6 +170,7 @@ pub(crate) mod tests {
     use super::super::signals::{ContainerStats, VolumeStats};
     use super::*;
     use crate::domain::pod::{Container, EmptyDirVolume, ResourceRequirements};
+    use crate::domain::units::quantity::Quantity;
 
     pub(crate) const LOW: i32 = -1;
     pub(crate) const DEFAULT: i32 = 0;

@@ -11,10 +11,11 @@ pub mod api;
 pub mod decode;
 pub mod defaults;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod hash;
 pub mod probe;
 pub mod qos;
+pub mod resources;
 pub mod security;
 pub mod static_pod;
 pub mod validate;
@@ -143,6 +144,80 @@ pub struct PodSpec {
     /// What the pod's runtime class adds to its resources (`spec.overhead`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub overhead: BTreeMap<String, Quantity>,
+    // Where the pod may run: read by node admission (domain::admission).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<PodOs>,
+}
+
+/// `spec.affinity`; only the node affinity's required part matters to a kubelet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Affinity {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeAffinity {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
+}
+
+/// Terms ORed; within a term, every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelector {
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorTerm {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`.
+    pub operator: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Toleration {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Exists` or `Equal` (the default when empty).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub operator: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Empty matches every effect.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub effect: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// `spec.os`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodOs {
+    pub name: String,
 }
 
 impl Default for PodSpec {
@@ -165,6 +240,10 @@ impl Default for PodSpec {
             share_process_namespace: None,
             security_context: None,
             overhead: BTreeMap::new(),
+            node_selector: BTreeMap::new(),
+            affinity: None,
+            tolerations: Vec::new(),
+            os: None,
         }
     }
 }
@@ -487,6 +566,15 @@ impl Pod {
 /// `"<name>_<namespace>"`, the key the kubelet uses for a pod in logs and maps.
 pub fn full_name(pod: &Pod) -> String {
     format!("{}_{}", pod.metadata.name, pod.metadata.namespace)
+}
+
+/// Whether the pod came from a manifest (file or URL) rather than the API server
+/// (upstream `IsStaticPod`: its source annotation says so).
+pub fn is_static_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .get(CONFIG_SOURCE_ANNOTATION)
+        .is_some_and(|source| source != "api")
 }
 
 /// `"<name>_<namespace>(<uid>)"`: how upstream names a pod in messages (`format.Pod`).
