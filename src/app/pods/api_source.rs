@@ -89,6 +89,8 @@ impl ApiPodSource {
     async fn api(&mut self) -> Option<(std::sync::Arc<dyn PodApi>, String)> {
         loop {
             if let Some(c) = &*self.connected.borrow_and_update() {
+                // Before any API pod has a status: each shows the node's IP.
+                self.store.set_host_ip(&c.host_ip);
                 let pods = c.clients.borrow().pods.clone();
                 return Some((pods, c.node_name.clone()));
             }

@@ -199,6 +199,10 @@ pub async fn run_status_writer(
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sweep = Instant::now();
+    let mut connected_open = true;
+    if let Some(ip) = connected.borrow().as_ref().map(|c| c.host_ip.clone()) {
+        store.set_host_ip(&ip);
+    }
     loop {
         tokio::select! {
             () = shutdown_requested(&mut stop) => break,
@@ -214,7 +218,8 @@ pub async fn run_status_writer(
                     writer.pending.extend(store.pod_uids());
                 }
             }
-            changed = connected.changed() => if changed.is_err() { break },
+            // The node is told once; a gone sender leaves the clients as they are.
+            changed = connected.changed(), if connected_open => connected_open = changed.is_ok(),
         }
         if let Some(ip) = connected.borrow().as_ref().map(|c| c.host_ip.clone()) {
             store.set_host_ip(&ip);
@@ -224,4 +229,88 @@ pub async fn run_status_writer(
         }
     }
     writer.tasks.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::FakeApiServer;
+    use crate::domain::pod::api::decode_api_pod;
+    use crate::domain::status::rejected_pod_status;
+    use serde_json::json;
+
+    fn connected(api: &FakeApiServer) -> watch::Receiver<Option<ConnectedNode>> {
+        let (_, clients) = watch::channel(api.clients());
+        watch::channel(Some(ConnectedNode {
+            node_name: "n1".into(),
+            clients,
+            host_ip: "10.0.0.1".into(),
+            node: Default::default(),
+            allocatable: Default::default(),
+        }))
+        .1
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_changes_once_then_deletes_a_pod_whose_final_status_is_written() {
+        let api = FakeApiServer::new();
+        let stored = api.put_pod(json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox"}]}
+        }));
+        let pod = decode_api_pod(&stored).expect("decodes").pod;
+        let store = PodStatusStore::new();
+        let (_stop_tx, stop) = watch::channel(false);
+        let writer = tokio::spawn(run_status_writer(store.clone(), connected(&api), stop));
+        settle().await;
+
+        store.set(&pod, rejected_pod_status("OutOfcpu", "too big"));
+        settle().await;
+        assert_eq!(api.count("patch podstatus default/web"), 1);
+        let written = api.pod("default", "web").expect("pod");
+        assert_eq!(written["status"]["reason"], "OutOfcpu");
+        assert_eq!(written["status"]["hostIP"], "10.0.0.1");
+        assert!(written["status"]["startTime"].is_string());
+
+        // The same status again: nothing sent.
+        store.set(&pod, rejected_pod_status("OutOfcpu", "too big"));
+        settle().await;
+        assert_eq!(api.count("patch podstatus"), 1);
+
+        // Its final status after a deletion: written, then the pod deleted with grace 0.
+        store.set_final(&pod, rejected_pod_status("OutOfcpu", "too big"));
+        settle().await;
+        assert_eq!(api.count("delete pod default/web grace=0"), 1);
+        assert!(api.pod("default", "web").is_none());
+        writer.abort();
+    }
+
+    #[tokio::test]
+    async fn a_pod_recreated_under_its_name_is_not_written_over() {
+        let api = FakeApiServer::new();
+        let old = api.put_pod(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "old"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox"}]}
+        }));
+        let pod = decode_api_pod(&old).expect("decodes").pod;
+        api.remove_pod("default", "web");
+        let mut new = old.clone();
+        new["metadata"]["uid"] = json!("new");
+        api.put_pod(new);
+        let store = PodStatusStore::new();
+        let (_stop_tx, stop) = watch::channel(false);
+        let writer = tokio::spawn(run_status_writer(store.clone(), connected(&api), stop));
+        store.set(&pod, rejected_pod_status("OutOfcpu", "too big"));
+        settle().await;
+        assert_eq!(api.count("patch podstatus"), 1);
+        let pod_now = api.pod("default", "web").expect("the new pod");
+        assert!(pod_now["status"].is_null(), "{pod_now}");
+        writer.abort();
+    }
 }
