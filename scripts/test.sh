@@ -46,7 +46,7 @@ export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-60}"
 export RKUBELET_BENCH_IDLE_SECS="${RKUBELET_BENCH_IDLE_SECS:-30}"
 export RKUBELET_BENCH_PROBE_SECS="${RKUBELET_BENCH_PROBE_SECS:-30}"
 cargo bench --locked --profile release-unwind \
-    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench api_pods --bench probes \
+    --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction \
     | tee "$figures"
 took "benchmarks"
