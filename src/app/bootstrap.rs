@@ -18,6 +18,8 @@ use tracing::{error, info, warn};
 
 use crate::app::container_manager::{ContainerManager, ContainerManagerError};
 use crate::app::eviction::{EvictionInputs, RunningEviction};
+use crate::app::node::ConnectedNode;
+use crate::app::pods::api_source::ApiPodSource;
 use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
@@ -25,6 +27,7 @@ use crate::app::pods::sync::SyncContext;
 use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
+use crate::domain::admission::NodeInfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupVersion, DriverAgreement, WeightCurve};
 use crate::domain::config::error::ConfigError;
 use crate::domain::config::layers::GivenFlags;
@@ -507,17 +510,39 @@ fn start_pod_loop(
     store: PodStatusStore,
     eviction: Option<EvictionHooks>,
     links: &PodLinks,
+    connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     shutdown: watch::Receiver<bool>,
-    volumes: Arc<VolumeManager>,
 ) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
-    let ctx = sync_context(started, deps, links.events.clone(), Some(volumes))?;
+    let ctx = sync_context(
+        started,
+        deps,
+        links.events.clone(),
+        Some(Arc::clone(&links.volumes)),
+    )?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
         ..LoopSettings::default()
     };
-    let sources = pod_sources(started, deps)?;
-    let mut pod_loop =
-        PodLoop::new(ctx, store, settings).with_static_pods(links.static_pods.clone());
+    let mut sources = pod_sources(started, deps)?;
+    let node = &started.resolved.node;
+    let node_info = NodeInfo {
+        name: node.node_name.clone(),
+        labels: Default::default(),
+        allocatable: node.node.allocatable.clone(),
+        taints: node.register_with_taints.clone(),
+    };
+    if let Some(ip) = started.resolved.options.node_ips.first() {
+        store.set_host_ip(&ip.to_string());
+    }
+    let mut pod_loop = PodLoop::new(ctx, store.clone(), settings)
+        .with_node_info(node_info)
+        .with_static_pods(links.static_pods.clone());
+    if let Some(connected) = connected {
+        // The API server is one more source: "every source has spoken" waits for its
+        // first list, once the node is registered.
+        sources.push(Box::new(ApiPodSource::new(connected.clone(), store)));
+        pod_loop = pod_loop.with_connected(connected);
+    }
     if let Some(hooks) = eviction {
         pod_loop = pod_loop.with_eviction(hooks);
     }
@@ -570,24 +595,21 @@ async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, Sta
 }
 
 /// What the pod loop shares with the node agent: its events (written through the agent's
-/// recorder) and its static pods (for their mirror pods).
+/// recorder), its static pods (for their mirror pods) and its volume manager (which reads
+/// ConfigMaps, Secrets and tokens once the agent has clients).
 pub struct PodLinks {
     pub events: PodEventSink,
     pub static_pods: watch::Sender<Vec<crate::domain::pod::Pod>>,
+    pub volumes: Arc<VolumeManager>,
 }
 
 impl PodLinks {
-    pub fn new() -> Self {
+    pub fn new(clock: Arc<dyn crate::ports::clock::Clock>) -> Self {
         PodLinks {
             events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).0,
+            volumes: Arc::new(VolumeManager::standalone(clock)),
         }
-    }
-}
-
-impl Default for PodLinks {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -715,19 +737,19 @@ pub async fn run(
         return run_pods_once(&started, deps).await;
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let store = PodStatusStore::new();
+    let store = PodStatusStore::new().with_clock(Arc::clone(&deps.clock));
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
-    let links = PodLinks::new();
-    // ConfigMaps, Secrets and tokens, read once the node agent has clients.
-    let volumes = Arc::new(VolumeManager::standalone(Arc::clone(&deps.clock)));
+    let links = PodLinks::new(Arc::clone(&deps.clock));
+    let (connected_tx, connected_rx) = watch::channel(None);
+    let connected = crate::app::node::startup::connected(&started.resolved);
     let (pod_loop, pleg) = start_pod_loop(
         &started,
         deps,
         store.clone(),
         Some(eviction.hooks),
         &links,
+        connected.then(|| connected_rx.clone()),
         shutdown_rx.clone(),
-        Arc::clone(&volumes),
     )?;
     // Connected mode: the node agent runs beside the pod loop until shutdown.
     let _node_agent = crate::app::node::startup::start_if_connected(
@@ -735,7 +757,8 @@ pub async fn run(
         deps,
         eviction.conditions,
         &links,
-        Some(volumes),
+        Some(Arc::clone(&links.volumes)),
+        Arc::new(connected_tx),
     )?;
     let endpoints = {
         let configz = started.configz.clone();

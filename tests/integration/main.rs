@@ -13,6 +13,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod api_pods;
 mod apiserver_adapter;
 mod cgroupfs_real;
 mod cgroups_containerd;

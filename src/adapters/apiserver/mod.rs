@@ -9,6 +9,7 @@ mod errors;
 mod kubeconfig;
 mod mirror_pods;
 mod objects;
+mod pods;
 
 use std::future::Future;
 use std::path::Path;
@@ -182,7 +183,8 @@ impl ApiConnector for KubeConnector {
             events: clients.clone(),
             mirror_pods: clients.clone(),
             certificates: clients.clone(),
-            objects: clients,
+            objects: clients.clone(),
+            pods: clients,
         })
     }
 }

@@ -494,6 +494,7 @@ fn container_status_from_wire(s: proto::ContainerStatus) -> ContainerStatus {
         attempt,
         state: container_state(s.state),
         image: s.image.map(|i| i.image).unwrap_or_default(),
+        image_ref: s.image_ref,
         exit_code: s.exit_code,
         reason: s.reason,
         message: s.message,
@@ -726,6 +727,7 @@ impl RuntimeService for CriRuntime {
                 let mut status = ContainerStatus::new(&k.id, &meta.name, container_state(k.state));
                 status.attempt = meta.attempt;
                 status.image = k.image.map(|i| i.image).unwrap_or_default();
+                status.image_ref = k.image_ref;
                 status.hash = spec_hash(&k.annotations);
                 status.backoff_step = backoff_step(&k.annotations);
                 status.created_at_nanos = k.created_at;

@@ -29,15 +29,13 @@ pub struct FakeCsr {
 }
 
 #[derive(Debug, Default)]
-struct State {
-    version: u64,
+pub(super) struct State {
+    pub(super) version: u64,
     down: bool,
     nodes: BTreeMap<String, NodeObject>,
     leases: BTreeMap<(String, String), Lease>,
     events: BTreeMap<(String, String), Event>,
     csrs: BTreeMap<String, FakeCsr>,
-    /// Pods by namespace and name (mirror pods), as created.
-    pods: BTreeMap<(String, String), Value>,
     /// Bumped at every change of `pods`.
     pods_version: u64,
     /// `verb resource name`, one per call, in order.
@@ -46,12 +44,20 @@ struct State {
     status_patches: Vec<Value>,
     /// A one-shot conflict on the next lease update (someone else wrote it).
     conflict_next_lease_update: bool,
+    /// Pods by namespace and name (the node's pods and mirror pods, one store for both
+    /// ports), and every change to them (see `pods`).
+    pub(super) pods: BTreeMap<(String, String), Value>,
+    pub(super) pod_events: Vec<(u64, crate::ports::api::PodWatchEvent)>,
+    /// Watches from before this version get 410 Gone.
+    pub(super) pods_compacted: u64,
 }
 
 /// The fake API server; clone it to share.
 #[derive(Debug, Clone, Default)]
 pub struct FakeApiServer {
     state: Arc<Mutex<State>>,
+    /// Wakes pod watches.
+    pub(super) pods_changed: Arc<tokio::sync::Notify>,
 }
 
 fn unreachable() -> CallError {
@@ -64,7 +70,7 @@ fn unreachable() -> CallError {
 /// A JSON merge of `patch` into `target`, enough for the strategic patches the kubelet sends:
 /// objects merge, null removes, `conditions` merge by type, a list ending in
 /// `{"$patch": "replace"}` replaces, other lists replace.
-fn apply_patch(target: &mut Value, patch: &Value) {
+pub(super) fn apply_patch(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
@@ -108,7 +114,7 @@ impl FakeApiServer {
         FakeApiServer::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -121,8 +127,9 @@ impl FakeApiServer {
             leases: me.clone(),
             events: me.clone(),
             mirror_pods: me.clone(),
-            certificates: me,
+            certificates: me.clone(),
             objects: Arc::new(super::FakeObjects::default()),
+            pods: me,
         }
     }
 
@@ -195,14 +202,6 @@ impl FakeApiServer {
         }
     }
 
-    /// A pod the API holds (`namespace`, `name`).
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
-        self.lock()
-            .pods
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
-    }
-
     /// Marks a pod for deletion, as `kubectl delete` does to a pod bound to a node.
     pub fn mark_pod_deleted(&self, namespace: &str, name: &str) {
         let mut s = self.lock();
@@ -212,7 +211,7 @@ impl FakeApiServer {
         s.pods_version += 1;
     }
 
-    fn begin(&self, entry: String) -> Result<MutexGuard<'_, State>, CallError> {
+    pub(super) fn begin(&self, entry: String) -> Result<MutexGuard<'_, State>, CallError> {
         let mut s = self.lock();
         s.journal.push(entry);
         if s.down {

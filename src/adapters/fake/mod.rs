@@ -10,6 +10,7 @@ mod host_facts;
 mod machine;
 mod objects;
 mod pki;
+mod pods;
 pub mod runtime;
 mod runtime_status;
 mod stats;

@@ -32,7 +32,7 @@ use crate::app::pods::mirror::{run_mirror_loop, MirrorInputs};
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::node_status::labels::Registration;
-use crate::domain::node_status::model::{NodeAddress, ResourceList, Time};
+use crate::domain::node_status::model::{NodeAddress, NodeObject, ResourceList, Time};
 use crate::domain::node_status::status::{
     node_addresses, ImageSummary, NodeEvent, StatusInputs, Versions,
 };
@@ -110,6 +110,8 @@ pub struct NodeAgentSettings {
     /// Told of every set of clients (the first, and each rebuild): the volume manager
     /// reads ConfigMaps, Secrets and tokens through them.
     pub clients_hook: ClientsHook,
+    /// Told the node once it is registered: the API pod source and status writer start.
+    pub connected: Option<Arc<watch::Sender<Option<ConnectedNode>>>>,
 }
 
 /// A callback given the agent's clients; empty by default.
@@ -126,6 +128,28 @@ impl std::fmt::Debug for ClientsHook {
         } else {
             "ClientsHook(none)"
         })
+    }
+}
+
+/// A registered node, for the pod loop: its name, the current clients (replaced when the
+/// client certificate rotates), its IP and Node object.
+#[derive(Clone)]
+pub struct ConnectedNode {
+    pub node_name: String,
+    pub clients: watch::Receiver<ApiClients>,
+    /// The first InternalIP (else the first address): each pod's `hostIP`.
+    pub host_ip: String,
+    pub node: NodeObject,
+    /// The node's allocatable as the status loop computes it.
+    pub allocatable: ResourceList,
+}
+
+impl std::fmt::Debug for ConnectedNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectedNode")
+            .field("node_name", &self.node_name)
+            .field("host_ip", &self.host_ip)
+            .finish_non_exhaustive()
     }
 }
 
@@ -166,6 +190,7 @@ impl NodeAgentSettings {
             pod_events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).1,
             clients_hook: ClientsHook::default(),
+            connected: None,
         }
     }
 }
@@ -388,6 +413,22 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
         .send_replace(Some(registered.node().metadata.uid.clone()));
     if agent.settings.allocatable_enforced {
         agent.recorder.record(NodeEvent::allocatable_enforced());
+    }
+    if let Some(tx) = &agent.settings.connected {
+        let addresses = agent.status_inputs().addresses;
+        let host_ip = addresses
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .or_else(|| addresses.first())
+            .map(|a| a.address.clone())
+            .unwrap_or_default();
+        tx.send_replace(Some(ConnectedNode {
+            node_name: agent.settings.registration.node_name.clone(),
+            clients: agent.clients.clone(),
+            host_ip,
+            node: registered.node().clone(),
+            allocatable: agent.settings.allocatable.clone(),
+        }));
     }
     info!(node = %agent.settings.registration.node_name, "Node agent running: lease and status loops");
     let a = agent.clone();

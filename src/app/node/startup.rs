@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
-use super::{run_node_agent, ClientsHook, NodeAgent, NodeAgentSettings};
+use super::{run_node_agent, ClientsHook, ConnectedNode, NodeAgent, NodeAgentSettings};
 use crate::app::bootstrap::{Deps, PodLinks, Started, StartupError};
 use crate::app::pods::volume_manager::VolumeManager;
 use crate::domain::config::{ClusterConfig, ResolvedConfig};
@@ -72,6 +72,7 @@ pub fn start_if_connected(
     pressure: watch::Receiver<Vec<PressureCondition>>,
     links: &PodLinks,
     volumes: Option<Arc<VolumeManager>>,
+    connected: Arc<watch::Sender<Option<ConnectedNode>>>,
 ) -> Result<Option<NodeAgent>, StartupError> {
     let Some(cluster) = &started.resolved.node.cluster else {
         return Ok(None);
@@ -99,6 +100,7 @@ pub fn start_if_connected(
             volumes.set_api(clients.objects.clone());
         })));
     }
+    settings.connected = Some(connected);
     let agent_deps = (deps.node_agent_for)(
         &started.resolved.node,
         started.runtime.clone(),

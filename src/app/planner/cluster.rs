@@ -5,10 +5,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::admission::{admit_pod, NodeInfo};
 use crate::domain::node_status::labels::Registration;
 use crate::domain::node_status::model::NodeObject;
 use crate::domain::node_status::plan::{node_action, NodeAction};
 use crate::domain::node_status::status::StatusInputs;
+use crate::domain::pod::api::decode_api_pod;
+use crate::domain::pod::{Pod, CONFIG_MIRROR_ANNOTATION};
 
 /// What the dry run observed of the cluster.
 #[derive(Debug, Clone)]
@@ -21,6 +24,99 @@ pub struct ClusterObservation {
     pub status_inputs: StatusInputs,
     /// The Node the API server holds (`None`: there is none), or why it could not be read.
     pub existing: Result<Option<NodeObject>, String>,
+    /// The pods bound to the node (`spec.nodeName`), as the API server sent them, or why
+    /// they could not be listed.
+    pub api_pods: Result<Vec<Value>, String>,
+}
+
+/// What the kubelet would do with one pod bound to the node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiPodPlan {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `run` (admitted: its actions are in the pods section), `reject`, `invalid`,
+    /// `delete` (being deleted), `mirror` (a static pod's API copy: never run).
+    pub action: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Admission of the API pods in creation order (as the pod loop does), beside the
+/// `admitted` pods (the static ones): the plan of each, and the pods that would run.
+pub fn api_pod_plans(
+    observed: &ClusterObservation,
+    admitted: &[Pod],
+    node: &NodeInfo,
+) -> (Vec<ApiPodPlan>, Vec<Pod>) {
+    let Ok(values) = &observed.api_pods else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut plans = Vec::new();
+    let mut decoded = Vec::new();
+    for v in values {
+        let text = |k: &str| v["metadata"][k].as_str().unwrap_or_default().to_owned();
+        let mut plan = ApiPodPlan {
+            namespace: text("namespace"),
+            name: text("name"),
+            uid: text("uid"),
+            action: String::new(),
+            reason: None,
+            message: None,
+        };
+        if v["metadata"]["annotations"]
+            .get(CONFIG_MIRROR_ANNOTATION)
+            .is_some()
+        {
+            plan.action = "mirror".into();
+            plans.push(plan);
+            continue;
+        }
+        match decode_api_pod(v) {
+            Ok(api) => decoded.push(api.pod),
+            Err(invalid) => {
+                let status = invalid.status();
+                plan.action = "invalid".into();
+                plan.reason = Some(status.reason);
+                plan.message = Some(status.message);
+                plans.push(plan);
+            }
+        }
+    }
+    decoded.sort_by(|a, b| {
+        a.metadata
+            .creation_timestamp
+            .cmp(&b.metadata.creation_timestamp)
+    });
+    let mut running: Vec<Pod> = admitted.to_vec();
+    let mut run = Vec::new();
+    for pod in decoded {
+        let mut plan = ApiPodPlan {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            action: "run".into(),
+            reason: None,
+            message: None,
+        };
+        if pod.is_being_deleted() {
+            plan.action = "delete".into();
+            plan.reason = Some(format!(
+                "being deleted: stopped with a grace period of {} s, then deleted in the API",
+                pod.termination_grace_period()
+            ));
+        } else if let Err(rejection) = admit_pod(&pod, &running, node) {
+            plan.action = "reject".into();
+            plan.reason = Some(rejection.reason);
+            plan.message = Some(format!("Pod was rejected: {}", rejection.message));
+        } else {
+            running.push(pod.clone());
+            run.push(pod);
+        }
+        plans.push(plan);
+    }
+    (plans, run)
 }
 
 /// The plan's connected-mode section.
@@ -39,6 +135,10 @@ pub struct ClusterPlan {
     pub status_patch: Option<Value>,
     /// Requests that would change the cluster.
     pub action_count: usize,
+    /// The pods bound to the node and what would be done with each.
+    pub pods: Vec<ApiPodPlan>,
+    /// Why the node's pods could not be listed.
+    pub pods_error: Option<String>,
 }
 
 pub fn cluster_plan(observed: &ClusterObservation) -> ClusterPlan {
@@ -52,6 +152,8 @@ pub fn cluster_plan(observed: &ClusterObservation) -> ClusterPlan {
         metadata_patch: None,
         status_patch: None,
         action_count: usize::from(observed.bootstrap_first),
+        pods: Vec::new(),
+        pods_error: observed.api_pods.as_ref().err().cloned(),
     };
     let existing = match &observed.existing {
         Ok(existing) => existing.as_ref(),

@@ -310,6 +310,7 @@ async fn observe_cluster(
         registration: settings.registration.clone(),
         status_inputs: Default::default(),
         existing: Ok(None),
+        api_pods: Err("not read".into()),
     };
     let runtime = match (deps.runtime_for)(&node.runtime_endpoint, node.runtime_request_timeout) {
         Ok(runtime) => Arc::new(ReadOnlyRuntime::new(runtime)),
@@ -356,14 +357,25 @@ async fn observe_cluster(
         );
         return observation;
     }
-    observation.existing = match agent.connector.connect(&kubeconfig).await {
-        Ok(clients) => match clients.nodes.get_node(&node.node_name).await {
-            Ok(existing) => Ok(Some(existing)),
-            Err(NodesError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Chain(&e).to_string()),
-        },
+    let clients = match agent.connector.connect(&kubeconfig).await {
+        Ok(clients) => clients,
+        Err(e) => {
+            observation.existing = Err(Chain(&e).to_string());
+            return observation;
+        }
+    };
+    observation.existing = match clients.nodes.get_node(&node.node_name).await {
+        Ok(existing) => Ok(Some(existing)),
+        Err(NodesError::NotFound { .. }) => Ok(None),
         Err(e) => Err(Chain(&e).to_string()),
     };
+    // Read-only: the pods bound to the node, as the API pod source would list them.
+    observation.api_pods = clients
+        .pods
+        .list_pods(&format!("spec.nodeName={}", node.node_name))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| Chain(&e).to_string());
     observation
 }
 

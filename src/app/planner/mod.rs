@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::app::eviction::observe::Observation;
+use crate::domain::admission::NodeInfo;
 use crate::domain::config::layers::Source;
 use crate::domain::config::states;
 use crate::domain::config::ResolvedConfig;
@@ -866,7 +867,26 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         .iter()
         .map(|p| (p.uid.as_str(), p))
         .collect();
-    let mut desired: Vec<&Pod> = inputs.desired.iter().collect();
+    // Connected: the API pods the node would admit run beside the static pods.
+    let (api_pods, api_run) = match &inputs.cluster {
+        Some(cluster) => {
+            let existing = cluster.existing.as_ref().ok().and_then(Option::as_ref);
+            let node_info = NodeInfo {
+                name: resolved.node.node_name.clone(),
+                labels: existing
+                    .map(|n| n.metadata.labels.clone())
+                    .unwrap_or_default(),
+                allocatable: settings.allocatable.clone(),
+                taints: existing.map_or_else(
+                    || resolved.node.register_with_taints.clone(),
+                    |n| n.spec.taints.clone(),
+                ),
+            };
+            cluster::api_pod_plans(cluster, &inputs.desired, &node_info)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut desired: Vec<&Pod> = inputs.desired.iter().chain(&api_run).collect();
     desired.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
             &b.metadata.namespace,
@@ -947,7 +967,12 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         Vec::new()
     };
 
-    let cluster = inputs.cluster.as_ref().map(cluster::cluster_plan);
+    let cluster = inputs.cluster.as_ref().map(|c| {
+        let mut plan = cluster::cluster_plan(c);
+        plan.action_count += api_pods.iter().filter(|p| p.action != "run").count();
+        plan.pods = api_pods;
+        plan
+    });
     let action_count = pods.iter().map(|p| p.action_count).sum::<usize>()
         + pods_to_remove.len()
         + cluster.as_ref().map_or(0, |c| c.action_count);

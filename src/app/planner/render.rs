@@ -186,6 +186,19 @@ pub fn render_text(plan: &Plan) -> String {
         if let Some(patch) = &c.status_patch {
             let _ = writeln!(out, "  patch Node status {}", json(patch));
         }
+        if let Some(error) = &c.pods_error {
+            let _ = writeln!(out, "  the node's pods could not be listed: {error}");
+        }
+        for p in &c.pods {
+            let mut line = format!("  pod {}/{} ({}): {}", p.namespace, p.name, p.uid, p.action);
+            if let Some(reason) = &p.reason {
+                line.push_str(&format!(" {reason}"));
+            }
+            if let Some(message) = &p.message {
+                line.push_str(&format!(": {message}"));
+            }
+            let _ = writeln!(out, "{line}");
+        }
     }
 
     match &plan.cgroups {

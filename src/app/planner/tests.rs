@@ -501,6 +501,49 @@ mod connected {
         .expect("flags parse")
     }
 
+    /// The pods bound to the node: listed read-only, admitted in creation order, their
+    /// actions planned beside the static pods'; mirror and invalid pods named.
+    #[tokio::test]
+    async fn the_nodes_api_pods_are_listed_with_their_admission_and_actions() {
+        let server = FakeApiServer::new();
+        let pod = |name: &str, created: &str| {
+            serde_json::json!({"metadata": {"name": name, "namespace": "default",
+                                             "creationTimestamp": created},
+                               "spec": {"nodeName": "node-a",
+                                        "containers": [{"name": "app", "image": "busybox:1.36"}]}})
+        };
+        server.put_pod(pod("web", "2026-11-23T19:00:00Z"));
+        let mut mirror = pod("static-node-a", "2026-11-23T19:00:01Z");
+        mirror["metadata"]["annotations"] = serde_json::json!({"kubernetes.io/config.mirror": "h"});
+        server.put_pod(mirror);
+        let mut bad = pod("bad", "2026-11-23T19:00:02Z");
+        bad["spec"]["restartPolicy"] = serde_json::json!("Sometimes");
+        server.put_pod(bad);
+        let plan = plan_with(given(), &deps(&server)).await;
+        let cluster = plan.cluster.clone().expect("connected mode");
+        let actions: Vec<(&str, &str)> = cluster
+            .pods
+            .iter()
+            .map(|p| (p.name.as_str(), p.action.as_str()))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                ("bad", "invalid"),
+                ("static-node-a", "mirror"),
+                ("web", "run")
+            ]
+        );
+        assert!(plan.pods.iter().any(|p| p.name == "web"));
+        let text = render::render_text(&plan);
+        assert!(text.contains("pod default/bad ("), "{text}");
+        assert!(
+            text.contains("invalid InvalidPod: Pod was rejected: spec.restartPolicy"),
+            "{text}"
+        );
+        assert!(server.count("patch") + server.count("delete") == 0);
+    }
+
     #[tokio::test]
     async fn a_new_node_would_be_registered_and_an_existing_one_adopted() {
         let server = FakeApiServer::new();
@@ -535,7 +578,10 @@ mod connected {
         assert_eq!(cluster.action_count, 0);
         // The planner only read.
         assert!(
-            server.journal().iter().all(|call| call.starts_with("get ")),
+            server
+                .journal()
+                .iter()
+                .all(|call| call.starts_with("get ") || call.starts_with("list pods ")),
             "{:?}",
             server.journal()
         );

@@ -9,6 +9,8 @@
 //! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`,
 //! `events` (pod events to the log and the recorder), `mirror` (mirror pods in the API).
 
+pub mod api_source;
+pub mod api_status;
 pub mod events;
 pub mod manager;
 pub mod mirror;
@@ -29,11 +31,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tracing::{debug, info, warn};
 
+use crate::app::node::ConnectedNode;
 use crate::app::server::shutdown_requested;
+use crate::domain::admission::{admit_pod, NodeInfo};
 use crate::domain::eviction::admission::admit;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
-use crate::domain::pod::full_name;
+use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
@@ -98,6 +102,13 @@ pub struct PodLoop {
     terminal: BTreeSet<String>,
     /// Where the static pods are published for their mirror pods (connected mode).
     static_pods: Option<watch::Sender<Vec<crate::domain::pod::Pod>>>,
+    /// Pods being deleted in the API, terminated or being terminated: never run again.
+    deleting: BTreeSet<String>,
+    /// What node admission knows of the node before it is registered (standalone);
+    /// without it (tests of the loop alone) pods are not checked against the node.
+    node_info: Option<NodeInfo>,
+    /// The registered node (connected mode): the API pods' clients and the node's facts.
+    connected: Option<watch::Receiver<Option<ConnectedNode>>>,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -128,7 +139,84 @@ impl PodLoop {
             eviction: None,
             terminal: BTreeSet::new(),
             static_pods: None,
+            deleting: BTreeSet::new(),
+            node_info: None,
+            connected: None,
         }
+    }
+
+    /// Admits new pods against `node` (name, allocatable) until the node is registered.
+    pub fn with_node_info(mut self, node: NodeInfo) -> Self {
+        self.node_info = Some(node);
+        self
+    }
+
+    /// Connected mode: statuses are written to the API once the node is registered, and
+    /// admission reads the Node's labels and taints.
+    pub fn with_connected(mut self, connected: watch::Receiver<Option<ConnectedNode>>) -> Self {
+        self.connected = Some(connected);
+        self
+    }
+
+    /// What admission knows of the node now.
+    fn node_info(&self) -> Option<NodeInfo> {
+        let base = self.node_info.clone();
+        let Some(connected) = &self.connected else {
+            return base;
+        };
+        match &*connected.borrow() {
+            Some(c) => Some(NodeInfo {
+                name: c.node_name.clone(),
+                labels: c.node.metadata.labels.clone(),
+                allocatable: if c.allocatable.is_empty() {
+                    base.map(|b| b.allocatable).unwrap_or_default()
+                } else {
+                    c.allocatable.clone()
+                },
+                taints: c.node.spec.taints.clone(),
+            }),
+            None => base,
+        }
+    }
+
+    /// Upstream's node admission (resources, affinity, ports, taints, OS) for a pod not
+    /// seen before: refused, it gets a Failed status and no worker.
+    fn not_admitted(&mut self, pod: &Pod, admitted: &[Pod], node: Option<&NodeInfo>) -> bool {
+        let Some(node) = node else {
+            return false;
+        };
+        let Err(rejection) = admit_pod(pod, admitted, node) else {
+            return false;
+        };
+        warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = %rejection.reason, message = %rejection.message, "Failed to admit pod to node");
+        self.shared.store.set(
+            pod,
+            rejected_pod_status(&rejection.reason, &rejection.message),
+        );
+        self.terminal.insert(pod.metadata.uid.clone());
+        true
+    }
+
+    /// A pod being deleted in the API: terminated with the deletion's grace period, its
+    /// final status written, then deleted there. A force deletion (grace 0) kills at once.
+    fn delete(&mut self, pod: Box<Pod>) {
+        let uid = pod.metadata.uid.clone();
+        if !self.deleting.insert(uid.clone()) {
+            return;
+        }
+        info!(pod = %full_name(&pod), %uid, grace_period_secs = pod.termination_grace_period(), "pod is being deleted in the API");
+        if pod.metadata.deletion_grace_period_seconds == Some(0) {
+            self.dispatch(&uid, Desired::Terminate(Some(pod)));
+            return;
+        }
+        if self.terminal.contains(&uid) && !self.workers.contains_key(&uid) {
+            // Refused or evicted: nothing runs; the final status is the one it has.
+            if let Some(status) = self.shared.store.status_of(&uid) {
+                self.shared.store.set_final(&pod, status);
+            }
+            return;
+        }
+        self.dispatch(&uid, Desired::Delete(pod));
     }
 
     /// The relist's health, for `/healthz`.
@@ -151,7 +239,7 @@ impl PodLoop {
 
     /// Upstream's eviction admission for a pod not seen before: refused under pressure,
     /// it gets a Failed status and no worker.
-    fn refused(&mut self, pod: &crate::domain::pod::Pod) -> bool {
+    fn refused(&mut self, pod: &Pod) -> bool {
         let Some(hooks) = &self.eviction else {
             return false;
         };
@@ -231,22 +319,53 @@ impl PodLoop {
         {
             warn!(error = %Chain(&error), "failed to update the QoS cgroups");
         }
-        for change in changes {
+        let (mut upserts, removals): (Vec<PodChange>, Vec<PodChange>) = changes
+            .into_iter()
+            .partition(|c| matches!(c, PodChange::Upsert(_)));
+        // New pods are admitted in the order they were created, as upstream's.
+        upserts.sort_by(|a, b| match (a, b) {
+            (PodChange::Upsert(a), PodChange::Upsert(b)) => a
+                .metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp),
+            _ => std::cmp::Ordering::Equal,
+        });
+        let node = self.node_info();
+        let mut admitted: Vec<Pod> = self
+            .manager
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let uid = &p.metadata.uid;
+                self.workers.contains_key(uid)
+                    && !self.terminal.contains(uid)
+                    && !self.deleting.contains(uid)
+            })
+            .collect();
+        for change in upserts.into_iter().chain(removals) {
             match change {
                 PodChange::Upsert(pod) => {
                     let uid = pod.metadata.uid.clone();
-                    if self.terminal.contains(&uid) {
-                        debug!(%uid, "pod was evicted or refused; it stays Failed");
+                    if pod.is_being_deleted() {
+                        self.delete(pod);
                         continue;
                     }
-                    if !self.workers.contains_key(&uid) && self.refused(&pod) {
+                    if self.terminal.contains(&uid) || self.deleting.contains(&uid) {
+                        debug!(%uid, "pod was evicted, refused or deleted; it stays so");
                         continue;
+                    }
+                    if !self.workers.contains_key(&uid) {
+                        if self.refused(&pod) || self.not_admitted(&pod, &admitted, node.as_ref()) {
+                            continue;
+                        }
+                        admitted.push((*pod).clone());
                     }
                     self.dispatch(&uid, Desired::Run(pod));
                 }
                 PodChange::Remove { uid, last } => {
                     info!(pod = %full_name(&last), %uid, "pod removed from its source");
                     self.terminal.remove(&uid);
+                    self.deleting.remove(&uid);
                     self.dispatch(&uid, Desired::Terminate(Some(last)));
                 }
             }
@@ -256,7 +375,7 @@ impl PodLoop {
     fn worker_done(&mut self, uid: &str) {
         self.workers.remove(uid);
         // Re-added while it was being terminated: run it again.
-        if self.terminal.contains(uid) {
+        if self.terminal.contains(uid) || self.deleting.contains(uid) {
             return;
         }
         if let Some(pod) = self.manager.get(uid).cloned() {
@@ -340,6 +459,13 @@ impl PodLoop {
             event_tx,
         ));
         let prober = tokio::spawn(Arc::clone(&self.shared.probes).run(stop.clone()));
+        let writer = self.connected.clone().map(|connected| {
+            tokio::spawn(api_status::run_status_writer(
+                self.shared.store.clone(),
+                connected,
+                stop.clone(),
+            ))
+        });
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut sources_open = true;
         let mut ticker = tokio::time::interval(self.settings.relist_period);
@@ -373,6 +499,9 @@ impl PodLoop {
         }
         event_feeder.abort();
         prober.abort();
+        if let Some(writer) = writer {
+            writer.abort();
+        }
         for (_, worker) in self.workers.drain() {
             worker.task.abort();
         }

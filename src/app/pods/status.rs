@@ -1,24 +1,76 @@
-//! The status manager: each pod's spec and its latest API status, served by `/pods`.
+//! The status manager: each pod's spec and its latest API status, served by `/pods` and,
+//! in connected mode, written to the API by `api_status`. A status is stamped here
+//! (start time, condition transition times, host IP: `domain::status::stamp_status`), so
+//! `/pods` and the API show the same values.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 use tracing::info;
 
+use crate::domain::pod::api::is_api_pod;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::ApiPodStatus;
+use crate::domain::status::{same_status, stamp_status, ApiPodStatus};
+use crate::domain::units::time::rfc3339_seconds;
+use crate::ports::clock::Clock;
 
 #[derive(Debug, Clone)]
-struct PodRecord {
-    pod: Pod,
-    status: ApiPodStatus,
+pub(crate) struct PodRecord {
+    pub(crate) pod: Pod,
+    pub(crate) status: ApiPodStatus,
+    /// Terminated because it is being deleted in the API: once this final status is
+    /// written, the pod is deleted there (grace 0, uid precondition).
+    pub(crate) delete_when_written: bool,
+}
+
+/// Where a pod's status goes in the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusTarget {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// What the API pod source knows beyond the pods it runs.
+#[derive(Debug, Default)]
+struct ApiView {
+    /// Mirror pods by the full name of their static pod (upstream's `GetMirrorPodByPod`).
+    mirrors: BTreeMap<String, StatusTarget>,
+    /// The status the API holds, by the uid of the API object.
+    statuses: HashMap<String, ApiPodStatus>,
+}
+
+#[derive(Default)]
+struct Inner {
+    pods: RwLock<BTreeMap<String, PodRecord>>,
+    api: RwLock<ApiView>,
+    host_ip: RwLock<String>,
+    clock: RwLock<Option<Arc<dyn Clock>>>,
+    /// Pods whose status changed since the writer last looked.
+    dirty: Mutex<BTreeSet<String>>,
+    changed: Notify,
 }
 
 /// The status manager: each pod's spec and its latest API status, for `/pods`.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct PodStatusStore {
-    pods: Arc<RwLock<BTreeMap<String, PodRecord>>>,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PodStatusStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodStatusStore").finish_non_exhaustive()
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
 impl PodStatusStore {
@@ -26,35 +78,139 @@ impl PodStatusStore {
         Self::default()
     }
 
+    /// Times come from `clock` (the system's time without one).
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        *write(&self.inner.clock) = Some(clock);
+        self
+    }
+
+    /// The node's IP, reported as each pod's `hostIP`.
+    pub fn set_host_ip(&self, ip: &str) {
+        ip.clone_into(&mut write(&self.inner.host_ip));
+    }
+
+    fn now(&self) -> String {
+        let nanos = match &*read(&self.inner.clock) {
+            Some(clock) => clock.now_unix_nanos(),
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+        };
+        rfc3339_seconds(nanos)
+    }
+
+    /// Where `pod`'s status goes in the API: the pod itself for an API pod, its mirror
+    /// for a static pod that has one, nowhere otherwise.
+    pub fn target_of(&self, pod: &Pod) -> Option<StatusTarget> {
+        if is_api_pod(pod) {
+            return Some(StatusTarget {
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            });
+        }
+        read(&self.inner.api).mirrors.get(&full_name(pod)).cloned()
+    }
+
+    /// The status the API holds for `target` (as last seen by the pod source).
+    pub fn api_status(&self, target_uid: &str) -> Option<ApiPodStatus> {
+        read(&self.inner.api).statuses.get(target_uid).cloned()
+    }
+
+    /// The pod source's view of the API: the mirror pods by static pod full name, and
+    /// the statuses the API holds by uid (replacing the previous view).
+    pub fn set_api_view(
+        &self,
+        mirrors: BTreeMap<String, StatusTarget>,
+        statuses: HashMap<String, ApiPodStatus>,
+    ) {
+        let mut api = write(&self.inner.api);
+        let mirrors_changed = api.mirrors != mirrors;
+        api.mirrors = mirrors;
+        api.statuses = statuses;
+        drop(api);
+        if mirrors_changed {
+            // A static pod's status goes to its new mirror.
+            let uids: Vec<String> = read(&self.inner.pods).keys().cloned().collect();
+            self.mark_dirty(uids);
+        }
+    }
+
+    fn mark_dirty(&self, uids: impl IntoIterator<Item = String>) {
+        let mut dirty = self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        dirty.extend(uids);
+        drop(dirty);
+        self.inner.changed.notify_one();
+    }
+
     pub(crate) fn set(&self, pod: &Pod, status: ApiPodStatus) {
-        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        self.record(pod, status, false);
+    }
+
+    /// The final status of a pod terminated for its deletion in the API: written, and the
+    /// pod then deleted there.
+    pub(crate) fn set_final(&self, pod: &Pod, status: ApiPodStatus) {
+        self.record(pod, status, true);
+    }
+
+    fn record(&self, pod: &Pod, mut status: ApiPodStatus, delete_when_written: bool) {
         let uid = pod.metadata.uid.clone();
-        let changed = pods.get(&uid).is_none_or(|r| r.status != status);
-        if changed {
+        let previous = read(&self.inner.pods).get(&uid).map(|r| r.status.clone());
+        let previous = previous.or_else(|| {
+            self.target_of(pod)
+                .and_then(|target| self.api_status(&target.uid))
+        });
+        let host_ip = read(&self.inner.host_ip).clone();
+        stamp_status(previous.as_ref(), &mut status, &host_ip, &self.now());
+        let mut pods = write(&self.inner.pods);
+        let before = pods.get(&uid);
+        let changed = before.is_none_or(|r| {
+            !same_status(&r.status, &status) || r.delete_when_written != delete_when_written
+        });
+        if changed && before.is_none_or(|r| r.status.phase != status.phase) {
             let phase = &status.phase;
             info!(pod = %full_name(pod), %uid, %phase, "pod status");
         }
         pods.insert(
-            uid,
+            uid.clone(),
             PodRecord {
                 pod: pod.clone(),
                 status,
+                delete_when_written,
             },
         );
+        drop(pods);
+        if changed {
+            self.mark_dirty([uid]);
+        }
     }
 
     pub(super) fn remove(&self, uid: &str) {
-        self.pods
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        write(&self.inner.pods).remove(uid);
+    }
+
+    /// The record of a pod, for the API writer.
+    pub(crate) fn record_of(&self, uid: &str) -> Option<PodRecord> {
+        read(&self.inner.pods).get(uid).cloned()
+    }
+
+    /// Waits until a status changed, then takes the pods that changed.
+    pub(crate) async fn changed(&self) -> BTreeSet<String> {
+        loop {
+            let taken =
+                std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner()));
+            if !taken.is_empty() {
+                return taken;
+            }
+            self.inner.changed.notified().await;
+        }
     }
 
     /// The pods the kubelet still runs (their phase is neither Failed nor Succeeded):
     /// what the eviction manager may evict.
     pub fn active_pods(&self) -> Vec<Pod> {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
-        pods.values()
+        read(&self.inner.pods)
+            .values()
             .filter(|r| !r.status.is_terminal())
             .map(|r| r.pod.clone())
             .collect()
@@ -62,19 +218,17 @@ impl PodStatusStore {
 
     /// The uids of every pod with a status.
     pub fn pod_uids(&self) -> Vec<String> {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
-        pods.keys().cloned().collect()
+        read(&self.inner.pods).keys().cloned().collect()
     }
 
     /// The pod's latest status.
     pub fn status_of(&self, uid: &str) -> Option<ApiPodStatus> {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
-        pods.get(uid).map(|r| r.status.clone())
+        read(&self.inner.pods).get(uid).map(|r| r.status.clone())
     }
 
     /// The pod `namespace/name` with its latest status (the kubelet API's logs).
     pub fn find(&self, namespace: &str, name: &str) -> Option<(Pod, ApiPodStatus)> {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        let pods = read(&self.inner.pods);
         pods.values()
             .find(|r| r.pod.metadata.namespace == namespace && r.pod.metadata.name == name)
             .map(|r| (r.pod.clone(), r.status.clone()))
@@ -82,7 +236,7 @@ impl PodStatusStore {
 
     /// The pods as a `v1.PodList`.
     pub fn pod_list(&self) -> Value {
-        let pods = self.pods.read().unwrap_or_else(|e| e.into_inner());
+        let pods = read(&self.inner.pods);
         let items: Vec<Value> = pods
             .values()
             .map(|r| {

@@ -573,7 +573,7 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             return false;
         }
     };
-    let grace = pod.map_or(DEFAULT_GRACE_SECS, |p| p.spec.termination_grace_period());
+    let grace = pod.map_or(DEFAULT_GRACE_SECS, Pod::termination_grace_period);
     info!(grace_period_secs = grace, "terminating pod");
     stop_pod(ctx, pod, &view.status, grace).await;
     let mut clean = true;

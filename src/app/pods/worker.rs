@@ -28,6 +28,9 @@ pub(super) enum Desired {
     Terminate(Option<Box<Pod>>),
     /// Kill for good and keep as Failed (an eviction); never started again.
     Evict(Box<Pod>, Box<Eviction>),
+    /// Being deleted in the API: stop with the deletion's grace period, write the final
+    /// status, remove everything; the status writer then deletes it in the API.
+    Delete(Box<Pod>),
 }
 
 pub(super) struct Worker {
@@ -115,6 +118,7 @@ pub(super) async fn worker_loop(
                     status: c.status.to_owned(),
                     reason: c.reason.to_owned(),
                     message: c.message.clone(),
+                    ..PodCondition::default()
                 });
                 shared.store.set(
                     &pod,
@@ -127,6 +131,31 @@ pub(super) async fn worker_loop(
                     return;
                 }
                 continue;
+            }
+            Desired::Delete(pod) => {
+                shared.probes.forget(&uid);
+                let span = info_span!("delete_pod", pod = %full_name(&pod), %uid);
+                let removed = async {
+                    let runtime = kill_pod(&shared.ctx, &pod, pod.termination_grace_period()).await;
+                    let status = api_pod_status(
+                        &pod,
+                        &runtime,
+                        &Default::default(),
+                        &shared.ctx.runtime_name,
+                    );
+                    let removed = terminate_pod(&shared.ctx, &uid, Some(&pod)).await;
+                    if removed {
+                        shared.store.set_final(&pod, status);
+                    }
+                    removed
+                }
+                .instrument(span)
+                .await;
+                if removed {
+                    let _ = shared.done.send(uid);
+                    return;
+                }
+                TERMINATE_RETRY
             }
             Desired::Terminate(last) => {
                 shared.probes.forget(&uid);

@@ -48,6 +48,9 @@ pub struct ContainerStatus {
     pub attempt: u32,
     pub state: ContainerState,
     pub image: String,
+    /// The image's digest reference (`imageID` in the API).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_ref: String,
     /// `container_hash` of the spec the instance was created from; a
     /// mismatch with the current spec means the definition changed.
     pub hash: u64,
@@ -74,6 +77,7 @@ impl ContainerStatus {
             attempt: 0,
             state,
             image: String::new(),
+            image_ref: String::new(),
             hash: 0,
             exit_code: 0,
             reason: String::new(),

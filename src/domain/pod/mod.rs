@@ -7,6 +7,7 @@
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
+pub mod api;
 pub mod decode;
 pub mod defaults;
 #[cfg(test)]
@@ -78,6 +79,29 @@ pub struct ObjectMeta {
     pub labels: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// RFC 3339; API pods are admitted in this order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// Set once the pod is being deleted in the API (graceful deletion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    /// The grace period the deletion asked for; it replaces the spec's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// `metadata.ownerReferences[]`: what a mirror pod (and a controller's pod) points to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OwnerReference {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -752,6 +776,28 @@ impl fmt::Display for QosClass {
             QosClass::Burstable => "Burstable",
             QosClass::BestEffort => "BestEffort",
         })
+    }
+}
+
+impl Pod {
+    /// The grace period a termination uses: the deletion's when the pod is being deleted
+    /// in the API, the spec's otherwise (upstream's `killPod` grace selection).
+    pub fn termination_grace_period(&self) -> i64 {
+        self.metadata
+            .deletion_grace_period_seconds
+            .unwrap_or_else(|| self.spec.termination_grace_period())
+    }
+
+    /// Whether the pod is being deleted in the API.
+    pub fn is_being_deleted(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// Whether the pod is the API copy of a static pod (never run).
+    pub fn is_mirror(&self) -> bool {
+        self.metadata
+            .annotations
+            .contains_key(CONFIG_MIRROR_ANNOTATION)
     }
 }
 

@@ -8,21 +8,26 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::kuberuntime::actions::pod_phase;
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState,
 };
-use crate::domain::pod::{Container, Pod};
+use crate::domain::pod::{qos_class, Container, Pod};
 use crate::domain::units::time::rfc3339_seconds;
+
+mod patch;
+pub use patch::{same_status, stamp_status, status_patch};
 
 /// Why a container is not running although the kubelet wants it to: set by a sync
 /// that tried and failed, or chose to wait.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Waiting {
     /// Upstream's reason words: `ErrImagePull`, `ImagePullBackOff`, `ErrImageNeverPull`,
     /// `CrashLoopBackOff`, `CreateContainerError`, `CreateContainerConfigError`, ...
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
@@ -37,14 +42,14 @@ impl Waiting {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Running {
     pub started_at: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Terminated {
     pub exit_code: i32,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -53,12 +58,12 @@ pub struct Terminated {
     pub message: String,
     pub started_at: String,
     pub finished_at: String,
-    #[serde(rename = "containerID")]
+    #[serde(rename = "containerID", skip_serializing_if = "String::is_empty")]
     pub container_id: String,
 }
 
 /// `v1.ContainerState`: exactly one member is set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ApiContainerState {
     Waiting(Waiting),
@@ -66,23 +71,51 @@ pub enum ApiContainerState {
     Terminated(Terminated),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+impl Default for ApiContainerState {
+    fn default() -> Self {
+        ApiContainerState::Waiting(Waiting::default())
+    }
+}
+
+/// A container state that may be absent, `null` or `{}` (Go's empty struct).
+fn optional_state<'de, D>(deserializer: D) -> Result<Option<ApiContainerState>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Object(map)) if map.is_empty() => Ok(None),
+        Some(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ApiContainerStatus {
     pub name: String,
     pub image: String,
+    /// The image's digest reference from the runtime; empty until a container exists.
+    #[serde(rename = "imageID")]
+    pub image_id: String,
     #[serde(rename = "containerID", skip_serializing_if = "String::is_empty")]
     pub container_id: String,
     pub ready: bool,
     pub started: bool,
     pub restart_count: u32,
     pub state: ApiContainerState,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The API server sends an empty `lastState: {}` for none.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_state"
+    )]
     pub last_state: Option<ApiContainerState>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ApiPodStatus {
     pub phase: String,
     /// Why the node ended or refused the pod (`Evicted`, `SysctlForbidden`, `AppArmor`).
@@ -90,8 +123,19 @@ pub struct ApiPodStatus {
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The node's IP, stamped by the status manager ([`stamp_status`]).
+    #[serde(rename = "hostIP", skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
     #[serde(rename = "podIP", skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
+    #[serde(rename = "podIPs", skip_serializing_if = "Vec::is_empty")]
+    pub pod_ips: Vec<PodIp>,
+    /// When the kubelet first reported the pod (RFC 3339), stamped by [`stamp_status`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub qos_class: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub init_container_statuses: Vec<ApiContainerStatus>,
     pub container_statuses: Vec<ApiContainerStatus>,
     /// `Initialized`, `ContainersReady`, `Ready`, `PodScheduled` (see [`pod_conditions`]);
@@ -100,13 +144,24 @@ pub struct ApiPodStatus {
     pub conditions: Vec<PodCondition>,
 }
 
-/// `v1.PodCondition` without its times.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// `v1.PodIP`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodIp {
+    pub ip: String,
+}
+
+/// `v1.PodCondition`; `lastProbeTime` is never set by the kubelet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PodCondition {
     #[serde(rename = "type")]
     pub condition_type: String,
     /// `True` or `False`.
     pub status: String,
+    /// Stamped by [`stamp_status`]: kept while `status` stays the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -118,6 +173,7 @@ impl PodCondition {
         Self {
             condition_type: condition_type.to_owned(),
             status: if status { "True" } else { "False" }.to_owned(),
+            last_transition_time: None,
             reason: reason.to_owned(),
             message,
         }
@@ -256,10 +312,7 @@ pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
         phase: PHASE_FAILED.to_owned(),
         reason: reason.to_owned(),
         message: format!("Pod was rejected: {message}"),
-        pod_ip: String::new(),
-        init_container_statuses: Vec::new(),
-        container_statuses: Vec::new(),
-        conditions: Vec::new(),
+        ..ApiPodStatus::default()
     }
 }
 
@@ -315,6 +368,7 @@ fn container_api_status(
     let mut api = ApiContainerStatus {
         name: container.name.clone(),
         image: container.image.clone(),
+        image_id: String::new(),
         container_id: String::new(),
         ready: false,
         started: false,
@@ -324,6 +378,7 @@ fn container_api_status(
     };
     if let Some(newest) = newest {
         api.container_id = api_container_id(runtime_name, &newest.id);
+        api.image_id.clone_from(&newest.image_ref);
         api.restart_count = newest.attempt;
         match newest.state {
             ContainerState::Running => {
@@ -392,12 +447,16 @@ pub fn api_pod_status(
         .unwrap_or_default();
     let mut api = ApiPodStatus {
         phase: phase.to_string(),
-        reason: String::new(),
-        message: String::new(),
+        pod_ips: if pod_ip.is_empty() {
+            Vec::new()
+        } else {
+            vec![PodIp { ip: pod_ip.clone() }]
+        },
         pod_ip,
+        qos_class: qos_class(&pod.spec).to_string(),
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),
-        conditions: Vec::new(),
+        ..ApiPodStatus::default()
     };
     api.conditions = pod_conditions(pod, &api);
     api
@@ -553,6 +612,7 @@ mod tests {
             status: "True".into(),
             reason: "TerminationByKubelet".into(),
             message: message.into(),
+            ..PodCondition::default()
         };
         let status = terminal_status(running, "Evicted", "low", Some(condition("old")));
         let status = terminal_status(status, "Evicted", "low", Some(condition("low")));

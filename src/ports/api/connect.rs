@@ -7,7 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
-use super::{Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodObjectsApi};
+use super::{
+    Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodApi, PodObjectsApi,
+};
 
 /// The clients of one connection. Node and lease calls (the heartbeat) bypass the
 /// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client
@@ -22,6 +24,8 @@ pub struct ApiClients {
     pub mirror_pods: Arc<dyn MirrorPodApi>,
     /// ConfigMaps, Secrets and tokens for the node's pods (rate-limited).
     pub objects: Arc<dyn PodObjectsApi>,
+    /// The node's pods (watch, status, deletion); rate limited like events.
+    pub pods: Arc<dyn PodApi>,
 }
 
 /// What a kubeconfig says, read without connecting.

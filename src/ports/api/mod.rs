@@ -10,6 +10,7 @@ pub mod leases;
 pub mod mirror_pods;
 pub mod nodes;
 pub mod objects;
+pub mod pods;
 
 use std::fmt;
 
@@ -22,6 +23,7 @@ pub use leases::{LeaseApi, LeasesError};
 pub use mirror_pods::{MirrorList, MirrorPodApi, MirrorPodsError};
 pub use nodes::{NodeApi, NodesError};
 pub use objects::{ObjectsError, PodObjectsApi, TokenRequest};
+pub use pods::{PodApi, PodList, PodWatch, PodWatchEvent, PodsError};
 
 /// The boxed cause of a failed call (the client library's error), kept for the log.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -37,6 +37,7 @@ fn pod_with(containers: Vec<Container>) -> Pod {
             uid: "uid-1".into(),
             labels: [("app".to_string(), "web".to_string())].into(),
             annotations: [("note".to_string(), "x".to_string())].into(),
+            ..ObjectMeta::default()
         },
         spec: PodSpec {
             containers,
