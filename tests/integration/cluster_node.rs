@@ -93,7 +93,11 @@ async fn a_fresh_node_registers_ready_and_a_restart_adopts_it() {
     let mut node = Node::start("fresh");
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);
     let spawned = SystemTime::now();
-    node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
+    let api_port = crate::common::free_port();
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={api_port}"),
+    ]);
     let json = eventually(20, "node Ready", || {
         let n = cluster.get_json(&["node", NODE])?;
         (condition(&n, "Ready")["status"] == "True").then_some(n)
@@ -159,7 +163,10 @@ async fn a_fresh_node_registers_ready_and_a_restart_adopts_it() {
     assert_eq!(info["operatingSystem"], "linux");
     assert!(!info["bootID"].as_str().unwrap_or("").is_empty());
     assert!(!info["kernelVersion"].as_str().unwrap_or("").is_empty());
-    assert_eq!(status["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
+    assert_eq!(
+        status["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+        api_port
+    );
     for c in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
         assert_eq!(condition(&json, c)["status"], "False", "{c}");
     }

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
+use crate::app::node::failures::FailureLog;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -53,6 +54,8 @@ pub struct ApiPodSource {
     /// Invalid pods already failed in the API (by uid).
     reported: BTreeSet<String>,
     failures: u32,
+    /// An outage logs its first failure, one line a minute and its end.
+    failure_log: FailureLog,
     /// Pods deleted since the last update, in their final state.
     deleted: Vec<ApiPod>,
     /// The set to hand on next (after one that still held deleted pods).
@@ -80,6 +83,7 @@ impl ApiPodSource {
             watch: None,
             reported: BTreeSet::new(),
             failures: 0,
+            failure_log: FailureLog::new("listing and watching the node's pods"),
             deleted: Vec::new(),
             queued: None,
         }
@@ -258,7 +262,7 @@ impl PodSource for ApiPodSource {
                 }
                 if let Err(error) = self.list(api.as_ref(), &node).await {
                     self.failures = self.failures.saturating_add(1);
-                    warn!(error = %Chain(&error), failures = self.failures, "failed to list the node's pods");
+                    self.failure_log.failed(&error);
                     continue;
                 }
                 match api
@@ -267,11 +271,12 @@ impl PodSource for ApiPodSource {
                 {
                     Ok(watch) => {
                         self.failures = 0;
+                        self.failure_log.succeeded();
                         self.watch = Some(watch);
                     }
                     Err(error) => {
                         self.failures = self.failures.saturating_add(1);
-                        warn!(error = %Chain(&error), "failed to watch the node's pods");
+                        self.failure_log.failed(&error);
                     }
                 }
                 return Some(self.update());

@@ -13,10 +13,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::app::node::failures::FailureLog;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::status::{PodStatusStore, StatusTarget};
 use crate::app::node::ConnectedNode;
@@ -42,7 +43,7 @@ enum Outcome {
     },
     /// The pod is gone or was replaced under its name: nothing more to write.
     Gone,
-    Failed,
+    Failed(PodsError),
 }
 
 struct Writer {
@@ -53,6 +54,9 @@ struct Writer {
     pending: BTreeSet<String>,
     deleted: BTreeSet<String>,
     tasks: JoinSet<(String, Outcome)>,
+    /// An outage logs its first failure, one line a minute and its end, not a line per
+    /// pod and retry.
+    failures: FailureLog,
 }
 
 async fn write(
@@ -76,8 +80,8 @@ async fn write(
                 return Outcome::Gone;
             }
             Err(e) => {
-                warn!(pod = %format!("{namespace}/{name}"), error = %Chain(&e), "failed to write the pod's status");
-                return Outcome::Failed;
+                debug!(pod = %format!("{namespace}/{name}"), error = %Chain(&e), "failed to write the pod's status");
+                return Outcome::Failed(e);
             }
         }
     }
@@ -88,8 +92,8 @@ async fn write(
             }
             Err(e) if gone(&e) => {}
             Err(e) => {
-                warn!(pod = %format!("{namespace}/{name}"), error = %Chain(&e), "failed to delete the terminated pod");
-                return Outcome::Failed;
+                debug!(pod = %format!("{namespace}/{name}"), error = %Chain(&e), "failed to delete the terminated pod");
+                return Outcome::Failed(e);
             }
         }
     }
@@ -109,6 +113,7 @@ impl Writer {
                 status,
                 deleted,
             } => {
+                self.failures.succeeded();
                 self.retry.remove(&uid);
                 if deleted {
                     self.deleted.insert(uid.clone());
@@ -121,7 +126,8 @@ impl Writer {
                 self.retry.remove(&uid);
                 self.last_sent.remove(&uid);
             }
-            Outcome::Failed => {
+            Outcome::Failed(error) => {
+                self.failures.failed(&error);
                 let failures = self.retry.get(&uid).map_or(0, |r| r.1) + 1;
                 let delay = BackoffPolicy::SYNC_ERROR
                     .delay_for_step(failures)
@@ -195,6 +201,7 @@ pub async fn run_status_writer(
         pending: BTreeSet::new(),
         deleted: BTreeSet::new(),
         tasks: JoinSet::new(),
+        failures: FailureLog::new("writing pod statuses to the API server"),
     };
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
