@@ -232,7 +232,7 @@ async fn probes_and_hooks_on_containerd() {
                 main_container(
                     &image,
                     "exec nc -ll -p 9000 -e /grpc/serve.sh",
-                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      periodSeconds: 1\n      timeoutSeconds: 2\n      failureThreshold: 3\n",
+                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      timeoutSeconds: 2\n      failureThreshold: 3\n",
                 )
             ),
         ),

@@ -81,6 +81,8 @@ pub(crate) fn soak_simulated(pods: usize, waves: usize, length: Duration) -> Soa
         format!("--root-dir={}", root.display()),
         format!("--hostname-override={NODE}"),
         "--file-check-frequency=1s".to_string(),
+        // Node admission counts pods against allocatable as upstream's: room for a wave.
+        format!("--max-pods={}", pods + 50),
     ];
     let mut daemon = start_daemon(&args, false);
     let proc = daemon.proc();
