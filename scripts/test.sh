@@ -41,8 +41,8 @@ mkdir -p "$(dirname "$figures")"
 # One invocation builds the benches once. The soak, the API server outage, the idle
 # waits and the probe load run their short forms here (CI's time budget); unset, a hand
 # run takes the lengths.
-export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-60}"
-export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-60}"
+export RKUBELET_BENCH_SOAK_SECS="${RKUBELET_BENCH_SOAK_SECS:-30}"
+export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-30}"
 export RKUBELET_BENCH_IDLE_SECS="${RKUBELET_BENCH_IDLE_SECS:-30}"
 export RKUBELET_BENCH_PROBE_SECS="${RKUBELET_BENCH_PROBE_SECS:-30}"
 export RKUBELET_BENCH_FUZZ_CASES="${RKUBELET_BENCH_FUZZ_CASES:-20000}"
