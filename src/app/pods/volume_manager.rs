@@ -381,18 +381,7 @@ mod tests {
     use crate::domain::kuberuntime::requests::pod_dir;
 
     fn requests(root: &std::path::Path) -> RequestContext {
-        RequestContext {
-            pod_logs_dir: root.join("logs"),
-            root_dir: root.to_path_buf(),
-            host_dns: Default::default(),
-            cluster_dns: Vec::new(),
-            cluster_domain: "cluster.local".into(),
-            cpu_cfs_quota: true,
-            cpu_cfs_quota_period_us: 100_000,
-            memory_capacity_bytes: 0,
-            hugepage_sizes: Vec::new(),
-            security: Default::default(),
-        }
+        RequestContext::under_root(root)
     }
 
     fn pod() -> Pod {

@@ -271,6 +271,23 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// The defaults under `root` (pod logs in `root/logs`, no cluster DNS, CFS quota on,
+    /// memory capacity unknown): what the volume manager's tests and bench build on.
+    pub fn under_root(root: &std::path::Path) -> Self {
+        RequestContext {
+            pod_logs_dir: root.join("logs"),
+            root_dir: root.to_path_buf(),
+            host_dns: Default::default(),
+            cluster_dns: Vec::new(),
+            cluster_domain: "cluster.local".into(),
+            cpu_cfs_quota: true,
+            cpu_cfs_quota_period_us: 100_000,
+            memory_capacity_bytes: 0,
+            hugepage_sizes: Vec::new(),
+            security: Default::default(),
+        }
+    }
+
     /// The context from the resolved configuration, with the node's memory.
     pub fn from_config(resolved: &ResolvedConfig, host_dns: ResolvConf) -> Self {
         let node = &resolved.node;
