@@ -37,3 +37,49 @@ fn every_parser_answers_fuzzed_input_without_panicking() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Nesting up to and beyond each parser's limit, in every format the targets read, on
+/// the 2 MiB stack of a test thread (and of a tokio worker): refused or decoded, never
+/// a stack overflow (a fuzzed input found one).
+#[test]
+fn nesting_at_every_depth_fits_a_two_mebibyte_stack() {
+    let repeat = |open: &str, close: &str, depth: usize| {
+        format!("{}1{}", open.repeat(depth), close.repeat(depth))
+    };
+    let indented = |depth: usize| {
+        (0..depth)
+            .map(|level| format!("{}k:\n", " ".repeat(level)))
+            .collect::<String>()
+    };
+    let shapes: [(&str, u8, &dyn Fn(usize) -> String); 9] = [
+        ("json array", 1, &|d| repeat("[", "]", d)),
+        ("json object", 1, &|d| repeat("{\"a\":", "}", d)),
+        ("yaml flow", 0, &|d| repeat("a: [", "]", d)),
+        ("yaml flow map", 0, &|d| repeat("{b: ", "}", d)),
+        ("yaml block sequence", 0, &|d| repeat("- ", "", d)),
+        ("yaml block mapping", 0, &|d| indented(d)),
+        ("yaml complex keys", 0, &|d| repeat("? ", "", d)),
+        ("toml array", 2, &|d| repeat("a = [", "]", d)),
+        ("toml inline table", 2, &|d| repeat("a = {b = ", "}", d)),
+    ];
+    for target in targets() {
+        for (shape, format, body) in shapes {
+            for depth in [64usize, 127, 129, 255, 257, 511, 513, 2_000] {
+                // The config file target picks its format from the first byte.
+                let mut input = vec![format];
+                input.extend_from_slice(body(depth).as_bytes());
+                println!("{} {shape} {depth}", target.name);
+                let check = target.check;
+                let outcome = std::thread::Builder::new()
+                    .stack_size(2 << 20)
+                    .spawn(move || check(&input))
+                    .map(|t| t.join());
+                assert!(
+                    matches!(outcome, Ok(Ok(_))),
+                    "{} {shape} at depth {depth} panicked",
+                    target.name
+                );
+            }
+        }
+    }
+}

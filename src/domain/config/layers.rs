@@ -79,16 +79,43 @@ impl FileFormat {
     }
 
     fn parse(self, text: &str) -> Result<Value, String> {
-        match self {
+        // Deeper files are refused before the merge and the checks walk them: a
+        // 255-level YAML file overflowed a 2 MiB stack in a debug build (found by the
+        // fuzz target). The YAML parser stops early; JSON and TOML stop at their own
+        // limits (128 levels or less) and are measured here.
+        let value = match self {
             FileFormat::Yaml => {
-                serde_saphyr::from_str_with_options::<Value>(text, parser_options())
-                    .map_err(|e| e.to_string())
+                serde_saphyr::from_str_with_options::<Value>(text, parser_options(MAX_CONFIG_DEPTH))
+                    .map_err(|e| e.to_string())?
             }
-            FileFormat::Json => serde_json::from_str::<Value>(text).map_err(|e| e.to_string()),
-            FileFormat::Toml => toml::from_str::<Value>(text).map_err(|e| e.to_string()),
+            FileFormat::Json => serde_json::from_str::<Value>(text).map_err(|e| e.to_string())?,
+            FileFormat::Toml => toml::from_str::<Value>(text).map_err(|e| e.to_string())?,
+        };
+        if nesting(&value) > MAX_CONFIG_DEPTH {
+            return Err(format!("nested deeper than {MAX_CONFIG_DEPTH} levels"));
         }
+        Ok(value)
     }
 }
+
+/// How many levels of arrays and objects a value has, without recursing.
+fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 0usize)];
+    while let Some((value, depth)) = pending.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            Value::Array(items) => pending.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(fields) => pending.extend(fields.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Nesting a configuration file may have: `KubeletConfiguration`'s deepest field
+/// (`logging.options.json.infoBufferSize`) is 4 levels down; upstream sets no limit.
+pub const MAX_CONFIG_DEPTH: usize = 32;
 
 /// Whether a file is the main `--config` file or a drop-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -567,6 +594,22 @@ mod tests {
         assert!(
             matches!(&problems[0], ConfigError::Syntax { path, .. } if path == Path::new("/etc/k.yaml"))
         );
+    }
+
+    #[test]
+    fn a_file_nested_deeper_than_any_field_is_refused_in_every_format() {
+        let deep = MAX_CONFIG_DEPTH + 1;
+        for (path, text) in [
+            ("/k.json", format!("{}1{}", "[".repeat(deep), "]".repeat(deep))),
+            ("/k.yaml", format!("a: {}1{}", "[".repeat(deep), "]".repeat(deep))),
+            ("/k.toml", format!("a = {}1{}", "[".repeat(deep), "]".repeat(deep))),
+        ] {
+            let problems = file_layer(Path::new(path), &text, FileRole::Main).expect_err(path);
+            assert!(
+                matches!(&problems[0], ConfigError::Syntax { path: p, .. } if p == Path::new(path)),
+                "{problems:?}"
+            );
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::domain::pod::{
     CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
 use crate::domain::upstream::static_pod_uid::{pod_items, upstream_pod, UidSource, UpstreamPod};
-use crate::domain::upstream::yaml::{parser_options, to_json, ToJsonError};
+use crate::domain::upstream::yaml::{parser_options, to_json, ToJsonError, MAX_PARSER_DEPTH};
 use crate::domain::upstream::IdentityError;
 
 /// Manifests larger than this are refused, as upstream does, so a runaway
@@ -117,7 +117,7 @@ pub fn decode_static_pods(
         Value::Null
     } else {
         // JSON is YAML, so one parser reads both.
-        serde_saphyr::from_str_with_options(text, parser_options())
+        serde_saphyr::from_str_with_options(text, parser_options(MAX_PARSER_DEPTH))
             .map_err(|e| not_yaml(e.to_string()))?
     };
 

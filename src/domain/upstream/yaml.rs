@@ -89,13 +89,13 @@ pub const MAX_PARSER_DEPTH: usize = 256;
 /// under: as many nodes as the upstream identity reads (`MAX_NODES`), so a pod upstream
 /// runs, such as one container with 100,000 environment variables (about 500,000
 /// nodes), is not refused by the parser's default of 250,000; nesting bounded by
-/// `MAX_PARSER_DEPTH`; serde-saphyr's alias and anchor limits as they are.
-pub fn parser_options() -> serde_saphyr::Options {
+/// `max_depth`; serde-saphyr's alias and anchor limits as they are.
+pub fn parser_options(max_depth: usize) -> serde_saphyr::Options {
     serde_saphyr::Options {
         budget: Some(serde_saphyr::Budget {
             max_nodes: MAX_NODES,
             max_events: 2 * MAX_NODES,
-            max_depth: MAX_PARSER_DEPTH,
+            max_depth,
             ..serde_saphyr::Budget::default()
         }),
         ..serde_saphyr::Options::default()
