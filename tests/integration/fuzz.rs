@@ -51,7 +51,9 @@ fn nesting_at_every_depth_fits_a_two_mebibyte_stack() {
             .map(|level| format!("{}k:\n", " ".repeat(level)))
             .collect::<String>()
     };
-    let shapes: [(&str, u8, &dyn Fn(usize) -> String); 9] = [
+    // A shape's name, the config file format it is read as (the first byte), its text.
+    type Shape<'a> = (&'a str, u8, &'a dyn Fn(usize) -> String);
+    let shapes: [Shape; 9] = [
         ("json array", 1, &|d| repeat("[", "]", d)),
         ("json object", 1, &|d| repeat("{\"a\":", "}", d)),
         ("yaml flow", 0, &|d| repeat("a: [", "]", d)),

@@ -600,9 +600,18 @@ mod tests {
     fn a_file_nested_deeper_than_any_field_is_refused_in_every_format() {
         let deep = MAX_CONFIG_DEPTH + 1;
         for (path, text) in [
-            ("/k.json", format!("{}1{}", "[".repeat(deep), "]".repeat(deep))),
-            ("/k.yaml", format!("a: {}1{}", "[".repeat(deep), "]".repeat(deep))),
-            ("/k.toml", format!("a = {}1{}", "[".repeat(deep), "]".repeat(deep))),
+            (
+                "/k.json",
+                format!("{}1{}", "[".repeat(deep), "]".repeat(deep)),
+            ),
+            (
+                "/k.yaml",
+                format!("a: {}1{}", "[".repeat(deep), "]".repeat(deep)),
+            ),
+            (
+                "/k.toml",
+                format!("a = {}1{}", "[".repeat(deep), "]".repeat(deep)),
+            ),
         ] {
             let problems = file_layer(Path::new(path), &text, FileRole::Main).expect_err(path);
             assert!(
