@@ -216,6 +216,17 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             .filter(|p| p["status"]["reason"] == "Evicted")
     });
     assert_eq!(phase(&in_api), phase(&hog), "{in_api}");
+    let event = eventually!(30, "the Evicted event in the API", {
+        cluster
+            .get_json(&[
+                "events",
+                "--field-selector",
+                "involvedObject.name=hog,reason=Evicted",
+            ])
+            .and_then(|list| list["items"].as_array()?.first().cloned())
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(event["message"], phase(&hog).2, "{event}");
     let log = node.log_text();
     assert!(log.contains("Evicting pod"), "no Evicted event in the log");
     assert!(
@@ -249,6 +260,20 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     assert_eq!(
         phase(&refused).2,
         "Pod was rejected: The node had condition: [MemoryPressure]. "
+    );
+    let event = eventually!(30, "the refusal's event in the API", {
+        cluster
+            .get_json(&["events", "--field-selector", "involvedObject.name=late-be"])
+            .and_then(|list| list["items"].as_array()?.first().cloned())
+    });
+    assert_eq!(
+        (&event["type"], &event["reason"], &event["message"]),
+        (
+            &Value::from("Warning"),
+            &Value::from("Evicted"),
+            &Value::from("The node had condition: [MemoryPressure]. ")
+        ),
+        "{event}"
     );
     assert!(
         node.containers("late-be").await.is_empty(),
