@@ -22,7 +22,7 @@ use rkubelet::ports::stats::RuntimeStats;
 use serde_json::Value;
 
 use crate::common::cluster::Cluster;
-use crate::common::node::{api_pod, container, eventually, pod, Node, POLL};
+use crate::common::node::{api_pod, container, eventually, pod, Node, NODE, POLL};
 
 const MI: u64 = 1 << 20;
 
@@ -286,6 +286,26 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
         node.log_text()
             .contains("condition=MemoryPressure status=\"False\"")
             .then_some(())
+    });
+    // The Node's status went the same way, with upstream's node events.
+    for reason in ["NodeHasInsufficientMemory", "NodeHasSufficientMemory"] {
+        eventually!(30, format!("the node event {reason}"), {
+            cluster
+                .get_json(&[
+                    "events",
+                    "--field-selector",
+                    &format!("involvedObject.kind=Node,reason={reason}"),
+                ])
+                .filter(|list| list["items"].as_array().is_some_and(|i| !i.is_empty()))
+        });
+    }
+    eventually!(30, "MemoryPressure False in the Node's status", {
+        cluster.get_json(&["node", NODE]).filter(|n| {
+            n["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "MemoryPressure" && c["status"] == "False")
+            })
+        })
     });
     // The Guaranteed pod and the reader kept running all along.
     let reader = node.pod_json("reader").expect("reader listed");
