@@ -335,7 +335,9 @@ fn manifests_at_the_limits_are_refused_or_decoded_in_bounded_time() {
             text.len(),
             took.as_secs_f64() * 1e3
         );
-        assert!(took < Duration::from_secs(20), "{name} took {took:?}");
+        // A hang detector, not a goal: a debug build on a loaded 2-core machine took
+        // 27 s for the 100,000-variable pod (the bench `faults` prints the release figure).
+        assert!(took < Duration::from_secs(90), "{name} took {took:?}");
     }
 }
 
