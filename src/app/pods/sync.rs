@@ -257,10 +257,45 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     if plan.create_sandbox.is_some() && !view.status.sandboxes.is_empty() {
         ctx.events.pod(pod, pod_events::sandbox_changed());
     }
+    let mut plan = plan;
+    let mut sandbox_ip = view
+        .status
+        .sandboxes
+        .iter()
+        .find(|s| s.state == SandboxState::Ready)
+        .map(|s| s.ip.clone())
+        .unwrap_or_default();
     let sandbox_id = match &plan.create_sandbox {
         Some(creation) => match create_sandbox(ctx, creation, &plan.sandbox).await {
             Ok(id) => {
                 info!(sandbox = %id, attempt = creation.attempt, reason = %creation.reason, "created pod sandbox");
+                // The containers' configs were planned before the sandbox had an IP: plan
+                // them again with it (status.podIP in env and the managed /etc/hosts), as
+                // upstream makes them from the new sandbox's status.
+                let ip = match ctx.runtime.pod_sandbox_status(&id).await {
+                    Ok(status) => status.ip,
+                    Err(error) => {
+                        warn!(sandbox = %id, error = %Chain(&error), "cannot read the new sandbox's IP");
+                        String::new()
+                    }
+                };
+                sandbox_ip.clone_from(&ip);
+                if !ip.is_empty() && pod_inputs.facts.pod_ip.is_empty() {
+                    let mut with_ip = pod_inputs.clone();
+                    with_ip.facts.pod_ip = ip;
+                    let again = plan_pod_sync(&SyncInputs {
+                        pod,
+                        runtime: &view.status,
+                        images: &images,
+                        image_backoff: &image_backoff,
+                        now_unix_nanos,
+                        requests: &ctx.requests,
+                        cgroup_parent: &cgroup_parent,
+                        pod_inputs: &with_ip,
+                    });
+                    plan.init_containers = again.init_containers;
+                    plan.containers = again.containers;
+                }
                 id
             }
             Err(error) => {
@@ -277,6 +312,21 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         None => plan.sandbox_id.clone(),
     };
 
+    let starts = plan
+        .init_containers
+        .iter()
+        .chain(&plan.containers)
+        .any(|step| matches!(step.action, ContainerAction::Start(_)));
+    if starts {
+        write_hosts_file(
+            ctx,
+            pod,
+            &sandbox_ip,
+            &pod_inputs.facts.host_ip,
+            &plan.sandbox,
+        )
+        .await;
+    }
     let mut pulls = BTreeMap::new();
     // Init containers run one at a time: one that does not start stops the sync here.
     for step in &plan.init_containers {
@@ -304,6 +354,35 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     }
     collect_dead(ctx, &view).await;
     outcome
+}
+
+/// Writes the pod's managed `/etc/hosts` (the domain decides its content) before its
+/// containers are created with it mounted; a failure shows as their creation error.
+async fn write_hosts_file(
+    ctx: &SyncContext,
+    pod: &Pod,
+    sandbox_ip: &str,
+    host_ip: &str,
+    sandbox: &SandboxConfig,
+) {
+    use crate::domain::kuberuntime::hosts::{etc_hosts_file, hosts_ip, HostsFile, ETC_HOSTS_PATH};
+    let ip = hosts_ip(pod, sandbox_ip, host_ip);
+    let Some(file) = HostsFile::of(&ctx.requests, pod, ip, &sandbox.hostname) else {
+        return;
+    };
+    let node_hosts = match &file {
+        HostsFile::FromNode { .. } => tokio::fs::read_to_string(ETC_HOSTS_PATH)
+            .await
+            .unwrap_or_else(|error| {
+                warn!(%error, "cannot read the node's /etc/hosts for a host-network pod");
+                String::new()
+            }),
+        HostsFile::Managed(_) => String::new(),
+    };
+    let path = etc_hosts_file(&ctx.requests, &pod.metadata.uid);
+    if let Err(error) = tokio::fs::write(&path, file.content(&node_hosts)).await {
+        warn!(path = %path.display(), %error, "cannot write the pod's hosts file");
+    }
 }
 
 /// Why a pod's sandbox was not created.

@@ -569,7 +569,12 @@ pub fn container_config_with(
         labels,
         annotations,
         log_path: format!("{}/{restart_count}.log", container.name),
-        mounts: mounts(ctx, pod, container)?,
+        mounts: {
+            let mut all = mounts(ctx, pod, container)?;
+            let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);
+            all.extend(super::hosts::hosts_mount(ctx, pod, container, ip));
+            all
+        },
         linux: linux_resources(ctx, pod, container),
         security: securitycontext::container_security(&ctx.security, pod, container),
         stdin: container.stdin,

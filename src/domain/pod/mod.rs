@@ -104,6 +104,15 @@ pub struct OwnerReference {
     pub controller: Option<bool>,
 }
 
+/// One `hostAliases` entry: an IP and the names it gets in `/etc/hosts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostAlias {
+    pub ip: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec {
@@ -126,6 +135,9 @@ pub struct PodSpec {
     pub hostname: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    /// Entries added to the pod's managed `/etc/hosts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_aliases: Vec<HostAlias>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -244,6 +256,7 @@ impl Default for PodSpec {
             dns_policy: "ClusterFirst".to_string(),
             hostname: String::new(),
             subdomain: String::new(),
+            host_aliases: Vec::new(),
             node_name: String::new(),
             priority: None,
             priority_class_name: String::new(),

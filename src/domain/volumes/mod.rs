@@ -11,6 +11,7 @@ pub mod downward;
 pub mod env;
 pub mod payload;
 pub mod plan;
+pub mod services;
 pub mod token;
 
 use std::collections::BTreeMap;
@@ -172,6 +173,18 @@ pub struct References {
     pub config_maps: std::collections::BTreeSet<String>,
     pub secrets: std::collections::BTreeSet<String>,
     pub tokens: std::collections::BTreeSet<TokenKey>,
+}
+
+/// How long a ConfigMap or Secret read for a pod is used before it is read again, by
+/// `configMapAndSecretChangeDetectionStrategy`: `Cache` keeps it for upstream's default
+/// TTL (a minute); `Get` reads it on every sync; `Watch` (the default) would see changes
+/// as they happen: rkubelet keeps no watches, and reads on every sync instead, so a
+/// change reaches the files at the next sync (within `syncFrequency`), as with a watch.
+pub fn object_cache_ttl_secs(strategy: Option<&str>) -> u64 {
+    match strategy {
+        Some("Cache") => 60,
+        _ => 0,
+    }
 }
 
 /// Upstream's default token lifetime when a projection does not say (an hour).
