@@ -25,6 +25,7 @@ use crate::domain::kuberuntime::plan::{
 };
 use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
 use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
@@ -167,7 +168,7 @@ fn failed(container: &str, reason: &str, message: String) -> Held {
 pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let uid = &pod.metadata.uid;
     let mut outcome = SyncOutcome::default();
-    let view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
+    let mut view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
         Ok(view) => view,
         Err(error) => {
             warn!(error = %Chain(&error), "cannot read the pod's runtime status; retrying");
@@ -176,6 +177,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             return outcome;
         }
     };
+    read_termination_messages(ctx, pod, &mut view.status).await;
     outcome.runtime = view.status.clone();
     let now_unix_nanos = ctx.clock.now_unix_nanos();
     let wanted = images_to_inspect(pod, &view.status, now_unix_nanos);
@@ -212,6 +214,9 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             .map(|f| f.message.as_str())
             .collect::<Vec<_>>()
             .join("; ");
+        for f in &failed_mounts {
+            ctx.events.pod(pod, pod_events::failed_mount(&f.message));
+        }
         for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
             outcome.hold(
                 &c.name,
@@ -507,6 +512,18 @@ async fn carry_out(
         &start.config
     };
     let record = |event| ctx.events.container(target.pod, &step.name, event);
+    if let Some(spec) = spec_of(target, step) {
+        if let Some(mount) =
+            termination::message_mount(&ctx.requests, target.pod, spec, config.attempt)
+        {
+            // The message file is a bind-mounted file: it exists, writable by any user.
+            if let Err(e) = create_message_file(std::path::Path::new(&mount.host_path)).await {
+                let message = format!("cannot create {}: {e}", mount.host_path);
+                record(pod_events::container_error(&message));
+                return Err(failed(&step.name, "CreateContainerError", message));
+            }
+        }
+    }
     let id = match ctx
         .runtime
         .create_container(sandbox_id, config, sandbox)
@@ -527,17 +544,89 @@ async fn carry_out(
     }
     record(pod_events::started(&step.name));
     info!(container = %step.name, %id, restart_count = config.attempt, "started container");
-    let spec = if target.init {
-        target.pod.spec.init_containers.get(step.index)
-    } else {
-        target.pod.spec.containers.get(step.index)
-    };
-    if let Some(spec) = spec {
+    if let Some(spec) = spec_of(target, step) {
         probes::post_start(ctx, target.pod, spec, &id, sandbox_id)
             .await
             .map_err(|message| failed(&step.name, "PostStartHookError", message))?;
     }
     Ok(())
+}
+
+fn spec_of<'a>(
+    target: &Target<'a>,
+    step: &ContainerPlan,
+) -> Option<&'a crate::domain::pod::Container> {
+    if target.init {
+        target.pod.spec.init_containers.get(step.index)
+    } else {
+        target.pod.spec.containers.get(step.index)
+    }
+}
+
+async fn create_message_file(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await?;
+    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).await
+}
+
+/// Fills the message of the pod's exited instances with what they wrote to their
+/// termination message file, or their log's tail, as the domain decides.
+async fn read_termination_messages(ctx: &SyncContext, pod: &Pod, status: &mut PodRuntimeStatus) {
+    use termination::{log_tail, termination_message, Message, MessageFile};
+    for c in status
+        .containers
+        .iter_mut()
+        .filter(|c| c.state == ContainerState::Exited)
+    {
+        let Some(spec) = pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(&pod.spec.containers)
+            .find(|s| s.name == c.name)
+        else {
+            continue;
+        };
+        let path = termination::message_file(&ctx.requests, &pod.metadata.uid, &c.name, c.attempt);
+        let file = match read_at_most(&path, termination::MAX_MESSAGE_BYTES).await {
+            Ok(data) => MessageFile::Read(data),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MessageFile::Missing,
+            Err(e) => MessageFile::Failed {
+                path: path.display().to_string(),
+                error: e.to_string(),
+            },
+        };
+        let text = match termination_message(spec, c.exit_code, &c.reason, &file) {
+            Message::Text(text) => text,
+            Message::FromLogs => {
+                let log = pod_log_dir(&ctx.requests, pod)
+                    .join(&c.name)
+                    .join(format!("{}.log", c.attempt));
+                log_tail(&tokio::fs::read(&log).await.unwrap_or_default())
+            }
+        };
+        if !text.is_empty() && !c.message.ends_with(&text) {
+            if !c.message.is_empty() {
+                c.message.push_str(": ");
+            }
+            c.message.push_str(&text);
+        }
+    }
+}
+
+async fn read_at_most(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let mut data = Vec::new();
+    file.take(limit as u64).read_to_end(&mut data).await?;
+    Ok(data)
 }
 
 /// Pulls `image`; a failure is recorded in the pull back-off (upstream's

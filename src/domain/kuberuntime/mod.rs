@@ -11,3 +11,4 @@ pub mod plan;
 pub mod pleg;
 pub mod requests;
 pub mod runtime;
+pub mod termination;

@@ -545,7 +545,11 @@ pub fn container_config_with(
         ),
         (
             CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION.to_string(),
-            TERMINATION_MESSAGE_POLICY.to_string(),
+            if container.termination_message_policy.is_empty() {
+                TERMINATION_MESSAGE_POLICY.to_string()
+            } else {
+                container.termination_message_policy.clone()
+            },
         ),
         (
             POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
@@ -573,6 +577,12 @@ pub fn container_config_with(
             let mut all = mounts(ctx, pod, container)?;
             let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);
             all.extend(super::hosts::hosts_mount(ctx, pod, container, ip));
+            all.extend(super::termination::message_mount(
+                ctx,
+                pod,
+                container,
+                restart_count,
+            ));
             all
         },
         linux: linux_resources(ctx, pod, container),

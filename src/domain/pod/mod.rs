@@ -344,6 +344,9 @@ pub struct Container {
     pub stdin: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    /// `File` (empty reads as `File`) or `FallbackToLogsOnError`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_message_policy: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -380,6 +383,7 @@ impl Default for Container {
             tty: false,
             stdin: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
+            termination_message_policy: String::new(),
             security_context: None,
             liveness_probe: None,
             readiness_probe: None,
