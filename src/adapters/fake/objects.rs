@@ -65,6 +65,17 @@ impl FakeObjects {
         self.lock().services.push(service);
     }
 
+    /// Sets the `type` of a Secret put before (`kubernetes.io/dockerconfigjson` ...).
+    pub fn set_secret_type(&self, namespace: &str, name: &str, kind: &str) {
+        if let Some(s) = self
+            .lock()
+            .secrets
+            .get_mut(&(namespace.to_owned(), name.to_owned()))
+        {
+            s.kind = kind.into();
+        }
+    }
+
     /// The time tokens are issued at.
     pub fn set_now(&self, now_unix: i64) {
         self.lock().now_unix = now_unix;

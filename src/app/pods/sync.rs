@@ -16,6 +16,7 @@ use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
 use crate::domain::events as pod_events;
 use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
+use crate::domain::kuberuntime::credentials::{pod_keyring, AuthConfig, Keyring};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
@@ -332,6 +333,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         )
         .await;
     }
+    let (keyring, missing) = pod_keyring(pod, &pod_inputs.objects);
+    if starts && !missing.is_empty() {
+        warn!(secrets = ?missing, "Unable to retrieve some image pull secrets; attempting to pull the image may not succeed.");
+    }
     let mut pulls = BTreeMap::new();
     // Init containers run one at a time: one that does not start stops the sync here.
     for step in &plan.init_containers {
@@ -340,6 +345,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             init: true,
             sandbox_id: &sandbox_id,
             sandbox: &plan.sandbox,
+            keyring: &keyring,
         };
         if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
@@ -352,6 +358,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             init: false,
             sandbox_id: &sandbox_id,
             sandbox: &plan.sandbox,
+            keyring: &keyring,
         };
         if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
@@ -438,6 +445,8 @@ struct Target<'a> {
     init: bool,
     sandbox_id: &'a str,
     sandbox: &'a SandboxConfig,
+    /// Registry credentials from the pod's pull secrets.
+    keyring: &'a Keyring,
 }
 
 /// Carries out one container's plan: held as planned, or pull (once per image and
@@ -465,7 +474,14 @@ async fn carry_out(
         let result = match pulls.get(&start.config.image) {
             Some(done) => done.clone(),
             None => {
-                let result = pull_image(ctx, target.pod, &step.name, &start.config.image).await;
+                let result = pull_image(
+                    ctx,
+                    target.pod,
+                    &step.name,
+                    &start.config.image,
+                    target.keyring,
+                )
+                .await;
                 pulls.insert(start.config.image.clone(), result.clone());
                 result
             }
@@ -636,12 +652,13 @@ async fn pull_image(
     pod: &Pod,
     container: &str,
     image: &str,
+    keyring: &Keyring,
 ) -> Result<(), Held> {
     let key = image_pull_key(&pod.metadata.uid, image);
     ctx.events
         .container(pod, container, pod_events::pulling(image));
     let started = ctx.clock.monotonic_nanos();
-    match ctx.images.pull_image(image).await {
+    match pull_with_credentials(ctx.images.as_ref(), image, &keyring.lookup(image)).await {
         Ok(reference) => {
             // One pull at a time per sync: the pull is all of the wait.
             let took = GoDuration::from_nanos(
@@ -676,6 +693,47 @@ async fn pull_image(
         }
     }
 }
+
+/// Upstream's `PullImage`: anonymously when no credential matches the image's
+/// registry, else with each matching credential in turn until one works; the errors of
+/// all the attempts when none does.
+async fn pull_with_credentials(
+    images: &dyn ImageService,
+    image: &str,
+    credentials: &[AuthConfig],
+) -> Result<String, RuntimeError> {
+    if credentials.is_empty() {
+        return images.pull_image(image, None).await;
+    }
+    let mut errors = Vec::new();
+    for auth in credentials {
+        match images.pull_image(image, Some(auth)).await {
+            Ok(reference) => return Ok(reference),
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        1 => Err(errors.remove(0)),
+        _ => Err(RuntimeError::Failed {
+            call: "PullImage".into(),
+            source: std::sync::Arc::new(PullErrors(
+                errors.iter().map(|e| Chain(e).to_string()).collect(),
+            )),
+        }),
+    }
+}
+
+/// The errors of several pull attempts, as upstream's aggregate prints them.
+#[derive(Debug)]
+struct PullErrors(Vec<String>);
+
+impl std::fmt::Display for PullErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
+impl std::error::Error for PullErrors {}
 
 /// Stops every live container (in parallel, each with its `preStop` hook and the
 /// grace period) and then every ready sandbox of the pod. `pod` is the spec when known.

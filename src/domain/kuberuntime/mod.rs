@@ -3,6 +3,7 @@
 //! crash-loop back-off, the request values and their builders, labels, DNS, and garbage.
 pub mod actions;
 pub mod backoff;
+pub mod credentials;
 pub mod dns;
 pub mod gc;
 pub mod hosts;

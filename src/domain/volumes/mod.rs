@@ -211,6 +211,10 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
             }
         }
     }
+    // Pull secrets: the Node authorizer lets a node read those its pods name.
+    for reference in &pod.spec.image_pull_secrets {
+        refs.secrets.insert(reference.name.clone());
+    }
     let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
     for c in containers {
         for from in &c.env_from {
