@@ -48,7 +48,7 @@ export RKUBELET_BENCH_PROBE_SECS="${RKUBELET_BENCH_PROBE_SECS:-30}"
 export RKUBELET_BENCH_FUZZ_CASES="${RKUBELET_BENCH_FUZZ_CASES:-20000}"
 cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
-    --bench faults --bench fuzz --bench soak --bench eviction --bench pod_events --bench volumes \
+    --bench faults --bench fuzz --bench soak --bench eviction --bench pod_events --bench volumes --bench volume_pods \
     | tee "$figures"
 took "benchmarks"
 missed=$(grep -c "NOT MET" "$figures" || true)

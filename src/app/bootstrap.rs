@@ -604,11 +604,12 @@ pub struct PodLinks {
 }
 
 impl PodLinks {
-    pub fn new(clock: Arc<dyn crate::ports::clock::Clock>) -> Self {
+    /// `cache_ttl`: how long a ConfigMap or Secret read is used.
+    pub fn new(clock: Arc<dyn crate::ports::clock::Clock>, cache_ttl: Duration) -> Self {
         PodLinks {
             events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).0,
-            volumes: Arc::new(VolumeManager::standalone(clock)),
+            volumes: Arc::new(VolumeManager::standalone(clock).with_cache_ttl(cache_ttl)),
         }
     }
 }
@@ -739,7 +740,14 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new().with_clock(Arc::clone(&deps.clock));
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
-    let links = PodLinks::new(Arc::clone(&deps.clock));
+    let cache_ttl = Duration::from_secs(crate::domain::volumes::object_cache_ttl_secs(
+        started
+            .resolved
+            .config
+            .config_map_and_secret_change_detection_strategy
+            .as_deref(),
+    ));
+    let links = PodLinks::new(Arc::clone(&deps.clock), cache_ttl);
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
     let (pod_loop, pleg) = start_pod_loop(

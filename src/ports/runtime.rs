@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::credentials::AuthConfig;
 use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerEvent, ContainerFilter, ContainerStatus, ExecResult, ImageInfo,
@@ -130,8 +131,13 @@ pub trait RuntimeService: Send + Sync {
 pub trait ImageService: Send + Sync {
     /// The image if present on the node; `None` when absent.
     async fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError>;
-    /// Pulls the image; returns its reference (digest or id).
-    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError>;
+    /// Pulls the image, with the registry credentials `auth` when given (the CRI's
+    /// `AuthConfig`); returns its reference (digest or id).
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&AuthConfig>,
+    ) -> Result<String, RuntimeError>;
 }
 
 /// What a streaming session asks of the runtime.

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod api_pods;
 pub mod cgroups;
 pub mod cluster;
 pub mod containerd;

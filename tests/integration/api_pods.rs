@@ -7,43 +7,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::common::api_pods::{apply, eventually, phase, pod};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE};
 use rkubelet::ports::runtime::RuntimeService;
 use serde_json::Value;
-
-/// Poll `probe` every 200 ms for up to `secs`.
-fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// `kubectl apply` of a YAML document.
-fn apply(cluster: &Cluster, dir: &Path, yaml: &str) {
-    let file = dir.join(format!(
-        "m-{}.yaml",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::write(&file, yaml).expect("manifest written");
-    let out = cluster.kubectl(&["apply", "-f", &file.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply failed: {}\n{yaml}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A pod bound to the node (`nodeName` set), one busybox container running `script`.
 fn bound_pod(name: &str, image: &str, script: &str, extra_spec: &str) -> String {
@@ -51,16 +19,6 @@ fn bound_pod(name: &str, image: &str, script: &str, extra_spec: &str) -> String 
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n{extra_spec}  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n"
     )
-}
-
-fn pod(cluster: &Cluster, name: &str) -> Option<Value> {
-    cluster.get_json(&["pod", name])
-}
-
-fn phase(cluster: &Cluster, name: &str) -> String {
-    pod(cluster, name)
-        .and_then(|p| p["status"]["phase"].as_str().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 fn condition<'a>(pod: &'a Value, type_: &str) -> &'a Value {
@@ -81,15 +39,6 @@ async fn sandboxes_of(node: &Node, name: &str) -> usize {
         .count()
 }
 
-fn start(name: &str, options: ClusterOptions) -> (Cluster, Node, tempfile::TempDir) {
-    let cluster = Cluster::start_with(name, options);
-    let mut node = Node::start(name);
-    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
-    node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
-    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
-    (cluster, node, tempfile::tempdir().expect("tempdir"))
-}
-
 /// Must-show 1 to 4: a pod bound to the node goes Pending → Running with the status
 /// upstream writes; pods that exit end Succeeded or Failed; a crash loop shows
 /// CrashLoopBackOff with a rising restart count; pods that do not fit are refused in
@@ -97,7 +46,8 @@ fn start(name: &str, options: ClusterOptions) -> (Cluster, Node, tempfile::TempD
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn api_pods_run_and_report_their_status() {
-    let (cluster, mut node, dir) = start("apipods-run", ClusterOptions::default());
+    let (cluster, mut node, dir) =
+        crate::common::api_pods::start("apipods-run", ClusterOptions::default(), &[]);
     let image = node.busybox.clone();
     apply(
         &cluster,
@@ -419,12 +369,13 @@ fn status_patches_after(cluster: &Cluster, since: f64) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd, scheduler), containerd and root: run by scripts/test.sh"]
 async fn a_deployment_runs_survives_a_restart_and_scales_to_zero() {
-    let (cluster, mut node, dir) = start(
+    let (cluster, mut node, dir) = crate::common::api_pods::start(
         "apipods-deploy",
         ClusterOptions {
             scheduler: true,
             ..ClusterOptions::default()
         },
+        &[],
     );
     let image = node.busybox.clone();
     apply(&cluster, dir.path(), &deployment("app", &image, 3));

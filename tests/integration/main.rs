@@ -40,3 +40,4 @@ mod systemd_real;
 mod upstream_compare;
 mod upstream_identity;
 mod volumes;
+mod volumes_in_pods;

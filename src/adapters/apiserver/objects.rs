@@ -7,11 +7,12 @@ use async_trait::async_trait;
 use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest as KubeTokenRequest, TokenRequestSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
 
 use super::errors::Answer;
 use super::KubeClients;
+use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, SecretData};
 use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
@@ -96,6 +97,36 @@ impl PodObjectsApi for KubeClients {
                 kind: s.type_.unwrap_or_default(),
             }
         }))
+    }
+
+    async fn list_services(&self) -> Result<Vec<ServiceInfo>, ObjectsError> {
+        let api: Api<Service> = Api::all(self.connection.client.clone());
+        let list = self
+            .object_call("list", "services", "", "", api.list(&ListParams::default()))
+            .await?;
+        Ok(list
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| {
+                let spec = s.spec.unwrap_or_default();
+                ServiceInfo {
+                    namespace: s.metadata.namespace.unwrap_or_default(),
+                    name: s.metadata.name.unwrap_or_default(),
+                    cluster_ip: spec.cluster_ip.unwrap_or_default(),
+                    ports: spec
+                        .ports
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|p| ServicePort {
+                            name: p.name.unwrap_or_default(),
+                            port: p.port,
+                            protocol: p.protocol.unwrap_or_default(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

@@ -918,7 +918,11 @@ impl ImageService for CriRuntime {
         }))
     }
 
-    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&crate::domain::kuberuntime::credentials::AuthConfig>,
+    ) -> Result<String, RuntimeError> {
         let mut c = self.images.clone();
         let r = self
             .call(
@@ -928,6 +932,7 @@ impl ImageService for CriRuntime {
                         image: image.into(),
                         ..Default::default()
                     }),
+                    auth: auth.map(auth_config),
                     ..Default::default()
                 })),
             )
@@ -936,9 +941,46 @@ impl ImageService for CriRuntime {
     }
 }
 
+/// The CRI's `AuthConfig` from the domain's.
+fn auth_config(a: &crate::domain::kuberuntime::credentials::AuthConfig) -> proto::AuthConfig {
+    proto::AuthConfig {
+        username: a.username.clone(),
+        password: a.password.clone(),
+        auth: a.auth.clone(),
+        server_address: a.server_address.clone(),
+        identity_token: a.identity_token.clone(),
+        registry_token: a.registry_token.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auth_configs_reach_the_cri_field_for_field() {
+        let a = crate::domain::kuberuntime::credentials::AuthConfig {
+            username: "u".into(),
+            password: "p".into(),
+            auth: "a".into(),
+            server_address: "s".into(),
+            identity_token: "i".into(),
+            registry_token: "r".into(),
+        };
+        let c = auth_config(&a);
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str(), c.auth.as_str()),
+            ("u", "p", "a")
+        );
+        assert_eq!(
+            (
+                c.server_address.as_str(),
+                c.identity_token.as_str(),
+                c.registry_token.as_str()
+            ),
+            ("s", "i", "r")
+        );
+    }
 
     #[test]
     fn status_codes_map_to_port_errors() {

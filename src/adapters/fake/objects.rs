@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, SecretData};
 use crate::ports::api::{CallError, CallErrorKind, ObjectsError, PodObjectsApi, TokenRequest};
@@ -14,6 +15,7 @@ use crate::ports::api::{CallError, CallErrorKind, ObjectsError, PodObjectsApi, T
 struct State {
     config_maps: BTreeMap<(String, String), ConfigMapData>,
     secrets: BTreeMap<(String, String), SecretData>,
+    services: Vec<ServiceInfo>,
     /// Tokens issued so far, in order.
     tokens: Vec<TokenRequest>,
     /// Lifetime the fake gives tokens from the "now" the test sets.
@@ -57,6 +59,21 @@ impl FakeObjects {
         self.lock()
             .secrets
             .insert((namespace.into(), name.into()), s);
+    }
+
+    pub fn put_service(&self, service: ServiceInfo) {
+        self.lock().services.push(service);
+    }
+
+    /// Sets the `type` of a Secret put before (`kubernetes.io/dockerconfigjson` ...).
+    pub fn set_secret_type(&self, namespace: &str, name: &str, kind: &str) {
+        if let Some(s) = self
+            .lock()
+            .secrets
+            .get_mut(&(namespace.to_owned(), name.to_owned()))
+        {
+            s.kind = kind.into();
+        }
     }
 
     /// The time tokens are issued at.
@@ -128,6 +145,24 @@ impl PodObjectsApi for FakeObjects {
             .secrets
             .get(&(namespace.into(), name.into()))
             .cloned())
+    }
+
+    /// Not counted in `calls`.
+    async fn list_services(&self) -> Result<Vec<ServiceInfo>, ObjectsError> {
+        let state = self.lock();
+        if state.down {
+            return Err(ObjectsError::Call {
+                verb: "list",
+                kind: "services",
+                namespace: String::new(),
+                name: String::new(),
+                source: Box::new(CallError::new(
+                    CallErrorKind::Unreachable,
+                    "connection refused (fake)",
+                )),
+            });
+        }
+        Ok(state.services.clone())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

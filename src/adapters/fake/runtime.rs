@@ -38,6 +38,13 @@ struct State {
     journal: Vec<String>,
     /// When set, every pull fails with this reason (a node with no registry).
     pull_failure: Option<String>,
+    /// Every pull with the credentials it carried.
+    pull_auths: Vec<(
+        String,
+        Option<crate::domain::kuberuntime::credentials::AuthConfig>,
+    )>,
+    /// Pulls succeed only with this user's credentials.
+    pull_only_as: Option<String>,
     /// `Some` once events are switched on: the subscribers of `container_events`.
     event_subscribers: Option<Vec<mpsc::UnboundedSender<ContainerEvent>>>,
     /// Usage reported by `container_stats`, set by tests (`stats` module).
@@ -199,6 +206,21 @@ impl FakeRuntime {
     /// From now on every pull fails with `reason` (`None`: pulls succeed again).
     pub fn fail_pulls(&self, reason: Option<&str>) {
         self.state().pull_failure = reason.map(str::to_owned);
+    }
+
+    /// From now on pulls succeed only with `user`'s credentials (a private registry).
+    pub fn pull_only_as(&self, user: Option<&str>) {
+        self.state().pull_only_as = user.map(str::to_owned);
+    }
+
+    /// Every pull so far: the image and the `AuthConfig` it carried.
+    pub fn pull_auths(
+        &self,
+    ) -> Vec<(
+        String,
+        Option<crate::domain::kuberuntime::credentials::AuthConfig>,
+    )> {
+        self.state().pull_auths.clone()
     }
 }
 
@@ -447,9 +469,25 @@ impl ImageService for FakeRuntime {
     }
 
     /// Every pull succeeds (the simulated node has no registry) unless told otherwise.
-    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
-        self.record(format!("PullImage {image}"));
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&crate::domain::kuberuntime::credentials::AuthConfig>,
+    ) -> Result<String, RuntimeError> {
+        match auth {
+            None => self.record(format!("PullImage {image}")),
+            Some(a) => self.record(format!("PullImage {image} as {}", a.username)),
+        }
         let mut s = self.state();
+        s.pull_auths.push((image.to_owned(), auth.cloned()));
+        if let Some(user) = &s.pull_only_as {
+            if auth.map(|a| &a.username) != Some(user) {
+                return Err(RuntimeError::Failed {
+                    call: "PullImage".into(),
+                    source: cause("unauthorized (fake)".to_string()),
+                });
+            }
+        }
         if let Some(reason) = &s.pull_failure {
             return Err(RuntimeError::Failed {
                 call: "PullImage".into(),
@@ -485,7 +523,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(rt.image_status("busybox").await?, None);
-        rt.pull_image("busybox").await?;
+        rt.pull_image("busybox", None).await?;
         assert!(rt.image_status("busybox").await?.is_some());
         let sb = rt.run_pod_sandbox(&sb_cfg).await?;
         assert_eq!(rt.pod_sandbox_status(&sb).await?.state, SandboxState::Ready);

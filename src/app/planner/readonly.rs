@@ -127,7 +127,11 @@ impl ImageService for ReadOnlyRuntime {
             None => Err(RuntimeError::Unimplemented("ImageStatus".into())),
         }
     }
-    async fn pull_image(&self, image: &str) -> Result<String, RuntimeError> {
+    async fn pull_image(
+        &self,
+        image: &str,
+        _auth: Option<&crate::domain::kuberuntime::credentials::AuthConfig>,
+    ) -> Result<String, RuntimeError> {
         self.refuse("PullImage", image)
     }
 }
@@ -198,7 +202,7 @@ mod tests {
         assert!(ro.start_container("c1").await.is_err());
         assert!(ro.stop_container("c1", 30).await.is_err());
         assert!(ro.remove_container("c1").await.is_err());
-        assert!(ro.pull_image("busybox").await.is_err());
+        assert!(ro.pull_image("busybox", None).await.is_err());
         // Reads still answer.
         assert!(ro.version().await.is_ok());
         assert!(ro

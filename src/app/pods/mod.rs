@@ -434,6 +434,9 @@ impl PodLoop {
             self.shared.ctx.containers.remove_stale_pods(&keep).await;
         }
         if sources_ready {
+            self.remove_orphaned_pod_dirs(&now).await;
+        }
+        if sources_ready {
             let orphans: Vec<String> = now
                 .keys()
                 .filter(|uid| !self.manager.contains(uid) && !self.workers.contains_key(*uid))
@@ -445,6 +448,44 @@ impl PodLoop {
             }
         }
         self.last_relist = now;
+    }
+
+    /// Folders under `<root-dir>/pods` of pods that are neither wanted, nor being
+    /// worked on, nor in the runtime (left by a kubelet killed between a pod's volume
+    /// set-up and its sandbox, or during its teardown): their mounts (tmpfs volumes) are
+    /// unmounted and the folders removed (upstream's `cleanupOrphanedPodDirs`).
+    async fn remove_orphaned_pod_dirs<V>(&self, runtime: &std::collections::BTreeMap<String, V>) {
+        let pods_dir = self.shared.ctx.requests.root_dir.join("pods");
+        let Ok(mut entries) = tokio::fs::read_dir(&pods_dir).await else {
+            return;
+        };
+        let mut found = Vec::new();
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            found.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        let keep: BTreeSet<String> = runtime
+            .keys()
+            .cloned()
+            .chain(self.workers.keys().cloned())
+            .chain(self.manager.pods().into_iter().map(|p| p.metadata.uid))
+            .collect();
+        for uid in crate::domain::kuberuntime::gc::orphaned_pod_dirs(&found, &keep) {
+            let dir = pods_dir.join(&uid);
+            info!(%uid, dir = %dir.display(), "removing the folder of an orphaned pod");
+            let result = tokio::task::spawn_blocking(move || {
+                let errors = volumes::unmount_under(&dir);
+                (errors, std::fs::remove_dir_all(&dir))
+            })
+            .await;
+            if let Ok((errors, removed)) = result {
+                for error in errors {
+                    warn!(%uid, error = %Chain(&error), "failed to unmount a volume of an orphaned pod");
+                }
+                if let Err(error) = removed {
+                    warn!(%uid, %error, "failed to remove the folder of an orphaned pod");
+                }
+            }
+        }
     }
 
     /// Runs until `stop` turns true. Pods keep running when the kubelet stops, as

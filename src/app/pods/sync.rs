@@ -16,6 +16,7 @@ use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
 use crate::domain::events as pod_events;
 use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
+use crate::domain::kuberuntime::credentials::{pod_keyring, AuthConfig, Keyring};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
@@ -25,6 +26,7 @@ use crate::domain::kuberuntime::plan::{
 };
 use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
 use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
@@ -167,7 +169,7 @@ fn failed(container: &str, reason: &str, message: String) -> Held {
 pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     let uid = &pod.metadata.uid;
     let mut outcome = SyncOutcome::default();
-    let view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
+    let mut view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
         Ok(view) => view,
         Err(error) => {
             warn!(error = %Chain(&error), "cannot read the pod's runtime status; retrying");
@@ -176,6 +178,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             return outcome;
         }
     };
+    read_termination_messages(ctx, pod, &mut view.status).await;
     outcome.runtime = view.status.clone();
     let now_unix_nanos = ctx.clock.now_unix_nanos();
     let wanted = images_to_inspect(pod, &view.status, now_unix_nanos);
@@ -212,6 +215,9 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             .map(|f| f.message.as_str())
             .collect::<Vec<_>>()
             .join("; ");
+        for f in &failed_mounts {
+            ctx.events.pod(pod, pod_events::failed_mount(&f.message));
+        }
         for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
             outcome.hold(
                 &c.name,
@@ -257,10 +263,45 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     if plan.create_sandbox.is_some() && !view.status.sandboxes.is_empty() {
         ctx.events.pod(pod, pod_events::sandbox_changed());
     }
+    let mut plan = plan;
+    let mut sandbox_ip = view
+        .status
+        .sandboxes
+        .iter()
+        .find(|s| s.state == SandboxState::Ready)
+        .map(|s| s.ip.clone())
+        .unwrap_or_default();
     let sandbox_id = match &plan.create_sandbox {
         Some(creation) => match create_sandbox(ctx, creation, &plan.sandbox).await {
             Ok(id) => {
                 info!(sandbox = %id, attempt = creation.attempt, reason = %creation.reason, "created pod sandbox");
+                // The containers' configs were planned before the sandbox had an IP: plan
+                // them again with it (status.podIP in env and the managed /etc/hosts), as
+                // upstream makes them from the new sandbox's status.
+                let ip = match ctx.runtime.pod_sandbox_status(&id).await {
+                    Ok(status) => status.ip,
+                    Err(error) => {
+                        warn!(sandbox = %id, error = %Chain(&error), "cannot read the new sandbox's IP");
+                        String::new()
+                    }
+                };
+                sandbox_ip.clone_from(&ip);
+                if !ip.is_empty() && pod_inputs.facts.pod_ip.is_empty() {
+                    let mut with_ip = pod_inputs.clone();
+                    with_ip.facts.pod_ip = ip;
+                    let again = plan_pod_sync(&SyncInputs {
+                        pod,
+                        runtime: &view.status,
+                        images: &images,
+                        image_backoff: &image_backoff,
+                        now_unix_nanos,
+                        requests: &ctx.requests,
+                        cgroup_parent: &cgroup_parent,
+                        pod_inputs: &with_ip,
+                    });
+                    plan.init_containers = again.init_containers;
+                    plan.containers = again.containers;
+                }
                 id
             }
             Err(error) => {
@@ -277,6 +318,25 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         None => plan.sandbox_id.clone(),
     };
 
+    let starts = plan
+        .init_containers
+        .iter()
+        .chain(&plan.containers)
+        .any(|step| matches!(step.action, ContainerAction::Start(_)));
+    if starts {
+        write_hosts_file(
+            ctx,
+            pod,
+            &sandbox_ip,
+            &pod_inputs.facts.host_ip,
+            &plan.sandbox,
+        )
+        .await;
+    }
+    let (keyring, missing) = pod_keyring(pod, &pod_inputs.objects);
+    if starts && !missing.is_empty() {
+        warn!(secrets = ?missing, "Unable to retrieve some image pull secrets; attempting to pull the image may not succeed.");
+    }
     let mut pulls = BTreeMap::new();
     // Init containers run one at a time: one that does not start stops the sync here.
     for step in &plan.init_containers {
@@ -285,6 +345,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             init: true,
             sandbox_id: &sandbox_id,
             sandbox: &plan.sandbox,
+            keyring: &keyring,
         };
         if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
@@ -297,6 +358,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             init: false,
             sandbox_id: &sandbox_id,
             sandbox: &plan.sandbox,
+            keyring: &keyring,
         };
         if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
             outcome.hold(&step.name, held);
@@ -304,6 +366,35 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     }
     collect_dead(ctx, &view).await;
     outcome
+}
+
+/// Writes the pod's managed `/etc/hosts` (the domain decides its content) before its
+/// containers are created with it mounted; a failure shows as their creation error.
+async fn write_hosts_file(
+    ctx: &SyncContext,
+    pod: &Pod,
+    sandbox_ip: &str,
+    host_ip: &str,
+    sandbox: &SandboxConfig,
+) {
+    use crate::domain::kuberuntime::hosts::{etc_hosts_file, hosts_ip, HostsFile, ETC_HOSTS_PATH};
+    let ip = hosts_ip(pod, sandbox_ip, host_ip);
+    let Some(file) = HostsFile::of(&ctx.requests, pod, ip, &sandbox.hostname) else {
+        return;
+    };
+    let node_hosts = match &file {
+        HostsFile::FromNode { .. } => tokio::fs::read_to_string(ETC_HOSTS_PATH)
+            .await
+            .unwrap_or_else(|error| {
+                warn!(%error, "cannot read the node's /etc/hosts for a host-network pod");
+                String::new()
+            }),
+        HostsFile::Managed(_) => String::new(),
+    };
+    let path = etc_hosts_file(&ctx.requests, &pod.metadata.uid);
+    if let Err(error) = tokio::fs::write(&path, file.content(&node_hosts)).await {
+        warn!(path = %path.display(), %error, "cannot write the pod's hosts file");
+    }
 }
 
 /// Why a pod's sandbox was not created.
@@ -354,6 +445,8 @@ struct Target<'a> {
     init: bool,
     sandbox_id: &'a str,
     sandbox: &'a SandboxConfig,
+    /// Registry credentials from the pod's pull secrets.
+    keyring: &'a Keyring,
 }
 
 /// Carries out one container's plan: held as planned, or pull (once per image and
@@ -381,7 +474,14 @@ async fn carry_out(
         let result = match pulls.get(&start.config.image) {
             Some(done) => done.clone(),
             None => {
-                let result = pull_image(ctx, target.pod, &step.name, &start.config.image).await;
+                let result = pull_image(
+                    ctx,
+                    target.pod,
+                    &step.name,
+                    &start.config.image,
+                    target.keyring,
+                )
+                .await;
                 pulls.insert(start.config.image.clone(), result.clone());
                 result
             }
@@ -433,6 +533,18 @@ async fn carry_out(
         &start.config
     };
     let record = |event| ctx.events.container(target.pod, &step.name, event);
+    if let Some(spec) = spec_of(target, step) {
+        if let Some(mount) =
+            termination::message_mount(&ctx.requests, target.pod, spec, config.attempt)
+        {
+            // The message file is a bind-mounted file: it exists, writable by any user.
+            if let Err(e) = create_message_file(std::path::Path::new(&mount.host_path)).await {
+                let message = format!("cannot create {}: {e}", mount.host_path);
+                record(pod_events::container_error(&message));
+                return Err(failed(&step.name, "CreateContainerError", message));
+            }
+        }
+    }
     let id = match ctx
         .runtime
         .create_container(sandbox_id, config, sandbox)
@@ -453,17 +565,89 @@ async fn carry_out(
     }
     record(pod_events::started(&step.name));
     info!(container = %step.name, %id, restart_count = config.attempt, "started container");
-    let spec = if target.init {
-        target.pod.spec.init_containers.get(step.index)
-    } else {
-        target.pod.spec.containers.get(step.index)
-    };
-    if let Some(spec) = spec {
+    if let Some(spec) = spec_of(target, step) {
         probes::post_start(ctx, target.pod, spec, &id, sandbox_id)
             .await
             .map_err(|message| failed(&step.name, "PostStartHookError", message))?;
     }
     Ok(())
+}
+
+fn spec_of<'a>(
+    target: &Target<'a>,
+    step: &ContainerPlan,
+) -> Option<&'a crate::domain::pod::Container> {
+    if target.init {
+        target.pod.spec.init_containers.get(step.index)
+    } else {
+        target.pod.spec.containers.get(step.index)
+    }
+}
+
+async fn create_message_file(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await?;
+    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).await
+}
+
+/// Fills the message of the pod's exited instances with what they wrote to their
+/// termination message file, or their log's tail, as the domain decides.
+async fn read_termination_messages(ctx: &SyncContext, pod: &Pod, status: &mut PodRuntimeStatus) {
+    use termination::{log_tail, termination_message, Message, MessageFile};
+    for c in status
+        .containers
+        .iter_mut()
+        .filter(|c| c.state == ContainerState::Exited)
+    {
+        let Some(spec) = pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(&pod.spec.containers)
+            .find(|s| s.name == c.name)
+        else {
+            continue;
+        };
+        let path = termination::message_file(&ctx.requests, &pod.metadata.uid, &c.name, c.attempt);
+        let file = match read_at_most(&path, termination::MAX_MESSAGE_BYTES).await {
+            Ok(data) => MessageFile::Read(data),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MessageFile::Missing,
+            Err(e) => MessageFile::Failed {
+                path: path.display().to_string(),
+                error: e.to_string(),
+            },
+        };
+        let text = match termination_message(spec, c.exit_code, &c.reason, &file) {
+            Message::Text(text) => text,
+            Message::FromLogs => {
+                let log = pod_log_dir(&ctx.requests, pod)
+                    .join(&c.name)
+                    .join(format!("{}.log", c.attempt));
+                log_tail(&tokio::fs::read(&log).await.unwrap_or_default())
+            }
+        };
+        if !text.is_empty() && !c.message.ends_with(&text) {
+            if !c.message.is_empty() {
+                c.message.push_str(": ");
+            }
+            c.message.push_str(&text);
+        }
+    }
+}
+
+async fn read_at_most(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let mut data = Vec::new();
+    file.take(limit as u64).read_to_end(&mut data).await?;
+    Ok(data)
 }
 
 /// Pulls `image`; a failure is recorded in the pull back-off (upstream's
@@ -473,12 +657,13 @@ async fn pull_image(
     pod: &Pod,
     container: &str,
     image: &str,
+    keyring: &Keyring,
 ) -> Result<(), Held> {
     let key = image_pull_key(&pod.metadata.uid, image);
     ctx.events
         .container(pod, container, pod_events::pulling(image));
     let started = ctx.clock.monotonic_nanos();
-    match ctx.images.pull_image(image).await {
+    match pull_with_credentials(ctx.images.as_ref(), image, &keyring.lookup(image)).await {
         Ok(reference) => {
             // One pull at a time per sync: the pull is all of the wait.
             let took = GoDuration::from_nanos(
@@ -513,6 +698,47 @@ async fn pull_image(
         }
     }
 }
+
+/// Upstream's `PullImage`: anonymously when no credential matches the image's
+/// registry, else with each matching credential in turn until one works; the errors of
+/// all the attempts when none does.
+async fn pull_with_credentials(
+    images: &dyn ImageService,
+    image: &str,
+    credentials: &[AuthConfig],
+) -> Result<String, RuntimeError> {
+    if credentials.is_empty() {
+        return images.pull_image(image, None).await;
+    }
+    let mut errors = Vec::new();
+    for auth in credentials {
+        match images.pull_image(image, Some(auth)).await {
+            Ok(reference) => return Ok(reference),
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        1 => Err(errors.remove(0)),
+        _ => Err(RuntimeError::Failed {
+            call: "PullImage".into(),
+            source: std::sync::Arc::new(PullErrors(
+                errors.iter().map(|e| Chain(e).to_string()).collect(),
+            )),
+        }),
+    }
+}
+
+/// The errors of several pull attempts, as upstream's aggregate prints them.
+#[derive(Debug)]
+struct PullErrors(Vec<String>);
+
+impl std::fmt::Display for PullErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
+impl std::error::Error for PullErrors {}
 
 /// Stops every live container (in parallel, each with its `preStop` hook and the
 /// grace period) and then every ready sandbox of the pod. `pod` is the spec when known.

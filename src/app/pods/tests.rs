@@ -583,3 +583,80 @@ async fn a_finished_pod_is_not_started_again_when_its_dead_container_is_removed(
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
 }
+
+/// Must-show 8 at the CRI boundary: the pod's pull secrets reach `PullImage` as the
+/// `AuthConfig` of the image's registry, each matching credential tried in turn (the
+/// most specific first); an image of another registry is pulled anonymously.
+#[tokio::test]
+async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
+    use crate::adapters::fake::FakeObjects;
+    use crate::app::pods::volume_manager::VolumeManager;
+    use crate::domain::pod::LocalObjectReference;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+    let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
+    let objects = FakeObjects::default();
+    let config = r#"{"auths": {
+        "registry.example.com": {"username": "bob", "password": "b"},
+        "https://registry.example.com/v2/team": {"auth": "YWxpY2U6czNjcmV0"}}}"#;
+    objects.put_secret(
+        "default",
+        "regcred",
+        &[(".dockerconfigjson", config.as_bytes())],
+    );
+    objects.set_secret_type("default", "regcred", "kubernetes.io/dockerconfigjson");
+    let node = crate::app::test_support::resolved(&[]).node;
+    let manager = Arc::new(ContainerManager::new(
+        Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs)),
+        node.cgroup_tree,
+        node.node,
+    ));
+    let volumes = VolumeManager::standalone(clock.clone()).with_api(Arc::new(objects));
+    let ctx = SyncContext::new(
+        runtime.clone(),
+        runtime.clone(),
+        clock.clone(),
+        RequestContext::under_root(dir.path()),
+        "fake".into(),
+        manager,
+    )
+    .with_volumes(Arc::new(volumes));
+    runtime.pull_only_as(Some("bob"));
+    let mut private = pod(
+        "p1",
+        RestartPolicy::Always,
+        "registry.example.com/team/app:1",
+    );
+    private.spec.image_pull_secrets = vec![
+        LocalObjectReference {
+            name: "regcred".into(),
+        },
+        LocalObjectReference {
+            name: "missing".into(),
+        },
+    ];
+    sync_pod(&ctx, &private).await;
+    let pulls = runtime.pull_auths();
+    let users: Vec<(&str, &str)> = pulls
+        .iter()
+        .map(|(image, auth)| {
+            let a = auth
+                .as_ref()
+                .unwrap_or_else(|| panic!("anonymous pull of {image}"));
+            (a.username.as_str(), a.password.as_str())
+        })
+        .collect();
+    assert_eq!(users, [("alice", "s3cret"), ("bob", "b")]);
+    assert_eq!(
+        containers(&runtime).await.len(),
+        1,
+        "started after bob's pull"
+    );
+
+    runtime.pull_only_as(None);
+    let mut public = pod("p2", RestartPolicy::Always, "quay.io/org/tool:2");
+    public.spec.image_pull_secrets = private.spec.image_pull_secrets.clone();
+    sync_pod(&ctx, &public).await;
+    let pulls = runtime.pull_auths();
+    assert_eq!(pulls.last(), Some(&("quay.io/org/tool:2".to_owned(), None)));
+}

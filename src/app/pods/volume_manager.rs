@@ -16,6 +16,7 @@ use super::volumes;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
 use crate::domain::volumes::plan::{plan_volumes, VolumeAction};
+use crate::domain::volumes::services::{service_env, ServiceInfo};
 use crate::domain::volumes::token::{requires_refresh, IssuedToken};
 use crate::domain::volumes::{
     references, ConfigMapData, Fetched, PodFacts, PodInputs, PodObjects, SecretData, TokenKey,
@@ -27,6 +28,10 @@ use crate::ports::error::Chain;
 /// How long a fetched ConfigMap or Secret is used before it is read again (upstream's
 /// TTL cache strategy; its default is a minute).
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(60);
+
+/// The Services list (one call for the whole cluster) is read at most this often; it
+/// only matters when a container is created.
+const SERVICES_MIN_TTL: Duration = Duration::from_secs(10);
 
 type ObjectKey = (String, String);
 
@@ -40,6 +45,7 @@ struct Caches {
     config_maps: HashMap<ObjectKey, Cached<ConfigMapData>>,
     secrets: HashMap<ObjectKey, Cached<SecretData>>,
     tokens: HashMap<(String, TokenKey), IssuedToken>,
+    services: Option<Cached<Vec<ServiceInfo>>>,
 }
 
 /// A volume that was not set up, with its message (upstream's `FailedMount`).
@@ -228,7 +234,46 @@ impl VolumeManager {
             objects.tokens.insert(key, value);
         }
         inputs.objects = objects;
+        let services = self.services(api.as_ref(), now).await;
+        inputs.service_env = service_env(
+            &services,
+            &ns,
+            pod.spec.enable_service_links.unwrap_or(true),
+        );
         inputs
+    }
+
+    /// The cluster's Services (cached as the objects are); a failed list gives the last
+    /// one read, or none, as upstream's lister would.
+    async fn services(&self, api: &dyn PodObjectsApi, now: Duration) -> Vec<ServiceInfo> {
+        let ttl = self.cache_ttl.max(SERVICES_MIN_TTL);
+        let fresh = self
+            .caches()
+            .services
+            .as_ref()
+            .and_then(|c| (now.saturating_sub(c.at) < ttl).then(|| c.value.clone()));
+        if let Some(Fetched::Found(list)) = fresh {
+            return list;
+        }
+        match api.list_services().await {
+            Ok(list) => {
+                self.caches().services = Some(Cached {
+                    at: now,
+                    value: Fetched::Found(list.clone()),
+                });
+                list
+            }
+            Err(e) => {
+                warn!(error = %Chain(&e), "failed to list services when setting up env vars");
+                match &self.caches().services {
+                    Some(Cached {
+                        value: Fetched::Found(list),
+                        ..
+                    }) => list.clone(),
+                    _ => Vec::new(),
+                }
+            }
+        }
     }
 
     /// The soonest token refresh of `pod`, for the next sync.

@@ -161,7 +161,7 @@ fn file_kind(path: &Path) -> Option<FileKind> {
 /// Why a hostPath cannot be used: upstream's type-check message, or an I/O failure.
 #[derive(Debug, thiserror::Error)]
 pub enum HostPathError {
-    #[error("{0}")]
+    #[error(transparent)]
     Check(#[from] crate::domain::volumes::plan::VolumeErrorKind),
     #[error(transparent)]
     Io(#[from] VolumeSetupError),

@@ -168,10 +168,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ni("containerLogMaxFiles", NO_LOG_ROTATION),
     ni("containerLogMaxWorkers", NO_LOG_ROTATION),
     ni("containerLogMonitorInterval", NO_LOG_ROTATION),
-    ni(
-        "configMapAndSecretChangeDetectionStrategy",
-        "no ConfigMap or Secret volumes yet",
-    ),
+    done("configMapAndSecretChangeDetectionStrategy"),
     done("systemReserved"),
     done("kubeReserved"),
     done("reservedSystemCPUs"),

@@ -29,6 +29,7 @@ pub mod reason {
     pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
     pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const FAILED_MOUNT: &str = "FailedMount";
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
 }
 
@@ -139,6 +140,12 @@ pub fn failed_create_sandbox(error: &str) -> NodeEvent {
         reason::FAILED_CREATE_POD_SANDBOX,
         format!("Failed to create pod sandbox: {error}"),
     )
+}
+
+/// A volume that could not be set up (`message`: upstream's `MountVolume.SetUp failed
+/// for volume ...`).
+pub fn failed_mount(message: &str) -> NodeEvent {
+    warning(reason::FAILED_MOUNT, message.to_owned())
 }
 
 /// A pod refused by admission or evicted: upstream's `rejectPod` and `evictPod` record a

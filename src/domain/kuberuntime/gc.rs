@@ -56,6 +56,19 @@ pub fn dead_sandboxes<'a>(
         .collect()
 }
 
+/// The pod folders (named by uid) to remove: those of pods no source wants, no worker
+/// handles and the runtime does not hold.
+pub fn orphaned_pod_dirs(
+    found: &[String],
+    keep: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    found
+        .iter()
+        .filter(|uid| !keep.contains(*uid))
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,11 +3,14 @@
 //! crash-loop back-off, the request values and their builders, labels, DNS, and garbage.
 pub mod actions;
 pub mod backoff;
+pub mod credentials;
 pub mod dns;
 pub mod gc;
+pub mod hosts;
 pub mod image_reference;
 pub mod labels;
 pub mod plan;
 pub mod pleg;
 pub mod requests;
 pub mod runtime;
+pub mod termination;

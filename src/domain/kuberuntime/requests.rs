@@ -545,7 +545,11 @@ pub fn container_config_with(
         ),
         (
             CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION.to_string(),
-            TERMINATION_MESSAGE_POLICY.to_string(),
+            if container.termination_message_policy.is_empty() {
+                TERMINATION_MESSAGE_POLICY.to_string()
+            } else {
+                container.termination_message_policy.clone()
+            },
         ),
         (
             POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
@@ -569,7 +573,18 @@ pub fn container_config_with(
         labels,
         annotations,
         log_path: format!("{}/{restart_count}.log", container.name),
-        mounts: mounts(ctx, pod, container)?,
+        mounts: {
+            let mut all = mounts(ctx, pod, container)?;
+            let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);
+            all.extend(super::hosts::hosts_mount(ctx, pod, container, ip));
+            all.extend(super::termination::message_mount(
+                ctx,
+                pod,
+                container,
+                restart_count,
+            ));
+            all
+        },
         linux: linux_resources(ctx, pod, container),
         security: securitycontext::container_security(&ctx.security, pod, container),
         stdin: container.stdin,

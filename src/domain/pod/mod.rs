@@ -104,6 +104,15 @@ pub struct OwnerReference {
     pub controller: Option<bool>,
 }
 
+/// One `hostAliases` entry: an IP and the names it gets in `/etc/hosts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostAlias {
+    pub ip: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec {
@@ -126,6 +135,9 @@ pub struct PodSpec {
     pub hostname: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subdomain: String,
+    /// Entries added to the pod's managed `/etc/hosts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_aliases: Vec<HostAlias>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -244,6 +256,7 @@ impl Default for PodSpec {
             dns_policy: "ClusterFirst".to_string(),
             hostname: String::new(),
             subdomain: String::new(),
+            host_aliases: Vec::new(),
             node_name: String::new(),
             priority: None,
             priority_class_name: String::new(),
@@ -331,6 +344,9 @@ pub struct Container {
     pub stdin: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    /// `File` (empty reads as `File`) or `FallbackToLogsOnError`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_message_policy: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -367,6 +383,7 @@ impl Default for Container {
             tty: false,
             stdin: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
+            termination_message_policy: String::new(),
             security_context: None,
             liveness_probe: None,
             readiness_probe: None,

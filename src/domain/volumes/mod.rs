@@ -11,6 +11,7 @@ pub mod downward;
 pub mod env;
 pub mod payload;
 pub mod plan;
+pub mod services;
 pub mod token;
 
 use std::collections::BTreeMap;
@@ -174,6 +175,18 @@ pub struct References {
     pub tokens: std::collections::BTreeSet<TokenKey>,
 }
 
+/// How long a ConfigMap or Secret read for a pod is used before it is read again, by
+/// `configMapAndSecretChangeDetectionStrategy`: `Cache` keeps it for upstream's default
+/// TTL (a minute); `Get` reads it on every sync; `Watch` (the default) would see changes
+/// as they happen: rkubelet keeps no watches, and reads on every sync instead, so a
+/// change reaches the files at the next sync (within `syncFrequency`), as with a watch.
+pub fn object_cache_ttl_secs(strategy: Option<&str>) -> u64 {
+    match strategy {
+        Some("Cache") => 60,
+        _ => 0,
+    }
+}
+
 /// Upstream's default token lifetime when a projection does not say (an hour).
 pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
 
@@ -197,6 +210,10 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
                 refs.tokens.insert(token::token_key(t));
             }
         }
+    }
+    // Pull secrets: the Node authorizer lets a node read those its pods name.
+    for reference in &pod.spec.image_pull_secrets {
+        refs.secrets.insert(reference.name.clone());
     }
     let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
     for c in containers {

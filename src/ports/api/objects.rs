@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use super::CallError;
+use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, SecretData};
 
@@ -59,4 +60,10 @@ pub trait PodObjectsApi: Send + Sync {
     /// # Errors
     /// [`ObjectsError::Call`].
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError>;
+
+    /// Every Service of the cluster (the Node authorizer lets a node list them), for the
+    /// service-link environment.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn list_services(&self) -> Result<Vec<ServiceInfo>, ObjectsError>;
 }

@@ -416,6 +416,12 @@ fn mounts_resolve_volumes() {
                 host_path: "/srv/data/app/conf".into(),
                 readonly: false,
             },
+            // The instance's termination message file (upstream's).
+            Mount {
+                container_path: "/dev/termination-log".into(),
+                host_path: "/var/lib/kubelet/pods/uid-1/containers/app/0".into(),
+                readonly: false,
+            },
         ]
     );
 }

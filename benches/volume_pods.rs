@@ -1,0 +1,244 @@
+//! Volumes of running pods end to end (issue 13): a private control plane (with its
+//! controller manager), a private containerd and rkubelet (`--sync-frequency=5s`).
+//! 1. The time the default service-account volume (`kube-api-access-*`: a TokenRequest,
+//!    the CA ConfigMap, a tmpfs, files written atomically) adds to a pod's start: from
+//!    `kubectl create` to its container running in the runtime (polled every 10 ms),
+//!    median of `RKUBELET_BENCH_VOLUME_RUNS` (5) pods with the default volume minus the
+//!    median of as many with `automountServiceAccountToken: false`. Goal: under 20 ms.
+//! 2. A ConfigMap patched while `RKUBELET_BENCH_VOLUME_PODS` (50) running pods mount it:
+//!    the time until every pod's file holds the new content. Goal: within syncFrequency
+//!    (the default change detection reads objects on every sync).
+//!
+//! Needs root, containerd and the control plane; fails, saying which is missing.
+
+#[allow(dead_code)]
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+#[allow(dead_code)]
+#[path = "../tests/common/containerd.rs"]
+mod containerd;
+#[allow(dead_code)]
+#[path = "../tests/common/env_file.rs"]
+mod env_file;
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
+use rkubelet::ports::runtime::RuntimeService;
+
+use cluster::Cluster;
+use common::{below, fail, free_port};
+use containerd::Containerd;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+const NODE: &str = "benchvp";
+const SYNC_SECS: u64 = 5;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn apply(c: &Cluster, dir: &Path, name: &str, yaml: &str) {
+    let file = dir.join(format!("{name}.yaml"));
+    if let Err(e) = std::fs::write(&file, yaml) {
+        fail("volume_pods", &format!("manifest: {e}"));
+    }
+    let out = c.kubectl(&["apply", "-f", &file.display().to_string()]);
+    if !out.status.success() {
+        fail("volume_pods", &String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+fn pod_yaml(name: &str, image: &str, automount: bool, volume: bool) -> String {
+    let (mounts, volumes) = if volume {
+        (
+            "    volumeMounts: [{name: cfg, mountPath: /cfg}]\n",
+            "  volumes: [{name: cfg, configMap: {name: shared}}]\n",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: {automount}\n  terminationGracePeriodSeconds: 0\n{volumes}  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n{mounts}"
+    )
+}
+
+/// Running containers by pod name.
+async fn running(rt: &CriRuntime) -> BTreeMap<String, usize> {
+    let filter = ContainerFilter {
+        state: Some(ContainerState::Running),
+        ..ContainerFilter::default()
+    };
+    let mut out = BTreeMap::new();
+    for c in rt.list_containers(&filter).await.unwrap_or_default() {
+        if let Some(pod) = c.labels.get("io.kubernetes.pod.name") {
+            *out.entry(pod.clone()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// Seconds from `kubectl apply` of pod `name` to its container running.
+async fn start_time(c: &Cluster, rt: &CriRuntime, dir: &Path, name: &str, yaml: &str) -> f64 {
+    let started = Instant::now();
+    apply(c, dir, name, yaml);
+    while !running(rt).await.contains_key(name) {
+        if started.elapsed() > Duration::from_secs(60) {
+            fail("volume_pods", &format!("pod {name} never ran"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn main() {
+    let runs = env_number("RKUBELET_BENCH_VOLUME_RUNS", 5);
+    let many = env_number("RKUBELET_BENCH_VOLUME_PODS", 50);
+    let c = Cluster::start("benchvp");
+    let ctrd = Containerd::start("benchvp");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
+    let root = dir.path().join("root");
+    let kubeconfig = c.node_kubeconfig(NODE, 30);
+    let log = std::fs::File::create(dir.path().join("rkubelet.log"))
+        .unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
+    let mut child = Command::new(BIN)
+        .args([
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),
+            format!("--root-dir={}", root.display()),
+            format!("--cert-dir={}", dir.path().join("pki").display()),
+            format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
+            format!("--pod-infra-container-image={}", ctrd.var("PAUSE_IMAGE")),
+            format!("--hostname-override={NODE}"),
+            format!("--healthz-port={}", free_port()),
+            format!("--port={}", free_port()),
+            format!("--sync-frequency={SYNC_SECS}s"),
+            format!("--max-pods={}", many + 2 * runs + 10),
+            "--fail-swap-on=false".into(),
+            "--eviction-hard=".into(),
+        ])
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| fail("volume_pods", &format!("rkubelet does not start: {e}")));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.get_json(&["node", NODE]).is_none()
+        || c.get_json(&["serviceaccount", "default"]).is_none()
+        || c.get_json(&["configmap", "kube-root-ca.crt"]).is_none()
+    {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            fail(
+                "volume_pods",
+                "node not registered, or no default service account or kube-root-ca.crt",
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let image = ctrd.var("BUSYBOX_IMAGE");
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
+    // The CRI client is made inside the runtime it runs on.
+    let guard = tokio.enter();
+    let rt = CriRuntime::connect(&ctrd.var("CRI_ENDPOINT"), Duration::from_secs(30))
+        .unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
+    drop(guard);
+    let outcome = tokio.block_on(async {
+        // A first pod warms the image and the caches.
+        start_time(&c, &rt, dir.path(), "warm", &pod_yaml("warm", &image, true, false)).await;
+        let (mut plain, mut with_sa) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            let name = format!("plain-{i}");
+            plain.push(start_time(&c, &rt, dir.path(), &name, &pod_yaml(&name, &image, false, false)).await);
+            let name = format!("sa-{i}");
+            with_sa.push(start_time(&c, &rt, dir.path(), &name, &pod_yaml(&name, &image, true, false)).await);
+        }
+        let (plain, with_sa) = (median(plain) * 1000.0, median(with_sa) * 1000.0);
+        let added = with_sa - plain;
+        println!(
+            "volume_pods: pod start, kubectl create to container running, median of {runs}: without volumes {plain:.0} ms, with the default service-account volume {with_sa:.0} ms: added {added:.0} ms, {}",
+            below(added, 20.0, " ms")
+        );
+
+        apply(&c, dir.path(), "shared", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {key: v1}\n");
+        let mut all = String::new();
+        for i in 0..many {
+            all.push_str(&pod_yaml(&format!("cm-{i}"), &image, false, true));
+            all.push_str("---\n");
+        }
+        let started = Instant::now();
+        apply(&c, dir.path(), "many", &all);
+        loop {
+            let now = running(&rt).await;
+            if (0..many).all(|i| now.contains_key(&format!("cm-{i}"))) {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(150) {
+                return Err(format!("{many} pods not running after 150 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        println!("volume_pods: {many} pods with a configMap volume running in {:.1} s", started.elapsed().as_secs_f64());
+        let list = c.get_json(&["pods"]).unwrap_or_default();
+        let files: Vec<std::path::PathBuf> = list["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter(|p| p["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("cm-")))
+                    .filter_map(|p| p["metadata"]["uid"].as_str())
+                    .map(|uid| root.join("pods").join(uid).join("volumes/kubernetes.io~configmap/cfg/key"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let patched = Instant::now();
+        let out = c.kubectl(&["patch", "configmap", "shared", "-p", r#"{"data":{"key":"v2"}}"#]);
+        if !out.status.success() {
+            return Err("kubectl patch failed".to_string());
+        }
+        loop {
+            let updated = files
+                .iter()
+                .filter(|f| std::fs::read_to_string(f).ok().as_deref() == Some("v2"))
+                .count();
+            if updated == many {
+                break;
+            }
+            if patched.elapsed() > Duration::from_secs(SYNC_SECS * 6) {
+                return Err(format!("only {updated}/{many} pods updated"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let secs = patched.elapsed().as_secs_f64();
+        println!(
+            "volume_pods: a ConfigMap patch in the files of all {many} running pods after {secs:.1} s, {} (syncFrequency {SYNC_SECS} s)",
+            below(secs, SYNC_SECS as f64 + 1.0, " s")
+        );
+        Ok(())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(ctrd);
+    let _ = rkubelet::app::pods::volumes::unmount_under(&root);
+    if let Err(e) = outcome {
+        fail("volume_pods", &e);
+    }
+}

@@ -1,0 +1,72 @@
+//! Helpers for tests that run API pods: a private control plane, a node (containerd +
+//! rkubelet with the node's kubeconfig), `kubectl apply` of manifests and reads of pods.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::cluster::{Cluster, ClusterOptions};
+use super::node::{Node, NODE};
+
+/// Poll `probe` every 200 ms for up to `secs`.
+pub fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `kubectl apply` of a YAML document.
+pub fn apply(cluster: &Cluster, dir: &Path, yaml: &str) {
+    let file = dir.join(format!(
+        "m-{}.yaml",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::write(&file, yaml).expect("manifest written");
+    let out = cluster.kubectl(&["apply", "-f", &file.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}\n{yaml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The pod `name` of the default namespace, as `kubectl get pod -o json` shows it.
+pub fn pod(cluster: &Cluster, name: &str) -> Option<Value> {
+    cluster.get_json(&["pod", name])
+}
+
+pub fn phase(cluster: &Cluster, name: &str) -> String {
+    pod(cluster, name)
+        .and_then(|p| p["status"]["phase"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A control plane, a node running rkubelet with its kubeconfig (and `extra` flags),
+/// registered; and a folder for manifests.
+pub fn start(
+    name: &str,
+    options: ClusterOptions,
+    extra: &[&str],
+) -> (Cluster, Node, tempfile::TempDir) {
+    let cluster = Cluster::start_with(name, options);
+    let mut node = Node::start(name);
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    let mut flags = vec![format!("--kubeconfig={}", kubeconfig.display())];
+    flags.extend(extra.iter().map(|f| (*f).to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    node.kubelet_with(&flags);
+    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
+    (cluster, node, tempfile::tempdir().expect("tempdir"))
+}
