@@ -655,13 +655,18 @@ async fn start_kubelet_api(
     }
     let mut tasks = Vec::new();
     let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
-    let tls = crate::app::server::tls::serving_files(
-        &settings,
-        &node.hostname,
-        api_deps.pki.as_ref(),
-        now_secs,
-    )
-    .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key));
+    let tls = if settings.server_tls_bootstrap {
+        info!("serverTLSBootstrap: TLS handshakes fail until a kubelet-serving certificate is issued, as upstream's");
+        crate::app::server::tls::bootstrapped_server_config(&settings)
+    } else {
+        crate::app::server::tls::serving_files(
+            &settings,
+            &node.hostname,
+            api_deps.pki.as_ref(),
+            now_secs,
+        )
+        .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key))
+    };
     let api = |guard: Option<Arc<Guard>>| {
         Arc::new(KubeletApi {
             guard,

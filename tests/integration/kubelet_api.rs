@@ -849,3 +849,99 @@ fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
         "{stderr}"
     );
 }
+
+/// Must-show 4 with `serverTLSBootstrap` (`--rotate-server-certificates`): a
+/// `kubernetes.io/kubelet-serving` request for the node's identity and addresses, no
+/// certificate served until it is approved (upstream's handshakes fail likewise), then the
+/// issued one, kept as upstream's `kubelet-server-*.pem` files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd, controller-manager), containerd and root: run by scripts/test.sh"]
+async fn server_tls_bootstrap_serves_the_approved_certificate() {
+    use base64::Engine;
+    let cluster = Cluster::start("kapis");
+    let mut node = Node::start("kapis");
+    let port = pick_port(false);
+    let pki = node.root.join("pki");
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    let ip = host_ip();
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={port}"),
+        &format!("--node-ip={ip}"),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", pki.display()),
+        "--rotate-server-certificates",
+    ]);
+    let csr = wait_for(60, "a kubelet-serving CSR", || {
+        let list = cluster.get_json(&["csr"])?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
+            .cloned()
+    });
+    assert_eq!(csr["spec"]["username"], format!("system:node:{NODE}"));
+    assert_eq!(
+        csr["spec"]["usages"],
+        serde_json::json!(["digital signature", "key encipherment", "server auth"])
+    );
+    let request = base64::engine::general_purpose::STANDARD
+        .decode(csr["spec"]["request"].as_str().expect("request"))
+        .expect("base64");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let request_file = dir.path().join("request.pem");
+    std::fs::write(&request_file, request).expect("request written");
+    let decoded = Command::new("openssl")
+        .args(["req", "-noout", "-text", "-in"])
+        .arg(&request_file)
+        .output()
+        .expect("openssl runs");
+    let decoded = text(&decoded);
+    assert!(
+        decoded.contains(&format!("CN = system:node:{NODE}"))
+            && decoded.contains("O = system:nodes"),
+        "{decoded}"
+    );
+    assert!(
+        decoded.contains(&format!("DNS:{NODE}, IP Address:{ip}")),
+        "{decoded}"
+    );
+    // Not approved: nothing is served, and no self-signed pair is made.
+    let (code, body) = curl(port, "/healthz", &[]);
+    assert_eq!(code, 0, "TLS refused before approval: {body}");
+    assert!(!pki.join("kubelet.crt").exists());
+    let name = csr["metadata"]["name"].as_str().expect("CSR name");
+    let out = cluster.kubectl(&["certificate", "approve", name]);
+    assert!(out.status.success(), "{out:?}");
+    let current = pki.join("kubelet-server-current.pem");
+    wait_for(60, "kubelet-server-current.pem", || {
+        current.exists().then_some(())
+    });
+    let pairs: Vec<String> = std::fs::read_dir(&pki)
+        .expect("cert dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("kubelet-server-2") && n.ends_with(".pem"))
+        .collect();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    // Served, and verified against the cluster's CA at the node's address.
+    let client = |name: &str| cluster.base.join("pki").join(name).display().to_string();
+    let served = wait_for(20, "the issued certificate served", || {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "--cacert"])
+            .arg(cluster.ca_cert())
+            .args(["--cert", &client("apiserver-kubelet-client.crt")])
+            .args(["--key", &client("apiserver-kubelet-client.key")])
+            .arg(format!("https://{ip}:{port}/healthz"))
+            .output()
+            .ok()?;
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(served, "ok");
+    let health = wait_for(30, "healthz through the API server", || {
+        let out = proxy(&cluster, "/healthz");
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(health, "ok");
+    assert!(!node.log_text().contains("panicked"));
+    node.finish();
+}
