@@ -5,6 +5,7 @@ pub mod actions;
 pub mod backoff;
 pub mod dns;
 pub mod gc;
+pub mod image_reference;
 pub mod labels;
 pub mod plan;
 pub mod pleg;
