@@ -2,14 +2,17 @@
 //! - one eviction cycle's domain time (observations, thresholds, conditions, ranking and
 //!   the pod to evict) with 250 pods under memory pressure, median of 200 passes;
 //!   goal < 1 ms;
-//! - on a private containerd (scripts/test-env/containerd-up.sh) with rkubelet, the time
+//! - on a private containerd (scripts/test-env/containerd-up.sh) with rkubelet connected
+//!   to a private control plane (the hog comes from the API server: static pods are
+//!   never evicted, as upstream), the time
 //!   from the pods' working set crossing a memory threshold (the bench polls the
 //!   `kubepods` cgroup every 2 ms) to rkubelet logging the eviction: with kernel memory
 //!   notifications (cgroup v1) goal < 1 s; with them off (`--kernel-memcg-notification=
 //!   false`, the housekeeping interval of 10 s alone, as upstream by default) printed for
 //!   comparison, goal <= 11 s (one interval and a cycle).
 //!
-//! Needs root, containerd and a cgroup v1 memory hierarchy for the second part; fails,
+//! Needs root, containerd, the control plane and a cgroup v1 memory hierarchy for the
+//! second part; fails,
 //! saying which is missing, without them.
 
 use std::collections::BTreeMap;
@@ -25,11 +28,15 @@ use rkubelet::domain::eviction::signals::{ContainerStats, MemoryStats, NodeSumma
 use rkubelet::domain::pod::Pod;
 
 #[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+#[allow(dead_code)] // shared with the tests, which use more of it
 #[path = "../tests/common/containerd.rs"]
 mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
+use cluster::Cluster;
 use common::{at_most, below, fail, free_port};
 use containerd::Containerd;
 
@@ -187,7 +194,12 @@ fn working_set(kubepods: &Path) -> Option<u64> {
 /// The pods' working set at which `memory.available<800Mi` is met with 1Gi for the pods.
 const CROSSING: u64 = 224 * MI;
 
-fn reaction_secs(ctrd: &Containerd, dir: &Path, notifications: bool) -> Result<f64, String> {
+fn reaction_secs(
+    cluster: &Cluster,
+    ctrd: &Containerd,
+    dir: &Path,
+    notifications: bool,
+) -> Result<f64, String> {
     let tag = if notifications { "notify" } else { "poll" };
     let manifests = dir.join(format!("manifests-{tag}"));
     std::fs::create_dir_all(&manifests).map_err(|e| e.to_string())?;
@@ -218,6 +230,10 @@ fn reaction_secs(ctrd: &Containerd, dir: &Path, notifications: bool) -> Result<f
             "--eviction-hard=memory.available<800Mi".into(),
             "--image-gc-high-threshold=100".into(),
             format!("--kernel-memcg-notification={notifications}"),
+            format!(
+                "--kubeconfig={}",
+                cluster.node_kubeconfig("n1", 30).display()
+            ),
         ])
         .stderr(File::create(&log).map_err(|e| e.to_string())?)
         .stdout(Stdio::null())
@@ -225,10 +241,10 @@ fn reaction_secs(ctrd: &Containerd, dir: &Path, notifications: bool) -> Result<f
         .map_err(|e| format!("rkubelet does not start: {e}"))?;
     let kubelet = Kubelet { child, log };
     let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hog-{tag}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: hog\n    image: {}\n    command: [\"sh\", \"-c\", \"sleep 3; x=$(head -c 300000000 /dev/zero | tr '\\\\0' a); while true; do sleep 60; done\"]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hog-{tag}\nspec:\n  nodeName: n1\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: hog\n    image: {}\n    command: [\"sh\", \"-c\", \"sleep 3; x=$(head -c 300000000 /dev/zero | tr '\\\\0' a); while true; do sleep 60; done\"]\n",
         ctrd.var("BUSYBOX_IMAGE")
     );
-    std::fs::write(manifests.join("hog.yaml"), manifest).map_err(|e| e.to_string())?;
+    cluster.apply(&manifest);
     let kubepods = PathBuf::from("/sys/fs/cgroup/memory")
         .join(cgroup_root.trim_start_matches('/'))
         .join("kubepods");
@@ -282,11 +298,13 @@ fn main() {
         );
     }
     let ctrd = Containerd::try_start("bench-evict").unwrap_or_else(|e| fail("eviction", &e));
+    let cluster = Cluster::start("bench-evict");
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail("eviction", &e.to_string()));
-    let runs = reaction_secs(&ctrd, dir.path(), true)
-        .and_then(|notified| Ok((notified, reaction_secs(&ctrd, dir.path(), false)?)));
+    let runs = reaction_secs(&cluster, &ctrd, dir.path(), true)
+        .and_then(|notified| Ok((notified, reaction_secs(&cluster, &ctrd, dir.path(), false)?)));
     let (notified, polled) = runs.unwrap_or_else(|e| {
-        // `fail` exits: tear the private containerd down first.
+        // `fail` exits: tear the private containerd and control plane down first.
+        drop(cluster);
         drop(ctrd);
         fail("eviction", &e)
     });

@@ -23,26 +23,22 @@ pub mod thresholds;
 /// under node pressure.
 pub const EVICTED_REASON: &str = "Evicted";
 
-/// Whether the eviction manager leaves `pod` alone (never evicts it, always admits it):
-/// mirror pods and pods at system-critical priority or in a system-critical class.
-///
-/// Deliberately unlike upstream, a static pod is not protected for being static:
-/// rkubelet runs static pods only, so upstream's rule would leave the node nothing to
-/// reclaim. The control plane's static pods (kubeadm's name `system-node-critical`) stay
-/// protected. An evicted static pod stays Failed until its manifest changes.
+/// Whether the eviction manager leaves `pod` alone (never evicts it, always admits it
+/// under pressure): upstream's `IsCriticalPod`, static pods, mirror pods and pods at
+/// system-critical priority. A static pod is never evicted because it is never
+/// re-admitted afterwards (kubernetes/kubernetes#40573); the pods the API server sends
+/// are what the eviction manager reclaims from.
 pub fn protected_from_eviction(pod: &crate::domain::pod::Pod) -> bool {
-    use crate::domain::pod::{CONFIG_MIRROR_ANNOTATION, SYSTEM_CRITICAL_PRIORITY};
-    pod.metadata
-        .annotations
-        .contains_key(CONFIG_MIRROR_ANNOTATION)
+    use crate::domain::pod::{is_static_pod, CONFIG_MIRROR_ANNOTATION, SYSTEM_CRITICAL_PRIORITY};
+    is_static_pod(pod)
+        || pod
+            .metadata
+            .annotations
+            .contains_key(CONFIG_MIRROR_ANNOTATION)
         || pod
             .spec
             .priority
             .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
-        || matches!(
-            pod.spec.priority_class_name.as_str(),
-            "system-node-critical" | "system-cluster-critical"
-        )
 }
 
 use std::collections::BTreeMap;

@@ -200,6 +200,30 @@ impl Cluster {
             .expect("kubectl runs")
     }
 
+    /// `kubectl apply` of YAML documents, which must succeed.
+    pub fn apply(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = Command::new(self.var("KUBECTL"))
+            .env("KUBECONFIG", self.admin_kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(yaml.as_bytes())
+                .expect("manifest sent to kubectl");
+        }
+        let out = child.wait_with_output().expect("kubectl ends");
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `kubectl get ARGS -o json`, parsed; `None` when kubectl fails (e.g. not found).
     pub fn get_json(&self, args: &[&str]) -> Option<Value> {
         let mut all = vec!["get"];

@@ -118,6 +118,27 @@ impl Node {
         self.daemon = Some(start_daemon(&args, false));
     }
 
+    /// `kubelet_with`, connected to `cluster` as the node's identity; returns once the
+    /// Node is registered.
+    #[allow(dead_code)]
+    pub fn kubelet_connected(&mut self, cluster: &super::cluster::Cluster, extra: &[&str]) {
+        let kubeconfig = format!(
+            "--kubeconfig={}",
+            cluster.node_kubeconfig(NODE, 30).display()
+        );
+        let mut args = vec![kubeconfig.as_str()];
+        args.extend_from_slice(extra);
+        self.kubelet_with(&args);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cluster.get_json(&["node", NODE]).is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the Node was not registered in 30 s"
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
     /// SIGKILL rkubelet (its pods keep running in containerd).
     pub fn kill9(&mut self) {
         let mut daemon = self.daemon.take().expect("rkubelet running");
@@ -324,6 +345,15 @@ pub fn pod(name: &str, spec_extra: &str, init: &[String], containers: &[String])
     text.push_str("  containers:\n");
     text.push_str(&containers.concat());
     text
+}
+
+/// A pod manifest for the API server, bound to the node (no scheduler needed) and
+/// without the service-account volume (no controller manager needed).
+#[allow(dead_code)]
+pub fn api_pod(name: &str, spec_extra: &str, init: &[String], containers: &[String]) -> String {
+    let spec_extra =
+        format!("  nodeName: {NODE}\n  automountServiceAccountToken: false\n{spec_extra}");
+    pod(name, &spec_extra, init, containers)
 }
 
 pub fn secs_between(from_nanos: i64, to_nanos: i64) -> f64 {

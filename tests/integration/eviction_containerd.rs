@@ -21,7 +21,8 @@ use rkubelet::domain::eviction::signals::FsStats;
 use rkubelet::ports::stats::RuntimeStats;
 use serde_json::Value;
 
-use crate::common::node::{container, eventually, pod, Node, POLL};
+use crate::common::cluster::Cluster;
+use crate::common::node::{api_pod, container, eventually, pod, Node, NODE, POLL};
 
 const MI: u64 = 1 << 20;
 
@@ -60,34 +61,57 @@ fn evicted(p: &Value) -> bool {
     p["status"]["phase"] == "Failed" && p["status"]["reason"] == "Evicted"
 }
 
-/// Must-shows 1 and 5: a BestEffort pod that allocates past its (zero) request is
-/// evicted with upstream's message and the DisruptionTarget condition, the Guaranteed
-/// pod beside it keeps running, MemoryPressure turns True and, after the (shortened)
+/// Must-shows 1 and 5, with pods from a real API server: a BestEffort pod that allocates
+/// past its (zero) request is evicted with upstream's message and the DisruptionTarget
+/// condition, written to the API; the Guaranteed pod beside it keeps running; a static
+/// pod ranked before it (lower priority, also over its request) is protected, as
+/// upstream's `IsCriticalPod`; MemoryPressure turns True and, after the (shortened)
 /// transition period, False; while it holds, a new BestEffort pod is refused and a
 /// Burstable one admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root, containerd and cgroup memory: run by scripts/test.sh"]
+#[ignore = "needs root, containerd, a control plane and cgroup memory: run by scripts/test.sh"]
 async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort_is_refused() {
+    let cluster = Cluster::start("evict-mem");
     let mut node = Node::start("evict-mem");
     let reserved_mi = mem_total_bytes() / MI - 1024;
-    node.kubelet_with(&[
-        &format!("--system-reserved=memory={reserved_mi}Mi"),
-        "--eviction-hard=memory.available<800Mi",
-        "--eviction-pressure-transition-period=15s",
-        "--housekeeping-interval=2s",
-    ]);
+    node.kubelet_connected(
+        &cluster,
+        &[
+            &format!("--system-reserved=memory={reserved_mi}Mi"),
+            "--eviction-hard=memory.available<800Mi",
+            "--eviction-pressure-transition-period=15s",
+            "--housekeeping-interval=2s",
+        ],
+    );
     let bb = node.busybox.clone();
+    // 60 MB held by a static pod at a lower priority than the API's pods: ranked first
+    // under pressure, and left alone.
     node.write(
-        "steady.yaml",
+        "pinned.yaml",
         &pod(
+            "pinned",
+            "  priority: -10\n",
+            &[],
+            &[container(
+                "pinned",
+                &bb,
+                "x=$(head -c 60000000 /dev/zero | tr '\\0' a); echo pinned-allocated; while true; do sleep 60; done",
+            )],
+        ),
+    );
+    eventually!(
+        60,
+        "the static pod's allocation",
+        node.log_line("pinned-allocated")
+    );
+    cluster.apply(&api_pod(
             "steady",
             "",
             &[],
             &[container("steady", &bb, "sleep 3600")
                 + "    resources:\n      requests: {cpu: 10m, memory: 32Mi}\n      limits: {cpu: 10m, memory: 32Mi}\n"],
-        ),
-    );
-    node.wait_running("steady-n1", "steady", 60).await;
+        ));
+    node.wait_running("steady", "steady", 60).await;
 
     // Must-show 6: page cache is not used memory. A pod reads a 400 MB file once, in whole
     // megabytes (busybox `cat` was seen to leave the pages active, i.e. working set, for
@@ -114,13 +138,13 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
         "  volumes:\n  - name: data\n    hostPath: {{path: {}}}\n",
         data.path().display()
     );
-    node.write("reader.yaml", &pod("reader", &volume, &[], &[reader]));
+    cluster.apply(&api_pod("reader", &volume, &[], &[reader]));
     eventually!(
         60,
         "the reader's read-done line",
         node.log_line("read-done")
     );
-    let uid = node.pod_json("reader-n1").expect("reader listed")["metadata"]["uid"]
+    let uid = node.pod_json("reader").expect("reader listed")["metadata"]["uid"]
         .as_str()
         .map(str::to_owned)
         .expect("uid");
@@ -148,24 +172,21 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
         !node.log_text().contains("Evicting pod"),
         "page cache counted as used"
     );
-    assert!(running(&node.pod_json("reader-n1").expect("reader listed")));
+    assert!(running(&node.pod_json("reader").expect("reader listed")));
     // 300 MB held in a shell variable: past the 224Mi the pods may use. (The shell must
     // not exec its last command: the variable would go with it.)
-    node.write(
-        "hog.yaml",
-        &pod(
+    cluster.apply(&api_pod(
+        "hog",
+        "",
+        &[],
+        &[container(
             "hog",
-            "",
-            &[],
-            &[container(
-                "hog",
-                &bb,
-                "sleep 1; x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo allocated; while true; do sleep 60; done",
-            )],
-        ),
-    );
+            &bb,
+            "sleep 1; x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo allocated; while true; do sleep 60; done",
+        )],
+    ));
     let started = Instant::now();
-    let hog = wait_status(&node, "hog-n1", 90, evicted).await;
+    let hog = wait_status(&node, "hog", 90, evicted).await;
     let evicted_after = started.elapsed();
     let (_, _, message) = phase(&hog);
     assert!(
@@ -187,7 +208,25 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             .any(|c| c["type"] == "DisruptionTarget" && c["status"] == "True"),
         "{hog}"
     );
-    eprintln!("hog evicted {evicted_after:?} after its manifest was written");
+    eprintln!("hog evicted {evicted_after:?} after it was created");
+    // What the API server shows is what /pods showed.
+    let in_api = eventually!(30, "the eviction written to the API", {
+        cluster
+            .get_json(&["pod", "hog"])
+            .filter(|p| p["status"]["reason"] == "Evicted")
+    });
+    assert_eq!(phase(&in_api), phase(&hog), "{in_api}");
+    let event = eventually!(30, "the Evicted event in the API", {
+        cluster
+            .get_json(&[
+                "events",
+                "--field-selector",
+                "involvedObject.name=hog,reason=Evicted",
+            ])
+            .and_then(|list| list["items"].as_array()?.first().cloned())
+    });
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(event["message"], phase(&hog).2, "{event}");
     let log = node.log_text();
     assert!(log.contains("Evicting pod"), "no Evicted event in the log");
     assert!(
@@ -195,32 +234,52 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             && log.contains("condition=MemoryPressure status=\"True\""),
         "MemoryPressure True not logged"
     );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("cannot evict a critical pod") && l.contains("pinned-n1")),
+        "the static pod ranked first is protected, and said so"
+    );
+    let pinned = node.pod_json("pinned-n1").expect("pinned listed");
+    assert!(running(&pinned), "{pinned}");
 
     // Within the transition period: BestEffort refused, Burstable admitted.
-    node.write(
-        "late-be.yaml",
-        &pod("late-be", "", &[], &[container("late", &bb, "sleep 3600")]),
-    );
-    node.write(
-        "late-bu.yaml",
-        &pod(
-            "late-bu",
-            "",
-            &[],
-            &[container("late", &bb, "sleep 3600")
-                + "    resources:\n      requests: {memory: 16Mi}\n"],
-        ),
-    );
-    let refused = wait_status(&node, "late-be-n1", 30, evicted).await;
+    cluster.apply(&api_pod(
+        "late-be",
+        "",
+        &[],
+        &[container("late", &bb, "sleep 3600")],
+    ));
+    cluster.apply(&api_pod(
+        "late-bu",
+        "",
+        &[],
+        &[container("late", &bb, "sleep 3600")
+            + "    resources:\n      requests: {memory: 16Mi}\n"],
+    ));
+    let refused = wait_status(&node, "late-be", 30, evicted).await;
     assert_eq!(
         phase(&refused).2,
         "Pod was rejected: The node had condition: [MemoryPressure]. "
     );
+    let event = eventually!(30, "the refusal's event in the API", {
+        cluster
+            .get_json(&["events", "--field-selector", "involvedObject.name=late-be"])
+            .and_then(|list| list["items"].as_array()?.first().cloned())
+    });
+    assert_eq!(
+        (&event["type"], &event["reason"], &event["message"]),
+        (
+            &Value::from("Warning"),
+            &Value::from("Evicted"),
+            &Value::from("The node had condition: [MemoryPressure]. ")
+        ),
+        "{event}"
+    );
     assert!(
-        node.containers("late-be-n1").await.is_empty(),
+        node.containers("late-be").await.is_empty(),
         "a refused pod gets no container"
     );
-    node.wait_running("late-bu-n1", "late", 60).await;
+    node.wait_running("late-bu", "late", 60).await;
 
     // The condition clears once the transition period has passed without pressure.
     eventually!(60, "MemoryPressure False in the log", {
@@ -228,13 +287,33 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
             .contains("condition=MemoryPressure status=\"False\"")
             .then_some(())
     });
+    // The Node's status went the same way, with upstream's node events.
+    for reason in ["NodeHasInsufficientMemory", "NodeHasSufficientMemory"] {
+        eventually!(30, format!("the node event {reason}"), {
+            cluster
+                .get_json(&[
+                    "events",
+                    "--field-selector",
+                    &format!("involvedObject.kind=Node,reason={reason}"),
+                ])
+                .filter(|list| list["items"].as_array().is_some_and(|i| !i.is_empty()))
+        });
+    }
+    eventually!(30, "MemoryPressure False in the Node's status", {
+        cluster.get_json(&["node", NODE]).filter(|n| {
+            n["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "MemoryPressure" && c["status"] == "False")
+            })
+        })
+    });
     // The Guaranteed pod and the reader kept running all along.
-    let reader = node.pod_json("reader-n1").expect("reader listed");
+    let reader = node.pod_json("reader").expect("reader listed");
     assert!(running(&reader), "{reader}");
-    let steady = node.pod_json("steady-n1").expect("steady listed");
+    let steady = node.pod_json("steady").expect("steady listed");
     assert!(running(&steady), "{steady}");
     assert_eq!(
-        node.containers("steady-n1").await.len(),
+        node.containers("steady").await.len(),
         1,
         "steady never restarted"
     );
@@ -251,10 +330,12 @@ fn available_bytes(path: &std::path::Path) -> u64 {
 /// containerd's images and writable layers, so it is the image filesystem too), a pod
 /// writing to an emptyDir drives `nodefs.available` below its threshold: the dead
 /// container of a finished pod and the unused images go first, then the writing pod is
-/// evicted (reclaim cannot free what it wrote), and `DiskPressure` is True.
+/// evicted (reclaim cannot free what it wrote), and `DiskPressure` is True. The writer
+/// comes from the API server (a static pod would be protected, as upstream).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and containerd: run by scripts/test.sh"]
+#[ignore = "needs root, containerd and a control plane: run by scripts/test.sh"]
 async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_evicts_the_writer() {
+    let cluster = Cluster::start("evict-disk");
     let mut node = Node::start_on_small_disk("evict-disk", 160);
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/build-images.sh");
@@ -273,10 +354,13 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
     let threshold_mib = free_mib
         .checked_sub(40)
         .expect("a tmpfs of 160 MiB has 40 MiB free");
-    node.kubelet_with(&[
-        &format!("--eviction-hard=nodefs.available<{threshold_mib}Mi"),
-        "--housekeeping-interval=1s",
-    ]);
+    node.kubelet_connected(
+        &cluster,
+        &[
+            &format!("--eviction-hard=nodefs.available<{threshold_mib}Mi"),
+            "--housekeeping-interval=1s",
+        ],
+    );
     let bb = node.busybox.clone();
     node.write(
         "done.yaml",
@@ -302,16 +386,13 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
         &bb,
         "sleep 2; dd if=/dev/zero of=/scratch/fill bs=1M count=64; sleep 3600",
     ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
-    node.write(
-        "writer.yaml",
-        &pod(
-            "writer",
-            "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
-            &[],
-            &[writer],
-        ),
-    );
-    let evicted_writer = wait_status(&node, "writer-n1", 90, evicted).await;
+    cluster.apply(&api_pod(
+        "writer",
+        "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
+        &[],
+        &[writer],
+    ));
+    let evicted_writer = wait_status(&node, "writer", 90, evicted).await;
     let (_, reason, message) = phase(&evicted_writer);
     assert_eq!(reason, "Evicted");
     assert!(
@@ -364,12 +445,14 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
 }
 
 /// Must-show 3: an emptyDir with `sizeLimit: 10Mi` written past it: the pod is evicted
-/// with upstream's message (no threshold needed: local storage isolation is on).
+/// with upstream's message (no threshold needed: local storage isolation is on); the
+/// pod within its limit keeps running. Both from the API server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and containerd: run by scripts/test.sh"]
+#[ignore = "needs root, containerd and a control plane: run by scripts/test.sh"]
 async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
+    let cluster = Cluster::start("evict-edir");
     let mut node = Node::start("evict-edir");
-    node.kubelet_with(&["--housekeeping-interval=1s"]);
+    node.kubelet_connected(&cluster, &["--housekeeping-interval=1s"]);
     let bb = node.busybox.clone();
     let spec = "  volumes:\n  - name: scratch\n    emptyDir: {sizeLimit: 10Mi}\n";
     let writer = container(
@@ -377,19 +460,19 @@ async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
         &bb,
         "sleep 1; dd if=/dev/zero of=/scratch/fill bs=1M count=20; sleep 3600",
     ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
-    node.write("writer.yaml", &pod("writer", spec, &[], &[writer]));
+    cluster.apply(&api_pod("writer", spec, &[], &[writer]));
     let within = container(
         "within",
         &bb,
         "dd if=/dev/zero of=/scratch/fill bs=1M count=2; sleep 3600",
     ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
-    node.write("within.yaml", &pod("within", spec, &[], &[within]));
-    let writer = wait_status(&node, "writer-n1", 60, evicted).await;
+    cluster.apply(&api_pod("within", spec, &[], &[within]));
+    let writer = wait_status(&node, "writer", 60, evicted).await;
     assert_eq!(
         phase(&writer).2,
         "Usage of EmptyDir volume \"scratch\" exceeds the limit \"10Mi\". "
     );
-    let within = node.pod_json("within-n1").expect("within listed");
+    let within = node.pod_json("within").expect("within listed");
     assert!(running(&within), "{within}");
     node.finish();
 }

@@ -593,13 +593,23 @@ mod connected {
 #[test]
 fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
     use crate::domain::eviction::signals::{MemoryStats, NodeSummary, PodStats};
+    // The largest user is a static pod: protected, as upstream's `IsCriticalPod`; the
+    // API pods behind it are what the node reclaims from.
     let hog = pod("hog", "uhog", &[("app", "busybox")]);
-    let quiet = pod("quiet", "uquiet", &[("app", "busybox")]);
+    let api_pod = |name: &str, uid: &str| {
+        let mut pod = pod(name, uid, &[("app", "busybox")]);
+        pod.metadata
+            .annotations
+            .insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+        pod
+    };
+    let web = api_pod("web", "uweb");
+    let quiet = api_pod("quiet", "uquiet");
     let gib = 1u64 << 30;
     let mut given = inputs(
         resolved(&[]),
-        vec![hog.clone(), quiet.clone()],
-        vec![running(&hog), running(&quiet)],
+        vec![hog.clone(), web.clone(), quiet.clone()],
+        vec![running(&hog), running(&web), running(&quiet)],
     );
     let pod_stats = |uid: &str, bytes: u64| PodStats {
         uid: uid.into(),
@@ -613,7 +623,11 @@ fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
             time_unix_nanos: NOW,
             // 50 MiB free of 8 GiB: under the default memory.available<100Mi.
             memory: Some(MemoryStats::new(8 * gib - (50 << 20), 0, Some(8 * gib))),
-            pods: vec![pod_stats("uhog", gib), pod_stats("uquiet", 10 << 20)],
+            pods: vec![
+                pod_stats("uhog", gib),
+                pod_stats("uweb", 512 << 20),
+                pod_stats("uquiet", 10 << 20),
+            ],
             ..NodeSummary::default()
         },
         dedicated_image_fs: false,
@@ -627,8 +641,13 @@ fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
     assert_eq!(decision.thresholds_met, ["memory.available<100Mi"]);
     assert_eq!(decision.observed["memory.available"], "50Mi of 8Gi");
     assert!(decision.reclaim_first.is_empty());
-    assert_eq!(decision.ranked[0], "hog_default(uhog)");
+    assert_eq!(
+        decision.ranked[..2],
+        ["hog_default(uhog)", "web_default(uweb)"]
+    );
+    assert_eq!(decision.protected, ["hog_default(uhog)"]);
     assert_eq!(decision.would_evict.len(), 1);
+    assert_eq!(decision.would_evict[0].pod, "web_default(uweb)");
     assert!(
         decision.would_evict[0].message.starts_with(
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
@@ -642,7 +661,7 @@ fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
         "{text}"
     );
     assert!(
-        text.contains("would evict hog_default(uhog): The node was low on resource: memory."),
+        text.contains("would evict web_default(uweb): The node was low on resource: memory."),
         "{text}"
     );
     assert!(text.contains("(observed 50Mi of 8Gi)"), "{text}");

@@ -34,6 +34,7 @@ use tracing::{debug, info, warn};
 use crate::app::node::ConnectedNode;
 use crate::app::server::shutdown_requested;
 use crate::domain::admission::{admit_pod, NodeInfo};
+use crate::domain::events as pod_events;
 use crate::domain::eviction::admission::admit;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
@@ -188,7 +189,10 @@ impl PodLoop {
         let Err(rejection) = admit_pod(pod, admitted, node) else {
             return false;
         };
-        warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = %rejection.reason, message = %rejection.message, "Failed to admit pod to node");
+        self.shared.ctx.events.pod(
+            pod,
+            pod_events::refused_or_evicted(&rejection.reason, &rejection.message),
+        );
         self.shared.store.set(
             pod,
             rejected_pod_status(&rejection.reason, &rejection.message),
@@ -247,7 +251,10 @@ impl PodLoop {
         let Err(rejection) = admit(pod, &conditions) else {
             return false;
         };
-        warn!(pod = %full_name(pod), uid = %pod.metadata.uid, reason = rejection.reason, message = %rejection.message, "Failed to admit pod to node");
+        self.shared.ctx.events.pod(
+            pod,
+            pod_events::refused_or_evicted(rejection.reason, &rejection.message),
+        );
         self.shared.store.set(
             pod,
             rejected_pod_status(rejection.reason, &rejection.message),
@@ -263,7 +270,11 @@ impl PodLoop {
             warn!(%uid, "eviction of a pod that is no longer desired; ignored");
             return;
         };
-        info!(pod = %eviction.pod, reason = eviction.reason, message = %eviction.message, "evicting pod");
+        // Upstream records the event before the pod is killed (the manager logged it).
+        self.shared.ctx.events.pod(
+            &pod,
+            pod_events::refused_or_evicted(eviction.reason, &eviction.message),
+        );
         self.terminal.insert(uid.clone());
         self.dispatch(&uid, Desired::Evict(Box::new(pod), Box::new(eviction)));
     }

@@ -141,6 +141,12 @@ pub fn failed_create_sandbox(error: &str) -> NodeEvent {
     )
 }
 
+/// A pod refused by admission or evicted: upstream's `rejectPod` and `evictPod` record a
+/// Warning with the status's reason and the message without "Pod was rejected: ".
+pub fn refused_or_evicted(reason: &str, message: &str) -> NodeEvent {
+    warning(reason, message.to_owned())
+}
+
 /// A probe's or hook's event (`Unhealthy`, `ProbeWarning`, `Killing`, `Failed…Hook`).
 pub fn from_probe(event: &ProbeEvent) -> NodeEvent {
     NodeEvent {

@@ -103,11 +103,7 @@ mod tests {
             .metadata
             .annotations
             .insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
-        assert!(
-            admit(&static_pod, &[PressureCondition::DiskPressure]).is_err(),
-            "static alone does not protect (unlike upstream)"
-        );
-        static_pod.spec.priority_class_name = "system-node-critical".into();
+        // Static alone protects, as upstream: it is never re-admitted once refused.
         for pod in [&critical, &static_pod] {
             assert!(admit(pod, &[PressureCondition::DiskPressure]).is_ok());
         }

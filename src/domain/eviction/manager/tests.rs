@@ -837,16 +837,18 @@ fn static_critical_pods_are_not_evicted() {
     m.synchronize(&pods);
     assert!(!m.memory_pressure());
 
-    // Static alone (no critical priority) does not protect it, unlike upstream: rkubelet
-    // runs static pods only. A system-critical class does.
+    // Static alone protects it, as upstream (a static pod is never re-admitted); from
+    // the API server at ordinary priority, the same pod goes.
     pods[0].spec.priority = None;
-    pods[0].spec.priority_class_name = "system-node-critical".into();
     m.step(1);
     m.summary = memory_summary("500Mi", &stats);
     m.synchronize(&pods);
     assert!(m.memory_pressure());
     assert_eq!(m.killed_name(), None);
-    pods[0].spec.priority_class_name = String::new();
+    pods[0]
+        .metadata
+        .annotations
+        .insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
     m.step(1);
     m.synchronize(&pods);
     assert_eq!(m.killed_name(), Some("critical".into()));
