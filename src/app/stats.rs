@@ -200,15 +200,17 @@ impl StatsProvider {
         for pod in self.pods.active_pods() {
             let uid = pod.metadata.uid.clone();
             let status = self.pods.status_of(&uid).unwrap_or_default();
-            let (cgroup_path, cgroup) = match &self.tree {
+            let (cgroup_path, cgroup, network) = match &self.tree {
                 Some(tree) => {
                     let name = tree.pod(&pod).name;
                     (
                         Some(name.to_driver(self.driver)),
                         logged("a pod cgroup", self.stats.cgroup(&name).await).flatten(),
+                        logged("a pod's network", self.stats.network(&name).await)
+                            .unwrap_or_default(),
                     )
                 }
-                None => (None, None),
+                None => (None, None, Vec::new()),
             };
             let measured = by_pod.remove(&uid).unwrap_or_default();
             let mut containers = Vec::new();
@@ -248,6 +250,7 @@ impl StatsProvider {
                 cgroup_path,
                 cgroup,
                 containers,
+                network,
             });
         }
         StatsSample {
@@ -259,6 +262,11 @@ impl StatsProvider {
             image_fs,
             pids,
             pods,
+            node_network: logged(
+                "the node's network",
+                self.stats.network(&CgroupName::root()).await,
+            )
+            .unwrap_or_default(),
         }
     }
 }

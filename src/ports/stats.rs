@@ -49,7 +49,7 @@ pub enum StatsError {
     Unsupported(String),
 }
 
-pub use crate::domain::stats::{CgroupStats, RuntimeContainerStats};
+pub use crate::domain::stats::{CgroupStats, InterfaceStats, RuntimeContainerStats};
 
 /// A filesystem's size and use, and the device it is on (to tell whether two paths
 /// share one).
@@ -91,6 +91,15 @@ pub trait NodeStats: Send + Sync {
     /// [`StatsError::Read`]/[`StatsError::Parse`] for the kernel files.
     async fn own_process(&self) -> Result<Option<OwnProcess>, StatsError> {
         Ok(None)
+    }
+
+    /// The interfaces of the network namespace of `cgroup`'s processes (the host's for
+    /// the root cgroup); empty where unknown (no process, no such cgroup).
+    /// # Errors
+    /// [`StatsError::Read`] for an unreadable kernel file.
+    async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
+        let _ = cgroup;
+        Ok(Vec::new())
     }
 
     /// The node's boot time in unix seconds; `None` where the system does not say.

@@ -237,6 +237,15 @@ async fn summary_and_metrics_through_the_api_server() {
         pod["containers"][0]["rootfs"]["usedBytes"].is_u64(),
         "{pod}"
     );
+    // Network counters: the host's namespace, and the pod's (its CNI interface).
+    assert!(node_part["network"]["rxBytes"].is_u64(), "{node_part}");
+    assert!(
+        pod["network"]["interfaces"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty() && i.iter().all(|i| i["name"] != "lo")),
+        "{pod}"
+    );
+    assert!(pod["network"]["rxBytes"].is_u64(), "{pod}");
     let uid = pod["podRef"]["uid"].as_str().expect("uid").to_owned();
 
     // Working sets against the kernel's files, within 5 %. The node's memory moves with

@@ -13,7 +13,10 @@ use async_trait::async_trait;
 use crate::domain::cgroup::mounts::parse_mountinfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
-use crate::ports::stats::{CgroupStats, FilesystemInfo, NodeStats, OwnProcess, StatsError};
+use crate::domain::stats::parse_net_dev;
+use crate::ports::stats::{
+    CgroupStats, FilesystemInfo, InterfaceStats, NodeStats, OwnProcess, StatsError,
+};
 
 /// Above this a cgroup v1 limit means "no limit" (the kernel rounds its maximum down to
 /// a page; cAdvisor uses the same bound).
@@ -408,6 +411,52 @@ impl NodeStats for ProcfsNodeStats {
     async fn boot_time(&self) -> Result<Option<i64>, StatsError> {
         self.boot_time_sync()
     }
+
+    async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
+        // The host's namespace is init's; a pod's is that of any of its processes.
+        let pid = if cgroup.is_root() {
+            Some(1)
+        } else {
+            let mount = match &self.layout {
+                Some(CgroupLayout::V1 { memory, pids, .. }) => memory.as_ref().or(pids.as_ref()),
+                Some(CgroupLayout::V2 { root }) => Some(root),
+                None => None,
+            };
+            match mount {
+                Some(mount) => first_pid(&cgroup_dir(mount, cgroup, self.driver)),
+                None => None,
+            }
+        };
+        let Some(pid) = pid else {
+            return Ok(Vec::new());
+        };
+        let file = self.proc.join(format!("{pid}/net/dev"));
+        Ok(read_optional(&file)?
+            .map(|text| parse_net_dev(&text))
+            .unwrap_or_default())
+    }
+}
+
+/// A process in the cgroup at `dir` or below it (processes live in the leaves: the
+/// containers' cgroups under a pod's).
+fn first_pid(dir: &Path) -> Option<u32> {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        if let Ok(text) = std::fs::read_to_string(d.join("cgroup.procs")) {
+            if let Some(pid) = text.lines().find_map(|l| l.trim().parse().ok()) {
+                return Some(pid);
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    None
 }
 
 /// Clock ticks per second in `/proc` files (`USER_HZ`, fixed at 100 for user space).

@@ -58,6 +58,43 @@ pub struct RuntimeContainerStats {
     pub major_page_faults: Option<u64>,
 }
 
+/// One network interface's counters (`/proc/<pid>/net/dev`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterfaceStats {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_errors: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+}
+
+/// The interfaces of a `/proc/<pid>/net/dev` text, the loopback left out (as cAdvisor).
+pub fn parse_net_dev(text: &str) -> Vec<InterfaceStats> {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let (name, counters) = line.split_once(':')?;
+            let name = name.trim();
+            if name == "lo" {
+                return None;
+            }
+            let f: Vec<u64> = counters
+                .split_whitespace()
+                .map(|v| v.parse().ok())
+                .collect::<Option<Vec<u64>>>()?;
+            // Receive: bytes packets errs ...(8 fields); transmit: bytes packets errs ...
+            Some(InterfaceStats {
+                name: name.to_owned(),
+                rx_bytes: *f.first()?,
+                rx_errors: *f.get(2)?,
+                tx_bytes: *f.get(8)?,
+                tx_errors: *f.get(10)?,
+            })
+        })
+        .collect()
+}
+
 /// One container of a pod in a sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerSample {
@@ -80,6 +117,8 @@ pub struct PodSample {
     pub cgroup_path: Option<String>,
     pub cgroup: Option<CgroupStats>,
     pub containers: Vec<ContainerSample>,
+    /// The interfaces of its network namespace.
+    pub network: Vec<InterfaceStats>,
 }
 
 /// Everything one sampling read.
@@ -98,6 +137,8 @@ pub struct StatsSample {
     pub image_fs: Option<(FsStats, FsUsage)>,
     pub pids: Option<PidStats>,
     pub pods: Vec<PodSample>,
+    /// The interfaces of the host's network namespace.
+    pub node_network: Vec<InterfaceStats>,
 }
 
 /// `CPUStats`.
@@ -149,6 +190,32 @@ pub struct FsSummary {
     pub inodes_used: Option<u64>,
 }
 
+/// `NetworkStats`: the default interface's counters inline, and every interface.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSummary {
+    pub time: String,
+    #[serde(flatten)]
+    pub default: InterfaceStats,
+    pub interfaces: Vec<InterfaceStats>,
+}
+
+/// The default interface upstream reports inline (`network.DefaultInterfaceName`).
+pub const DEFAULT_INTERFACE: &str = "eth0";
+
+fn network(time: &str, interfaces: &[InterfaceStats]) -> Option<NetworkSummary> {
+    let first = interfaces.first()?;
+    let default = interfaces
+        .iter()
+        .find(|i| i.name == DEFAULT_INTERFACE)
+        .unwrap_or(first);
+    Some(NetworkSummary {
+        time: time.to_owned(),
+        default: default.clone(),
+        interfaces: interfaces.to_vec(),
+    })
+}
+
 /// `RuntimeStats`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -196,6 +263,8 @@ pub struct NodeSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fs: Option<FsSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeSummary>,
@@ -229,6 +298,8 @@ pub struct PodSummary {
     pub cpu: Option<CpuStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume: Vec<FsSummary>,
     #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
@@ -401,6 +472,7 @@ pub fn summary(
                 Some(current.memory_capacity_bytes).filter(|c| *c > 0),
             )
         }),
+        network: network(&time, &current.node_network),
         fs: node_fs.map(|fs| fs_summary(&time, fs, None)),
         runtime: Some(RuntimeSummary {
             image_fs: current
@@ -458,6 +530,7 @@ pub fn summary(
                     )
                 }),
                 memory: pod.cgroup.map(|c| cgroup_memory(&time, &c, None)),
+                network: network(&time, &pod.network),
                 volume: Vec::new(),
                 ephemeral_storage: ephemeral,
                 process_stats: pod.cgroup.and_then(|c| {

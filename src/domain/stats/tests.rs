@@ -27,7 +27,9 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
             max: 100,
             running: 7,
         }),
+        node_network: Vec::new(),
         pods: vec![PodSample {
+            network: Vec::new(),
             name: "web".into(),
             namespace: "default".into(),
             uid: "u1".into(),
@@ -127,4 +129,26 @@ fn the_json_has_upstreams_field_names() {
     assert!(v["pods"][0]["ephemeral-storage"]["usedBytes"].is_u64());
     assert_eq!(v["pods"][0]["process_stats"]["process_count"], 3);
     assert_eq!(v["node"]["time"], serde_json::Value::Null);
+}
+
+#[test]
+fn net_dev_counters_leave_the_loopback_out() {
+    let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  eth0:    5000      40    2    0    0     0          0         0     3000      30    1    0    0     0       0          0\n";
+    let found = parse_net_dev(text);
+    assert_eq!(
+        found,
+        vec![InterfaceStats {
+            name: "eth0".into(),
+            rx_bytes: 5000,
+            rx_errors: 2,
+            tx_bytes: 3000,
+            tx_errors: 1,
+        }]
+    );
+    let mut s = sample(1, 1);
+    s.pods[0].network = found;
+    let v = serde_json::to_value(summary("n1", "", &s, None)).unwrap_or_default();
+    assert_eq!(v["pods"][0]["network"]["name"], "eth0");
+    assert_eq!(v["pods"][0]["network"]["rxBytes"], 5000);
+    assert_eq!(v["pods"][0]["network"]["interfaces"][0]["txErrors"], 1);
 }
