@@ -6,11 +6,13 @@
 #   (static pause binary), python3, dbus + dbus-user-session (the socket-activated session
 #   bus) + systemd (the systemd cgroup driver tests, scripts/test-env/systemd-up.sh), zstd
 #   (the upstream Kubernetes binaries are kept compressed, scripts/test-env/kube-bins.sh),
-#   etcd-server + openssl (the private control plane, scripts/test-env/cluster-up.sh).
+#   etcd-server + openssl (the private control plane, scripts/test-env/cluster-up.sh),
+#   python3-pip + Python's prometheus_client from PyPI (the real Prometheus text parser of
+#   the kubelet API's metrics test).
 set -euo pipefail
 
 PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd
-      zstd etcd-server openssl)
+      zstd etcd-server openssl python3-pip)
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root" >&2
@@ -59,4 +61,15 @@ for b in containerd containerd-shim-runc-v2 ctr runc busctl dbus-daemon /usr/lib
         exit 1
     fi
 done
+# The kubelet API's metrics test parses /metrics* with prometheus_client (PyPI). Debian's
+# own python refuses pip installs (PEP 668) unless told.
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+    echo "install-deps.sh: installing prometheus_client from PyPI"
+    python3 -m pip install -q prometheus_client 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages prometheus_client
+fi
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+    echo "install-deps.sh: python3 cannot import prometheus_client after install" >&2
+    exit 1
+fi
 echo "install-deps.sh: ok"

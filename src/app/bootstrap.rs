@@ -346,6 +346,8 @@ pub async fn start_runtime(
         source,
     };
     let runtime = (deps.runtime_for)(endpoint, node.runtime_request_timeout).map_err(fail)?;
+    // Every runtime call is counted and timed here, once (kubelet_runtime_operations*).
+    let runtime = crate::app::metrics::InstrumentedRuntime::wrap(runtime);
     let version = runtime.version().await.map_err(fail)?;
     if endpoint.is_simulated() {
         warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
@@ -668,6 +670,7 @@ async fn start_kubelet_api(
         )
         .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key))
     };
+    let stats = stats_provider(started, deps, &store, shutdown, &mut tasks);
     let api = |guard: Option<Arc<Guard>>| {
         Arc::new(KubeletApi {
             guard,
@@ -677,6 +680,7 @@ async fn start_kubelet_api(
             debugging: settings.enable_debugging_handlers,
             clock: Arc::clone(&deps.clock),
             runtime: Arc::clone(&started.runtime),
+            stats: stats.clone(),
         })
     };
     let address = join_host_port(&settings.address, settings.port);
@@ -712,6 +716,48 @@ async fn start_kubelet_api(
         )));
     }
     Ok(tasks)
+}
+
+/// How often the stats provider samples when nobody scrapes (cAdvisor's housekeeping),
+/// so CPU rates have an earlier sample.
+const STATS_HOUSEKEEPING: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The stats provider of `/stats/summary` and `/metrics*`, reading through the eviction
+/// manager's ports (cgroup files, statfs, the CRI), with its housekeeping loop.
+fn stats_provider(
+    started: &Started,
+    deps: &Deps,
+    store: &PodStatusStore,
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut Vec<ServerTask>,
+) -> Option<Arc<crate::app::stats::StatsProvider>> {
+    let node = &started.resolved.node;
+    let ports = match (deps.eviction_for)(node) {
+        Ok(ports) => ports,
+        Err(e) => {
+            error!(error = %Chain(&e), "no stats provider: /stats/summary and /metrics are not served");
+            return None;
+        }
+    };
+    let requests = RequestContext::from_config(&started.resolved, ResolvConf::default());
+    let provider = Arc::new(crate::app::stats::StatsProvider::new(
+        ports.node,
+        ports.runtime,
+        started.containers.tree().cloned(),
+        node.cgroup_driver,
+        requests.root_dir,
+        requests.memory_capacity_bytes,
+        store.clone(),
+        Arc::clone(&deps.clock),
+        node.node_name.to_string(),
+    ));
+    let housekeeping = Arc::clone(&provider);
+    let stop = shutdown.clone();
+    tasks.push(tokio::spawn(async move {
+        housekeeping.run(STATS_HOUSEKEEPING, stop).await;
+        Ok(())
+    }));
+    Some(provider)
 }
 
 /// `host:port`, bracketing IPv6 addresses.

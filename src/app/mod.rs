@@ -5,9 +5,11 @@ pub mod compose;
 pub mod container_manager;
 pub mod eviction;
 pub mod logging;
+pub mod metrics;
 pub mod node;
 pub mod planner;
 pub mod pods;
 pub mod server;
+pub mod stats;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -31,6 +31,7 @@ pub mod node_status;
 pub mod pod;
 pub mod probe;
 pub mod securitycontext;
+pub mod stats;
 pub mod status;
 #[cfg(test)]
 pub(crate) mod test_support;

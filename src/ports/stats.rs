@@ -49,18 +49,7 @@ pub enum StatsError {
     Unsupported(String),
 }
 
-/// A cgroup's memory and tasks as the kernel counts them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CgroupStats {
-    pub memory_usage_bytes: u64,
-    /// The inactive file cache counted in the usage (cgroup v1 `total_inactive_file`,
-    /// v2 `inactive_file`).
-    pub inactive_file_bytes: u64,
-    /// `None` when the cgroup has no memory limit.
-    pub memory_limit_bytes: Option<u64>,
-    /// Tasks (`pids.current`), when the pids controller counts them.
-    pub tasks: Option<u64>,
-}
+pub use crate::domain::stats::{CgroupStats, InterfaceStats, RuntimeContainerStats};
 
 /// A filesystem's size and use, and the device it is on (to tell whether two paths
 /// share one).
@@ -95,6 +84,38 @@ pub trait NodeStats: Send + Sync {
     /// # Errors
     /// [`StatsError::Read`]/[`StatsError::Parse`] for the kernel files.
     async fn pids(&self) -> Result<PidStats, StatsError>;
+
+    /// This process's resident memory, CPU time and start time (for `/metrics`);
+    /// `None` where the system does not say.
+    /// # Errors
+    /// [`StatsError::Read`]/[`StatsError::Parse`] for the kernel files.
+    async fn own_process(&self) -> Result<Option<OwnProcess>, StatsError> {
+        Ok(None)
+    }
+
+    /// The interfaces of the network namespace of `cgroup`'s processes (the host's for
+    /// the root cgroup); empty where unknown (no process, no such cgroup).
+    /// # Errors
+    /// [`StatsError::Read`] for an unreadable kernel file.
+    async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
+        let _ = cgroup;
+        Ok(Vec::new())
+    }
+
+    /// The node's boot time in unix seconds; `None` where the system does not say.
+    /// # Errors
+    /// [`StatsError::Read`]/[`StatsError::Parse`] for the kernel files.
+    async fn boot_time(&self) -> Result<Option<i64>, StatsError> {
+        Ok(None)
+    }
+}
+
+/// The kubelet process's own usage (Prometheus' process collector).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OwnProcess {
+    pub resident_memory_bytes: u64,
+    pub cpu_seconds: f64,
+    pub start_time_unix_seconds: f64,
 }
 
 /// One armed kernel notification: resolves each time the usage crosses the threshold
@@ -128,18 +149,6 @@ pub struct RuntimeFsUsage {
     pub mountpoint: PathBuf,
     pub used_bytes: u64,
     pub inodes_used: u64,
-}
-
-/// One container's usage as the runtime reports it (CRI `ContainerStats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RuntimeContainerStats {
-    pub id: String,
-    pub name: String,
-    /// The pod's uid (its `io.kubernetes.pod.uid` label).
-    pub pod_uid: String,
-    pub memory_working_set_bytes: Option<u64>,
-    /// Its writable layer.
-    pub writable_layer: Option<FsUsage>,
 }
 
 /// What the runtime knows of its images and its containers' usage.

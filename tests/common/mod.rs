@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod env_file;
 pub mod faults;
+pub mod kubelet_api;
 pub mod node;
 pub mod systemd;
 pub mod upstream;

@@ -6,20 +6,12 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::{pick_port, Cluster};
+use crate::common::kubelet_api::{host_ip, proxy, text, wait_for};
 use crate::common::node::{container, pod, Node, NODE};
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `kubectl get --raw /api/v1/nodes/<node>/proxy<path>` as the admin.
-fn proxy(cluster: &Cluster, path: &str) -> Output {
-    cluster.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{NODE}/proxy{path}")])
-}
 
 /// curl straight to rkubelet: (HTTP status, body); status 0 when no HTTP answer (TLS
 /// refused), with curl's exit code in the body.
@@ -44,13 +36,6 @@ fn curl(port: u16, path: &str, extra: &[&str]) -> (u16, String) {
         return (0, format!("curl exit {:?}", out.status.code()));
     }
     (code, body.to_owned())
-}
-
-/// This machine's address on its default route.
-fn host_ip() -> std::net::IpAddr {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("UDP socket");
-    socket.connect("10.255.255.255:9").expect("a route");
-    socket.local_addr().expect("local address").ip()
 }
 
 /// An exec on rkubelet over WebSocket (`v4.channel.k8s.io`, as kubectl's WebSocket
@@ -163,20 +148,6 @@ fn frames(mut data: &[u8]) -> Vec<(u8, Vec<u8>)> {
         data = &data[skip + len..];
     }
     out
-}
-
-fn wait_for<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// A client certificate signed by a CA the node does not trust.

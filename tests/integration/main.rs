@@ -27,6 +27,7 @@ mod fuzz;
 #[path = "../../fuzz/targets.rs"]
 mod fuzz_targets;
 mod kubelet_api;
+mod kubelet_stats;
 mod live_swap;
 mod mirror_events;
 mod packaging;

@@ -72,7 +72,16 @@ impl RuntimeStats for CriRuntime {
                         .get(POD_UID_LABEL)
                         .cloned()
                         .unwrap_or_default(),
-                    memory_working_set_bytes: s.memory.and_then(|m| value(m.working_set_bytes)),
+                    timestamp_unix_nanos: s.cpu.as_ref().map_or(0, |c| c.timestamp),
+                    cpu_usage_nanos: s.cpu.and_then(|c| value(c.usage_core_nano_seconds)),
+                    memory_working_set_bytes: s
+                        .memory
+                        .as_ref()
+                        .and_then(|m| value(m.working_set_bytes)),
+                    memory_usage_bytes: s.memory.as_ref().and_then(|m| value(m.usage_bytes)),
+                    rss_bytes: s.memory.as_ref().and_then(|m| value(m.rss_bytes)),
+                    page_faults: s.memory.as_ref().and_then(|m| value(m.page_faults)),
+                    major_page_faults: s.memory.and_then(|m| value(m.major_page_faults)),
                     writable_layer: s.writable_layer.map(|w| FsUsage {
                         used_bytes: value(w.used_bytes).unwrap_or(0),
                         inodes_used: value(w.inodes_used).unwrap_or(0),

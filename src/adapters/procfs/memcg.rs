@@ -163,6 +163,7 @@ mod tests {
         let layout = CgroupLayout::V1 {
             memory: Some(tmp.path().to_path_buf()),
             pids: None,
+            cpuacct: None,
         };
         let notifier = MemcgThresholdNotifier::new(Some(&layout), CgroupDriver::Cgroupfs);
         let err = notifier

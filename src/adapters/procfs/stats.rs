@@ -13,7 +13,10 @@ use async_trait::async_trait;
 use crate::domain::cgroup::mounts::parse_mountinfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
-use crate::ports::stats::{CgroupStats, FilesystemInfo, NodeStats, StatsError};
+use crate::domain::stats::parse_net_dev;
+use crate::ports::stats::{
+    CgroupStats, FilesystemInfo, InterfaceStats, NodeStats, OwnProcess, StatsError,
+};
 
 /// Above this a cgroup v1 limit means "no limit" (the kernel rounds its maximum down to
 /// a page; cAdvisor uses the same bound).
@@ -26,6 +29,8 @@ pub enum CgroupLayout {
     V1 {
         memory: Option<PathBuf>,
         pids: Option<PathBuf>,
+        /// The hierarchy holding `cpuacct` (the node and pod CPU usage).
+        cpuacct: Option<PathBuf>,
     },
     /// The unified hierarchy's mount.
     V2 { root: PathBuf },
@@ -47,6 +52,7 @@ impl CgroupLayout {
             return Some(CgroupLayout::V1 {
                 memory: find("memory"),
                 pids: find("pids"),
+                cpuacct: find("cpuacct"),
             });
         }
         hierarchies
@@ -194,6 +200,10 @@ impl ProcfsNodeStats {
             inactive_file_bytes: stat_value(&stat, "total_inactive_file").unwrap_or(0),
             memory_limit_bytes: limit,
             tasks,
+            cpu_usage_nanos: None,
+            rss_bytes: stat_value(&stat, "total_rss"),
+            page_faults: stat_value(&stat, "total_pgfault"),
+            major_page_faults: stat_value(&stat, "total_pgmajfault"),
         }))
     }
 
@@ -234,6 +244,13 @@ impl ProcfsNodeStats {
             inactive_file_bytes: stat_value(&stat, "inactive_file").unwrap_or(0),
             memory_limit_bytes: limit,
             tasks,
+            // cpu.stat's usage_usec, in nanoseconds.
+            cpu_usage_nanos: read_optional(&dir.join("cpu.stat"))?
+                .and_then(|t| stat_value(&t, "usage_usec"))
+                .map(|us| us.saturating_mul(1000)),
+            rss_bytes: stat_value(&stat, "anon"),
+            page_faults: stat_value(&stat, "pgfault"),
+            major_page_faults: stat_value(&stat, "pgmajfault"),
         }))
     }
 
@@ -334,9 +351,24 @@ pub fn directory_usage(root: &Path) -> Result<Option<FsUsage>, StatsError> {
 impl NodeStats for ProcfsNodeStats {
     async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
         match &self.layout {
-            Some(CgroupLayout::V1 { memory, pids }) => {
-                self.cgroup_v1(memory.as_deref(), pids.as_deref(), cgroup)
-            }
+            Some(CgroupLayout::V1 {
+                memory,
+                pids,
+                cpuacct,
+            }) => self
+                .cgroup_v1(memory.as_deref(), pids.as_deref(), cgroup)
+                .and_then(|stats| {
+                    let Some(mut stats) = stats else {
+                        return Ok(None);
+                    };
+                    if let Some(mount) = cpuacct {
+                        let file = cgroup_dir(mount, cgroup, self.driver).join("cpuacct.usage");
+                        stats.cpu_usage_nanos = read_optional(&file)?
+                            .map(|t| parse_u64(&file, &t))
+                            .transpose()?;
+                    }
+                    Ok(Some(stats))
+                }),
             Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, cgroup),
             None => Err(StatsError::NoController {
                 controller: "memory",
@@ -363,11 +395,133 @@ impl NodeStats for ProcfsNodeStats {
     async fn pids(&self) -> Result<PidStats, StatsError> {
         self.pids_sync()
     }
+
+    async fn own_process(&self) -> Result<Option<OwnProcess>, StatsError> {
+        let stat_file = self.proc.join("self/stat");
+        let stat = std::fs::read_to_string(&stat_file).map_err(|e| read_error(&stat_file, e))?;
+        let status_file = self.proc.join("self/status");
+        let status =
+            std::fs::read_to_string(&status_file).map_err(|e| read_error(&status_file, e))?;
+        let Some(boot) = self.boot_time_sync()? else {
+            return Ok(None);
+        };
+        own_process(&stat_file, &stat, &status, boot).map(Some)
+    }
+
+    async fn boot_time(&self) -> Result<Option<i64>, StatsError> {
+        self.boot_time_sync()
+    }
+
+    async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
+        // The host's namespace is init's; a pod's is that of any of its processes.
+        let pid = if cgroup.is_root() {
+            Some(1)
+        } else {
+            let mount = match &self.layout {
+                Some(CgroupLayout::V1 { memory, pids, .. }) => memory.as_ref().or(pids.as_ref()),
+                Some(CgroupLayout::V2 { root }) => Some(root),
+                None => None,
+            };
+            match mount {
+                Some(mount) => first_pid(&cgroup_dir(mount, cgroup, self.driver)),
+                None => None,
+            }
+        };
+        let Some(pid) = pid else {
+            return Ok(Vec::new());
+        };
+        let file = self.proc.join(format!("{pid}/net/dev"));
+        Ok(read_optional(&file)?
+            .map(|text| parse_net_dev(&text))
+            .unwrap_or_default())
+    }
+}
+
+/// A process in the cgroup at `dir` or below it (processes live in the leaves: the
+/// containers' cgroups under a pod's).
+fn first_pid(dir: &Path) -> Option<u32> {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        if let Ok(text) = std::fs::read_to_string(d.join("cgroup.procs")) {
+            if let Some(pid) = text.lines().find_map(|l| l.trim().parse().ok()) {
+                return Some(pid);
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    None
+}
+
+/// Clock ticks per second in `/proc` files (`USER_HZ`, fixed at 100 for user space).
+const USER_HZ: f64 = 100.0;
+
+impl ProcfsNodeStats {
+    /// `btime` of `/proc/stat`.
+    fn boot_time_sync(&self) -> Result<Option<i64>, StatsError> {
+        let path = self.proc.join("stat");
+        let text = std::fs::read_to_string(&path).map_err(|e| read_error(&path, e))?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok()))
+    }
+}
+
+/// The process collector's values from `/proc/self/stat` (utime, stime, starttime in
+/// ticks) and `/proc/self/status` (`VmRSS`), with the boot time in unix seconds.
+fn own_process(
+    stat_file: &Path,
+    stat: &str,
+    status: &str,
+    boot_unix_seconds: i64,
+) -> Result<OwnProcess, StatsError> {
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| parse_error(stat_file, "no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is 14, stime 15, starttime 22.
+    let field = |n: usize| -> Result<f64, StatsError> {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| parse_error(stat_file, format!("no field {n}")))
+    };
+    let rss_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    Ok(OwnProcess {
+        resident_memory_bytes: rss_kb * 1024,
+        cpu_seconds: (field(14)? + field(15)?) / USER_HZ,
+        start_time_unix_seconds: boot_unix_seconds as f64 + field(22)? / USER_HZ,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_own_process_comes_from_stat_and_status() {
+        let stat =
+            "42 (rk ubelet) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 1000 123 456";
+        let status = "Name:\trkubelet\nVmRSS:\t  2048 kB\n";
+        let p = own_process(Path::new("stat"), stat, status, 1_700_000_000)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.resident_memory_bytes, 2048 * 1024);
+        assert!((p.cpu_seconds - 3.0).abs() < 1e-9);
+        assert!((p.start_time_unix_seconds - 1_700_000_010.0).abs() < 1e-9);
+    }
 
     fn write(path: &Path, text: &str) {
         if let Some(parent) = path.parent() {
@@ -401,6 +555,10 @@ mod tests {
         );
         write(&cg.join("kubepods/pids.current"), "42\n");
         write(
+            &cg.join("kubepods/cpu.stat"),
+            "usage_usec 1500\nuser_usec 1000\n",
+        );
+        write(
             &cg.join("kubepods/besteffort/podabc/memory.current"),
             "4096\n",
         );
@@ -423,6 +581,8 @@ mod tests {
                 inactive_file_bytes: 1_048_576,
                 memory_limit_bytes: None,
                 tasks: None,
+                rss_bytes: Some(100),
+                ..CgroupStats::default()
             })
         );
         assert_eq!(
@@ -432,6 +592,8 @@ mod tests {
                 inactive_file_bytes: 1_000_000_000,
                 memory_limit_bytes: Some(6_000_000_000),
                 tasks: Some(42),
+                cpu_usage_nanos: Some(1_500_000),
+                ..CgroupStats::default()
             })
         );
         let pod = stats
@@ -460,16 +622,22 @@ mod tests {
         write(&dir.join("memory.limit_in_bytes"), "9223372036854771712\n");
         write(
             &dir.join("memory.stat"),
-            "cache 10\ninactive_file 1\ntotal_inactive_file 300\n",
+            "cache 10\ninactive_file 1\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgmajfault 2\n",
+        );
+        let cpu = tmp.path().join("cpu,cpuacct");
+        write(
+            &cpu.join("kubepods.slice/kubepods-burstable.slice/cpuacct.usage"),
+            "123456789\n",
         );
         write(
             &pids.join("kubepods.slice/kubepods-burstable.slice/pids.current"),
             "7\n",
         );
         let mountinfo = format!(
-            "32 31 0:29 / {} rw - cgroup cgroup rw,memory\n33 31 0:30 / {} rw - cgroup cgroup rw,pids\n41 31 0:38 / {}/unified rw - cgroup2 cgroup2 rw\n",
+            "32 31 0:29 / {} rw - cgroup cgroup rw,memory\n33 31 0:30 / {} rw - cgroup cgroup rw,pids\n34 31 0:31 / {} rw - cgroup cgroup rw,cpu,cpuacct\n41 31 0:38 / {}/unified rw - cgroup2 cgroup2 rw\n",
             memory.display(),
             pids.display(),
+            cpu.display(),
             tmp.path().display()
         );
         let layout = CgroupLayout::from_mountinfo(&mountinfo, tmp.path());
@@ -485,6 +653,10 @@ mod tests {
                 inactive_file_bytes: 300,
                 memory_limit_bytes: None,
                 tasks: Some(7),
+                cpu_usage_nanos: Some(123_456_789),
+                rss_bytes: Some(600),
+                major_page_faults: Some(2),
+                ..CgroupStats::default()
             })
         );
         write(&dir.join("memory.usage_in_bytes"), "lots\n");

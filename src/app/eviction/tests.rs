@@ -130,6 +130,7 @@ fn root_memory(stats: &FakeNodeStats, working_set: u64, inactive_file: u64) {
             inactive_file_bytes: inactive_file,
             memory_limit_bytes: None,
             tasks: None,
+            ..CgroupStats::default()
         },
     );
 }

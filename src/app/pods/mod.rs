@@ -397,7 +397,12 @@ impl PodLoop {
     /// One PLEG pass: wake the workers of changed pods; terminate unwanted pods once
     /// `sources_ready`.
     async fn relist(&mut self, sources_ready: bool) {
-        let now = match relist(self.shared.ctx.runtime.as_ref()).await {
+        let started = std::time::Instant::now();
+        let result = relist(self.shared.ctx.runtime.as_ref()).await;
+        crate::app::metrics::kubelet_metrics()
+            .pleg_relist_duration
+            .observe(started.elapsed().as_secs_f64());
+        let now = match result {
             Ok(now) => now,
             Err(error) => {
                 if self.relist_failures.is_multiple_of(RELIST_FAILURES_PER_LOG) {

@@ -57,6 +57,10 @@ pub(super) async fn worker_loop(
 ) {
     // Syncs failed in a row on the runtime: the retry backs off.
     let mut failures: u32 = 0;
+    // For kubelet_pod_start_duration_seconds and the worker's operation_type.
+    let first_seen = std::time::Instant::now();
+    let mut start_recorded = false;
+    let mut synced_once = false;
     loop {
         let now = desired.borrow_and_update().clone();
         let Ok(permit) = shared.permits.acquire().await else {
@@ -65,7 +69,14 @@ pub(super) async fn worker_loop(
         let wait = match now {
             Desired::Run(pod) => {
                 let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
+                let sync_started = std::time::Instant::now();
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
+                let metrics = crate::app::metrics::kubelet_metrics();
+                metrics.pod_worker(
+                    if synced_once { "sync" } else { "create" },
+                    sync_started.elapsed(),
+                );
+                synced_once = true;
                 let status = match &outcome.rejected {
                     Some(r) => rejected_pod_status(&r.reason, &r.message),
                     None => {
@@ -84,6 +95,12 @@ pub(super) async fn worker_loop(
                 // its sandbox stopped: a terminal phase is final, as upstream's, so the
                 // pod is never started again, even once its dead containers are gone.
                 let finished = status.is_terminal() && !outcome.failed;
+                if !start_recorded && status.phase == "Running" {
+                    start_recorded = true;
+                    metrics
+                        .pod_start_duration
+                        .observe(first_seen.elapsed().as_secs_f64());
+                }
                 shared.store.set(&pod, status);
                 if finished {
                     drop(permit);

@@ -7,3 +7,4 @@ pub mod tls;
 
 pub(crate) use healthz::shutdown_requested;
 pub use healthz::{serve_health, Endpoints, HealthChecks, ServerError};
+pub mod stats;

@@ -82,6 +82,7 @@ impl RuntimeStats for FakeRuntime {
                     pod_uid: c.labels.get(POD_UID_LABEL).cloned().unwrap_or_default(),
                     memory_working_set_bytes: memory,
                     writable_layer: layer,
+                    ..RuntimeContainerStats::default()
                 }
             })
             .collect())

@@ -1,0 +1,643 @@
+//! The kubelet's Prometheus metrics (`/metrics`), with upstream v1.26's names and
+//! labels: the process-wide registry the loops record into ([`kubelet_metrics`]), the
+//! runtime wrapper that counts and times every CRI call at one place
+//! ([`InstrumentedRuntime`]), and the per-scrape series of `/metrics`,
+//! `/metrics/cadvisor` and `/metrics/resource` built from a stats sample.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::domain::cgroup::CgroupDriver;
+use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use crate::domain::kuberuntime::runtime::{
+    ContainerEntry, ContainerFilter, ContainerStatus, ExecResult, RuntimeVersion, SandboxEntry,
+    SandboxFilter, SandboxStatus,
+};
+use crate::domain::stats::StatsSample;
+use crate::domain::status::{ApiContainerState, ApiPodStatus};
+use crate::ports::runtime::{ContainerEventStream, RuntimeError, RuntimeService, StreamRequest};
+use crate::ports::stats::OwnProcess;
+
+/// The content type of the OpenMetrics text `prometheus-client` writes.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+type FloatCounter = Counter<f64, AtomicU64>;
+
+/// Prometheus' default buckets (upstream's `metrics.DefBuckets`).
+const DEF_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn def_histogram() -> Histogram {
+    Histogram::new(DEF_BUCKETS)
+}
+
+fn runtime_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.5, 14))
+}
+
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// The series the kubelet's loops record into, for the life of the process.
+pub struct KubeletMetrics {
+    registry: Registry,
+    pub pod_start_duration: Histogram,
+    pub pod_worker_duration: HistogramFamily,
+    pub pleg_relist_duration: Histogram,
+    pub runtime_operations: Family<Labels, Counter>,
+    pub runtime_operations_errors: Family<Labels, Counter>,
+    pub runtime_operations_duration: HistogramFamily,
+}
+
+impl KubeletMetrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let pod_start_duration = def_histogram();
+        registry.register(
+            "kubelet_pod_start_duration_seconds",
+            "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            pod_start_duration.clone(),
+        );
+        let pod_worker_duration: HistogramFamily = Family::new_with_constructor(def_histogram);
+        registry.register(
+            "kubelet_pod_worker_duration_seconds",
+            "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+            pod_worker_duration.clone(),
+        );
+        let pleg_relist_duration = def_histogram();
+        registry.register(
+            "kubelet_pleg_relist_duration_seconds",
+            "Duration in seconds for relisting pods in PLEG.",
+            pleg_relist_duration.clone(),
+        );
+        let runtime_operations = Family::<Labels, Counter>::default();
+        registry.register(
+            "kubelet_runtime_operations",
+            "Cumulative number of runtime operations by operation type.",
+            runtime_operations.clone(),
+        );
+        let runtime_operations_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "kubelet_runtime_operations_errors",
+            "Cumulative number of runtime operation errors by operation type.",
+            runtime_operations_errors.clone(),
+        );
+        let runtime_operations_duration: HistogramFamily =
+            Family::new_with_constructor(runtime_histogram);
+        registry.register(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations. Broken down by operation type.",
+            runtime_operations_duration.clone(),
+        );
+        KubeletMetrics {
+            registry,
+            pod_start_duration,
+            pod_worker_duration,
+            pleg_relist_duration,
+            runtime_operations,
+            runtime_operations_errors,
+            runtime_operations_duration,
+        }
+    }
+
+    /// Records one pod sync of `operation_type` (`create`, `update`, `sync`, `kill`).
+    pub fn pod_worker(&self, operation_type: &str, took: Duration) {
+        self.pod_worker_duration
+            .get_or_create(&vec![("operation_type", operation_type.to_owned())])
+            .observe(took.as_secs_f64());
+    }
+}
+
+static METRICS: LazyLock<KubeletMetrics> = LazyLock::new(KubeletMetrics::new);
+
+/// The process-wide metrics (upstream's legacy registry: one per process).
+pub fn kubelet_metrics() -> &'static KubeletMetrics {
+    &METRICS
+}
+
+/// What `/metrics` adds at scrape time to the recorded series.
+pub struct ScrapeState<'a> {
+    pub node_name: &'a str,
+    pub pods: &'a [ApiPodStatus],
+    pub process: Option<OwnProcess>,
+}
+
+/// Upstream's `container_state` label of a container state.
+fn container_state(state: &ApiContainerState) -> &'static str {
+    match state {
+        ApiContainerState::Running(_) => "running",
+        ApiContainerState::Terminated(_) => "exited",
+        ApiContainerState::Waiting(_) => "created",
+    }
+}
+
+/// `/metrics`: the recorded series, the running pods and containers, the node's name and
+/// the process collector's series.
+pub fn encode_kubelet_metrics(state: &ScrapeState<'_>) -> String {
+    let mut scrape = Registry::default();
+    let running_pods = Gauge::<i64>::default();
+    let running = state
+        .pods
+        .iter()
+        .filter(|p| {
+            p.phase == "Running"
+                || p.container_statuses
+                    .iter()
+                    .any(|c| matches!(c.state, ApiContainerState::Running(_)))
+        })
+        .count();
+    running_pods.set(i64::try_from(running).unwrap_or(i64::MAX));
+    scrape.register(
+        "kubelet_running_pods",
+        "Number of pods that have a running pod sandbox",
+        running_pods,
+    );
+    let containers = Family::<Labels, Gauge>::default();
+    for status in state.pods.iter().flat_map(|p| {
+        p.container_statuses
+            .iter()
+            .chain(&p.init_container_statuses)
+    }) {
+        containers
+            .get_or_create(&vec![(
+                "container_state",
+                container_state(&status.state).to_owned(),
+            )])
+            .inc();
+    }
+    // Upstream always shows the running count, zero included.
+    let _ = containers.get_or_create(&vec![("container_state", "running".to_owned())]);
+    scrape.register(
+        "kubelet_running_containers",
+        "Number of containers currently running",
+        containers,
+    );
+    let node = Family::<Labels, Gauge>::default();
+    node.get_or_create(&vec![("node", state.node_name.to_owned())])
+        .set(1);
+    scrape.register(
+        "kubelet_node_name",
+        "The node's name. The count is always 1.",
+        node,
+    );
+    if let Some(p) = state.process {
+        let rss = FloatGauge::default();
+        rss.set(p.resident_memory_bytes as f64);
+        scrape.register(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            rss,
+        );
+        let cpu = FloatCounter::default();
+        cpu.inc_by(p.cpu_seconds);
+        scrape.register(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds.",
+            cpu,
+        );
+        let start = FloatGauge::default();
+        start.set(p.start_time_unix_seconds);
+        scrape.register(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+            start,
+        );
+    }
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode_registry(&mut out, &kubelet_metrics().registry);
+    let _ = encode_registry(&mut out, &scrape);
+    let _ = encode_eof(&mut out);
+    out
+}
+
+fn float_gauge(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, FloatGauge> {
+    let family = Family::<Labels, FloatGauge>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+fn float_counter(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, FloatCounter> {
+    let family = Family::<Labels, FloatCounter>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+fn seconds(nanos: u64) -> f64 {
+    nanos as f64 / 1e9
+}
+
+fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    let _ = encode_registry(&mut out, registry);
+    let _ = encode_eof(&mut out);
+    out
+}
+
+/// A container's cgroup below its pod's, as cAdvisor names it (`id`).
+fn container_cgroup(pod_cgroup: &str, container_id: &str, driver: CgroupDriver) -> String {
+    match driver {
+        CgroupDriver::Systemd => format!("{pod_cgroup}/cri-containerd-{container_id}.scope"),
+        CgroupDriver::Cgroupfs => format!("{pod_cgroup}/{container_id}"),
+    }
+}
+
+/// `/metrics/cadvisor`: cAdvisor's `container_*` series for the root cgroup, the pods
+/// and their containers, labelled `container`, `id`, `image`, `name`, `namespace`, `pod`.
+pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
+    let mut r = Registry::default();
+    let cpu = float_counter(
+        &mut r,
+        "container_cpu_usage_seconds",
+        "Cumulative cpu time consumed in seconds.",
+    );
+    let ws = float_gauge(
+        &mut r,
+        "container_memory_working_set_bytes",
+        "Current working set in bytes.",
+    );
+    let usage = float_gauge(
+        &mut r,
+        "container_memory_usage_bytes",
+        "Current memory usage in bytes, including all memory regardless of when it was accessed",
+    );
+    let rss = float_gauge(&mut r, "container_memory_rss", "Size of RSS in bytes.");
+    let labels =
+        |container: &str, id: &str, image: &str, name: &str, ns: &str, pod: &str| -> Labels {
+            vec![
+                ("container", container.to_owned()),
+                ("id", id.to_owned()),
+                ("image", image.to_owned()),
+                ("name", name.to_owned()),
+                ("namespace", ns.to_owned()),
+                ("pod", pod.to_owned()),
+            ]
+        };
+    let cgroup = |l: Labels, c: &crate::domain::stats::CgroupStats| {
+        if let Some(n) = c.cpu_usage_nanos {
+            let mut cl = l.clone();
+            cl.insert(1, ("cpu", "total".to_owned()));
+            cpu.get_or_create(&cl).inc_by(seconds(n));
+        }
+        ws.get_or_create(&l).set(c.working_set_bytes() as f64);
+        usage.get_or_create(&l).set(c.memory_usage_bytes as f64);
+        if let Some(v) = c.rss_bytes {
+            rss.get_or_create(&l).set(v as f64);
+        }
+    };
+    if let Some(node) = &sample.node {
+        cgroup(labels("", "/", "", "", "", ""), node);
+    }
+    for pod in &sample.pods {
+        let pod_cgroup = pod.cgroup_path.clone().unwrap_or_default();
+        if let Some(c) = &pod.cgroup {
+            cgroup(
+                labels("", &pod_cgroup, "", "", &pod.namespace, &pod.name),
+                c,
+            );
+        }
+        for c in &pod.containers {
+            let s = &c.stats;
+            let l = labels(
+                &c.name,
+                &container_cgroup(&pod_cgroup, &s.id, driver),
+                &c.image,
+                &s.id,
+                &pod.namespace,
+                &pod.name,
+            );
+            if let Some(n) = s.cpu_usage_nanos {
+                let mut cl = l.clone();
+                cl.insert(1, ("cpu", "total".to_owned()));
+                cpu.get_or_create(&cl).inc_by(seconds(n));
+            }
+            if let Some(v) = s.memory_working_set_bytes {
+                ws.get_or_create(&l).set(v as f64);
+            }
+            if let Some(v) = s.memory_usage_bytes {
+                usage.get_or_create(&l).set(v as f64);
+            }
+            if let Some(v) = s.rss_bytes {
+                rss.get_or_create(&l).set(v as f64);
+            }
+        }
+    }
+    encode(&r)
+}
+
+/// `/metrics/resource`: the node's, pods' and containers' CPU time and working set
+/// (upstream's `resourceMetricsCollector`), and `scrape_error`.
+pub fn encode_resource(sample: &StatsSample) -> String {
+    let mut r = Registry::default();
+    let node_cpu = FloatCounter::default();
+    let node_ws = FloatGauge::default();
+    let mut error = 0;
+    match &sample.node {
+        Some(node) => {
+            if let Some(n) = node.cpu_usage_nanos {
+                node_cpu.inc_by(seconds(n));
+                r.register(
+                    "node_cpu_usage_seconds",
+                    "Cumulative cpu time consumed by the node in core-seconds",
+                    node_cpu,
+                );
+            }
+            node_ws.set(node.working_set_bytes() as f64);
+            r.register(
+                "node_memory_working_set_bytes",
+                "Current working set of the node in bytes",
+                node_ws,
+            );
+        }
+        None => error = 1,
+    }
+    let container_cpu = float_counter(
+        &mut r,
+        "container_cpu_usage_seconds",
+        "Cumulative cpu time consumed by the container in core-seconds",
+    );
+    let container_ws = float_gauge(
+        &mut r,
+        "container_memory_working_set_bytes",
+        "Current working set of the container in bytes",
+    );
+    let pod_cpu = float_counter(
+        &mut r,
+        "pod_cpu_usage_seconds",
+        "Cumulative cpu time consumed by the pod in core-seconds",
+    );
+    let pod_ws = float_gauge(
+        &mut r,
+        "pod_memory_working_set_bytes",
+        "Current working set of the pod in bytes",
+    );
+    for pod in &sample.pods {
+        let pl: Labels = vec![
+            ("namespace", pod.namespace.clone()),
+            ("pod", pod.name.clone()),
+        ];
+        if let Some(c) = &pod.cgroup {
+            if let Some(n) = c.cpu_usage_nanos {
+                pod_cpu.get_or_create(&pl).inc_by(seconds(n));
+            }
+            pod_ws.get_or_create(&pl).set(c.working_set_bytes() as f64);
+        }
+        for c in &pod.containers {
+            let cl: Labels = vec![
+                ("container", c.name.clone()),
+                ("namespace", pod.namespace.clone()),
+                ("pod", pod.name.clone()),
+            ];
+            if let Some(n) = c.stats.cpu_usage_nanos {
+                container_cpu.get_or_create(&cl).inc_by(seconds(n));
+            }
+            if let Some(v) = c.stats.memory_working_set_bytes {
+                container_ws.get_or_create(&cl).set(v as f64);
+            }
+        }
+    }
+    let scrape_error = Gauge::<i64>::default();
+    scrape_error.set(error);
+    r.register(
+        "scrape_error",
+        "1 if there was an error while getting container metrics, 0 otherwise",
+        scrape_error,
+    );
+    encode(&r)
+}
+
+/// A runtime whose every call is counted and timed in `kubelet_runtime_operations*`
+/// under upstream's `operation_type` names.
+pub struct InstrumentedRuntime {
+    inner: Arc<dyn RuntimeService>,
+}
+
+impl InstrumentedRuntime {
+    pub fn wrap(inner: Arc<dyn RuntimeService>) -> Arc<dyn RuntimeService> {
+        Arc::new(InstrumentedRuntime { inner })
+    }
+}
+
+async fn recorded<T>(
+    operation: &'static str,
+    call: impl std::future::Future<Output = Result<T, RuntimeError>>,
+) -> Result<T, RuntimeError> {
+    let m = kubelet_metrics();
+    let labels: Labels = vec![("operation_type", operation.to_owned())];
+    let started = Instant::now();
+    let result = call.await;
+    m.runtime_operations.get_or_create(&labels).inc();
+    m.runtime_operations_duration
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    if result.is_err() {
+        m.runtime_operations_errors.get_or_create(&labels).inc();
+    }
+    result
+}
+
+#[async_trait]
+impl RuntimeService for InstrumentedRuntime {
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError> {
+        recorded("version", self.inner.version()).await
+    }
+    async fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        recorded("run_podsandbox", self.inner.run_pod_sandbox(config)).await
+    }
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        recorded("stop_podsandbox", self.inner.stop_pod_sandbox(sandbox_id)).await
+    }
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
+        recorded(
+            "remove_podsandbox",
+            self.inner.remove_pod_sandbox(sandbox_id),
+        )
+        .await
+    }
+    async fn pod_sandbox_status(&self, sandbox_id: &str) -> Result<SandboxStatus, RuntimeError> {
+        recorded(
+            "podsandbox_status",
+            self.inner.pod_sandbox_status(sandbox_id),
+        )
+        .await
+    }
+    async fn list_pod_sandboxes(
+        &self,
+        filter: &SandboxFilter,
+    ) -> Result<Vec<SandboxEntry>, RuntimeError> {
+        recorded("list_podsandbox", self.inner.list_pod_sandboxes(filter)).await
+    }
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &SandboxConfig,
+    ) -> Result<String, RuntimeError> {
+        recorded(
+            "create_container",
+            self.inner.create_container(sandbox_id, config, sandbox),
+        )
+        .await
+    }
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        recorded("start_container", self.inner.start_container(container_id)).await
+    }
+    async fn stop_container(
+        &self,
+        container_id: &str,
+        timeout_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        recorded(
+            "stop_container",
+            self.inner.stop_container(container_id, timeout_secs),
+        )
+        .await
+    }
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
+        recorded(
+            "remove_container",
+            self.inner.remove_container(container_id),
+        )
+        .await
+    }
+    async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
+        recorded(
+            "container_status",
+            self.inner.container_status(container_id),
+        )
+        .await
+    }
+    async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> Result<Vec<ContainerEntry>, RuntimeError> {
+        recorded("list_containers", self.inner.list_containers(filter)).await
+    }
+    async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
+        recorded("runtime_config", self.inner.cgroup_driver()).await
+    }
+    async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecResult, RuntimeError> {
+        recorded(
+            "exec_sync",
+            self.inner.exec_sync(container_id, cmd, timeout),
+        )
+        .await
+    }
+    async fn streaming_url(&self, request: &StreamRequest) -> Result<String, RuntimeError> {
+        let operation = match request {
+            StreamRequest::Exec { .. } => "exec",
+            StreamRequest::Attach { .. } => "attach",
+            StreamRequest::PortForward { .. } => "port_forward",
+        };
+        recorded(operation, self.inner.streaming_url(request)).await
+    }
+    async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
+        recorded("get_container_events", self.inner.container_events()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::stats::{CgroupStats, ContainerSample, PodSample, RuntimeContainerStats};
+
+    fn sample() -> StatsSample {
+        StatsSample {
+            time_unix_nanos: 1,
+            node: Some(CgroupStats {
+                memory_usage_bytes: 1000,
+                inactive_file_bytes: 100,
+                cpu_usage_nanos: Some(2_500_000_000),
+                ..CgroupStats::default()
+            }),
+            pods: vec![PodSample {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "u1".into(),
+                cgroup_path: Some("/kubepods/podu1".into()),
+                cgroup: Some(CgroupStats {
+                    memory_usage_bytes: 500,
+                    cpu_usage_nanos: Some(1_000_000_000),
+                    ..CgroupStats::default()
+                }),
+                containers: vec![ContainerSample {
+                    name: "c".into(),
+                    image: "busybox:1".into(),
+                    start_time: None,
+                    stats: RuntimeContainerStats {
+                        id: "abc".into(),
+                        memory_working_set_bytes: Some(300),
+                        cpu_usage_nanos: Some(500_000_000),
+                        ..RuntimeContainerStats::default()
+                    },
+                }],
+                ..PodSample::default()
+            }],
+            ..StatsSample::default()
+        }
+    }
+
+    #[test]
+    fn cadvisor_series_carry_upstreams_labels() {
+        let text = encode_cadvisor(&sample(), CgroupDriver::Cgroupfs);
+        assert!(text.contains(r#"container_memory_working_set_bytes{container="c",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web"} 300"#), "{text}");
+        assert!(text.contains(r#"container_cpu_usage_seconds_total{container="",cpu="total",id="/",image="",name="",namespace="",pod=""} 2.5"#), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn resource_series_as_upstream_names_them() {
+        let text = encode_resource(&sample());
+        assert!(text.contains("node_cpu_usage_seconds_total 2.5"), "{text}");
+        assert!(text.contains("node_memory_working_set_bytes 900"), "{text}");
+        assert!(
+            text.contains(r#"pod_memory_working_set_bytes{namespace="default",pod="web"} 500"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"container_cpu_usage_seconds_total{container="c",namespace="default",pod="web"} 0.5"#), "{text}");
+        assert!(text.contains("scrape_error 0"), "{text}");
+    }
+
+    #[test]
+    fn kubelet_metrics_name_the_node_and_count_running_pods() {
+        let text = encode_kubelet_metrics(&ScrapeState {
+            node_name: "n1",
+            pods: &[ApiPodStatus {
+                phase: "Running".into(),
+                ..ApiPodStatus::default()
+            }],
+            process: Some(OwnProcess {
+                resident_memory_bytes: 10,
+                cpu_seconds: 1.5,
+                start_time_unix_seconds: 7.0,
+            }),
+        });
+        assert!(text.contains(r#"kubelet_node_name{node="n1"} 1"#), "{text}");
+        assert!(text.contains("kubelet_running_pods 1"), "{text}");
+        assert!(
+            text.contains(r#"kubelet_running_containers{container_state="running"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains("process_cpu_seconds_total 1.5"), "{text}");
+        assert!(
+            text.contains("# TYPE kubelet_pleg_relist_duration_seconds histogram"),
+            "{text}"
+        );
+    }
+}

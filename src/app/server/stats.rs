@@ -1,0 +1,62 @@
+//! `/stats/summary`, `/metrics`, `/metrics/cadvisor` and `/metrics/resource` of the
+//! kubelet API, served from the stats provider's cached sample.
+
+use crate::app::metrics::{
+    encode_cadvisor, encode_kubelet_metrics, encode_resource, ScrapeState, OPENMETRICS,
+};
+use crate::app::stats::StatsProvider;
+use crate::ports::error::Chain;
+
+/// Whether `path` is one of the stats and metrics endpoints.
+pub fn is_stats_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/stats/summary"
+            | "/stats/summary/"
+            | "/metrics"
+            | "/metrics/cadvisor"
+            | "/metrics/resource"
+    )
+}
+
+/// The content type and body answering `path` (one [`is_stats_path`] accepts).
+pub async fn answer(provider: &StatsProvider, path: &str) -> (&'static str, Vec<u8>) {
+    match path {
+        "/metrics" => {
+            let pods: Vec<_> = provider
+                .pods
+                .pod_uids()
+                .iter()
+                .filter_map(|uid| provider.pods.status_of(uid))
+                .collect();
+            let process = match provider.stats.own_process().await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::debug!(error = %Chain(&e), "cannot read the process's own usage");
+                    None
+                }
+            };
+            let text = encode_kubelet_metrics(&ScrapeState {
+                node_name: &provider.node_name,
+                pods: &pods,
+                process,
+            });
+            (OPENMETRICS, text.into_bytes())
+        }
+        "/metrics/cadvisor" => {
+            let snapshot = provider.latest().await;
+            (
+                OPENMETRICS,
+                encode_cadvisor(&snapshot.sample, provider.driver).into_bytes(),
+            )
+        }
+        "/metrics/resource" => {
+            let snapshot = provider.latest().await;
+            (OPENMETRICS, encode_resource(&snapshot.sample).into_bytes())
+        }
+        _ => {
+            let snapshot = provider.latest().await;
+            ("application/json", snapshot.summary_json.clone())
+        }
+    }
+}

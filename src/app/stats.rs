@@ -1,0 +1,341 @@
+//! The stats provider behind `/stats/summary`, `/metrics/cadvisor` and
+//! `/metrics/resource`: samples the root, `kubepods` and pod cgroups (cgroup files), the
+//! containers (CRI `ListContainerStats`), the node filesystem (`statfs` of the root
+//! directory) and the image filesystem (CRI `ImageFsInfo`, then `statfs`), and keeps the
+//! last sample so scrapes are cheap: a scrape reuses a sample younger than `max_age`,
+//! and a housekeeping loop samples every period so CPU rates always have two samples.
+//! A part that cannot be read is left out and logged; the rest is still served.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Mutex};
+use tracing::debug;
+
+use crate::app::pods::PodStatusStore;
+use crate::domain::cgroup::tree::CgroupTree;
+use crate::domain::cgroup::{CgroupDriver, CgroupName};
+use crate::domain::eviction::signals::FsUsage;
+use crate::domain::stats::{summary, ContainerSample, PodSample, StatsSample, Summary};
+use crate::domain::status::ApiContainerState;
+use crate::domain::units::time::rfc3339_seconds;
+use crate::ports::clock::Clock;
+use crate::ports::error::Chain;
+use crate::ports::stats::{NodeStats, RuntimeContainerStats, RuntimeStats};
+
+/// One sample and what is served from it.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub sample: StatsSample,
+    pub summary: Summary,
+    /// The summary's JSON, serialized once per sample.
+    pub summary_json: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Cache {
+    latest: Option<Arc<Snapshot>>,
+}
+
+/// What the provider reads through and of.
+pub struct StatsProvider {
+    pub stats: Arc<dyn NodeStats>,
+    pub runtime: Arc<dyn RuntimeStats>,
+    /// The pods' cgroup tree (`None` without `--cgroups-per-qos`).
+    pub tree: Option<CgroupTree>,
+    pub driver: CgroupDriver,
+    pub root_dir: PathBuf,
+    pub memory_capacity_bytes: u64,
+    pub pods: PodStatusStore,
+    pub clock: Arc<dyn Clock>,
+    pub node_name: String,
+    /// A scrape reuses a sample younger than this.
+    pub max_age: Duration,
+    cache: Mutex<Cache>,
+    boot_time: std::sync::OnceLock<String>,
+}
+
+fn logged<T, E: std::error::Error>(what: &str, result: Result<T, E>) -> Option<T> {
+    match result {
+        Ok(v) => Some(v),
+        Err(error) => {
+            debug!(error = %Chain(&error), "stats: cannot read {what}");
+            None
+        }
+    }
+}
+
+impl StatsProvider {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        stats: Arc<dyn NodeStats>,
+        runtime: Arc<dyn RuntimeStats>,
+        tree: Option<CgroupTree>,
+        driver: CgroupDriver,
+        root_dir: PathBuf,
+        memory_capacity_bytes: u64,
+        pods: PodStatusStore,
+        clock: Arc<dyn Clock>,
+        node_name: String,
+    ) -> Self {
+        StatsProvider {
+            stats,
+            runtime,
+            tree,
+            driver,
+            root_dir,
+            memory_capacity_bytes,
+            pods,
+            clock,
+            node_name,
+            max_age: Duration::from_secs(1),
+            cache: Mutex::new(Cache::default()),
+            boot_time: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The latest snapshot, sampled anew when the cached one is older than `max_age`
+    /// (concurrent scrapes wait for one sampling).
+    pub async fn latest(&self) -> Arc<Snapshot> {
+        let mut cache = self.cache.lock().await;
+        let now = self.clock.now_unix_nanos();
+        let max_age = i64::try_from(self.max_age.as_nanos()).unwrap_or(i64::MAX);
+        if let Some(latest) = &cache.latest {
+            if now.saturating_sub(latest.sample.time_unix_nanos) < max_age {
+                return Arc::clone(latest);
+            }
+        }
+        let sample = self.sample(now).await;
+        let boot = self.boot_time().await;
+        let summary = summary(
+            &self.node_name,
+            &boot,
+            &sample,
+            cache.latest.as_ref().map(|s| &s.sample),
+        );
+        let summary_json = serde_json::to_vec(&summary).unwrap_or_default();
+        let snapshot = Arc::new(Snapshot {
+            sample,
+            summary,
+            summary_json,
+        });
+        cache.latest = Some(Arc::clone(&snapshot));
+        snapshot
+    }
+
+    async fn boot_time(&self) -> String {
+        if let Some(boot) = self.boot_time.get() {
+            return boot.clone();
+        }
+        let boot = logged("the boot time", self.stats.boot_time().await)
+            .flatten()
+            .map(|secs| rfc3339_seconds(secs.saturating_mul(1_000_000_000)))
+            .unwrap_or_default();
+        self.boot_time.get_or_init(|| boot).clone()
+    }
+
+    /// Samples every `period` until `stop` (upstream's housekeeping), so that rates have
+    /// an earlier sample whenever a scrape comes.
+    pub async fn run(self: Arc<Self>, period: Duration, mut stop: watch::Receiver<bool>) {
+        loop {
+            self.latest().await;
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+
+    async fn sample(&self, now: i64) -> StatsSample {
+        let node = logged(
+            "the root cgroup",
+            self.stats.cgroup(&CgroupName::root()).await,
+        )
+        .flatten();
+        let kubepods = match &self.tree {
+            Some(tree) => logged(
+                "the kubepods cgroup",
+                self.stats.cgroup(&tree.kubepods).await,
+            )
+            .flatten()
+            .map(|s| (tree.kubepods.to_driver(self.driver), s)),
+            None => None,
+        };
+        let node_fs = logged(
+            "the node filesystem",
+            self.stats.filesystem(&self.root_dir).await,
+        )
+        .map(|f| f.stats);
+        let image_fs = match logged("the image filesystem", self.runtime.image_fs_info().await)
+            .and_then(|fs| fs.into_iter().next())
+        {
+            Some(usage) => logged(
+                "the image filesystem",
+                self.stats.filesystem(&usage.mountpoint).await,
+            )
+            .map(|fs| {
+                (
+                    fs.stats,
+                    FsUsage {
+                        used_bytes: usage.used_bytes,
+                        inodes_used: usage.inodes_used,
+                    },
+                )
+            }),
+            None => None,
+        };
+        let pids = logged("the pids", self.stats.pids().await);
+        let running =
+            logged("container stats", self.runtime.container_stats().await).unwrap_or_default();
+        let mut by_pod: BTreeMap<String, Vec<RuntimeContainerStats>> = BTreeMap::new();
+        for c in running {
+            by_pod.entry(c.pod_uid.clone()).or_default().push(c);
+        }
+        let mut pods = Vec::new();
+        for pod in self.pods.active_pods() {
+            let uid = pod.metadata.uid.clone();
+            let status = self.pods.status_of(&uid).unwrap_or_default();
+            let (cgroup_path, cgroup, network) = match &self.tree {
+                Some(tree) => {
+                    let name = tree.pod(&pod).name;
+                    (
+                        Some(name.to_driver(self.driver)),
+                        logged("a pod cgroup", self.stats.cgroup(&name).await).flatten(),
+                        logged("a pod's network", self.stats.network(&name).await)
+                            .unwrap_or_default(),
+                    )
+                }
+                None => (None, None, Vec::new()),
+            };
+            let measured = by_pod.remove(&uid).unwrap_or_default();
+            let mut containers = Vec::new();
+            for spec in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
+                // The instance running now (a restarted container leaves dead ones).
+                let current = status
+                    .container_statuses
+                    .iter()
+                    .chain(&status.init_container_statuses)
+                    .find(|s| s.name == spec.name);
+                let running_id = current
+                    .map(|s| s.container_id.rsplit("://").next().unwrap_or_default())
+                    .unwrap_or_default();
+                let Some(stats) = measured
+                    .iter()
+                    .filter(|c| c.name == spec.name)
+                    .max_by_key(|c| (c.id == running_id, c.memory_working_set_bytes.is_some()))
+                else {
+                    continue;
+                };
+                let start_time = current.and_then(|s| match &s.state {
+                    ApiContainerState::Running(r) => Some(r.started_at.clone()),
+                    _ => None,
+                });
+                containers.push(ContainerSample {
+                    name: spec.name.clone(),
+                    image: spec.image.clone(),
+                    start_time,
+                    stats: stats.clone(),
+                });
+            }
+            pods.push(PodSample {
+                name: pod.metadata.name.clone(),
+                namespace: pod.metadata.namespace.clone(),
+                uid,
+                start_time: status.start_time.clone(),
+                cgroup_path,
+                cgroup,
+                containers,
+                network,
+            });
+        }
+        StatsSample {
+            time_unix_nanos: now,
+            node,
+            memory_capacity_bytes: self.memory_capacity_bytes,
+            kubepods,
+            node_fs,
+            image_fs,
+            pids,
+            pods,
+            node_network: logged(
+                "the node's network",
+                self.stats.network(&CgroupName::root()).await,
+            )
+            .unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::runtime::FakeRuntime;
+    use crate::adapters::fake::{FakeClock, FakeNodeStats};
+    use crate::domain::stats::CgroupStats;
+
+    #[tokio::test]
+    async fn a_scrape_reuses_a_fresh_sample_and_rates_come_from_two() {
+        let stats = Arc::new(FakeNodeStats::new());
+        let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+        let cg = |cpu: u64| CgroupStats {
+            memory_usage_bytes: 1000,
+            inactive_file_bytes: 100,
+            cpu_usage_nanos: Some(cpu),
+            ..CgroupStats::default()
+        };
+        stats.set_cgroup(&CgroupName::root(), cg(1_000_000_000));
+        let provider = StatsProvider::new(
+            stats.clone(),
+            Arc::new(FakeRuntime::new()),
+            None,
+            CgroupDriver::Cgroupfs,
+            PathBuf::from("/nonexistent"),
+            4000,
+            PodStatusStore::new(),
+            clock.clone(),
+            "n1".into(),
+        );
+        let first = provider.latest().await;
+        assert_eq!(
+            first
+                .summary
+                .node
+                .memory
+                .as_ref()
+                .and_then(|m| m.working_set_bytes),
+            Some(900)
+        );
+        assert_eq!(
+            first
+                .summary
+                .node
+                .cpu
+                .as_ref()
+                .and_then(|c| c.usage_nano_cores),
+            None
+        );
+        stats.set_cgroup(&CgroupName::root(), cg(3_000_000_000));
+        clock.advance(Duration::from_millis(500));
+        let cached = provider.latest().await;
+        assert!(Arc::ptr_eq(&first, &cached));
+        clock.advance(Duration::from_millis(1500));
+        let second = provider.latest().await;
+        assert_eq!(
+            second
+                .summary
+                .node
+                .cpu
+                .as_ref()
+                .and_then(|c| c.usage_nano_cores),
+            Some(1_000_000_000)
+        );
+        let json: serde_json::Value =
+            serde_json::from_slice(&second.summary_json).unwrap_or_default();
+        assert_eq!(json["node"]["nodeName"], "n1");
+    }
+}

@@ -1,0 +1,548 @@
+//! The kubelet's stats summary (`/stats/summary`, upstream's `stats/v1alpha1.Summary`):
+//! the raw values one sampling gathered ([`StatsSample`]: cgroup counters, the runtime's
+//! container stats, filesystems) turned into the summary, with CPU rates from two samples
+//! as cAdvisor computes them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
+use crate::domain::units::time::rfc3339_seconds;
+
+/// A cgroup's CPU, memory and tasks as the kernel counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CgroupStats {
+    pub memory_usage_bytes: u64,
+    /// The inactive file cache counted in the usage (cgroup v1 `total_inactive_file`,
+    /// v2 `inactive_file`).
+    pub inactive_file_bytes: u64,
+    /// `None` when the cgroup has no memory limit.
+    pub memory_limit_bytes: Option<u64>,
+    /// Tasks (`pids.current`), when the pids controller counts them.
+    pub tasks: Option<u64>,
+    /// Cumulative CPU time in nanoseconds (v1 `cpuacct.usage`, v2 `cpu.stat` `usage_usec`).
+    pub cpu_usage_nanos: Option<u64>,
+    /// Anonymous memory (v1 `total_rss`, v2 `anon`).
+    pub rss_bytes: Option<u64>,
+    /// `memory.stat` `total_pgfault`/`pgfault`.
+    pub page_faults: Option<u64>,
+    /// `memory.stat` `total_pgmajfault`/`pgmajfault`.
+    pub major_page_faults: Option<u64>,
+}
+
+impl CgroupStats {
+    /// cAdvisor's working set: usage less the inactive file cache, never below zero.
+    pub fn working_set_bytes(&self) -> u64 {
+        self.memory_usage_bytes
+            .saturating_sub(self.inactive_file_bytes)
+    }
+}
+
+/// One container's usage as the runtime reports it (CRI `ContainerStats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeContainerStats {
+    pub id: String,
+    pub name: String,
+    /// The pod's uid (its `io.kubernetes.pod.uid` label).
+    pub pod_uid: String,
+    pub memory_working_set_bytes: Option<u64>,
+    /// Its writable layer.
+    pub writable_layer: Option<FsUsage>,
+    /// When the runtime measured it (unix nanoseconds; 0 when it does not say).
+    pub timestamp_unix_nanos: i64,
+    pub cpu_usage_nanos: Option<u64>,
+    pub memory_usage_bytes: Option<u64>,
+    pub rss_bytes: Option<u64>,
+    pub page_faults: Option<u64>,
+    pub major_page_faults: Option<u64>,
+}
+
+/// One network interface's counters (`/proc/<pid>/net/dev`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterfaceStats {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_errors: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+}
+
+/// The interfaces of a `/proc/<pid>/net/dev` text, the loopback left out (as cAdvisor).
+pub fn parse_net_dev(text: &str) -> Vec<InterfaceStats> {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let (name, counters) = line.split_once(':')?;
+            let name = name.trim();
+            if name == "lo" {
+                return None;
+            }
+            let f: Vec<u64> = counters
+                .split_whitespace()
+                .map(|v| v.parse().ok())
+                .collect::<Option<Vec<u64>>>()?;
+            // Receive: bytes packets errs ...(8 fields); transmit: bytes packets errs ...
+            Some(InterfaceStats {
+                name: name.to_owned(),
+                rx_bytes: *f.first()?,
+                rx_errors: *f.get(2)?,
+                tx_bytes: *f.get(8)?,
+                tx_errors: *f.get(10)?,
+            })
+        })
+        .collect()
+}
+
+/// One container of a pod in a sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSample {
+    pub name: String,
+    /// The image the spec names.
+    pub image: String,
+    /// When it started (RFC 3339, from the pod's status), if running.
+    pub start_time: Option<String>,
+    pub stats: RuntimeContainerStats,
+}
+
+/// One pod in a sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodSample {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub start_time: Option<String>,
+    /// Its cgroup's path in the driver's spelling (`/kubepods/burstable/pod<uid>`).
+    pub cgroup_path: Option<String>,
+    pub cgroup: Option<CgroupStats>,
+    pub containers: Vec<ContainerSample>,
+    /// The interfaces of its network namespace.
+    pub network: Vec<InterfaceStats>,
+}
+
+/// Everything one sampling read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSample {
+    pub time_unix_nanos: i64,
+    /// The root cgroup.
+    pub node: Option<CgroupStats>,
+    /// The node's memory: the root cgroup's usage is measured against it.
+    pub memory_capacity_bytes: u64,
+    /// The `kubepods` cgroup (upstream's `pods` system container), and its path.
+    pub kubepods: Option<(String, CgroupStats)>,
+    /// The filesystem of the kubelet's root directory.
+    pub node_fs: Option<FsStats>,
+    /// The image filesystem, and what the runtime's images use of it (`ImageFsInfo`).
+    pub image_fs: Option<(FsStats, FsUsage)>,
+    pub pids: Option<PidStats>,
+    pub pods: Vec<PodSample>,
+    /// The interfaces of the host's network namespace.
+    pub node_network: Vec<InterfaceStats>,
+}
+
+/// `CPUStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuStats {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_nano_cores: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_core_nano_seconds: Option<u64>,
+}
+
+/// `MemoryStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryStats {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_set_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_faults: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub major_page_faults: Option<u64>,
+}
+
+/// `FsStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsSummary {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inodes_free: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inodes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inodes_used: Option<u64>,
+}
+
+/// `NetworkStats`: the default interface's counters inline, and every interface.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSummary {
+    pub time: String,
+    #[serde(flatten)]
+    pub default: InterfaceStats,
+    pub interfaces: Vec<InterfaceStats>,
+}
+
+/// The default interface upstream reports inline (`network.DefaultInterfaceName`).
+pub const DEFAULT_INTERFACE: &str = "eth0";
+
+fn network(time: &str, interfaces: &[InterfaceStats]) -> Option<NetworkSummary> {
+    let first = interfaces.first()?;
+    let default = interfaces
+        .iter()
+        .find(|i| i.name == DEFAULT_INTERFACE)
+        .unwrap_or(first);
+    Some(NetworkSummary {
+        time: time.to_owned(),
+        default: default.clone(),
+        interfaces: interfaces.to_vec(),
+    })
+}
+
+/// `RuntimeStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_fs: Option<FsSummary>,
+}
+
+/// `RlimitStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RlimitStats {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxpid: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curproc: Option<u64>,
+}
+
+/// `ContainerStats` (also the node's system containers).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerSummary {
+    pub name: String,
+    pub start_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rootfs: Option<FsSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<FsSummary>,
+}
+
+/// `NodeStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSummary {
+    pub node_name: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub system_containers: Vec<ContainerSummary>,
+    pub start_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs: Option<FsSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rlimit: Option<RlimitStats>,
+}
+
+/// `PodReference`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodReference {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+}
+
+/// `ProcessStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessStats {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_count: Option<u64>,
+}
+
+/// `PodStats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSummary {
+    pub pod_ref: PodReference,
+    pub start_time: String,
+    pub containers: Vec<ContainerSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volume: Vec<FsSummary>,
+    #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
+    pub ephemeral_storage: Option<FsSummary>,
+    #[serde(rename = "process_stats", skip_serializing_if = "Option::is_none")]
+    pub process_stats: Option<ProcessStats>,
+}
+
+/// `Summary`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub node: NodeSummary,
+    pub pods: Vec<PodSummary>,
+}
+
+/// CPU rate in nanocores between two cumulative readings (cAdvisor's
+/// `usageNanoCores`); `None` without an earlier reading, when time did not advance or
+/// the counter went back (a restarted container).
+pub fn nano_cores(now: (i64, u64), before: Option<(i64, u64)>) -> Option<u64> {
+    let (t1, c1) = now;
+    let (t0, c0) = before?;
+    let elapsed = u128::try_from(t1.checked_sub(t0)?)
+        .ok()
+        .filter(|e| *e > 0)?;
+    let used = u128::from(c1.checked_sub(c0)?);
+    u64::try_from(used * 1_000_000_000 / elapsed).ok()
+}
+
+fn cpu(
+    time: &str,
+    now: (i64, Option<u64>),
+    before: Option<(i64, Option<u64>)>,
+) -> Option<CpuStats> {
+    let usage = now.1?;
+    let earlier = before.and_then(|(t, c)| Some((t, c?)));
+    Some(CpuStats {
+        time: time.to_owned(),
+        usage_nano_cores: nano_cores((now.0, usage), earlier),
+        usage_core_nano_seconds: Some(usage),
+    })
+}
+
+fn cgroup_memory(time: &str, c: &CgroupStats, limit: Option<u64>) -> MemoryStats {
+    let working_set = c.working_set_bytes();
+    MemoryStats {
+        time: time.to_owned(),
+        available_bytes: limit
+            .or(c.memory_limit_bytes)
+            .map(|l| l.saturating_sub(working_set)),
+        usage_bytes: Some(c.memory_usage_bytes),
+        working_set_bytes: Some(working_set),
+        rss_bytes: c.rss_bytes,
+        page_faults: c.page_faults,
+        major_page_faults: c.major_page_faults,
+    }
+}
+
+fn fs_summary(time: &str, fs: &FsStats, used: Option<FsUsage>) -> FsSummary {
+    FsSummary {
+        time: time.to_owned(),
+        available_bytes: Some(fs.available_bytes),
+        capacity_bytes: Some(fs.capacity_bytes),
+        used_bytes: Some(used.map_or_else(
+            || fs.capacity_bytes.saturating_sub(fs.available_bytes),
+            |u| u.used_bytes,
+        )),
+        inodes_free: fs.inodes_free,
+        inodes: fs.inodes,
+        inodes_used: used
+            .map(|u| u.inodes_used)
+            .or_else(|| Some(fs.inodes?.saturating_sub(fs.inodes_free?))),
+    }
+}
+
+fn usage_summary(time: &str, usage: FsUsage, fs: Option<&FsStats>) -> FsSummary {
+    FsSummary {
+        time: time.to_owned(),
+        available_bytes: fs.map(|f| f.available_bytes),
+        capacity_bytes: fs.map(|f| f.capacity_bytes),
+        used_bytes: Some(usage.used_bytes),
+        inodes_free: fs.and_then(|f| f.inodes_free),
+        inodes: fs.and_then(|f| f.inodes),
+        inodes_used: Some(usage.inodes_used),
+    }
+}
+
+fn container(
+    (time, t): (&str, i64),
+    c: &ContainerSample,
+    before: Option<(i64, &ContainerSample)>,
+    image_fs: Option<&FsStats>,
+) -> ContainerSummary {
+    let s = &c.stats;
+    // The runtime's own timestamp when it gives one; the sample's otherwise.
+    let at = |stats: &RuntimeContainerStats, fallback: i64| {
+        if stats.timestamp_unix_nanos > 0 {
+            stats.timestamp_unix_nanos
+        } else {
+            fallback
+        }
+    };
+    ContainerSummary {
+        name: c.name.clone(),
+        start_time: c.start_time.clone().unwrap_or_default(),
+        cpu: cpu(
+            time,
+            (at(s, t), s.cpu_usage_nanos),
+            before
+                .filter(|(_, b)| b.stats.id == s.id)
+                .map(|(bt, b)| (at(&b.stats, bt), b.stats.cpu_usage_nanos)),
+        ),
+        memory: s.memory_working_set_bytes.map(|ws| MemoryStats {
+            time: time.to_owned(),
+            available_bytes: None,
+            usage_bytes: s.memory_usage_bytes,
+            working_set_bytes: Some(ws),
+            rss_bytes: s.rss_bytes,
+            page_faults: s.page_faults,
+            major_page_faults: s.major_page_faults,
+        }),
+        rootfs: s.writable_layer.map(|u| usage_summary(time, u, image_fs)),
+        logs: None,
+    }
+}
+
+/// The summary of `current`, with CPU rates against `previous` (the sample before it).
+/// `node_start_time` is the node's boot time (RFC 3339).
+pub fn summary(
+    node_name: &str,
+    node_start_time: &str,
+    current: &StatsSample,
+    previous: Option<&StatsSample>,
+) -> Summary {
+    let t = current.time_unix_nanos;
+    let time = rfc3339_seconds(t);
+    let before_t = previous.map(|p| p.time_unix_nanos);
+    let node_fs = current.node_fs.as_ref();
+    let image_fs = current.image_fs.as_ref().map(|(fs, _)| fs);
+    let mut system_containers = Vec::new();
+    if let Some((_, pods)) = &current.kubepods {
+        let before = previous.and_then(|p| p.kubepods.as_ref());
+        system_containers.push(ContainerSummary {
+            name: "pods".into(),
+            start_time: node_start_time.to_owned(),
+            cpu: cpu(
+                &time,
+                (t, pods.cpu_usage_nanos),
+                before_t.zip(before.map(|(_, b)| b.cpu_usage_nanos)),
+            ),
+            memory: Some(cgroup_memory(&time, pods, None)),
+            rootfs: None,
+            logs: None,
+        });
+    }
+    let node = NodeSummary {
+        node_name: node_name.to_owned(),
+        system_containers,
+        start_time: node_start_time.to_owned(),
+        cpu: current.node.and_then(|n| {
+            cpu(
+                &time,
+                (t, n.cpu_usage_nanos),
+                before_t.zip(previous.and_then(|p| p.node).map(|b| b.cpu_usage_nanos)),
+            )
+        }),
+        memory: current.node.map(|n| {
+            cgroup_memory(
+                &time,
+                &n,
+                Some(current.memory_capacity_bytes).filter(|c| *c > 0),
+            )
+        }),
+        network: network(&time, &current.node_network),
+        fs: node_fs.map(|fs| fs_summary(&time, fs, None)),
+        runtime: Some(RuntimeSummary {
+            image_fs: current
+                .image_fs
+                .as_ref()
+                .map(|(fs, used)| fs_summary(&time, fs, Some(*used))),
+        }),
+        rlimit: current.pids.map(|p| RlimitStats {
+            time: time.clone(),
+            maxpid: Some(p.max),
+            curproc: Some(p.running),
+        }),
+    };
+    let pods = current
+        .pods
+        .iter()
+        .map(|pod| {
+            let before = previous.and_then(|p| p.pods.iter().find(|b| b.uid == pod.uid));
+            let containers: Vec<ContainerSummary> = pod
+                .containers
+                .iter()
+                .map(|c| {
+                    let b = before
+                        .and_then(|b| b.containers.iter().find(|x| x.name == c.name))
+                        .zip(before_t)
+                        .map(|(b, bt)| (bt, b));
+                    container((&time, t), c, b, image_fs)
+                })
+                .collect();
+            let layers: Vec<FsUsage> = pod
+                .containers
+                .iter()
+                .filter_map(|c| c.stats.writable_layer)
+                .collect();
+            let ephemeral = (!layers.is_empty()).then(|| {
+                let total = layers.iter().fold(FsUsage::default(), |a, u| FsUsage {
+                    used_bytes: a.used_bytes.saturating_add(u.used_bytes),
+                    inodes_used: a.inodes_used.saturating_add(u.inodes_used),
+                });
+                usage_summary(&time, total, node_fs)
+            });
+            PodSummary {
+                pod_ref: PodReference {
+                    name: pod.name.clone(),
+                    namespace: pod.namespace.clone(),
+                    uid: pod.uid.clone(),
+                },
+                start_time: pod.start_time.clone().unwrap_or_default(),
+                containers,
+                cpu: pod.cgroup.and_then(|c| {
+                    cpu(
+                        &time,
+                        (t, c.cpu_usage_nanos),
+                        before_t.zip(before.and_then(|b| b.cgroup).map(|b| b.cpu_usage_nanos)),
+                    )
+                }),
+                memory: pod.cgroup.map(|c| cgroup_memory(&time, &c, None)),
+                network: network(&time, &pod.network),
+                volume: Vec::new(),
+                ephemeral_storage: ephemeral,
+                process_stats: pod.cgroup.and_then(|c| {
+                    c.tasks.map(|n| ProcessStats {
+                        process_count: Some(n),
+                    })
+                }),
+            }
+        })
+        .collect();
+    Summary { node, pods }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+use super::*;
+
+fn cg(usage: u64, inactive: u64, cpu: u64) -> CgroupStats {
+    CgroupStats {
+        memory_usage_bytes: usage,
+        inactive_file_bytes: inactive,
+        cpu_usage_nanos: Some(cpu),
+        tasks: Some(3),
+        ..CgroupStats::default()
+    }
+}
+
+fn sample(t: i64, cpu: u64) -> StatsSample {
+    StatsSample {
+        time_unix_nanos: t,
+        node: Some(cg(1000, 300, cpu)),
+        memory_capacity_bytes: 4000,
+        kubepods: None,
+        node_fs: Some(FsStats {
+            capacity_bytes: 100,
+            available_bytes: 40,
+            inodes: Some(10),
+            inodes_free: Some(4),
+        }),
+        image_fs: None,
+        pids: Some(PidStats {
+            max: 100,
+            running: 7,
+        }),
+        node_network: Vec::new(),
+        pods: vec![PodSample {
+            network: Vec::new(),
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "u1".into(),
+            start_time: Some("2026-01-01T00:00:00Z".into()),
+            cgroup_path: Some("/kubepods/podu1".into()),
+            cgroup: Some(cg(500, 100, cpu / 2)),
+            containers: vec![ContainerSample {
+                name: "c".into(),
+                image: "busybox".into(),
+                start_time: None,
+                stats: RuntimeContainerStats {
+                    id: "abc".into(),
+                    name: "c".into(),
+                    pod_uid: "u1".into(),
+                    memory_working_set_bytes: Some(200),
+                    cpu_usage_nanos: Some(cpu / 4),
+                    writable_layer: Some(FsUsage {
+                        used_bytes: 8,
+                        inodes_used: 2,
+                    }),
+                    ..RuntimeContainerStats::default()
+                },
+            }],
+        }],
+    }
+}
+
+#[test]
+fn usage_nano_cores_is_a_rate_over_two_samples() {
+    assert_eq!(
+        nano_cores(
+            (2_000_000_000, 3_000_000_000),
+            Some((1_000_000_000, 1_000_000_000))
+        ),
+        Some(2_000_000_000)
+    );
+    assert_eq!(nano_cores((5, 10), None), None);
+    // A restarted counter and a clock that did not advance give no rate.
+    assert_eq!(nano_cores((5, 1), Some((1, 10))), None);
+    assert_eq!(nano_cores((5, 10), Some((5, 1))), None);
+}
+
+#[test]
+fn the_summary_holds_working_sets_and_rates() {
+    let first = sample(1_000_000_000, 1_000_000_000);
+    let second = sample(3_000_000_000, 2_000_000_000);
+    let s = summary("n1", "2026-01-01T00:00:00Z", &second, Some(&first));
+    let memory = s.node.memory.clone().unwrap_or_default();
+    assert_eq!(memory.working_set_bytes, Some(700));
+    assert_eq!(memory.available_bytes, Some(3300));
+    let cpu = s.node.cpu.clone().unwrap_or_default();
+    assert_eq!(cpu.usage_nano_cores, Some(500_000_000));
+    assert_eq!(cpu.usage_core_nano_seconds, Some(2_000_000_000));
+    assert_eq!(s.node.fs.as_ref().and_then(|f| f.used_bytes), Some(60));
+    assert_eq!(s.node.rlimit.as_ref().and_then(|r| r.curproc), Some(7));
+    let pod = &s.pods[0];
+    assert_eq!(
+        pod.memory.as_ref().and_then(|m| m.working_set_bytes),
+        Some(400)
+    );
+    assert_eq!(
+        pod.cpu.as_ref().and_then(|c| c.usage_nano_cores),
+        Some(250_000_000)
+    );
+    assert_eq!(
+        pod.containers[0]
+            .cpu
+            .as_ref()
+            .and_then(|c| c.usage_nano_cores),
+        Some(125_000_000)
+    );
+    assert_eq!(
+        pod.ephemeral_storage.as_ref().and_then(|e| e.used_bytes),
+        Some(8)
+    );
+    assert_eq!(
+        pod.process_stats.as_ref().and_then(|p| p.process_count),
+        Some(3)
+    );
+    let first_only = summary("n1", "", &first, None);
+    assert_eq!(first_only.node.cpu.and_then(|c| c.usage_nano_cores), None);
+}
+
+#[test]
+fn the_json_has_upstreams_field_names() {
+    let s = summary(
+        "n1",
+        "2026-01-01T00:00:00Z",
+        &sample(1_000_000_000, 5),
+        None,
+    );
+    let v = serde_json::to_value(&s).unwrap_or_default();
+    assert_eq!(v["node"]["nodeName"], "n1");
+    assert!(v["node"]["memory"]["workingSetBytes"].is_u64());
+    assert!(v["node"]["cpu"]["usageCoreNanoSeconds"].is_u64());
+    assert_eq!(v["pods"][0]["podRef"]["uid"], "u1");
+    assert!(v["pods"][0]["ephemeral-storage"]["usedBytes"].is_u64());
+    assert_eq!(v["pods"][0]["process_stats"]["process_count"], 3);
+    assert_eq!(v["node"]["time"], serde_json::Value::Null);
+}
+
+#[test]
+fn net_dev_counters_leave_the_loopback_out() {
+    let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  eth0:    5000      40    2    0    0     0          0         0     3000      30    1    0    0     0       0          0\n";
+    let found = parse_net_dev(text);
+    assert_eq!(
+        found,
+        vec![InterfaceStats {
+            name: "eth0".into(),
+            rx_bytes: 5000,
+            rx_errors: 2,
+            tx_bytes: 3000,
+            tx_errors: 1,
+        }]
+    );
+    let mut s = sample(1, 1);
+    s.pods[0].network = found;
+    let v = serde_json::to_value(summary("n1", "", &s, None)).unwrap_or_default();
+    assert_eq!(v["pods"][0]["network"]["name"], "eth0");
+    assert_eq!(v["pods"][0]["network"]["rxBytes"], 5000);
+    assert_eq!(v["pods"][0]["network"]["interfaces"][0]["txErrors"], 1);
+}

@@ -1,0 +1,451 @@
+//! `/stats/summary`, `/metrics`, `/metrics/cadvisor` and `/metrics/resource` of the
+//! kubelet API, reached through a real private control plane (kube-apiserver v1.26.1's
+//! node proxy, as `kubectl get --raw` and a Prometheus scraping through the API server
+//! reach them) on a node of a private containerd: the summary's working sets against
+//! the kernel's cgroup files, and the metrics parsed by a real Prometheus parser
+//! (Python's `prometheus_client` from PyPI, installed by scripts/test-env/install-deps.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::cluster::{pick_port, Cluster};
+use crate::common::kubelet_api::{host_ip, proxy, text, wait_for};
+use crate::common::node::{container, pod, Node, NODE};
+
+/// The pod holds 16 MiB of tmpfs (swap-backed: in the working set, not the inactive file
+/// cache).
+const FILLER: &str = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=16 2>/dev/null; sleep 3600";
+
+/// The parser: every family of each file, as JSON (`{file: {family: {type, samples:
+/// [[name, labels, value]]}}}`); fails when `prometheus_client` is missing or a file
+/// does not parse.
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for path in sys.argv[1:]:
+    families = {}
+    with open(path) as f:
+        for fam in text_string_to_metric_families(f.read()):
+            families[fam.name] = {
+                "type": fam.type,
+                "samples": [[s.name, s.labels, s.value] for s in fam.samples],
+            }
+    out[path] = families
+print(json.dumps(out))
+"#;
+
+/// Parses the files with the real parser.
+fn parse_metrics(files: &[PathBuf]) -> Value {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(PARSE)
+        .args(files)
+        .output()
+        .expect("python3 runs (scripts/test-env/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "the Prometheus parser failed (is prometheus_client installed? scripts/test-env/install-deps.sh installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the parser's JSON")
+}
+
+/// The samples of `family` in `parsed`, failing when it is absent or of another type.
+fn samples<'a>(parsed: &'a Value, family: &str, kind: &str) -> &'a Vec<Value> {
+    let fam = &parsed[family];
+    assert_eq!(fam["type"], kind, "family {family}: {fam}");
+    fam["samples"].as_array().expect("samples")
+}
+
+/// The first sample named `name` whose labels hold every `(key, value)` of `labels`.
+fn find<'a>(samples: &'a [Value], name: &str, labels: &[(&str, &str)]) -> Option<&'a Value> {
+    samples
+        .iter()
+        .find(|s| s[0] == name && labels.iter().all(|(k, v)| s[1][*k].as_str() == Some(*v)))
+}
+
+fn read_u64(path: &Path) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn stat_value(path: &Path, key: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The memory hierarchy's mount and whether it is cgroup v1.
+fn memory_mount() -> (PathBuf, bool) {
+    let v1 = Path::new("/sys/fs/cgroup/memory");
+    if v1.join("memory.usage_in_bytes").exists() {
+        (v1.to_path_buf(), true)
+    } else {
+        (PathBuf::from("/sys/fs/cgroup"), false)
+    }
+}
+
+/// A cgroup's working set from its files: usage − inactive file, as cAdvisor counts it.
+fn working_set(dir: &Path, v1: bool) -> u64 {
+    if v1 {
+        read_u64(&dir.join("memory.usage_in_bytes"))
+            .saturating_sub(stat_value(&dir.join("memory.stat"), "total_inactive_file"))
+    } else {
+        read_u64(&dir.join("memory.current"))
+            .saturating_sub(stat_value(&dir.join("memory.stat"), "inactive_file"))
+    }
+}
+
+/// The node's working set from the kernel's files (the v2 root has no memory.current:
+/// MemTotal − MemFree, as runc and rkubelet take it).
+fn node_working_set(mount: &Path, v1: bool) -> u64 {
+    if v1 {
+        return working_set(mount, true);
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+    let field = |name: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("meminfo field")
+    };
+    ((field("MemTotal") - field("MemFree")) * 1024)
+        .saturating_sub(stat_value(&mount.join("memory.stat"), "inactive_file"))
+}
+
+/// The directory below `dir` named for the pod (`pod<uid>`, or the systemd spelling).
+fn find_pod_cgroup(dir: &Path, uid: &str) -> Option<PathBuf> {
+    let systemd_uid = uid.replace('-', "_");
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == format!("pod{uid}") || name.ends_with(&format!("pod{systemd_uid}.slice")) {
+            return Some(path);
+        }
+        if let Some(found) = find_pod_cgroup(&path, uid) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn within(actual: u64, expected: u64, share: f64) -> bool {
+    (actual as f64 - expected as f64).abs() <= expected as f64 * share
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), containerd, python3 with prometheus_client and root: run by scripts/test.sh"]
+async fn summary_and_metrics_through_the_api_server() {
+    let cluster = Cluster::start("kstats");
+    let mut node = Node::start("kstats");
+    let port = pick_port(false);
+    let pki = node.root.join("pki");
+    let busybox = node.busybox.clone();
+    node.write(
+        "filler.yaml",
+        &pod("filler", "", &[], &[container("f", &busybox, FILLER)]),
+    );
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    let ca = cluster.ca_cert();
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={port}"),
+        &format!("--node-ip={}", host_ip()),
+        &format!("--client-ca-file={}", ca.display()),
+        &format!("--cert-dir={}", pki.display()),
+    ]);
+    let pod_name = format!("filler-{NODE}");
+
+    // The summary, once the pod is measured and has a CPU rate (two samples).
+    let summary = wait_for(90, "a summary with the filler's rate", || {
+        let out = proxy(&cluster, "/stats/summary");
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let pod = v["pods"]
+            .as_array()?
+            .iter()
+            .find(|p| p["podRef"]["name"] == pod_name.as_str())?
+            .clone();
+        let ws = pod["memory"]["workingSetBytes"].as_u64()?;
+        let container = pod["containers"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "f")?;
+        (ws >= 16 << 20
+            && container["cpu"]["usageNanoCores"].is_u64()
+            && pod["cpu"]["usageNanoCores"].is_u64())
+        .then_some(v)
+    });
+    let node_part = &summary["node"];
+    assert_eq!(node_part["nodeName"], NODE, "{node_part}");
+    for key in ["usageNanoCores", "usageCoreNanoSeconds"] {
+        assert!(
+            node_part["cpu"][key].is_u64(),
+            "node cpu {key}: {node_part}"
+        );
+    }
+    for key in [
+        "availableBytes",
+        "usageBytes",
+        "workingSetBytes",
+        "rssBytes",
+    ] {
+        assert!(
+            node_part["memory"][key].is_u64(),
+            "node memory {key}: {node_part}"
+        );
+    }
+    for key in ["capacityBytes", "availableBytes", "usedBytes"] {
+        assert!(node_part["fs"][key].is_u64(), "node fs {key}: {node_part}");
+        assert!(
+            node_part["runtime"]["imageFs"][key].is_u64(),
+            "imageFs {key}: {node_part}"
+        );
+    }
+    assert!(node_part["rlimit"]["maxpid"].is_u64(), "{node_part}");
+    assert!(node_part["startTime"].is_string(), "{node_part}");
+    let pod = summary["pods"]
+        .as_array()
+        .and_then(|pods| {
+            pods.iter()
+                .find(|p| p["podRef"]["name"] == pod_name.as_str())
+        })
+        .expect("the filler in the summary");
+    assert_eq!(pod["podRef"]["namespace"], "default", "{pod}");
+    assert!(pod["startTime"].is_string(), "{pod}");
+    assert!(
+        pod["process_stats"]["process_count"].as_u64() >= Some(1),
+        "{pod}"
+    );
+    assert!(
+        pod["containers"][0]["memory"]["workingSetBytes"].as_u64() >= Some(16 << 20),
+        "{pod}"
+    );
+    assert!(
+        pod["containers"][0]["rootfs"]["usedBytes"].is_u64(),
+        "{pod}"
+    );
+    // Network counters: the host's namespace, and the pod's (its CNI interface).
+    assert!(node_part["network"]["rxBytes"].is_u64(), "{node_part}");
+    assert!(
+        pod["network"]["interfaces"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty() && i.iter().all(|i| i["name"] != "lo")),
+        "{pod}"
+    );
+    assert!(pod["network"]["rxBytes"].is_u64(), "{pod}");
+    let uid = pod["podRef"]["uid"].as_str().expect("uid").to_owned();
+
+    // Working sets against the kernel's files, within 5 %. The node's memory moves with
+    // everything else on the machine: each attempt takes a fresh sample (the provider
+    // keeps one for a second) and reads the files right after it.
+    let (mount, v1) = memory_mount();
+    let cgroup_root = mount.join(
+        node.ctrd
+            .var("RKUBELET_CGROUP_ROOT")
+            .trim_start_matches('/'),
+    );
+    let pod_dir = find_pod_cgroup(&cgroup_root, &uid)
+        .unwrap_or_else(|| panic!("pod{uid} below {}", cgroup_root.display()));
+    let mut attempts = Vec::new();
+    let matched = (0..10).any(|_| {
+        std::thread::sleep(Duration::from_millis(1200));
+        let v: Value = serde_json::from_slice(&proxy(&cluster, "/stats/summary").stdout)
+            .expect("summary JSON");
+        let (node_file, pod_file) = (node_working_set(&mount, v1), working_set(&pod_dir, v1));
+        let node_ws = v["node"]["memory"]["workingSetBytes"].as_u64().unwrap_or(0);
+        let pod_ws = v["pods"]
+            .as_array()
+            .and_then(|pods| pods.iter().find(|p| p["podRef"]["uid"] == uid.as_str()))
+            .and_then(|p| p["memory"]["workingSetBytes"].as_u64())
+            .unwrap_or(0);
+        attempts.push(format!(
+            "node {node_ws} vs {node_file}, pod {pod_ws} vs {pod_file}"
+        ));
+        within(node_ws, node_file, 0.05) && within(pod_ws, pod_file, 0.05)
+    });
+    assert!(
+        matched,
+        "working sets off by more than 5 % from the cgroup files:\n{}",
+        attempts.join("\n")
+    );
+
+    // The metrics endpoints through the same proxy, parsed by the real parser.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut files = Vec::new();
+    for (name, path) in [
+        ("metrics", "/metrics"),
+        ("cadvisor", "/metrics/cadvisor"),
+        ("resource", "/metrics/resource"),
+    ] {
+        let out = proxy(&cluster, path);
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = dir.path().join(name);
+        std::fs::write(&file, text(&out)).expect("metrics file");
+        files.push(file);
+    }
+    let parsed = parse_metrics(&files);
+    let file = |i: usize| &parsed[files[i].to_string_lossy().as_ref()];
+
+    let kubelet = file(0);
+    let running = samples(kubelet, "kubelet_running_pods", "gauge");
+    assert!(running[0][2].as_f64() >= Some(1.0), "{running:?}");
+    let containers = samples(kubelet, "kubelet_running_containers", "gauge");
+    assert!(
+        find(
+            containers,
+            "kubelet_running_containers",
+            &[("container_state", "running")]
+        )
+        .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{containers:?}"
+    );
+    let start = samples(kubelet, "kubelet_pod_start_duration_seconds", "histogram");
+    assert!(
+        find(start, "kubelet_pod_start_duration_seconds_count", &[])
+            .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{start:?}"
+    );
+    let worker = samples(kubelet, "kubelet_pod_worker_duration_seconds", "histogram");
+    assert!(
+        find(
+            worker,
+            "kubelet_pod_worker_duration_seconds_count",
+            &[("operation_type", "create")]
+        )
+        .is_some(),
+        "{worker:?}"
+    );
+    let ops = samples(kubelet, "kubelet_runtime_operations", "counter");
+    assert!(
+        find(
+            ops,
+            "kubelet_runtime_operations_total",
+            &[("operation_type", "list_podsandbox")]
+        )
+        .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{ops:?}"
+    );
+    let durations = samples(
+        kubelet,
+        "kubelet_runtime_operations_duration_seconds",
+        "histogram",
+    );
+    assert!(
+        find(
+            durations,
+            "kubelet_runtime_operations_duration_seconds_bucket",
+            &[("operation_type", "run_podsandbox"), ("le", "+Inf")]
+        )
+        .is_some(),
+        "{durations:?}"
+    );
+    samples(kubelet, "kubelet_runtime_operations_errors", "counter");
+    let relist = samples(kubelet, "kubelet_pleg_relist_duration_seconds", "histogram");
+    assert!(
+        find(relist, "kubelet_pleg_relist_duration_seconds_count", &[])
+            .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{relist:?}"
+    );
+    let name = samples(kubelet, "kubelet_node_name", "gauge");
+    assert!(
+        find(name, "kubelet_node_name", &[("node", NODE)]).is_some_and(|s| s[2] == 1.0),
+        "{name:?}"
+    );
+    for (family, kind) in [
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_cpu_seconds", "counter"),
+        ("process_start_time_seconds", "gauge"),
+    ] {
+        let s = samples(kubelet, family, kind);
+        assert!(s[0][2].as_f64() > Some(0.0), "{family}: {s:?}");
+    }
+
+    let cadvisor = file(1);
+    let container_labels = [
+        ("container", "f"),
+        ("pod", pod_name.as_str()),
+        ("namespace", "default"),
+        ("image", busybox.as_str()),
+    ];
+    let cpu = samples(cadvisor, "container_cpu_usage_seconds", "counter");
+    let sample = find(cpu, "container_cpu_usage_seconds_total", &container_labels)
+        .unwrap_or_else(|| panic!("the filler's CPU in {cpu:?}"));
+    let id = sample[1]["name"].as_str().expect("name label").to_owned();
+    assert!(!id.is_empty(), "{sample}");
+    assert!(
+        sample[1]["id"].as_str().is_some_and(|i| i.contains(&id)),
+        "{sample}"
+    );
+    for family in [
+        "container_memory_working_set_bytes",
+        "container_memory_usage_bytes",
+    ] {
+        let s = samples(cadvisor, family, "gauge");
+        let found = find(s, family, &container_labels)
+            .unwrap_or_else(|| panic!("the filler's {family} in {s:?}"));
+        assert!(found[2].as_f64() >= Some(f64::from(16u32 << 20)), "{found}");
+        assert!(
+            find(s, family, &[("id", "/")]).is_some(),
+            "the root in {family}"
+        );
+    }
+
+    let resource = file(2);
+    for (family, kind) in [
+        ("node_cpu_usage_seconds", "counter"),
+        ("node_memory_working_set_bytes", "gauge"),
+    ] {
+        let s = samples(resource, family, kind);
+        assert!(s[0][2].as_f64() > Some(0.0), "{family}: {s:?}");
+    }
+    let pod_labels = [("pod", pod_name.as_str()), ("namespace", "default")];
+    let labelled = [("container", "f"), pod_labels[0], pod_labels[1]];
+    for (family, sample_name, kind, labels) in [
+        (
+            "container_cpu_usage_seconds",
+            "container_cpu_usage_seconds_total",
+            "counter",
+            &labelled[..],
+        ),
+        (
+            "container_memory_working_set_bytes",
+            "container_memory_working_set_bytes",
+            "gauge",
+            &labelled[..],
+        ),
+        (
+            "pod_cpu_usage_seconds",
+            "pod_cpu_usage_seconds_total",
+            "counter",
+            &pod_labels[..],
+        ),
+        (
+            "pod_memory_working_set_bytes",
+            "pod_memory_working_set_bytes",
+            "gauge",
+            &pod_labels[..],
+        ),
+    ] {
+        let s = samples(resource, family, kind);
+        assert!(find(s, sample_name, labels).is_some(), "{family}: {s:?}");
+    }
+    let error = samples(resource, "scrape_error", "gauge");
+    assert_eq!(error[0][2].as_f64(), Some(0.0), "{error:?}");
+}
