@@ -242,6 +242,7 @@ fn measure(
                     format!("--pod-infra-container-image={}", ctrd.var("PAUSE_IMAGE")),
                     format!("--hostname-override={node}"),
                     format!("--healthz-port={healthz_port}"),
+                    format!("--port={}", free_port()),
                     "--fail-swap-on=false".into(),
                     "--eviction-hard=".into(),
                     CLUSTER_DNS.into(),

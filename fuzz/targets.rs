@@ -20,6 +20,7 @@ use rkubelet::domain::config::flags::{
 };
 use rkubelet::domain::config::layers::{file_layer, FileRole};
 use rkubelet::domain::config::{resolve, ConfigInputs, FileInput, NodeFacts};
+use rkubelet::domain::kuberuntime::image_reference::parse_normalized;
 use rkubelet::domain::node::machine::MachineInfo;
 use rkubelet::domain::pod::static_pod::{decode_static_pods, PodSourceKind};
 use rkubelet::domain::units::cpuset::CpuSet;
@@ -60,7 +61,7 @@ pub fn targets() -> Vec<Target> {
             check: check_flags,
         },
         Target {
-            name: "flag values and units (quantity, cpuset, duration, taints, feature gates, time)",
+            name: "flag values and units (quantity, cpuset, duration, taints, feature gates, time, image reference)",
             seeds: VALUE_SEEDS,
             dictionary: VALUE_TOKENS,
             check: check_values,
@@ -169,7 +170,8 @@ fn check_values(input: &[u8]) -> Result<(), String> {
             .or_else(|e| nonempty(&e)),
         6 => {
             let _ = parse_rfc3339(text);
-            Ok(())
+            // An API pod's image name, read before any pull.
+            parse_normalized(text).map(drop).or_else(|e| said(&e))
         }
         _ => {
             // Every flag's value parser.
@@ -529,6 +531,7 @@ const VALUE_SEEDS: &[&str] = &[
     "\u{4}A=true,B=false",
     "\u{5}a:b,c:d",
     "\u{6}2024-01-01T00:00:00.123456789+01:00",
+    "\u{6}registry.example.com:5000/team/app_x/web-1:v1.2@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
     "\u{7}memory.available<100Mi",
     "\u{f}cpu=1,memory=2Gi",
     "\u{17}10.0.0.1",
@@ -562,6 +565,9 @@ const VALUE_TOKENS: &[&str] = &[
     ",",
     "-",
     "=",
+    "@sha256:",
+    "/",
+    "__",
     ":",
     "<",
     "%",

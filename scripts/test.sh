@@ -46,9 +46,11 @@ export RKUBELET_BENCH_OUTAGE_SECS="${RKUBELET_BENCH_OUTAGE_SECS:-30}"
 export RKUBELET_BENCH_IDLE_SECS="${RKUBELET_BENCH_IDLE_SECS:-30}"
 export RKUBELET_BENCH_PROBE_SECS="${RKUBELET_BENCH_PROBE_SECS:-30}"
 export RKUBELET_BENCH_FUZZ_CASES="${RKUBELET_BENCH_FUZZ_CASES:-20000}"
+export RKUBELET_BENCH_LOG_MIB="${RKUBELET_BENCH_LOG_MIB:-20}"
 cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction --bench pod_events --bench volumes --bench volume_pods \
+    --bench kubelet_api_stream \
     | tee "$figures"
 took "benchmarks"
 missed=$(grep -c "NOT MET" "$figures" || true)

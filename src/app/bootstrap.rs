@@ -159,6 +159,17 @@ pub enum StartupError {
     /// `--runonce`: these pods did not reach running.
     #[error("error running pods: {}", .0.join("; "))]
     RunOnce(Vec<String>),
+    /// The kubelet API's port (or the read-only port) cannot be listened on: upstream
+    /// logs "Failed to listen and serve" and exits.
+    #[error("Failed to listen and serve on {address}")]
+    KubeletApiListen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No usable serving certificate: upstream's `InitializeTLS` fails the start.
+    #[error("failed to initialize the kubelet API's TLS")]
+    KubeletApiTls(#[source] crate::app::server::tls::TlsError),
     #[error("failed to serve healthz on {address}")]
     Healthz {
         address: String,
@@ -617,24 +628,24 @@ impl PodLinks {
 type ServerTask = tokio::task::JoinHandle<Result<(), crate::app::server::ServerError>>;
 
 /// Step: the kubelet API on `address:port` over TLS, and the read-only port when set. A
-/// failure (port taken, certificate unusable) is logged and leaves the API unserved: the
-/// pods run on, as the healthz port and the node status still report them.
+/// port that cannot be listened on, or an unusable certificate, fails the start, as
+/// upstream's `ListenAndServeKubeletServer` exits.
 async fn start_kubelet_api(
     started: &Started,
     deps: &Deps,
     store: PodStatusStore,
     endpoints: Endpoints,
     shutdown: &watch::Receiver<bool>,
-) -> Vec<ServerTask> {
+) -> Result<Vec<ServerTask>, StartupError> {
     use crate::app::server::api::{serve_api, KubeletApi};
     use crate::app::server::auth::Guard;
     let node = &started.resolved.node;
     let Some(settings) = node.server.clone() else {
         info!("enableServer is false: the kubelet API is not served");
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let Some(api_deps) = (deps.kubelet_api_for)(node) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     if matches!(
         settings.authorization,
@@ -645,13 +656,18 @@ async fn start_kubelet_api(
     }
     let mut tasks = Vec::new();
     let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
-    let tls = crate::app::server::tls::serving_files(
-        &settings,
-        &node.hostname,
-        api_deps.pki.as_ref(),
-        now_secs,
-    )
-    .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key));
+    let tls = if settings.server_tls_bootstrap {
+        info!("serverTLSBootstrap: TLS handshakes fail until a kubelet-serving certificate is issued, as upstream's");
+        crate::app::server::tls::bootstrapped_server_config(&settings)
+    } else {
+        crate::app::server::tls::serving_files(
+            &settings,
+            &node.hostname,
+            api_deps.pki.as_ref(),
+            now_secs,
+        )
+        .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key))
+    };
     let api = |guard: Option<Arc<Guard>>| {
         Arc::new(KubeletApi {
             guard,
@@ -664,49 +680,38 @@ async fn start_kubelet_api(
         })
     };
     let address = join_host_port(&settings.address, settings.port);
-    match tls {
-        Ok(config) => match tokio::net::TcpListener::bind(&address).await {
-            Ok(listener) => {
-                let guard = Arc::new(Guard::new(
-                    settings.clone(),
-                    node.node_name.clone(),
-                    Arc::clone(&api_deps.pki),
-                    api_deps.authenticator.clone(),
-                    api_deps.authorizer.clone(),
-                ));
-                tasks.push(tokio::spawn(serve_api(
-                    listener,
-                    Some(Arc::new(config)),
-                    api(Some(guard)),
-                    shutdown.clone(),
-                )));
-            }
-            Err(e) => {
-                error!(%address, error = %Chain(&e), "failed to listen on the kubelet API port; the kubelet API is not served")
-            }
-        },
-        Err(e) => {
-            error!(error = %Chain(&e), "no usable serving certificate; the kubelet API is not served")
-        }
-    }
+    let config = tls.map_err(StartupError::KubeletApiTls)?;
+    let listen = |address: String| async move {
+        tokio::net::TcpListener::bind(&address)
+            .await
+            .map_err(|source| StartupError::KubeletApiListen { address, source })
+    };
+    let listener = listen(address).await?;
+    let guard = Arc::new(Guard::new(
+        settings.clone(),
+        node.node_name.clone(),
+        Arc::clone(&api_deps.pki),
+        api_deps.authenticator.clone(),
+        api_deps.authorizer.clone(),
+    ));
+    tasks.push(tokio::spawn(serve_api(
+        listener,
+        Some(Arc::new(config)),
+        api(Some(guard)),
+        shutdown.clone(),
+    )));
     if let Some(port) = settings.read_only_port {
         let address = join_host_port(&settings.address, port);
-        match tokio::net::TcpListener::bind(&address).await {
-            Ok(listener) => {
-                warn!(%address, "serving the read-only port without authentication (readOnlyPort)");
-                tasks.push(tokio::spawn(serve_api(
-                    listener,
-                    None,
-                    api(None),
-                    shutdown.clone(),
-                )));
-            }
-            Err(e) => {
-                error!(%address, error = %Chain(&e), "failed to listen on the read-only port")
-            }
-        }
+        let listener = listen(address.clone()).await?;
+        warn!(%address, "serving the read-only port without authentication (readOnlyPort)");
+        tasks.push(tokio::spawn(serve_api(
+            listener,
+            None,
+            api(None),
+            shutdown.clone(),
+        )));
     }
-    tasks
+    Ok(tasks)
 }
 
 /// `host:port`, bracketing IPv6 addresses.
@@ -795,7 +800,7 @@ pub async fn run(
         None
     };
     let api_servers =
-        start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await;
+        start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await?;
     match deps.host.notify_ready() {
         Ok(true) => info!("notified systemd: READY=1"),
         Ok(false) => {}

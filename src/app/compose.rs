@@ -250,7 +250,11 @@ pub fn node_agent_deps(
         host_facts: Arc::new(SystemHostFacts),
         clock,
         pki: Arc::new(RcgenPki),
-        cert_store: Arc::new(FileCertStore::new(cert_dir)),
+        cert_store: Arc::new(FileCertStore::new(cert_dir.clone())),
+        serving_cert_store: Arc::new(FileCertStore::with_prefix(
+            cert_dir,
+            crate::domain::node_status::certificate::SERVER_PAIR_PREFIX,
+        )),
     })
 }
 

@@ -203,7 +203,15 @@ fn runs_as_a_non_root_user() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
             .expect("chmod");
     }
-    let daemon = start_fake(&[format!("--root-dir={}", root.display())], is_root);
+    // The self-signed serving pair goes where nobody may write (an unwritable --cert-dir
+    // fails the start, as upstream's).
+    let daemon = start_fake(
+        &[
+            format!("--root-dir={}", root.display()),
+            format!("--cert-dir={}", dir.path().join("pki").display()),
+        ],
+        is_root,
+    );
     assert_serves_and_stops(daemon, true);
 }
 

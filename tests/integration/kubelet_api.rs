@@ -500,6 +500,17 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         ("/containerLogs/..%2Fetc/talker-n1/c", 404),
         ("/containerLogs/default/talker-n1/nope", 404),
         ("/containerLogs/default/talker-n1/c?limitBytes=-1", 422),
+        // The streaming endpoints and run on the same crafted paths.
+        (
+            "/exec/default/talker-n1/..%2F..%2Fetc?command=cat&command=%2Fetc%2Fpasswd&output=1",
+            404,
+        ),
+        ("/exec/default/..%2F..%2Fetc/c?command=cat&output=1", 404),
+        ("/attach/default/talker-n1/c/../../x?output=1", 404),
+        ("/portForward/default/talker-n1/..%2F..?port=22", 404),
+        ("/portForward/..%2Fdefault/talker-n1?port=22", 404),
+        // run is POST only, as upstream's route.
+        ("/run/default/talker-n1/c?cmd=cat%20/etc/passwd", 405),
         (
             "/containerLogs/default/talker-n1/c?tailLines=99999999999999999999",
             400,
@@ -519,6 +530,418 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         "{}",
         node.log_text()
     );
+    assert!(!node.log_text().contains("panicked"));
+    node.finish();
+}
+
+/// A pod from the API server bound to the node: `web` (busybox `httpd` on 8080), `talker`
+/// (a line every 100 ms) and `quitter` (one line, then exit 1: restarted).
+fn streaming_pod(image: &str) -> String {
+    let container = |name: &str, script: &str| {
+        let script = serde_json::to_string(script).expect("json string");
+        format!("  - name: {name}\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {script}]\n")
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: streams\n  namespace: default\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  containers:\n{}{}{}",
+        container(
+            "web",
+            "mkdir -p /www && echo hello-through-port-forward > /www/index.html && exec httpd -f -p 8080 -h /www"
+        ),
+        container(
+            "talker",
+            "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.1; done"
+        ),
+        container("quitter", "echo run $(date +%s%N); sleep 1; exit 1"),
+    )
+}
+
+/// kubectl as the admin, its output read while it runs: returns the child and a reader
+/// collecting its stdout for `secs` seconds.
+fn kubectl_streaming(
+    cluster: &Cluster,
+    args: &[&str],
+    secs: u64,
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(cluster.var("KUBECTL"))
+        .env("KUBECONFIG", cluster.admin_kubeconfig())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    (child, reader)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
+async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
+    let cluster = Cluster::start("kapik");
+    let mut node = Node::start("kapik");
+    let port = pick_port(false);
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={port}"),
+        &format!("--node-ip={}", host_ip()),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", node.root.join("pki").display()),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifest = dir.path().join("streams.yaml");
+    std::fs::write(&manifest, streaming_pod(&node.busybox)).expect("manifest");
+    let out = cluster.kubectl(&["apply", "-f", &manifest.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    wait_for(90, "the pod running with its quitter restarted", || {
+        let pod = cluster.get_json(&["pod", "streams"])?;
+        let restarted = pod["status"]["containerStatuses"]
+            .as_array()?
+            .iter()
+            .any(|c| c["name"] == "quitter" && c["restartCount"].as_u64() >= Some(1));
+        (pod["status"]["phase"] == "Running" && restarted).then_some(())
+    });
+
+    // kubectl port-forward to httpd: a page fetched through the local port.
+    let local = pick_port(false);
+    let mut forward = Command::new(cluster.var("KUBECTL"))
+        .env("KUBECONFIG", cluster.admin_kubeconfig())
+        .args(["port-forward", "pod/streams", &format!("{local}:8080")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let page = wait_for(30, "a page through kubectl port-forward", || {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(format!("http://127.0.0.1:{local}/index.html"))
+            .output()
+            .ok()?;
+        out.status.success().then(|| text(&out))
+    });
+    // A second request on the same forward: the stream stays usable.
+    let again = Command::new("curl")
+        .args(["-s", "--max-time", "5"])
+        .arg(format!("http://127.0.0.1:{local}/index.html"))
+        .output()
+        .expect("curl runs");
+    let _ = forward.kill();
+    let _ = forward.wait();
+    assert_eq!(page, "hello-through-port-forward\n");
+    assert_eq!(text(&again), page);
+
+    // kubectl attach: the running container's output.
+    let (mut child, reader) =
+        kubectl_streaming(&cluster, &["attach", "streams", "-c", "talker"], 3);
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = child.kill();
+    let _ = child.wait();
+    let attached = reader.join().expect("reader");
+    assert!(attached.contains("tick "), "kubectl attach: {attached:?}");
+
+    // kubectl exec -it: an interactive shell on a terminal (script(1) gives kubectl a
+    // pty), driven by the test: a command, its output, then the shell's exit code.
+    let kubectl = cluster.var("KUBECTL");
+    let mut shell = Command::new("script")
+        .args(["-qefc"])
+        .arg(format!("{kubectl} exec -it streams -c web -- sh"))
+        .arg("/dev/null")
+        .env("KUBECONFIG", cluster.admin_kubeconfig())
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    {
+        use std::io::Write;
+        let mut stdin = shell.stdin.take().expect("stdin");
+        std::thread::sleep(Duration::from_secs(3));
+        stdin
+            .write_all(b"echo answer-$((6*7)); tty\n")
+            .expect("command written");
+        std::thread::sleep(Duration::from_secs(2));
+        stdin.write_all(b"exit 7\n").expect("exit written");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    wait_for(20, "the interactive shell to end", || {
+        shell.try_wait().ok().flatten().map(|_| ())
+    });
+    let out = shell.wait_with_output().expect("script output");
+    let seen = text(&out);
+    assert!(
+        seen.contains("answer-42"),
+        "{seen:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        seen.contains("/dev/pts/"),
+        "a terminal in the container: {seen:?}"
+    );
+    assert_eq!(out.status.code(), Some(7), "{seen:?}");
+
+    // kubectl logs: --tail, --timestamps, --since, -p after the restart, -f streaming.
+    let logs = |args: &[&str]| {
+        let mut all = vec!["logs", "streams"];
+        all.extend_from_slice(args);
+        let out = cluster.kubectl(&all);
+        assert!(out.status.success(), "kubectl logs {args:?}: {out:?}");
+        text(&out)
+    };
+    let tail = logs(&["-c", "talker", "--tail=3"]);
+    assert_eq!(tail.lines().count(), 3, "{tail}");
+    assert!(tail.lines().all(|l| l.starts_with("tick ")), "{tail}");
+    let stamped = logs(&["-c", "talker", "--tail=2", "--timestamps"]);
+    for line in stamped.lines() {
+        let (time, rest) = line.split_once(' ').expect("timestamp and text");
+        assert!(
+            rkubelet::domain::units::time::parse_rfc3339(time).is_some(),
+            "{stamped}"
+        );
+        assert!(rest.starts_with("tick "), "{stamped}");
+    }
+    let all = logs(&["-c", "talker"]).lines().count();
+    let recent = logs(&["-c", "talker", "--since=1s"]).lines().count();
+    assert!(
+        recent > 0 && recent * 2 < all,
+        "--since=1s gave {recent} of {all} lines"
+    );
+    let previous = logs(&["-c", "quitter", "-p"]);
+    assert!(previous.starts_with("run "), "{previous:?}");
+    assert_eq!(previous.lines().count(), 1, "{previous}");
+    let (mut child, reader) = kubectl_streaming(
+        &cluster,
+        &["logs", "-f", "streams", "-c", "talker", "--tail=1"],
+        3,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = child.kill();
+    let _ = child.wait();
+    let streamed = reader.join().expect("reader");
+    let ticks: Vec<u64> = streamed
+        .lines()
+        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+        .collect();
+    assert!(ticks.len() >= 5, "kubectl logs -f streamed: {streamed:?}");
+    assert!(
+        ticks.windows(2).all(|w| w[1] == w[0] + 1),
+        "lines in order, none lost: {ticks:?}"
+    );
+    assert!(!node.log_text().contains("panicked"));
+    node.finish();
+}
+
+/// rkubelet on the simulated runtime with `extra` flags, its kubelet API on `port`.
+fn standalone_args(dir: &Path, port: u16, extra: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "--container-runtime-endpoint=fake://".to_owned(),
+        format!("--root-dir={}", dir.join("root").display()),
+        format!("--pod-logs-dir={}", dir.join("logs").display()),
+        format!("--lock-file={}", dir.join("kubelet.lock").display()),
+        format!("--port={port}"),
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Must-show 2 of the API: `enableDebuggingHandlers=false` answers upstream's 405 on
+/// logs, exec, attach, port-forward and run; `readOnlyPort` serves `/pods` and `/healthz` without
+/// authentication and nothing of the debugging set; a taken port fails the start.
+#[test]
+fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (port, read_only) = (pick_port(false), pick_port(false));
+    let args = standalone_args(
+        dir.path(),
+        port,
+        &[
+            "--enable-debugging-handlers=false".into(),
+            format!("--read-only-port={read_only}"),
+            "--anonymous-auth=true".into(),
+            "--authorization-mode=AlwaysAllow".into(),
+        ],
+    );
+    let daemon = crate::common::start_daemon(&args, false);
+    let secure = |path: &str, method: &str| {
+        wait_for(20, "the kubelet API", || {
+            let answer = curl(port, path, &["-X", method]);
+            (answer.0 != 0).then_some(answer)
+        })
+    };
+    for (path, method) in [
+        ("/containerLogs/default/p/c", "GET"),
+        ("/exec/default/p/c?command=ls&output=1", "POST"),
+        ("/attach/default/p/c?output=1", "POST"),
+        ("/portForward/default/p", "POST"),
+        ("/run/default/p/c?cmd=ls", "POST"),
+        ("/runningpods/", "GET"),
+    ] {
+        assert_eq!(
+            secure(path, method),
+            (405, "Debug endpoints are disabled.\n".to_owned()),
+            "{path}"
+        );
+    }
+    assert_eq!(secure("/healthz", "GET"), (200, "ok".to_owned()));
+    assert_eq!(
+        secure("/configz", "GET").0,
+        404,
+        "configz is a debugging handler"
+    );
+    // The read-only port: plain HTTP, no credentials.
+    let (code, body) = crate::common::http_get(read_only, "/pods").expect("read-only port");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("PodList"), "{body}");
+    assert_eq!(
+        crate::common::http_get(read_only, "/healthz"),
+        Some((200, "ok".to_owned()))
+    );
+    for path in [
+        "/containerLogs/default/p/c",
+        "/configz",
+        "/runningpods/",
+        "/exec/default/p/c",
+    ] {
+        let (code, _) = crate::common::http_get(read_only, path).expect("read-only port");
+        assert_eq!(code, 404, "{path} on the read-only port");
+    }
+    assert!(!daemon.log_text().contains("panicked"));
+    drop(daemon);
+
+    // The kubelet API's port taken: the start fails, in upstream's words.
+    let taken_port = pick_port(false);
+    let _taken = std::net::TcpListener::bind(("0.0.0.0", taken_port)).expect("a port");
+    let mut args = standalone_args(dir.path(), taken_port, &[]);
+    args.push(format!("--healthz-port={}", pick_port(false)));
+    let mut child = Command::new(crate::common::BIN)
+        .args(&args)
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rkubelet runs");
+    let status = wait_for(20, "rkubelet to exit on a taken port", || {
+        child.try_wait().ok().flatten()
+    });
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr read");
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "Failed to listen and serve on 0.0.0.0:{taken_port}"
+        )) && stderr.contains("in use"),
+        "{stderr}"
+    );
+}
+
+/// Must-show 4 with `serverTLSBootstrap` (`--rotate-server-certificates`): a
+/// `kubernetes.io/kubelet-serving` request for the node's identity and addresses, no
+/// certificate served until it is approved (upstream's handshakes fail likewise), then the
+/// issued one, kept as upstream's `kubelet-server-*.pem` files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd, controller-manager), containerd and root: run by scripts/test.sh"]
+async fn server_tls_bootstrap_serves_the_approved_certificate() {
+    use base64::Engine;
+    let cluster = Cluster::start("kapis");
+    let mut node = Node::start("kapis");
+    let port = pick_port(false);
+    let pki = node.root.join("pki");
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    let ip = host_ip();
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={port}"),
+        &format!("--node-ip={ip}"),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", pki.display()),
+        "--rotate-server-certificates",
+    ]);
+    let csr = wait_for(60, "a kubelet-serving CSR", || {
+        let list = cluster.get_json(&["csr"])?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
+            .cloned()
+    });
+    assert_eq!(csr["spec"]["username"], format!("system:node:{NODE}"));
+    assert_eq!(
+        csr["spec"]["usages"],
+        serde_json::json!(["digital signature", "key encipherment", "server auth"])
+    );
+    let request = base64::engine::general_purpose::STANDARD
+        .decode(csr["spec"]["request"].as_str().expect("request"))
+        .expect("base64");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let request_file = dir.path().join("request.pem");
+    std::fs::write(&request_file, request).expect("request written");
+    let decoded = Command::new("openssl")
+        .args(["req", "-noout", "-text", "-in"])
+        .arg(&request_file)
+        .output()
+        .expect("openssl runs");
+    let decoded = text(&decoded);
+    assert!(
+        decoded.contains(&format!("CN = system:node:{NODE}"))
+            && decoded.contains("O = system:nodes"),
+        "{decoded}"
+    );
+    assert!(
+        decoded.contains(&format!("DNS:{NODE}, IP Address:{ip}")),
+        "{decoded}"
+    );
+    // Not approved: nothing is served, and no self-signed pair is made.
+    let (code, body) = curl(port, "/healthz", &[]);
+    assert_eq!(code, 0, "TLS refused before approval: {body}");
+    assert!(!pki.join("kubelet.crt").exists());
+    let name = csr["metadata"]["name"].as_str().expect("CSR name");
+    let out = cluster.kubectl(&["certificate", "approve", name]);
+    assert!(out.status.success(), "{out:?}");
+    let current = pki.join("kubelet-server-current.pem");
+    wait_for(60, "kubelet-server-current.pem", || {
+        current.exists().then_some(())
+    });
+    let pairs: Vec<String> = std::fs::read_dir(&pki)
+        .expect("cert dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("kubelet-server-2") && n.ends_with(".pem"))
+        .collect();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    // Served, and verified against the cluster's CA at the node's address.
+    let client = |name: &str| cluster.base.join("pki").join(name).display().to_string();
+    let served = wait_for(20, "the issued certificate served", || {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "--cacert"])
+            .arg(cluster.ca_cert())
+            .args(["--cert", &client("apiserver-kubelet-client.crt")])
+            .args(["--key", &client("apiserver-kubelet-client.key")])
+            .arg(format!("https://{ip}:{port}/healthz"))
+            .output()
+            .ok()?;
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(served, "ok");
+    let health = wait_for(30, "healthz through the API server", || {
+        let out = proxy(&cluster, "/healthz");
+        out.status.success().then(|| text(&out))
+    });
+    assert_eq!(health, "ok");
     assert!(!node.log_text().contains("panicked"));
     node.finish();
 }

@@ -229,9 +229,11 @@ fn install(dir: &Path, unit: &str, exec: &str, log: &Path) {
 fn args(dir: &Path, port: u16) -> String {
     format!(
         "{BIN} --container-runtime-endpoint=fake:// --root-dir={} --pod-logs-dir={} \
-         --healthz-bind-address=127.0.0.1 --healthz-port={port}",
+         --healthz-bind-address=127.0.0.1 --healthz-port={port} --port={} --cert-dir={}",
         dir.join("root").display(),
-        dir.join("logs").display()
+        dir.join("logs").display(),
+        free_port(),
+        dir.join("pki").display()
     )
 }
 

@@ -48,7 +48,9 @@ impl Pki for RcgenPki {
         usages: &[&str],
     ) -> Result<CertificateRequest, PkiError> {
         let key = KeyPair::from_pem(key_pem).map_err(|e| PkiError::Key(e.to_string()))?;
-        let mut params = CertificateParams::default();
+        // rcgen takes each alternative name that parses as an IP as an IP address.
+        let mut params = CertificateParams::new(subject.alt_names.clone())
+            .map_err(|e| PkiError::Request(e.to_string()))?;
         let mut name = DistinguishedName::new();
         name.push(DnType::OrganizationName, subject.organization.clone());
         name.push(DnType::CommonName, subject.common_name.clone());

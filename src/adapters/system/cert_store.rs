@@ -6,17 +6,30 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::domain::node_status::certificate::{current_pair_name, PENDING_KEY_FILE};
+use crate::domain::node_status::certificate::{
+    prefixed_current_pair_name, CLIENT_PAIR_PREFIX, PENDING_KEY_FILE,
+};
 use crate::ports::cert_store::{CertStore, CertStoreError};
 
 #[derive(Debug, Clone)]
 pub struct FileCertStore {
     dir: PathBuf,
+    /// `kubelet-client` or `kubelet-server`.
+    prefix: &'static str,
 }
 
 impl FileCertStore {
+    /// The client certificate's store.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        FileCertStore { dir: dir.into() }
+        Self::with_prefix(dir, CLIENT_PAIR_PREFIX)
+    }
+
+    /// The store of the pairs named `<prefix>-...pem` (the serving certificate's).
+    pub fn with_prefix(dir: impl Into<PathBuf>, prefix: &'static str) -> Self {
+        FileCertStore {
+            dir: dir.into(),
+            prefix,
+        }
     }
 }
 
@@ -71,7 +84,9 @@ impl CertStore for FileCertStore {
         let pair = self.dir.join(file_name);
         write_private(&pair, pair_pem)?;
         let link = self.current_path();
-        let tmp = self.dir.join(format!(".{}.tmp", current_pair_name()));
+        let tmp = self
+            .dir
+            .join(format!(".{}.tmp", prefixed_current_pair_name(self.prefix)));
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(file_name, &tmp).map_err(|e| error("link", &tmp, e))?;
         std::fs::rename(&tmp, &link).map_err(|e| error("rename", &link, e))?;
@@ -79,7 +94,7 @@ impl CertStore for FileCertStore {
     }
 
     fn current_path(&self) -> PathBuf {
-        self.dir.join(current_pair_name())
+        self.dir.join(prefixed_current_pair_name(self.prefix))
     }
 
     fn pending_key(&self) -> Result<Option<String>, CertStoreError> {

@@ -99,6 +99,9 @@ pub struct NodeAgentSettings {
     pub bootstrap_kubeconfig: Option<PathBuf>,
     /// `rotateCertificates`.
     pub rotate_certificates: bool,
+    /// `serverTLSBootstrap` (without serving files): request and rotate the serving
+    /// certificate.
+    pub server_tls_bootstrap: bool,
     /// Record `NodeAllocatableEnforced` (node allocatable is enforced on the pods' cgroup).
     pub allocatable_enforced: bool,
     /// The eviction manager's node conditions (none when it does not run).
@@ -185,6 +188,7 @@ impl NodeAgentSettings {
             kubeconfig,
             bootstrap_kubeconfig: None,
             rotate_certificates: false,
+            server_tls_bootstrap: false,
             allocatable_enforced: false,
             pressure: watch::channel(Vec::new()).1,
             pod_events: PodEventSink::new(),
@@ -208,6 +212,8 @@ pub struct NodeAgentDeps {
     pub clock: Arc<dyn Clock>,
     pub pki: Arc<dyn Pki>,
     pub cert_store: Arc<dyn CertStore>,
+    /// The serving certificate's pairs (`kubelet-server-*.pem`).
+    pub serving_cert_store: Arc<dyn CertStore>,
 }
 
 /// Everything the loops share.
@@ -391,6 +397,12 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
         let a = agent.clone();
         tasks.push(tokio::spawn(async move {
             tls::run_rotation(&a, clients_tx).await;
+        }));
+    }
+    if agent.settings.server_tls_bootstrap {
+        let a = agent.clone();
+        tasks.push(tokio::spawn(async move {
+            tls::run_serving_rotation(&a).await;
         }));
     }
     agent.recorder.record(NodeEvent::starting());

@@ -60,6 +60,7 @@ pub fn agent_settings(resolved: &ResolvedConfig, cluster: &ClusterConfig) -> Nod
         i32::try_from(node.node_lease_duration.as_secs()).unwrap_or(i32::MAX);
     settings.bootstrap_kubeconfig = cluster.bootstrap_kubeconfig.clone();
     settings.rotate_certificates = cluster.rotate_certificates;
+    settings.server_tls_bootstrap = node.server.as_ref().is_some_and(|s| s.server_tls_bootstrap);
     settings.allocatable_enforced = node.cgroup_tree.as_ref().is_some_and(|t| t.enforce_pods);
     settings
 }

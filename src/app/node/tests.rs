@@ -46,6 +46,7 @@ fn world() -> World {
         clock: Arc::new(FakeClock::new(1_795_232_011_000_000_000)),
         pki: Arc::new(FakePki::new()),
         cert_store: Arc::new(store.clone()),
+        serving_cert_store: Arc::new(FakeCertStore::new()),
     };
     let registration = Registration {
         node_name: NODE.into(),

@@ -15,11 +15,13 @@ use tracing::{info, warn};
 use super::failures::FailureLog;
 use super::{Agent, NodeAgentDeps, NodeAgentSettings};
 use crate::domain::node_status::certificate::{
-    bootstrapped_kubeconfig, node_subject, pair_file_name, rotation_deadline, split_pair, CaSource,
-    BOOTSTRAP_WAIT, CLIENT_USAGES, SIGNER_KUBELET_CLIENT,
+    bootstrapped_kubeconfig, node_subject, prefixed_pair_file_name, rotation_deadline,
+    serving_subject, split_pair, CaSource, NodeSubject, BOOTSTRAP_WAIT, CLIENT_PAIR_PREFIX,
+    CLIENT_USAGES, SERVER_PAIR_PREFIX, SERVING_USAGES, SIGNER_KUBELET_CLIENT,
+    SIGNER_KUBELET_SERVING,
 };
 use crate::ports::api::{ApiClients, CertificatesError, ConnectError, CsrRequest};
-use crate::ports::cert_store::CertStoreError;
+use crate::ports::cert_store::{CertStore, CertStoreError};
 use crate::ports::pki::PkiError;
 
 #[derive(Debug, Error)]
@@ -86,6 +88,17 @@ fn bootstrap_key(deps: &NodeAgentDeps) -> Result<String, TlsError> {
     Ok(key)
 }
 
+/// What a certificate request asks for and where its pair goes.
+struct Wanted<'a> {
+    /// "client" or "serving", for the logs.
+    what: &'static str,
+    subject: NodeSubject,
+    signer: &'static str,
+    usages: &'static [&'static str],
+    prefix: &'static str,
+    store: &'a dyn CertStore,
+}
+
 /// Ask for a client certificate with `clients` and store the pair; returns the pair's path.
 async fn request_certificate(
     deps: &NodeAgentDeps,
@@ -95,20 +108,40 @@ async fn request_certificate(
     named: bool,
     within: Duration,
 ) -> Result<std::path::PathBuf, TlsError> {
+    let wanted = Wanted {
+        what: "client",
+        subject: node_subject(node_name),
+        signer: SIGNER_KUBELET_CLIENT,
+        usages: CLIENT_USAGES,
+        prefix: CLIENT_PAIR_PREFIX,
+        store: deps.cert_store.as_ref(),
+    };
+    request_pair(deps, &wanted, clients, key, named, within).await
+}
+
+/// Ask for the certificate `wanted` describes, signed for `key`, and store the pair.
+async fn request_pair(
+    deps: &NodeAgentDeps,
+    wanted: &Wanted<'_>,
+    clients: &ApiClients,
+    key: &str,
+    named: bool,
+    within: Duration,
+) -> Result<std::path::PathBuf, TlsError> {
     let request = deps
         .pki
-        .certificate_request(key, &node_subject(node_name), CLIENT_USAGES)?;
+        .certificate_request(key, &wanted.subject, wanted.usages)?;
     let csr = CsrRequest {
         // Bootstrap names the request after its key (a restart finds it again); a renewal
         // lets the server name it, as upstream's certificate manager does.
         name: named.then(|| request.digest_name.clone()),
         request_pem: request.pem,
-        signer_name: SIGNER_KUBELET_CLIENT.into(),
-        usages: CLIENT_USAGES.iter().map(|u| u.to_string()).collect(),
+        signer_name: wanted.signer.into(),
+        usages: wanted.usages.iter().map(|u| u.to_string()).collect(),
         expiration_seconds: None,
     };
     let created = clients.certificates.create_csr(&csr).await?;
-    info!(csr = %created.name, "Waiting for client certificate to be issued");
+    info!(csr = %created.name, signer = wanted.signer, "Waiting for {} certificate to be issued", wanted.what);
     let certificate = clients
         .certificates
         .wait_for_certificate(&created, within)
@@ -118,11 +151,11 @@ async fn request_certificate(
         pair.push('\n');
     }
     pair.push_str(key);
-    let path = deps.cert_store.store(
-        &pair_file_name(deps.clock.now_unix_nanos()),
+    let path = wanted.store.store(
+        &prefixed_pair_file_name(wanted.prefix, deps.clock.now_unix_nanos()),
         pair.as_bytes(),
     )?;
-    info!(csr = %created.name, path = %path.display(), "Client certificate issued");
+    info!(csr = %created.name, path = %path.display(), "{} certificate issued", wanted.what);
     Ok(path)
 }
 
@@ -258,6 +291,75 @@ pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) 
                 retry = Duration::from_secs(2);
                 info!("Rotated the client certificate; API clients rebuilt");
                 clients_tx.send_replace(new_clients);
+            }
+            Err(e) => {
+                failures.failed(&e);
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(Duration::from_secs(300));
+            }
+        }
+    }
+}
+
+/// Upstream's certificate manager waits this long for a request to be approved and
+/// signed before it asks again.
+const SERVING_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// `serverTLSBootstrap`: a serving certificate for the node's addresses from the
+/// `kubernetes.io/kubelet-serving` signer, right away when `--cert-dir` holds none that
+/// is valid, then again at 70-90 % of each one's life (as the client certificate). The
+/// kubelet API picks up `kubelet-server-current.pem` when it changes.
+pub async fn run_serving_rotation(agent: &Agent) {
+    let deps = &agent.deps;
+    let store = deps.serving_cert_store.as_ref();
+    let mut failures = FailureLog::new("requesting the serving certificate");
+    let mut retry = Duration::from_secs(2);
+    loop {
+        let current = store.current().ok().flatten();
+        let validity = current.and_then(|p| deps.pki.validity(&p).ok());
+        let deadline = match validity {
+            Some(v) if v.not_after > now_secs(deps) => {
+                let deadline = rotation_deadline(v.not_before, v.not_after, jitter());
+                info!(
+                    expires = v.not_after,
+                    rotation_deadline = deadline,
+                    "Serving certificate expiration and rotation deadline (Unix seconds)"
+                );
+                deadline
+            }
+            _ => now_secs(deps),
+        };
+        loop {
+            let left = deadline - now_secs(deps);
+            if left <= 0 {
+                break;
+            }
+            let step = u64::try_from(left).unwrap_or(0).min(60);
+            tokio::time::sleep(Duration::from_secs(step)).await;
+        }
+        let node = &agent.settings.registration.node_name;
+        let Some(subject) = serving_subject(node, &agent.status_inputs().addresses) else {
+            warn!("the node has no addresses yet: no serving certificate requested");
+            tokio::time::sleep(retry).await;
+            continue;
+        };
+        let wanted = Wanted {
+            what: "serving",
+            subject,
+            signer: SIGNER_KUBELET_SERVING,
+            usages: SERVING_USAGES,
+            prefix: SERVER_PAIR_PREFIX,
+            store,
+        };
+        let clients = agent.clients.borrow().clone();
+        let renewed = async {
+            let key = deps.pki.generate_key()?;
+            request_pair(deps, &wanted, &clients, &key, false, SERVING_WAIT).await
+        };
+        match renewed.await {
+            Ok(_) => {
+                failures.succeeded();
+                retry = Duration::from_secs(2);
             }
             Err(e) => {
                 failures.failed(&e);

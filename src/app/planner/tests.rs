@@ -481,6 +481,7 @@ mod connected {
                     clock,
                     pki: Arc::new(FakePki::new()),
                     cert_store: Arc::new(FakeCertStore::new()),
+                    serving_cert_store: Arc::new(FakeCertStore::new()),
                 })
             }),
             runtime_for: Box::new(|_, _| {

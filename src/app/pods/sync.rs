@@ -522,7 +522,12 @@ async fn carry_out(
                 ))
             }
         };
-        pulled = complete_after_pull(target.pod, step.index, target.init, &start.config, &facts)?;
+        pulled = complete_after_pull(target.pod, step.index, target.init, &start.config, &facts)
+            .inspect_err(|held| {
+                for event in pod_events::held_events(target.pod, &step.name, &step.image, held) {
+                    ctx.events.container(target.pod, &step.name, event);
+                }
+            })?;
         &pulled
     } else {
         &start.config

@@ -26,12 +26,13 @@ use tracing::{debug, info, warn};
 
 use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
-use super::stream::{stream, Kind};
+use super::stream::{running_container, stream, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
-    decode_segment, parse_cri_line, parse_log_options, restart_of_log_file, scan_newlines_back,
-    LogOptions, LogWriter,
+    decode_segment, parse_cri_line, parse_log_options, query_pairs, restart_of_log_file,
+    scan_newlines_back, LogOptions, LogWriter,
 };
+use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
 use crate::domain::status::ApiContainerState;
 use crate::ports::clock::Clock;
@@ -97,22 +98,6 @@ fn not_found() -> Response<Body> {
     response(StatusCode::NOT_FOUND, TEXT, "404 page not found\n")
 }
 
-/// The paths upstream turns off with `enableDebuggingHandlers=false`.
-fn is_debugging_path(path: &str) -> bool {
-    [
-        "/run/",
-        "/exec/",
-        "/attach/",
-        "/portForward/",
-        "/containerLogs/",
-        "/runningpods/",
-        "/logs/",
-        "/debug/",
-    ]
-    .iter()
-    .any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
-}
-
 impl KubeletApi {
     async fn handle(
         &self,
@@ -139,41 +124,101 @@ impl KubeletApi {
             "/healthz" => super::healthz::healthz_answer(&self.endpoints.checks)
                 .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
             "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
-            "/configz" if !read_only => {
-                json(&serde_json::json!({ "kubeletconfig": (self.endpoints.configz)() }))
+            _ => self.routed(req, &path, read_only).await,
+        }
+    }
+
+    /// The handlers [`route`] picks beyond the default ones.
+    async fn routed(&self, req: Request<Incoming>, path: &str, read_only: bool) -> Response<Body> {
+        let port = if read_only {
+            Port::ReadOnly
+        } else {
+            Port::Secure {
+                debugging: self.debugging,
             }
-            p if !read_only && is_debugging_path(p) => {
-                if !self.debugging {
-                    return response(
-                        StatusCode::METHOD_NOT_ALLOWED,
-                        TEXT,
-                        "Debug endpoints are disabled.\n",
-                    );
-                }
-                if p == "/runningpods/" {
-                    return json(&self.running_pods());
-                }
-                if let Some(rest) = p.strip_prefix("/containerLogs/") {
-                    let query = req.uri().query().unwrap_or("").to_owned();
-                    return self.container_logs(rest, &query).await;
-                }
-                for (prefix, kind) in [
-                    ("/exec/", Kind::Exec),
-                    ("/attach/", Kind::Attach),
-                    ("/portForward/", Kind::PortForward),
-                ] {
-                    if let Some(rest) = p.strip_prefix(prefix) {
-                        let rest = rest.to_owned();
-                        return self.streaming(kind, &rest, req).await;
-                    }
-                }
-                response(
-                    StatusCode::NOT_IMPLEMENTED,
-                    TEXT,
-                    format!("{p}: not implemented by rkubelet yet\n"),
-                )
+        };
+        let kind = match route(path, port) {
+            Route::Healthz | Route::Pods | Route::NotFound => return not_found(),
+            Route::DebuggingDisabled => {
+                return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, DEBUGGING_DISABLED)
             }
-            _ => not_found(),
+            Route::Configz => {
+                return json(&serde_json::json!({ "kubeletconfig": (self.endpoints.configz)() }))
+            }
+            Route::RunningPods => return json(&self.running_pods()),
+            Route::ContainerLogs(rest) => {
+                let query = req.uri().query().unwrap_or("").to_owned();
+                return self.container_logs(rest, &query).await;
+            }
+            Route::Run(rest) => return self.run(rest, &req).await,
+            Route::Exec(rest) => (Kind::Exec, rest),
+            Route::Attach(rest) => (Kind::Attach, rest),
+            Route::PortForward(rest) => (Kind::PortForward, rest),
+        };
+        let rest = kind.1.to_owned();
+        self.streaming(kind.0, &rest, req).await
+    }
+
+    /// `POST /run/{ns}/{pod}[/{uid}]/{container}?cmd=...`: the command's output (stdout
+    /// then stderr), as upstream's `getRun`; a command that fails answers 500 with
+    /// upstream's text.
+    async fn run(&self, rest: &str, req: &Request<Incoming>) -> Response<Body> {
+        if req.method() != hyper::Method::POST {
+            return response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                TEXT,
+                "405: Method Not Allowed",
+            );
+        }
+        let segments: Option<Vec<String>> = rest.split('/').map(decode_segment).collect();
+        let (namespace, pod_name, uid, container) = match segments.as_deref() {
+            Some([ns, pod, c]) => (ns, pod, None, c),
+            Some([ns, pod, uid, c]) => (ns, pod, Some(uid), c),
+            _ => return not_found(),
+        };
+        let found = self
+            .pods
+            .find(namespace, pod_name)
+            .filter(|(pod, _)| uid.is_none_or(|u| *u == pod.metadata.uid));
+        let Some((pod, _)) = found else {
+            return response(StatusCode::NOT_FOUND, TEXT, "pod does not exist\n");
+        };
+        let cmd = query_pairs(req.uri().query().unwrap_or(""))
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(k, _)| k == "cmd")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        let cmd = run_command(&cmd);
+        let id = running_container(self.runtime.as_ref(), &pod.metadata.uid, container).await;
+        let Some(id) = id else {
+            return response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TEXT,
+                format!("container not found ({container:?})\n"),
+            );
+        };
+        match self.runtime.exec_sync(&id, &cmd, Duration::ZERO).await {
+            Ok(out) if out.exit_code == 0 => {
+                let mut data = out.stdout;
+                data.extend_from_slice(&out.stderr);
+                response(StatusCode::OK, JSON, data)
+            }
+            Ok(out) => response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TEXT,
+                format!(
+                    "command '{}' exited with {}: {}\n",
+                    cmd.join(" "),
+                    out.exit_code,
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            ),
+            Err(e) => response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TEXT,
+                format!("{}\n", Chain(&e)),
+            ),
         }
     }
 

@@ -80,8 +80,8 @@ async fn target(
     pod_uid: &str,
     container: &str,
 ) -> Option<String> {
-    let mut labels = BTreeMap::from([(POD_UID_LABEL.to_owned(), pod_uid.to_owned())]);
     if kind == Kind::PortForward {
+        let labels = BTreeMap::from([(POD_UID_LABEL.to_owned(), pod_uid.to_owned())]);
         let filter = SandboxFilter {
             state: Some(SandboxState::Ready),
             labels,
@@ -90,7 +90,19 @@ async fn target(
         let sandboxes = runtime.list_pod_sandboxes(&filter).await.ok()?;
         return sandboxes.into_iter().next().map(|s| s.status.id);
     }
-    labels.insert(CONTAINER_NAME_LABEL.to_owned(), container.to_owned());
+    running_container(runtime, pod_uid, container).await
+}
+
+/// The runtime's id of the pod's running container named `container`.
+pub async fn running_container(
+    runtime: &dyn RuntimeService,
+    pod_uid: &str,
+    container: &str,
+) -> Option<String> {
+    let labels = BTreeMap::from([
+        (POD_UID_LABEL.to_owned(), pod_uid.to_owned()),
+        (CONTAINER_NAME_LABEL.to_owned(), container.to_owned()),
+    ]);
     let filter = ContainerFilter {
         state: Some(ContainerState::Running),
         labels,

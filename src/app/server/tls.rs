@@ -6,17 +6,20 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 use thiserror::Error;
-use tracing::info;
+use tracing::{debug, info, warn};
 
 use crate::domain::kubelet_api::settings::{self_signed_hosts, ServerSettings, TlsMinVersion};
+use crate::domain::node_status::certificate::{prefixed_current_pair_name, SERVER_PAIR_PREFIX};
 use crate::ports::pki::{Pki, PkiError};
 
 #[derive(Debug, Error)]
@@ -146,19 +149,43 @@ fn provider(settings: &ServerSettings) -> CryptoProvider {
     provider
 }
 
-/// The server's TLS configuration.
+/// Where the serving certificate comes from.
+enum Serving {
+    Files {
+        cert: PathBuf,
+        key: PathBuf,
+    },
+    /// `serverTLSBootstrap`: the current issued pair, reloaded when it changes.
+    Bootstrapped(PathBuf),
+}
+
+/// The server's TLS configuration with the certificate and key files.
 pub fn server_config(
     settings: &ServerSettings,
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<ServerConfig, TlsError> {
-    let chain = certificates("tlsCertFile", cert_file)?;
-    let key_pem = read("tlsPrivateKeyFile", key_file)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Invalid {
-        what: "tlsPrivateKeyFile",
-        path: key_file.to_path_buf(),
-        problem: format!("no private key in it: {e}"),
-    })?;
+    config(
+        settings,
+        Serving::Files {
+            cert: cert_file.to_path_buf(),
+            key: key_file.to_path_buf(),
+        },
+    )
+}
+
+/// The server's TLS configuration with `serverTLSBootstrap`: the certificate is
+/// `kubelet-server-current.pem` in `--cert-dir` (certificate and key), read again when it
+/// changes; until one is issued every handshake fails, as upstream's `GetCertificate`
+/// answers "no serving certificate available for the kubelet".
+pub fn bootstrapped_server_config(settings: &ServerSettings) -> Result<ServerConfig, TlsError> {
+    let current = settings
+        .cert_dir
+        .join(prefixed_current_pair_name(SERVER_PAIR_PREFIX));
+    config(settings, Serving::Bootstrapped(current))
+}
+
+fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(provider(settings));
     let versions: &[&rustls::SupportedProtocolVersion] = match settings.tls_min_version {
         TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
@@ -176,22 +203,107 @@ pub fn server_config(
                     problem: e.to_string(),
                 })?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| TlsError::ClientCa {
-                    path: path.clone(),
-                    problem: e.to_string(),
-                })?;
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| TlsError::ClientCa {
+                        path: path.clone(),
+                        problem: e.to_string(),
+                    })?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(TlsError::Rustls)?;
+    let mut config = match serving {
+        Serving::Files { cert, key } => {
+            let chain = certificates("tlsCertFile", &cert)?;
+            let key_pem = read("tlsPrivateKeyFile", &key)?;
+            let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Invalid {
+                what: "tlsPrivateKeyFile",
+                path: key.clone(),
+                problem: format!("no private key in it: {e}"),
+            })?;
+            builder
+                .with_single_cert(chain, key)
+                .map_err(TlsError::Rustls)?
+        }
+        Serving::Bootstrapped(path) => builder.with_cert_resolver(Arc::new(IssuedCertificate {
+            path,
+            provider,
+            loaded: Mutex::new(None),
+        })),
+    };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The issued serving pair, loaded on the first handshake after the file changed.
+struct IssuedCertificate {
+    path: PathBuf,
+    provider: Arc<CryptoProvider>,
+    /// The file's modification time and size when loaded, and what it held.
+    loaded: Mutex<Option<(SystemTime, u64, Arc<CertifiedKey>)>>,
+}
+
+impl std::fmt::Debug for IssuedCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedCertificate")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IssuedCertificate {
+    fn load(&self) -> Result<CertifiedKey, String> {
+        let pem = std::fs::read(&self.path).map_err(|e| e.to_string())?;
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("not PEM certificates: {e}"))?;
+        if chain.is_empty() {
+            return Err("no certificate in it".into());
+        }
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("no key: {e}"))?;
+        let signing = self
+            .provider
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| e.to_string())?;
+        Ok(CertifiedKey::new(chain, signing))
+    }
+}
+
+impl ResolvesServerCert for IssuedCertificate {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let Ok(mut loaded) = self.loaded.lock() else {
+            return None;
+        };
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            debug!(path = %self.path.display(), "no serving certificate available for the kubelet");
+            return loaded.as_ref().map(|(_, _, k)| Arc::clone(k));
+        };
+        let stamp = (
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta.len(),
+        );
+        if let Some((modified, len, key)) = loaded.as_ref() {
+            if (*modified, *len) == stamp {
+                return Some(Arc::clone(key));
+            }
+        }
+        match self.load() {
+            Ok(key) => {
+                info!(path = %self.path.display(), "serving the issued serving certificate");
+                let key = Arc::new(key);
+                *loaded = Some((stamp.0, stamp.1, Arc::clone(&key)));
+                Some(key)
+            }
+            Err(problem) => {
+                warn!(path = %self.path.display(), %problem, "unusable serving certificate");
+                loaded.as_ref().map(|(_, _, k)| Arc::clone(k))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -241,7 +241,7 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("authorization-webhook-cache-unauthorized-ttl", Duration, &["authorization", "webhook", "cacheUnauthorizedTTL"], "How long 'unauthorized' webhook answers are cached."),
     cfg("tls-cert-file", Str, &["tlsCertFile"], "Serving certificate."),
     cfg("tls-private-key-file", Str, &["tlsPrivateKeyFile"], "Serving certificate's key."),
-    cfg("rotate-server-certificates", Bool, &["serverTLSBootstrap"], "Request and rotate serving certificates from the API server.").ni(),
+    cfg("rotate-server-certificates", Bool, &["serverTLSBootstrap"], "Request and rotate serving certificates from the API server."),
     cfg("tls-cipher-suites", List, &["tlsCipherSuites"], "Cipher suites of the kubelet's API server."),
     cfg("tls-min-version", Str, &["tlsMinVersion"], "Minimum TLS version of the kubelet's API server."),
     cfg("rotate-certificates", Bool, &["rotateCertificates"], "Rotate the client certificate."),

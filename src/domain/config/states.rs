@@ -74,7 +74,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ni("tlsCurvePreferences", NO_SERVER),
     done("tlsMinVersion"),
     done("rotateCertificates"),
-    ni("serverTLSBootstrap", NO_API_CLIENT),
+    done("serverTLSBootstrap"),
     done("authentication"),
     done("authorization"),
     ni("registryPullQPS", "image pulls are not rate-limited"),

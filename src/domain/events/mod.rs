@@ -193,6 +193,15 @@ pub fn held_events(pod: &Pod, container: &str, image: &str, held: &Held) -> Vec<
             ),
             container_error("ErrImageNeverPull"),
         ],
+        // upstream's startContainer when generateContainerConfig fails.
+        "CreateContainerConfigError" => vec![container_error(&held.waiting.message)],
+        "InvalidImageName" => vec![
+            warning(
+                reason::FAILED_TO_INSPECT_IMAGE,
+                held.waiting.message.clone(),
+            ),
+            container_error("InvalidImageName"),
+        ],
         "ErrImageInspect" => vec![
             warning(
                 reason::FAILED_TO_INSPECT_IMAGE,

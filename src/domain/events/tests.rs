@@ -122,6 +122,29 @@ fn upstream_messages() {
         &held("CreateContainerError", "x")
     )
     .is_empty());
+    let config = held_events(
+        &pod(),
+        "main",
+        "busybox",
+        &held("CreateContainerConfigError", "secret \"s\" not found"),
+    );
+    let words: Vec<_> = config
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(words, [("Failed", "Error: secret \"s\" not found")]);
+    let invalid = held_events(&pod(), "main", "Busybox", &held("InvalidImageName", "m"));
+    let words: Vec<_> = invalid
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        words,
+        [
+            ("InspectFailed", "m"),
+            ("Failed", "Error: InvalidImageName")
+        ]
+    );
 }
 
 /// Events of one pod's containers are told apart by field path: the same message about

@@ -4,4 +4,5 @@
 //! `kubectl logs`' options.
 pub mod auth;
 pub mod logs;
+pub mod routes;
 pub mod settings;

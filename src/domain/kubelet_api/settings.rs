@@ -37,6 +37,10 @@ pub struct ServerSettings {
     /// `--cert-dir`.
     pub tls_files: Option<(PathBuf, PathBuf)>,
     pub cert_dir: PathBuf,
+    /// `serverTLSBootstrap` without `tlsCertFile`: the serving certificate comes from a
+    /// `kubernetes.io/kubelet-serving` request, `kubelet-server-current.pem` in
+    /// `--cert-dir`; none is served until one is issued.
+    pub server_tls_bootstrap: bool,
     pub tls_min_version: TlsMinVersion,
     /// Upstream's (Go's) names, each one rustls has; empty: rustls' defaults.
     pub tls_cipher_suites: Vec<String>,
@@ -144,6 +148,7 @@ pub fn server_settings(
         address: c.address.clone(),
         port: u16::try_from(c.port).unwrap_or(10250),
         read_only_port: u16::try_from(c.read_only_port).ok().filter(|p| *p != 0),
+        server_tls_bootstrap: c.server_tls_bootstrap.unwrap_or(false) && tls_files.is_none(),
         tls_files,
         cert_dir: cert_dir.to_path_buf(),
         tls_min_version,
@@ -193,6 +198,21 @@ mod tests {
         assert!(s.enable_debugging_handlers);
         assert_eq!(s.tls_files, None);
         assert_eq!(s.tls_min_version, TlsMinVersion::Tls12);
+        assert!(!s.server_tls_bootstrap);
+    }
+
+    #[test]
+    fn server_tls_bootstrap_unless_files_are_given() {
+        let mut c = config();
+        c.server_tls_bootstrap = Some(true);
+        let s =
+            server_settings(&c, std::path::Path::new("/pki")).unwrap_or_else(|p| panic!("{p:?}"));
+        assert!(s.server_tls_bootstrap);
+        c.tls_cert_file = "/a.crt".into();
+        c.tls_private_key_file = "/a.key".into();
+        let s =
+            server_settings(&c, std::path::Path::new("/pki")).unwrap_or_else(|p| panic!("{p:?}"));
+        assert!(!s.server_tls_bootstrap);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod dns;
 pub mod gc;
 pub mod hosts;
+pub mod image_reference;
 pub mod labels;
 pub mod plan;
 pub mod pleg;

@@ -325,6 +325,14 @@ fn plan_container(inputs: &SyncInputs<'_>, c: Candidate<'_>) -> ContainerPlan {
 
 fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> ContainerAction {
     let image = c.container.image.as_str();
+    // Upstream's `applyDefaultImageTag`, before the image is inspected or pulled.
+    if let Err(e) = super::image_reference::parse_normalized(image) {
+        return held(
+            "InvalidImageName",
+            format!("Failed to apply default image tag {image:?}: couldn't parse image reference {image:?}: {e}"),
+            RETRY_AFTER_ERROR,
+        );
+    }
     let facts = match inputs.images.get(image) {
         Some(ImagePresence::Present(facts)) => Some(facts),
         Some(ImagePresence::Absent) => None,

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::domain::node_status::model::NodeAddress;
 use crate::domain::units::time::rfc3339_seconds;
 
 /// The signer of kubelet client certificates.
@@ -18,35 +19,84 @@ pub const BOOTSTRAP_WAIT: Duration = Duration::from_secs(3600);
 /// The private key kept while a bootstrap request is pending, reused on a restart.
 pub const PENDING_KEY_FILE: &str = "kubelet-client.key.tmp";
 
-/// The subject of a node's client certificate.
+/// The signer of kubelet serving certificates (`serverTLSBootstrap`).
+pub const SIGNER_KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
+/// The usages a kubelet serving certificate asks for (upstream's order).
+pub const SERVING_USAGES: &[&str] = &["digital signature", "key encipherment", "server auth"];
+/// The file-store prefix of serving pairs: `kubelet-server-<timestamp>.pem` and
+/// `kubelet-server-current.pem`.
+pub const SERVER_PAIR_PREFIX: &str = "kubelet-server";
+
+/// The subject of a node's certificate: its identity, and for a serving certificate its
+/// names and addresses (subject alternative names; none for a client certificate).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSubject {
     pub common_name: String,
     pub organization: String,
+    pub alt_names: Vec<String>,
 }
 
 pub fn node_subject(node_name: &str) -> NodeSubject {
     NodeSubject {
         common_name: format!("system:node:{node_name}"),
         organization: NODES_GROUP.into(),
+        alt_names: Vec::new(),
     }
+}
+
+/// The subject of a serving certificate request: the node's identity with its addresses
+/// as upstream's `addressesToHostnamesAndIPs` takes them (a `Hostname` that is an IP and
+/// the internal and external IPs as IP addresses, the `Hostname` and DNS entries as
+/// names), names sorted then IPs sorted, each once. `None` without any (upstream sends no
+/// request then).
+pub fn serving_subject(node_name: &str, addresses: &[NodeAddress]) -> Option<NodeSubject> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut ips = std::collections::BTreeSet::new();
+    for a in addresses.iter().filter(|a| !a.address.is_empty()) {
+        let ip = a.address.parse::<std::net::IpAddr>().ok();
+        match (a.type_.as_str(), ip) {
+            ("Hostname", Some(_)) | ("InternalIP" | "ExternalIP", Some(_)) => {
+                ips.insert(a.address.clone());
+            }
+            ("Hostname" | "InternalDNS" | "ExternalDNS", _) => {
+                names.insert(a.address.clone());
+            }
+            _ => {}
+        }
+    }
+    if names.is_empty() && ips.is_empty() {
+        return None;
+    }
+    let mut subject = node_subject(node_name);
+    subject.alt_names = names.into_iter().chain(ips).collect();
+    Some(subject)
 }
 
 /// The file a newly issued pair is written to (upstream's `FileStore`: the key and the
 /// certificate in one PEM file, named by the time, `2006-01-02-15-04-05`).
 pub fn pair_file_name(now_unix_nanos: i64) -> String {
+    prefixed_pair_file_name(CLIENT_PAIR_PREFIX, now_unix_nanos)
+}
+
+/// [`pair_file_name`] for the store named `prefix` (`kubelet-client`, `kubelet-server`).
+pub fn prefixed_pair_file_name(prefix: &str, now_unix_nanos: i64) -> String {
     let text = rfc3339_seconds(now_unix_nanos);
     let stamp: String = text
         .trim_end_matches('Z')
         .chars()
         .map(|c| if c == 'T' || c == ':' { '-' } else { c })
         .collect();
-    format!("{CLIENT_PAIR_PREFIX}-{stamp}.pem")
+    format!("{prefix}-{stamp}.pem")
 }
 
 /// The link to the current pair.
 pub fn current_pair_name() -> String {
-    format!("{CLIENT_PAIR_PREFIX}-current.pem")
+    prefixed_current_pair_name(CLIENT_PAIR_PREFIX)
+}
+
+/// [`current_pair_name`] for the store named `prefix`.
+pub fn prefixed_current_pair_name(prefix: &str) -> String {
+    format!("{prefix}-current.pem")
 }
 
 /// When to renew a certificate valid from `not_before` to `not_after` (Unix seconds):
@@ -174,8 +224,45 @@ mod tests {
             node_subject("n1"),
             NodeSubject {
                 common_name: "system:node:n1".into(),
-                organization: "system:nodes".into()
+                organization: "system:nodes".into(),
+                alt_names: vec![],
             }
+        );
+    }
+
+    #[test]
+    fn serving_subject_names_the_nodes_addresses_as_upstream() {
+        let a = |t: &str, v: &str| NodeAddress {
+            type_: t.into(),
+            address: v.into(),
+        };
+        let subject = serving_subject(
+            "n1",
+            &[
+                a("InternalIP", "10.0.0.9"),
+                a("Hostname", "node-1"),
+                a("ExternalIP", "not-an-ip"),
+                a("InternalDNS", "n1.internal"),
+                a("InternalIP", "10.0.0.10"),
+                a("InternalIP", "10.0.0.9"),
+                a("Hostname", ""),
+            ],
+        )
+        .unwrap_or_else(|| panic!("a subject"));
+        assert_eq!(subject.common_name, "system:node:n1");
+        assert_eq!(subject.organization, "system:nodes");
+        assert_eq!(
+            subject.alt_names,
+            ["n1.internal", "node-1", "10.0.0.10", "10.0.0.9"]
+        );
+        assert_eq!(serving_subject("n1", &[a("Hostname", "")]), None);
+        assert_eq!(
+            prefixed_pair_file_name(SERVER_PAIR_PREFIX, 0),
+            "kubelet-server-1970-01-01-00-00-00.pem"
+        );
+        assert_eq!(
+            prefixed_current_pair_name(SERVER_PAIR_PREFIX),
+            "kubelet-server-current.pem"
         );
     }
 

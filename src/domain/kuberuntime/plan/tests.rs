@@ -403,6 +403,19 @@ fn an_image_that_cannot_be_had_holds_the_container_with_upstreams_reason() {
         .contains("connection refused"));
     let plan_unread = plan(&p, &runtime, &BTreeMap::new());
     assert_eq!(waiting(&plan_unread.containers[0]).0, "ErrImageInspect");
+
+    // A name that is no reference: held before any inspection, pull or back-off.
+    let invalid = pod(vec![container("app", "Busybox:UPPER")]);
+    let plan_invalid = plan(&invalid, &runtime, &BTreeMap::new());
+    assert_eq!(
+        waiting(&plan_invalid.containers[0]),
+        (
+            "InvalidImageName",
+            "Failed to apply default image tag \"Busybox:UPPER\": couldn't parse image reference \"Busybox:UPPER\": invalid reference format: repository name must be lowercase",
+            RETRY_AFTER_ERROR
+        )
+    );
+    assert!(plan_invalid.image_pulls().is_empty());
 }
 
 #[test]
