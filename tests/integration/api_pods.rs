@@ -465,7 +465,8 @@ fn events_of(cluster: &Cluster, name: &str) -> Vec<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn pods_that_cannot_run_fail_alone_with_a_clear_status() {
-    let (cluster, node, dir) = start("apipods-bad", ClusterOptions::default());
+    let (cluster, node, dir) =
+        crate::common::api_pods::start("apipods-bad", ClusterOptions::default(), &[]);
     let image = node.busybox.clone();
     apply(
         &cluster,
