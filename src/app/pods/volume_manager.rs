@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use tracing::{debug, warn};
 
 use super::volumes;
@@ -111,7 +112,8 @@ impl VolumeManager {
         Duration::from_nanos(self.clock.monotonic_nanos())
     }
 
-    /// The objects, tokens and facts `pod` needs, fetched or from the caches.
+    /// The objects, tokens and facts `pod` needs, fetched or from the caches; the calls
+    /// run concurrently (they are on the way to the pod's sandbox).
     pub async fn inputs(&self, pod: &Pod) -> PodInputs {
         let mut inputs = PodInputs {
             facts: self
@@ -129,118 +131,140 @@ impl VolumeManager {
         let Some(api) = api else {
             return inputs;
         };
+        let api = api.as_ref();
         let refs = references(pod);
-        let ns = pod.metadata.namespace.clone();
+        let ns = pod.metadata.namespace.as_str();
         let now = self.monotonic();
-        let mut objects = PodObjects::default();
-        for name in refs.config_maps {
-            let key = (ns.clone(), name.clone());
-            let cached =
-                self.caches().config_maps.get(&key).and_then(|c| {
-                    (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone())
-                });
-            let value = match cached {
-                Some(v) => v,
-                None => {
-                    let v = match api.get_config_map(&ns, &name).await {
-                        Ok(Some(cm)) => Fetched::Found(cm),
-                        Ok(None) => Fetched::NotFound,
-                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
-                    };
-                    // A failed call is not cached: the next sync tries again.
-                    if !matches!(v, Fetched::Failed(_)) {
-                        self.caches().config_maps.insert(
-                            key,
-                            Cached {
-                                at: now,
-                                value: v.clone(),
-                            },
-                        );
-                    }
-                    v
-                }
-            };
-            objects.config_maps.insert(name, value);
-        }
-        for name in refs.secrets {
-            let key = (ns.clone(), name.clone());
-            let cached =
-                self.caches().secrets.get(&key).and_then(|c| {
-                    (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone())
-                });
-            let value = match cached {
-                Some(v) => v,
-                None => {
-                    let v = match api.get_secret(&ns, &name).await {
-                        Ok(Some(s)) => Fetched::Found(s),
-                        Ok(None) => Fetched::NotFound,
-                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
-                    };
-                    if !matches!(v, Fetched::Failed(_)) {
-                        self.caches().secrets.insert(
-                            key,
-                            Cached {
-                                at: now,
-                                value: v.clone(),
-                            },
-                        );
-                    }
-                    v
-                }
-            };
-            objects.secrets.insert(name, value);
-        }
-        let now_unix = self.clock.now_unix_nanos() / 1_000_000_000;
-        for key in refs.tokens {
-            let cache_key = (pod.metadata.uid.clone(), key.clone());
-            let cached = self
-                .caches()
-                .tokens
-                .get(&cache_key)
-                .filter(|t| !requires_refresh(t, now_unix))
-                .map(|t| t.token.clone());
-            let value = match cached {
-                Some(token) => Fetched::Found(token),
-                None => {
-                    let service_account = if pod.spec.service_account_name.is_empty() {
-                        "default".to_string()
-                    } else {
-                        pod.spec.service_account_name.clone()
-                    };
-                    let request = TokenRequest {
-                        namespace: ns.clone(),
-                        service_account,
-                        audiences: if key.audience.is_empty() {
-                            Vec::new()
-                        } else {
-                            vec![key.audience.clone()]
-                        },
-                        expiration_seconds: key.expiration_seconds,
-                        pod_name: pod.metadata.name.clone(),
-                        pod_uid: pod.metadata.uid.clone(),
-                    };
-                    match api.request_token(&request).await {
-                        Ok(mut issued) => {
-                            issued.issued_unix = now_unix;
-                            debug!(pod = %pod.metadata.name, expires = issued.expires_unix, "service account token issued");
-                            let token = issued.token.clone();
-                            self.caches().tokens.insert(cache_key, issued);
-                            Fetched::Found(token)
-                        }
-                        Err(e) => Fetched::Failed(Chain(&e).to_string()),
-                    }
-                }
-            };
-            objects.tokens.insert(key, value);
-        }
-        inputs.objects = objects;
-        let services = self.services(api.as_ref(), now).await;
-        inputs.service_env = service_env(
-            &services,
-            &ns,
-            pod.spec.enable_service_links.unwrap_or(true),
-        );
+        let config_maps = join_all(refs.config_maps.into_iter().map(|name| async move {
+            let value = self.config_map(api, ns, &name, now).await;
+            (name, value)
+        }));
+        let secrets = join_all(refs.secrets.into_iter().map(|name| async move {
+            let value = self.secret(api, ns, &name, now).await;
+            (name, value)
+        }));
+        let tokens = join_all(refs.tokens.into_iter().map(|key| async move {
+            let value = self.token(api, pod, &key).await;
+            (key, value)
+        }));
+        let (config_maps, secrets, tokens, services) =
+            tokio::join!(config_maps, secrets, tokens, self.services(api, now));
+        inputs.objects = PodObjects {
+            config_maps: config_maps.into_iter().collect(),
+            secrets: secrets.into_iter().collect(),
+            tokens: tokens.into_iter().collect(),
+        };
+        inputs.service_env =
+            service_env(&services, ns, pod.spec.enable_service_links.unwrap_or(true));
         inputs
+    }
+
+    async fn config_map(
+        &self,
+        api: &dyn PodObjectsApi,
+        ns: &str,
+        name: &str,
+        now: Duration,
+    ) -> Fetched<ConfigMapData> {
+        let key = (ns.to_owned(), name.to_owned());
+        let cached = self
+            .caches()
+            .config_maps
+            .get(&key)
+            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
+        if let Some(v) = cached {
+            return v;
+        }
+        let v = match api.get_config_map(ns, name).await {
+            Ok(Some(cm)) => Fetched::Found(cm),
+            Ok(None) => Fetched::NotFound,
+            Err(e) => Fetched::Failed(Chain(&e).to_string()),
+        };
+        // A failed call is not cached: the next sync tries again.
+        if !matches!(v, Fetched::Failed(_)) {
+            self.caches().config_maps.insert(
+                key,
+                Cached {
+                    at: now,
+                    value: v.clone(),
+                },
+            );
+        }
+        v
+    }
+
+    async fn secret(
+        &self,
+        api: &dyn PodObjectsApi,
+        ns: &str,
+        name: &str,
+        now: Duration,
+    ) -> Fetched<SecretData> {
+        let key = (ns.to_owned(), name.to_owned());
+        let cached = self
+            .caches()
+            .secrets
+            .get(&key)
+            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
+        if let Some(v) = cached {
+            return v;
+        }
+        let v = match api.get_secret(ns, name).await {
+            Ok(Some(s)) => Fetched::Found(s),
+            Ok(None) => Fetched::NotFound,
+            Err(e) => Fetched::Failed(Chain(&e).to_string()),
+        };
+        if !matches!(v, Fetched::Failed(_)) {
+            self.caches().secrets.insert(
+                key,
+                Cached {
+                    at: now,
+                    value: v.clone(),
+                },
+            );
+        }
+        v
+    }
+
+    async fn token(&self, api: &dyn PodObjectsApi, pod: &Pod, key: &TokenKey) -> Fetched<String> {
+        let now_unix = self.clock.now_unix_nanos() / 1_000_000_000;
+        let cache_key = (pod.metadata.uid.clone(), key.clone());
+        let cached = self
+            .caches()
+            .tokens
+            .get(&cache_key)
+            .filter(|t| !requires_refresh(t, now_unix))
+            .map(|t| t.token.clone());
+        if let Some(token) = cached {
+            return Fetched::Found(token);
+        }
+        let service_account = if pod.spec.service_account_name.is_empty() {
+            "default".to_string()
+        } else {
+            pod.spec.service_account_name.clone()
+        };
+        let request = TokenRequest {
+            namespace: pod.metadata.namespace.clone(),
+            service_account,
+            audiences: if key.audience.is_empty() {
+                Vec::new()
+            } else {
+                vec![key.audience.clone()]
+            },
+            expiration_seconds: key.expiration_seconds,
+            pod_name: pod.metadata.name.clone(),
+            pod_uid: pod.metadata.uid.clone(),
+        };
+        match api.request_token(&request).await {
+            Ok(mut issued) => {
+                issued.issued_unix = now_unix;
+                debug!(pod = %pod.metadata.name, expires = issued.expires_unix, "service account token issued");
+                let token = issued.token.clone();
+                self.caches().tokens.insert(cache_key, issued);
+                Fetched::Found(token)
+            }
+            Err(e) => Fetched::Failed(Chain(&e).to_string()),
+        }
     }
 
     /// The cluster's Services (cached as the objects are); a failed list gives the last

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::domain::eviction::image_gc::normalized_reference;
+use crate::domain::kuberuntime::image_reference::parse_normalized;
 use crate::domain::pod::Pod;
 use crate::domain::volumes::{Fetched, PodObjects, SecretData};
 
@@ -173,18 +173,11 @@ pub fn pod_keyring(pod: &Pod, objects: &PodObjects) -> (Keyring, Vec<String>) {
     (Keyring::from_secrets(&found), missing)
 }
 
-/// The repository an image is pulled from (upstream's `ParseImageName`): normalized as
-/// the runtime names it, without tag or digest.
+/// The repository an image is pulled from (upstream's `ParseImageName`): its
+/// normalized name without tag or digest; an image that is no reference (never pulled:
+/// `InvalidImageName`) stays as written.
 pub fn repo_to_pull(image: &str) -> String {
-    let full = normalized_reference(image);
-    let name = match full.find('@') {
-        Some(at) => &full[..at],
-        None => match full.rfind(':') {
-            Some(colon) if !full[colon..].contains('/') => &full[..colon],
-            _ => &full,
-        },
-    };
-    name.to_owned()
+    parse_normalized(image).map_or_else(|_| image.to_owned(), |r| r.name)
 }
 
 fn is_default_registry_match(repo: &str) -> bool {
@@ -249,6 +242,8 @@ pub fn urls_match(key: &str, repo: &str) -> bool {
 mod tests {
     use super::*;
 
+    const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
     fn secret(kind: &str, key: &str, json: &str) -> SecretData {
         SecretData {
             data: BTreeMap::from([(key.to_owned(), json.as_bytes().to_vec())]),
@@ -291,7 +286,7 @@ mod tests {
         assert_eq!(alice[0].password, "s3cret");
         // A path-specific key comes first, then the host's.
         assert_eq!(
-            user(&keyring.lookup("registry.example.com/team/app@sha256:ab")),
+            user(&keyring.lookup(&format!("registry.example.com/team/app@{DIGEST}"))),
             ["team", "alice"]
         );
         assert_eq!(user(&keyring.lookup("build.corp.io:5000/x")), ["glob"]);
@@ -316,7 +311,7 @@ mod tests {
         assert_eq!(repo_to_pull("busybox"), "docker.io/library/busybox");
         assert_eq!(repo_to_pull("me/tool:2"), "docker.io/me/tool");
         assert_eq!(
-            repo_to_pull("localhost:5000/a/b@sha256:00"),
+            repo_to_pull(&format!("localhost:5000/a/b@{}", DIGEST)),
             "localhost:5000/a/b"
         );
         assert!(urls_match("docker.io", "docker.io/library/busybox"));
