@@ -176,7 +176,37 @@ fn warned_names(log: &str) -> Vec<BTreeSet<String>> {
 fn the_kubeadm_command_line_runs_with_one_warning() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("root");
-    let config = fixture("kubeadm/config.yaml");
+    // kubeadm's file names the cluster CA for client certificates: one is made here, as
+    // a missing one stops the start (as upstream's "unable to load client CA file").
+    let ca = dir.path().join("ca.crt");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=kubernetes", "-keyout"])
+        .arg(dir.path().join("ca.key"))
+        .arg("-out")
+        .arg(&ca)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let kubeadm = std::fs::read_to_string(fixture("kubeadm/config.yaml")).expect("fixture");
+    assert!(kubeadm.contains("/etc/kubernetes/pki/ca.crt"));
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        kubeadm.replace("/etc/kubernetes/pki/ca.crt", &ca.display().to_string()),
+    )
+    .expect("config written");
     let args: Vec<String> = [
         format!(
             "--bootstrap-kubeconfig={}",
@@ -193,7 +223,8 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
         ),
         "--make-iptables-util-chains=false".into(),
         "--address=127.0.0.1".into(),
-        "--port=10250".into(),
+        // kubeadm's 10250, on a free port: a taken API port stops the start, as upstream.
+        format!("--port={}", crate::common::free_port()),
         "--read-only-port=0".into(),
         "--healthz-bind-address=127.0.0.1".into(),
         "--hostname-override=kubeadm-node".into(),

@@ -21,6 +21,7 @@ struct State {
     /// Lifetime the fake gives tokens from the "now" the test sets.
     now_unix: i64,
     calls: usize,
+    service_lists: usize,
     down: bool,
 }
 
@@ -94,6 +95,11 @@ impl FakeObjects {
         self.lock().calls
     }
 
+    /// Service lists asked for so far, failed ones included.
+    pub fn service_lists(&self) -> usize {
+        self.lock().service_lists
+    }
+
     fn check(
         &self,
         verb: &'static str,
@@ -147,9 +153,10 @@ impl PodObjectsApi for FakeObjects {
             .cloned())
     }
 
-    /// Not counted in `calls`.
+    /// Not counted in `calls`: in `service_lists`.
     async fn list_services(&self) -> Result<Vec<ServiceInfo>, ObjectsError> {
-        let state = self.lock();
+        let mut state = self.lock();
+        state.service_lists += 1;
         if state.down {
             return Err(ObjectsError::Call {
                 verb: "list",

@@ -289,11 +289,16 @@ impl VolumeManager {
             }
             Err(e) => {
                 warn!(error = %Chain(&e), "failed to list services when setting up env vars");
-                match &self.caches().services {
+                // The last list serves one more period: a failure is retried once per
+                // period, not at every pod's sync (an API server outage saw a call a pod).
+                match &mut self.caches().services {
                     Some(Cached {
+                        at,
                         value: Fetched::Found(list),
-                        ..
-                    }) => list.clone(),
+                    }) => {
+                        *at = now;
+                        list.clone()
+                    }
                     _ => Vec::new(),
                 }
             }
@@ -472,6 +477,37 @@ mod tests {
             timestamp(1_795_000_000_123_456_789),
             "2026_11_18_11_06_40.123456789"
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_service_list_serves_the_last_one_and_is_retried_once_a_period() {
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let api = FakeObjects::default();
+        api.put_service(ServiceInfo {
+            namespace: "ns".into(),
+            name: "web".into(),
+            cluster_ip: "10.0.0.7".into(),
+            ports: Vec::new(),
+        });
+        let vm = VolumeManager::standalone(clock.clone())
+            .with_api(Arc::new(api.clone()))
+            .with_cache_ttl(Duration::from_secs(60));
+        let now = |c: &FakeClock| Duration::from_nanos(c.monotonic_nanos());
+        assert_eq!(vm.services(&api, now(&clock)).await.len(), 1);
+        api.set_down(true);
+        clock.advance(Duration::from_secs(61));
+        // Stale: listed again, failed, the last list served.
+        assert_eq!(vm.services(&api, now(&clock)).await.len(), 1);
+        assert_eq!(api.service_lists(), 2);
+        // Every sync of the next period takes the last list without a call.
+        for _ in 0..5 {
+            clock.advance(Duration::from_secs(5));
+            assert_eq!(vm.services(&api, now(&clock)).await.len(), 1);
+        }
+        assert_eq!(api.service_lists(), 2, "a failure is retried once a period");
+        clock.advance(Duration::from_secs(40));
+        vm.services(&api, now(&clock)).await;
+        assert_eq!(api.service_lists(), 3);
     }
 
     #[tokio::test]
