@@ -49,10 +49,11 @@ export RKUBELET_BENCH_FUZZ_CASES="${RKUBELET_BENCH_FUZZ_CASES:-20000}"
 export RKUBELET_BENCH_LOG_MIB="${RKUBELET_BENCH_LOG_MIB:-20}"
 export RKUBELET_BENCH_SCRAPE_PODS="${RKUBELET_BENCH_SCRAPE_PODS:-20}"
 export RKUBELET_BENCH_SCRAPES="${RKUBELET_BENCH_SCRAPES:-5}"
+export RKUBELET_BENCH_API_PODS="${RKUBELET_BENCH_API_PODS:-30}"
 cargo bench --locked --profile release-unwind \
     --bench startup --bench pods --bench cgroups --bench cgroups_systemd --bench planner --bench cluster --bench upstream --bench probes \
     --bench faults --bench fuzz --bench soak --bench eviction --bench pod_events --bench volumes --bench volume_pods \
-    --bench kubelet_api_stream --bench kubelet_api_scrape \
+    --bench kubelet_api_stream --bench kubelet_api_scrape --bench api_pods \
     | tee "$figures"
 took "benchmarks"
 missed=$(grep -c "NOT MET" "$figures" || true)
