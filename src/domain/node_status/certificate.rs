@@ -53,7 +53,7 @@ pub fn serving_subject(node_name: &str, addresses: &[NodeAddress]) -> Option<Nod
     let mut names = std::collections::BTreeSet::new();
     let mut ips = std::collections::BTreeSet::new();
     for a in addresses.iter().filter(|a| !a.address.is_empty()) {
-        let ip = a.address.parse::<std::net::IpAddr>().ok();
+        let ip = a.address.parse::<core::net::IpAddr>().ok();
         match (a.type_.as_str(), ip) {
             ("Hostname", Some(_)) | ("InternalIP" | "ExternalIP", Some(_)) => {
                 ips.insert(a.address.clone());
