@@ -1,7 +1,6 @@
 //! Helpers for tests that run API pods: a private control plane, a node (containerd +
 //! rkubelet with the node's kubeconfig), `kubectl apply` of manifests and reads of pods.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -24,24 +23,6 @@ pub fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>
     }
 }
 
-/// `kubectl apply` of a YAML document.
-pub fn apply(cluster: &Cluster, dir: &Path, yaml: &str) {
-    let file = dir.join(format!(
-        "m-{}.yaml",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::write(&file, yaml).expect("manifest written");
-    let out = cluster.kubectl(&["apply", "-f", &file.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply failed: {}\n{yaml}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The pod `name` of the default namespace, as `kubectl get pod -o json` shows it.
 pub fn pod(cluster: &Cluster, name: &str) -> Option<Value> {
     cluster.get_json(&["pod", name])
@@ -54,12 +35,8 @@ pub fn phase(cluster: &Cluster, name: &str) -> String {
 }
 
 /// A control plane, a node running rkubelet with its kubeconfig (and `extra` flags),
-/// registered; and a folder for manifests.
-pub fn start(
-    name: &str,
-    options: ClusterOptions,
-    extra: &[&str],
-) -> (Cluster, Node, tempfile::TempDir) {
+/// registered.
+pub fn start(name: &str, options: ClusterOptions, extra: &[&str]) -> (Cluster, Node) {
     let cluster = Cluster::start_with(name, options);
     let mut node = Node::start(name);
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);
@@ -68,5 +45,5 @@ pub fn start(
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     node.kubelet_with(&flags);
     eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
-    (cluster, node, tempfile::tempdir().expect("tempdir"))
+    (cluster, node)
 }

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::api_pods::{apply, eventually, phase, pod};
+use crate::common::api_pods::{eventually, phase, pod};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE};
 use rkubelet::ports::runtime::RuntimeService;
@@ -46,14 +46,10 @@ async fn sandboxes_of(node: &Node, name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn api_pods_run_and_report_their_status() {
-    let (cluster, mut node, dir) =
+    let (cluster, mut node) =
         crate::common::api_pods::start("apipods-run", ClusterOptions::default(), &[]);
     let image = node.busybox.clone();
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("web", &image, "sleep 3600", ""),
-    );
+    cluster.apply(&bound_pod("web", &image, "sleep 3600", ""));
     let running = eventually(30, "pod web Running", || {
         let p = pod(&cluster, "web")?;
         (p["status"]["phase"] == "Running").then_some(p)
@@ -90,21 +86,9 @@ async fn api_pods_run_and_report_their_status() {
 
     // Must-show 2: done pods end in a terminal phase, a crash loop backs off.
     let never = "  restartPolicy: Never\n";
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("ok", &image, "exit 0", never),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("bad", &image, "exit 1", never),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("loop", &image, "sleep 0.2; exit 3", ""),
-    );
+    cluster.apply(&bound_pod("ok", &image, "exit 0", never));
+    cluster.apply(&bound_pod("bad", &image, "exit 1", never));
+    cluster.apply(&bound_pod("loop", &image, "sleep 0.2; exit 3", ""));
     eventually(30, "pod ok Succeeded", || {
         (phase(&cluster, "ok") == "Succeeded").then_some(())
     });
@@ -131,24 +115,16 @@ async fn api_pods_run_and_report_their_status() {
     assert!(table.contains("CrashLoopBackOff"), "{table}");
 
     // Must-show 4: node admission refuses what does not fit, in upstream's words.
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("greedy", &image, "sleep 3600", "").replace(
-            "    command:",
-            "    resources: {requests: {cpu: \"64\"}}\n    command:",
-        ),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod(
-            "picky",
-            &image,
-            "sleep 3600",
-            "  nodeSelector: {disk: ssd}\n",
-        ),
-    );
+    cluster.apply(&bound_pod("greedy", &image, "sleep 3600", "").replace(
+        "    command:",
+        "    resources: {requests: {cpu: \"64\"}}\n    command:",
+    ));
+    cluster.apply(&bound_pod(
+        "picky",
+        &image,
+        "sleep 3600",
+        "  nodeSelector: {disk: ssd}\n",
+    ));
     let greedy = eventually(30, "pod greedy Failed", || {
         let p = pod(&cluster, "greedy")?;
         (p["status"]["phase"] == "Failed").then_some(p)
@@ -184,26 +160,14 @@ async fn api_pods_run_and_report_their_status() {
     // Must-show 3: graceful deletion, grace period, force deletion; nothing left behind.
     let polite = "trap 'sleep 2; exit 0' TERM; while true; do sleep 0.1; done";
     let stubborn = "trap '' TERM; while true; do sleep 0.1; done";
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("polite", &image, polite, ""),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod(
-            "stubborn",
-            &image,
-            stubborn,
-            "  terminationGracePeriodSeconds: 3\n",
-        ),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("forced", &image, stubborn, ""),
-    );
+    cluster.apply(&bound_pod("polite", &image, polite, ""));
+    cluster.apply(&bound_pod(
+        "stubborn",
+        &image,
+        stubborn,
+        "  terminationGracePeriodSeconds: 3\n",
+    ));
+    cluster.apply(&bound_pod("forced", &image, stubborn, ""));
     for name in ["polite", "stubborn", "forced"] {
         eventually(30, "pod Running", || {
             (phase(&cluster, name) == "Running").then_some(())
@@ -291,9 +255,7 @@ async fn api_pods_run_and_report_their_status() {
     eventually(30, "node sim1 registered", || {
         cluster.get_json(&["node", "sim1"])
     });
-    apply(
-        &cluster,
-        dir.path(),
+    cluster.apply(
         &bound_pod("simulated", &image, "sleep 3600", "").replace(NODE_LINE, "  nodeName: sim1\n"),
     );
     let simulated = eventually(30, "simulated pod Running", || {
@@ -369,7 +331,7 @@ fn status_patches_after(cluster: &Cluster, since: f64) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd, scheduler), containerd and root: run by scripts/test.sh"]
 async fn a_deployment_runs_survives_a_restart_and_scales_to_zero() {
-    let (cluster, mut node, dir) = crate::common::api_pods::start(
+    let (cluster, mut node) = crate::common::api_pods::start(
         "apipods-deploy",
         ClusterOptions {
             scheduler: true,
@@ -378,12 +340,12 @@ async fn a_deployment_runs_survives_a_restart_and_scales_to_zero() {
         &[],
     );
     let image = node.busybox.clone();
-    apply(&cluster, dir.path(), &deployment("app", &image, 3));
+    cluster.apply(&deployment("app", &image, 3));
     eventually(60, "3 replicas Running", || {
         let pods = deployment_pods(&cluster, "app");
         (pods.len() == 3 && pods.iter().all(|p| p.1 == "Running")).then_some(())
     });
-    apply(&cluster, dir.path(), &deployment("app", &image, 30));
+    cluster.apply(&deployment("app", &image, 30));
     let before = eventually(120, "30 replicas Running", || {
         let pods = deployment_pods(&cluster, "app");
         (pods.len() == 30 && pods.iter().all(|p| p.1 == "Running")).then_some(pods)
@@ -412,7 +374,7 @@ async fn a_deployment_runs_survives_a_restart_and_scales_to_zero() {
     );
     assert_eq!(patches, 0, "statuses written although nothing changed");
 
-    apply(&cluster, dir.path(), &deployment("app", &image, 0));
+    cluster.apply(&deployment("app", &image, 0));
     eventually(60, "all replicas gone from the API", || {
         deployment_pods(&cluster, "app").is_empty().then_some(())
     });
@@ -465,33 +427,18 @@ fn events_of(cluster: &Cluster, name: &str) -> Vec<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn pods_that_cannot_run_fail_alone_with_a_clear_status() {
-    let (cluster, node, dir) =
+    let (cluster, node) =
         crate::common::api_pods::start("apipods-bad", ClusterOptions::default(), &[]);
     let image = node.busybox.clone();
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("fine", &image, "sleep 3600", ""),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod("bad-image", "Busybox:UPPER", "sleep 3600", ""),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &bound_pod(
-            "as-root",
-            &image,
-            "sleep 3600",
-            "  securityContext:\n    runAsNonRoot: true\n",
-        ),
-    );
-    apply(
-        &cluster,
-        dir.path(),
-        &(bound_pod("no-secret", &image, "sleep 3600", "")
+    cluster.apply(&bound_pod("fine", &image, "sleep 3600", ""));
+    cluster.apply(&bound_pod("bad-image", "Busybox:UPPER", "sleep 3600", ""));
+    cluster.apply(&bound_pod(
+        "as-root",
+        &image,
+        "sleep 3600",
+        "  securityContext:\n    runAsNonRoot: true\n",
+    ));
+    cluster.apply(&(bound_pod("no-secret", &image, "sleep 3600", "")
             + "    env:\n    - name: PASSWORD\n      valueFrom:\n        secretKeyRef: {name: nope, key: password}\n"),
     );
     let cases = [

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::api_pods::{apply, eventually, phase, pod, start};
+use crate::common::api_pods::{eventually, phase, pod, start};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE, POLL};
 use rkubelet::ports::runtime::RuntimeService;
@@ -138,13 +138,13 @@ spec:
 #[ignore = "needs root, containerd, control plane (kube-apiserver, etcd, controller-manager): run by scripts/test.sh"]
 async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
     let sync_secs = 5;
-    let (cluster, mut node, dir) = start(
+    let (cluster, mut node) = start(
         "volpods-work",
         ClusterOptions::default(),
         &[&format!("--sync-frequency={sync_secs}s")],
     );
     wait_for_controller_objects(&cluster);
-    apply(&cluster, dir.path(), &workload(&node.busybox));
+    cluster.apply(&workload(&node.busybox));
     let running = eventually(60, "pod workload Running", || {
         let p = pod(&cluster, "workload")?;
         (p["status"]["phase"] == "Running").then_some(p)
@@ -154,6 +154,7 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
     // 1: the kube-api-access volume admission added.
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
     let token = read(&node, "workload", &format!("cat {sa}/token")).await;
+    let dir = tempfile::tempdir().expect("tempdir");
     let review = dir.path().join("review.json");
     std::fs::write(
         &review,
@@ -312,7 +313,7 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, containerd, control plane (kube-apiserver, etcd, controller-manager): run by scripts/test.sh"]
 async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
-    let (cluster, mut node, dir) = start(
+    let (cluster, mut node) = start(
         "volpods-life",
         ClusterOptions::default(),
         &["--sync-frequency=5s"],
@@ -326,16 +327,12 @@ async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
         )
     };
     // 5: a missing ConfigMap holds the container; creating it starts the pod.
-    apply(
-        &cluster,
-        dir.path(),
-        &pod_yaml(
-            "waiting",
-            "sleep 3600",
-            "    env: [{name: LATE, valueFrom: {configMapKeyRef: {name: late, key: k}}}]\n",
-            "",
-        ),
-    );
+    cluster.apply(&pod_yaml(
+        "waiting",
+        "sleep 3600",
+        "    env: [{name: LATE, valueFrom: {configMapKeyRef: {name: late, key: k}}}]\n",
+        "",
+    ));
     let held = eventually(40, "CreateContainerConfigError", || {
         let p = pod(&cluster, "waiting")?;
         let w = &p["status"]["containerStatuses"][0]["state"]["waiting"];
@@ -344,27 +341,19 @@ async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
     assert_eq!(held["message"], "configmap \"late\" not found", "{held}");
     let table = kubectl_ok(&cluster, &["get", "pod", "waiting"]);
     assert!(table.contains("CreateContainerConfigError"), "{table}");
-    apply(
-        &cluster,
-        dir.path(),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}\n",
-    );
+    cluster.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}\n");
     eventually(40, "pod waiting Running once its ConfigMap exists", || {
         (phase(&cluster, "waiting") == "Running").then_some(())
     });
     assert_eq!(read(&node, "waiting", "echo $LATE").await, "v\n");
 
     // 6: a hostPath of type File that is missing: FailedMount in upstream's words.
-    apply(
-        &cluster,
-        dir.path(),
-        &pod_yaml(
-            "nofile",
-            "sleep 3600",
-            "    volumeMounts: [{name: h, mountPath: /h}]\n",
-            "  volumes: [{name: h, hostPath: {path: /nonexistent-rkubelet-file, type: File}}]\n",
-        ),
-    );
+    cluster.apply(&pod_yaml(
+        "nofile",
+        "sleep 3600",
+        "    volumeMounts: [{name: h, mountPath: /h}]\n",
+        "  volumes: [{name: h, hostPath: {path: /nonexistent-rkubelet-file, type: File}}]\n",
+    ));
     let message = "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: /nonexistent-rkubelet-file is not a file";
     eventually(40, "FailedMount event of pod nofile", || {
         let events = cluster.get_json(&[
@@ -381,16 +370,12 @@ async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
     assert_eq!(phase(&cluster, "nofile"), "Pending");
 
     // 7: the termination message a container writes shows in its terminated state.
-    apply(
-        &cluster,
-        dir.path(),
-        &pod_yaml(
-            "farewell",
-            "echo -n 'gone fishing' > /dev/termination-log; exit 3",
-            "",
-            "  restartPolicy: Never\n",
-        ),
-    );
+    cluster.apply(&pod_yaml(
+        "farewell",
+        "echo -n 'gone fishing' > /dev/termination-log; exit 3",
+        "",
+        "  restartPolicy: Never\n",
+    ));
     let done = eventually(40, "pod farewell Failed", || {
         let p = pod(&cluster, "farewell")?;
         (p["status"]["phase"] == "Failed").then_some(p)
@@ -399,16 +384,12 @@ async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
     assert_eq!(terminated["message"], "gone fishing", "{terminated}");
     assert_eq!(terminated["exitCode"], 3);
     // FallbackToLogsOnError: the log's tail when the file is empty and the exit failed.
-    apply(
-        &cluster,
-        dir.path(),
-        &pod_yaml(
-            "fallback",
-            "echo last words; exit 2",
-            "    terminationMessagePolicy: FallbackToLogsOnError\n",
-            "  restartPolicy: Never\n",
-        ),
-    );
+    cluster.apply(&pod_yaml(
+        "fallback",
+        "echo last words; exit 2",
+        "    terminationMessagePolicy: FallbackToLogsOnError\n",
+        "  restartPolicy: Never\n",
+    ));
     let done = eventually(40, "pod fallback Failed", || {
         let p = pod(&cluster, "fallback")?;
         (p["status"]["phase"] == "Failed").then_some(p)
@@ -418,16 +399,12 @@ async fn missing_objects_hold_pods_and_deleted_pods_leave_nothing() {
 
     // 9: deleted pods leave no folder and no tmpfs, also when rkubelet was SIGKILLed.
     let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: v}\n";
-    apply(&cluster, dir.path(), secret);
+    cluster.apply(secret);
     let volumes = "    volumeMounts: [{name: s, mountPath: /s}, {name: m, mountPath: /m}]\n";
     let spec =
         "  volumes: [{name: s, secret: {secretName: s}}, {name: m, emptyDir: {medium: Memory}}]\n";
     for name in ["tidy", "killed"] {
-        apply(
-            &cluster,
-            dir.path(),
-            &pod_yaml(name, "sleep 3600", volumes, spec),
-        );
+        cluster.apply(&pod_yaml(name, "sleep 3600", volumes, spec));
     }
     let mut uids = Vec::new();
     for name in ["tidy", "killed"] {
