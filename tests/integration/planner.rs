@@ -311,9 +311,18 @@ fn cgroup_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn cgroup_tree() -> Vec<PathBuf> {
+/// The cgroup directories three levels down, without the roots of other
+/// instances (`rkubelet-<id>`) that tests running in parallel create and remove.
+fn cgroup_tree(own_root: &str) -> Vec<PathBuf> {
+    let own = own_root.trim_matches('/');
     let mut dirs = Vec::new();
     cgroup_dirs(Path::new("/sys/fs/cgroup"), 3, &mut dirs);
+    dirs.retain(|dir| {
+        dir.components().all(|part| {
+            let part = part.as_os_str().to_string_lossy();
+            !part.starts_with("rkubelet-") || part == own
+        })
+    });
     dirs.sort();
     dirs
 }
@@ -370,7 +379,8 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
 
     std::fs::write(manifests.join("three.yaml"), manifest("three", &busybox)).expect("write");
     let before = runtime_state(&endpoint);
-    let cgroups_before = cgroup_tree();
+    let own_cgroup_root = ctrd.var("RKUBELET_CGROUP_ROOT");
+    let cgroups_before = cgroup_tree(&own_cgroup_root);
     let (live, code, live_bytes) = dry_run(&common_args);
     assert_eq!(code, 2, "{live}");
     assert_eq!(
@@ -379,7 +389,7 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         "the dry run changed the runtime"
     );
     assert_eq!(
-        cgroup_tree(),
+        cgroup_tree(&own_cgroup_root),
         cgroups_before,
         "the dry run changed the cgroup tree"
     );
