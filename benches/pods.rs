@@ -14,12 +14,11 @@
 //! saying which is missing, without them.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState, SandboxFilter};
 use rkubelet::ports::runtime::RuntimeService;
 
@@ -29,6 +28,7 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 
+use common::bare_cri::{BareCri, POD_NAME_LABEL};
 use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, unmeasured};
 use containerd::Containerd;
 
@@ -36,7 +36,6 @@ mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const NODE: &str = "n1";
-const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 const RUNS: usize = 5;
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -59,6 +58,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 struct Env {
     ctrd: Containerd,
     cri: CriRuntime,
+    bare: BareCri,
     endpoint: String,
     busybox: String,
     logs: PathBuf,
@@ -79,67 +79,20 @@ impl Env {
         let cgroup_root = var("RKUBELET_CGROUP_ROOT")?;
         let cri = CriRuntime::connect(&endpoint, Duration::from_secs(60))
             .map_err(|e| format!("CRI client: {e}"))?;
+        let bare = BareCri {
+            cri: cri.clone(),
+            busybox: busybox.clone(),
+            logs: logs.clone(),
+        };
         Ok(Env {
             ctrd,
             cri,
+            bare,
             endpoint,
             busybox,
             logs,
             cgroup_root,
         })
-    }
-
-    /// RunPodSandbox + CreateContainer + StartContainer, timed, then removed again.
-    async fn bare_run(&self, i: usize) -> Result<Duration, String> {
-        let t = Instant::now();
-        let name = self.bare_run_kept(i).await?;
-        let elapsed = t.elapsed();
-        self.remove_pod(&name).await?;
-        Ok(elapsed)
-    }
-
-    async fn bare_run_kept(&self, i: usize) -> Result<String, String> {
-        bare_pod(&self.cri, &self.busybox, &self.logs, i).await
-    }
-
-    /// `n` bare runs at once (as a kubelet with one worker per pod would issue them):
-    /// the time until all containers are started.
-    async fn bare_concurrent(&self, n: usize) -> Result<Duration, String> {
-        let t = Instant::now();
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..n {
-            let (cri, busybox, logs) = (self.cri.clone(), self.busybox.clone(), self.logs.clone());
-            set.spawn(async move { bare_pod(&cri, &busybox, &logs, 1000 + i).await });
-        }
-        let mut names = Vec::new();
-        while let Some(done) = set.join_next().await {
-            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
-        }
-        let elapsed = t.elapsed();
-        for name in names {
-            self.remove_pod(&name).await?;
-        }
-        Ok(elapsed)
-    }
-
-    /// Stops and removes every sandbox (with its containers) of the pod called `pod`.
-    async fn remove_pod(&self, pod: &str) -> Result<(), String> {
-        let filter = SandboxFilter {
-            labels: [(POD_NAME_LABEL.to_string(), pod.to_string())].into(),
-            ..Default::default()
-        };
-        let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("removing {pod}: {e}");
-        for sb in self.cri.list_pod_sandboxes(&filter).await.map_err(fail)? {
-            self.cri
-                .stop_pod_sandbox(&sb.status.id)
-                .await
-                .map_err(fail)?;
-            self.cri
-                .remove_pod_sandbox(&sb.status.id)
-                .await
-                .map_err(fail)?;
-        }
-        Ok(())
     }
 
     /// Names of the pods (by label) with a running container.
@@ -158,48 +111,6 @@ impl Env {
             .filter_map(|c| c.labels.get(POD_NAME_LABEL).cloned())
             .collect())
     }
-}
-
-/// RunPodSandbox + CreateContainer + StartContainer; returns the pod's name.
-/// RunPodSandbox + CreateContainer + StartContainer for pod `bare<i>`; returns its name.
-async fn bare_pod(
-    cri: &CriRuntime,
-    busybox: &str,
-    logs: &Path,
-    i: usize,
-) -> Result<String, String> {
-    let uid = format!("bench-bare-{i}");
-    let name = format!("bare{i}");
-    let log_dir = logs.join(format!("default_{name}_{uid}"));
-    std::fs::create_dir_all(&log_dir).map_err(|e| format!("log dir: {e}"))?;
-    let sandbox = SandboxConfig {
-        name: name.clone(),
-        uid: uid.clone(),
-        namespace: "default".into(),
-        hostname: name.clone(),
-        log_directory: log_dir.display().to_string(),
-        labels: [
-            ("io.kubernetes.pod.uid".to_string(), uid.clone()),
-            (POD_NAME_LABEL.to_string(), name.clone()),
-        ]
-        .into(),
-        ..Default::default()
-    };
-    let container = ContainerConfig {
-        name: "main".into(),
-        image: busybox.to_string(),
-        command: vec!["sleep".into(), "3600".into()],
-        log_path: "main/0.log".into(),
-        ..Default::default()
-    };
-    let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("bare CRI run: {e}");
-    let sb = cri.run_pod_sandbox(&sandbox).await.map_err(fail)?;
-    let ctr = cri
-        .create_container(&sb, &container, &sandbox)
-        .await
-        .map_err(fail)?;
-    cri.start_container(&ctr).await.map_err(fail)?;
-    Ok(name)
 }
 
 /// A running rkubelet with its own directories; killed on drop.
@@ -377,20 +288,20 @@ async fn run() -> Result<(), String> {
     let env = Env::start("bench")?;
 
     // One run of each path first, not counted: the first sandbox pays one-off costs.
-    env.bare_run(99).await?;
+    env.bare.run(99).await?;
     let (_, warm) = start_until_running(&env, &names("warm", 1), Duration::from_millis(10)).await?;
     drop(warm);
-    env.remove_pod("warm000-n1").await?;
+    env.bare.remove_pod("warm000-n1").await?;
     // Alternating, so that load from elsewhere on the machine hits both alike.
     let (mut bare, mut single) = (Vec::new(), Vec::new());
     for i in 0..RUNS {
-        bare.push(env.bare_run(i).await?);
+        bare.push(env.bare.run(i).await?);
         let pod = format!("solo{i}");
         let (elapsed, kubelet) =
             start_until_running(&env, std::slice::from_ref(&pod), Duration::from_millis(10))
                 .await?;
         drop(kubelet);
-        env.remove_pod(&format!("{pod}-{NODE}")).await?;
+        env.bare.remove_pod(&format!("{pod}-{NODE}")).await?;
         single.push(elapsed);
     }
     let (bare, single) = (median(bare), median(single));
@@ -405,7 +316,7 @@ async fn run() -> Result<(), String> {
         at_most(ratio, 1.2, "x bare CRI")
     );
 
-    let bare30 = env.bare_concurrent(30).await?;
+    let bare30 = env.bare.concurrent(30).await?;
     println!(
         "pods: bare CRI, 30 pods' sandbox+create+start issued concurrently: {:.2} s (what containerd allows here)",
         bare30.as_secs_f64()

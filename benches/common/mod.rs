@@ -2,6 +2,8 @@
 //! and a bench that cannot measure (a peer missing, a step failing) exits non-zero.
 #![allow(dead_code)] // each bench uses its own subset
 
+pub mod bare_cri;
+
 /// `goal < {limit}{unit}: met`, or `NOT MET` when `value` is not below `limit`.
 pub fn below(value: f64, limit: f64, unit: &str) -> String {
     format!("goal < {limit}{unit}: {}", verdict(value < limit))

@@ -237,6 +237,8 @@ pub fn node_agent_deps(
             ClientSettings {
                 qps: cluster.kube_api_qps,
                 burst: cluster.kube_api_burst,
+                event_qps: cluster.event_record_qps,
+                event_burst: cluster.event_burst,
                 ..defaults
             },
             cluster.cert_dir.clone(),

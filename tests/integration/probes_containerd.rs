@@ -237,6 +237,27 @@ async fn probes_and_hooks_on_containerd() {
             ),
         ),
     );
+    // 9. A host-network pod: its sandbox has no IP, so an HTTP probe without a host goes
+    //    to the node (the local system standalone), on a port free on the host.
+    let host_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free host port");
+    node.write(
+        "hostweb.yaml",
+        &manifest(
+            "hostweb",
+            1,
+            &format!(
+                "  hostNetwork: true\n{}",
+                main_container(
+                    &image,
+                    &format!("mkdir -p /www; echo ok > /www/ready; exec httpd -f -p {host_port} -h /www"),
+                    &format!("    readinessProbe:\n      httpGet:\n        path: /ready\n        port: {host_port}\n      periodSeconds: 1\n"),
+                )
+            ),
+        ),
+    );
     node.kubelet();
     let started = Instant::now();
 
@@ -254,6 +275,11 @@ async fn probes_and_hooks_on_containerd() {
         15,
         "web unready again",
         readiness(&node, "web-n1").filter(|(r, c)| !*r && c == "False")
+    );
+    eventually!(
+        30,
+        "the host-network pod ready through the node's address",
+        readiness(&node, "hostweb-n1").filter(|(r, c)| *r && c == "True")
     );
     assert!(log_has(
         &node,
@@ -406,7 +432,9 @@ async fn probes_and_hooks_on_containerd() {
     )
     .is_some());
 
-    for pod in ["live", "web", "slow", "hook", "tout", "away", "grpc"] {
+    for pod in [
+        "live", "web", "slow", "hook", "tout", "away", "grpc", "hostweb",
+    ] {
         node.remove(&format!("{pod}.yaml"));
     }
     eventually!(60, "every pod gone", {

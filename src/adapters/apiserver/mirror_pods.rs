@@ -12,7 +12,7 @@ use kube::api::{
 use serde_json::Value;
 
 use super::errors::{conversion, Answer};
-use super::KubeClients;
+use super::{Budget, KubeClients};
 use crate::domain::pod::mirror::MirrorPod;
 use crate::domain::pod::CONFIG_MIRROR_ANNOTATION;
 use crate::ports::api::{CallError, MirrorList, MirrorPodApi, MirrorPodsError};
@@ -60,7 +60,7 @@ impl MirrorPodApi for KubeClients {
         let params = ListParams::default().fields(&node_selector(node));
         let list = self
             .connection
-            .call(true, self.pods().list(&params))
+            .call(Budget::Api, self.pods().list(&params))
             .await
             .map_err(|e| call_error("list", "", node, e))?
             .map_err(|e| call_error("list", "", node, self.connection.classify(e).1))?;
@@ -80,7 +80,7 @@ impl MirrorPodApi for KubeClients {
         let params = WatchParams::default()
             .fields(&node_selector(node))
             .timeout(secs);
-        self.connection.limiter.acquire().await;
+        self.connection.limits.wait(Budget::Api).await;
         let api = self.pods();
         let watched = async {
             let mut stream = api.watch(&params, resource_version).await?.boxed();
@@ -115,7 +115,7 @@ impl MirrorPodApi for KubeClients {
         let api: Api<KubePod> = Api::namespaced(self.connection.client.clone(), &namespace);
         match self
             .connection
-            .call(true, api.create(&PostParams::default(), &pod))
+            .call(Budget::Api, api.create(&PostParams::default(), &pod))
             .await
             .map_err(|e| call_error("create", &namespace, &name, e))?
         {
@@ -147,7 +147,7 @@ impl MirrorPodApi for KubeClients {
         };
         match self
             .connection
-            .call(true, api.delete(name, &params))
+            .call(Budget::Api, api.delete(name, &params))
             .await
             .map_err(|e| call_error("delete", namespace, name, e))?
         {

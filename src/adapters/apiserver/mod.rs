@@ -1,6 +1,7 @@
-//! The API server through kube-rs (rustls): clients from a kubeconfig, a client-side rate
-//! limit (`kubeAPIQPS`/`kubeAPIBurst`, a token bucket shared by a connection's calls except
-//! the heartbeat's, as upstream), a timeout on every call, and kube's errors mapped to the
+//! The API server through kube-rs (rustls): clients from a kubeconfig, client-side rate
+//! limits as upstream's (`kubeAPIQPS`/`kubeAPIBurst`, a token bucket shared by a
+//! connection's calls except the heartbeat's and the events'; `eventRecordQPS`/`eventBurst`
+//! for the events), a timeout on every call, and kube's errors mapped to the
 //! ports'. Objects cross between the domain's API-shaped types and k8s-openapi's through
 //! serde, so no field is mapped by hand.
 
@@ -44,16 +45,22 @@ pub struct ClientSettings {
     pub qps: f64,
     /// `kubeAPIBurst`.
     pub burst: u32,
+    /// `eventRecordQPS`; 0 or less: no limit.
+    pub event_qps: f64,
+    /// `eventBurst`.
+    pub event_burst: u32,
     /// The bound of every call.
     pub call_timeout: Duration,
 }
 
 impl Default for ClientSettings {
-    /// Upstream v1.26's defaults: 5 requests a second, bursts of 10.
+    /// Upstream v1.26's defaults: 5 requests a second, bursts of 10, for both.
     fn default() -> Self {
         ClientSettings {
             qps: 5.0,
             burst: 10,
+            event_qps: 5.0,
+            event_burst: 10,
             call_timeout: Duration::from_secs(10),
         }
     }
@@ -94,25 +101,58 @@ impl Limiter {
     }
 }
 
-/// One connection: the kube client, its limiter and timeout.
+/// Which client-side rate limit a call waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    /// None: the heartbeat (Node and Lease), as upstream's heartbeat client.
+    Heartbeat,
+    /// `kubeAPIQPS`/`kubeAPIBurst`.
+    Api,
+    /// `eventRecordQPS`/`eventBurst`, as upstream's event client.
+    Events,
+}
+
+/// A connection's two rate limits.
+#[derive(Debug)]
+struct Limits {
+    api: Limiter,
+    events: Limiter,
+}
+
+impl Limits {
+    fn new(settings: &ClientSettings) -> Limits {
+        Limits {
+            api: Limiter::new(settings.qps, settings.burst),
+            events: Limiter::new(settings.event_qps, settings.event_burst),
+        }
+    }
+
+    async fn wait(&self, budget: Budget) {
+        match budget {
+            Budget::Heartbeat => {}
+            Budget::Api => self.api.acquire().await,
+            Budget::Events => self.events.acquire().await,
+        }
+    }
+}
+
+/// One connection: the kube client, its limits and timeout.
 #[derive(Clone)]
 struct Connection {
     client: kube::Client,
     /// For error messages: which server a failure is about.
     server: String,
-    limiter: Arc<Limiter>,
+    limits: Arc<Limits>,
     timeout: Duration,
 }
 
 impl Connection {
-    /// Run `call` within the timeout, after a token when `limited`.
-    async fn call<T, F>(&self, limited: bool, call: F) -> Result<Result<T, kube::Error>, CallError>
+    /// Run `call` within the timeout, after a token from its budget.
+    async fn call<T, F>(&self, budget: Budget, call: F) -> Result<Result<T, kube::Error>, CallError>
     where
         F: Future<Output = Result<T, kube::Error>>,
     {
-        if limited {
-            self.limiter.acquire().await;
-        }
+        self.limits.wait(budget).await;
         tokio::time::timeout(self.timeout, call)
             .await
             .map_err(|_| self.about(timed_out(self.timeout)))
@@ -172,7 +212,7 @@ impl ApiConnector for KubeConnector {
         let connection = Arc::new(Connection {
             client,
             server: server.clone(),
-            limiter: Arc::new(Limiter::new(self.settings.qps, self.settings.burst)),
+            limits: Arc::new(Limits::new(&self.settings)),
             timeout: self.settings.call_timeout,
         });
         let clients = Arc::new(KubeClients { connection });
@@ -234,7 +274,7 @@ impl KubeClients {
         // The heartbeat is not rate limited, as upstream's heartbeat client.
         match self
             .connection
-            .call(false, call)
+            .call(Budget::Heartbeat, call)
             .await
             .map_err(call_error)?
         {
@@ -313,7 +353,7 @@ impl KubeClients {
         };
         match self
             .connection
-            .call(false, call)
+            .call(Budget::Heartbeat, call)
             .await
             .map_err(call_error)?
         {
@@ -408,7 +448,12 @@ impl KubeClients {
             name: name.into(),
             source,
         };
-        match self.connection.call(true, call).await.map_err(call_error)? {
+        match self
+            .connection
+            .call(Budget::Events, call)
+            .await
+            .map_err(call_error)?
+        {
             Ok(event) => from_kube(&event).map_err(call_error),
             Err(e) => {
                 let (answer, source) = self.connection.classify(e);
@@ -552,7 +597,7 @@ impl CertificateApi for KubeClients {
         let api = self.csrs();
         let created = self
             .connection
-            .call(true, api.create(&PostParams::default(), &object))
+            .call(Budget::Api, api.create(&PostParams::default(), &object))
             .await
             .map_err(|e| Self::csr_call_error("create", &name, e))?;
         let stored = match created {
@@ -565,7 +610,7 @@ impl CertificateApi for KubeClients {
                 // A restart during bootstrap: the same key asks under the same name.
                 let existing = self
                     .connection
-                    .call(true, api.get(&name))
+                    .call(Budget::Api, api.get(&name))
                     .await
                     .map_err(|e| Self::csr_call_error("get", &name, e))?
                     .map_err(|e| {
@@ -598,7 +643,7 @@ impl CertificateApi for KubeClients {
             // Read the current state, then watch from it (a watch may end early: read again).
             let current = self
                 .connection
-                .call(true, api.get(&csr.name))
+                .call(Budget::Api, api.get(&csr.name))
                 .await
                 .map_err(|e| Self::csr_call_error("get", &csr.name, e))?;
             let current = match current {
@@ -629,7 +674,7 @@ impl CertificateApi for KubeClients {
                 .resource_version
                 .clone()
                 .unwrap_or_default();
-            self.connection.limiter.acquire().await;
+            self.connection.limits.wait(Budget::Api).await;
             let watched = async {
                 let mut stream = api.watch(&params, &version).await?.boxed();
                 while let Some(event) = stream.try_next().await? {
@@ -715,5 +760,25 @@ mod tests {
             limiter.acquire().await;
         }
         assert_eq!(start.elapsed(), Duration::from_millis(400));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_have_their_own_budget_and_the_heartbeat_none() {
+        let limits = Limits::new(&ClientSettings {
+            qps: 1.0,
+            burst: 1,
+            event_qps: 1.0,
+            event_burst: 2,
+            call_timeout: Duration::from_secs(1),
+        });
+        let start = tokio::time::Instant::now();
+        limits.wait(Budget::Api).await;
+        // The API budget is spent; events and the heartbeat do not wait for it.
+        limits.wait(Budget::Events).await;
+        limits.wait(Budget::Events).await;
+        limits.wait(Budget::Heartbeat).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        limits.wait(Budget::Api).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 }

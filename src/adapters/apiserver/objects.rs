@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 
 use super::errors::Answer;
-use super::KubeClients;
+use super::{Budget, KubeClients};
 use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, SecretData};
@@ -37,7 +37,12 @@ impl KubeClients {
             name: name.into(),
             source: Box::new(source),
         };
-        match self.connection.call(true, call).await.map_err(call_error)? {
+        match self
+            .connection
+            .call(Budget::Api, call)
+            .await
+            .map_err(call_error)?
+        {
             Ok(object) => Ok(Some(object)),
             Err(e) => {
                 let (answer, source) = self.connection.classify(e);

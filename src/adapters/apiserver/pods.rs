@@ -13,7 +13,7 @@ use kube::api::{
 use serde_json::Value;
 
 use super::errors::{conversion, Answer};
-use super::{Connection, KubeClients};
+use super::{Budget, Connection, KubeClients};
 use crate::ports::api::{
     CallError, CallErrorKind, PodApi, PodList, PodWatch, PodWatchEvent, PodsError,
 };
@@ -115,7 +115,7 @@ impl PodApi for KubeClients {
         let params = ListParams::default().fields(field_selector);
         let list = self
             .connection
-            .call(true, api.list(&params))
+            .call(Budget::Api, api.list(&params))
             .await
             .map_err(|e| call_error("list", "", "", e))?
             .map_err(|e| call_error("list", "", "", self.connection.classify(e).1))?;
@@ -140,7 +140,7 @@ impl PodApi for KubeClients {
         let params = WatchParams::default()
             .fields(field_selector)
             .timeout(WATCH_TIMEOUT_SECS);
-        self.connection.limiter.acquire().await;
+        self.connection.limits.wait(Budget::Api).await;
         // Only the opening is bounded by the call timeout: the stream lasts minutes.
         let opened = tokio::time::timeout(
             self.connection.timeout,
@@ -185,7 +185,7 @@ impl PodApi for KubeClients {
         let stored = self
             .connection
             .call(
-                true,
+                Budget::Api,
                 api.patch_status(name, &params, &Patch::Strategic(patch)),
             )
             .await
@@ -223,7 +223,7 @@ impl PodApi for KubeClients {
         };
         let deleted = self
             .connection
-            .call(true, api.delete(name, &params))
+            .call(Budget::Api, api.delete(name, &params))
             .await
             .map_err(|e| call_error("delete", namespace, name, e))?;
         match deleted {

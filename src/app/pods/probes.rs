@@ -21,7 +21,7 @@ use super::sync::SyncContext;
 use crate::app::server::shutdown_requested;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
-use crate::domain::probe::target::{hook_target, probe_target};
+use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
     self as decide, grace_after_pre_stop, hook_failed_event, killing_event, post_start_kill,
     probe_kill, started_and_ready, ContainerKill, HandlerOutcome, HandlerTarget, PodView,
@@ -46,14 +46,17 @@ pub(super) fn log_event(ctx: &SyncContext, pod: &Pod, container: &str, event: &P
         .container(pod, container, crate::domain::events::from_probe(event));
 }
 
-/// The IP of the pod's newest ready sandbox, empty when none.
-fn pod_ip(status: &PodRuntimeStatus) -> String {
-    status
+/// The IP handlers without a host go to: the pod's newest ready sandbox's, the node's for
+/// a host-network pod (`handler_pod_ip`); empty when none.
+fn pod_ip(ctx: &SyncContext, pod: Option<&Pod>, status: &PodRuntimeStatus) -> String {
+    let sandbox_ip = status
         .sandboxes
         .first()
         .filter(|s| s.state == SandboxState::Ready)
-        .map(|s| s.ip.clone())
-        .unwrap_or_default()
+        .map(|s| s.ip.as_str())
+        .unwrap_or_default();
+    let host_network = pod.is_some_and(|p| p.spec.host_network);
+    handler_pod_ip(host_network, sandbox_ip, &ctx.volumes.node_ip())
 }
 
 /// Runs a resolved handler: exec in the container, network checks from the node.
@@ -243,8 +246,12 @@ pub(super) fn stop_kill(name: &str, id: &str, grace: i64) -> ContainerKill {
 }
 
 /// The pod IP a kill's hooks use.
-pub(super) fn kill_pod_ip(status: &PodRuntimeStatus) -> String {
-    pod_ip(status)
+pub(super) fn kill_pod_ip(
+    ctx: &SyncContext,
+    pod: Option<&Pod>,
+    status: &PodRuntimeStatus,
+) -> String {
+    pod_ip(ctx, pod, status)
 }
 
 /// One probe of one container and its schedule.
@@ -465,7 +472,7 @@ impl ProbeManager {
                 .iter()
                 .map(|c| (c.name.clone(), entry.started(&c.name)))
                 .collect();
-            let ip = pod_ip(&entry.runtime);
+            let ip = pod_ip(&self.ctx, Some(&entry.pod), &entry.runtime);
             let mut stopped = Vec::new();
             for (i, slot) in entry.slots.iter_mut().enumerate() {
                 if slot.running {
@@ -561,7 +568,7 @@ impl ProbeManager {
                 recorded.changed,
                 kill.flatten(),
                 entry.pod.clone(),
-                pod_ip(&entry.runtime),
+                pod_ip(&self.ctx, Some(&entry.pod), &entry.runtime),
                 Arc::clone(&entry.poke),
             )
         };

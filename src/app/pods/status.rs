@@ -12,7 +12,7 @@ use tracing::info;
 
 use crate::domain::pod::api::is_api_pod;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::{same_status, stamp_status, ApiPodStatus};
+use crate::domain::status::{host_network_pod_ip, same_status, stamp_status, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
 use crate::ports::clock::Clock;
 
@@ -162,6 +162,7 @@ impl PodStatusStore {
         });
         let host_ip = read(&self.inner.host_ip).clone();
         stamp_status(previous.as_ref(), &mut status, &host_ip, &self.now());
+        host_network_pod_ip(&mut status, pod.spec.host_network, &host_ip);
         let mut pods = write(&self.inner.pods);
         let before = pods.get(&uid);
         let changed = before.is_none_or(|r| {

@@ -132,7 +132,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// What one sync found and decided, for the status manager and the worker.
 #[derive(Debug, Clone, Default)]
 pub struct SyncOutcome {
-    /// The runtime's view at the start of the sync.
+    /// The runtime's view: at the end of a sync that created a sandbox or started a
+    /// container, at its start otherwise.
     pub runtime: PodRuntimeStatus,
     /// Containers held back, with why.
     pub waiting: BTreeMap<String, Waiting>,
@@ -247,7 +248,13 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
         let mut stop = probes::stop_kill(&kill.name, &kill.id, grace);
         stop.message = kill.reason.to_string();
-        probes::kill_container(ctx, Some(pod), &stop, &probes::kill_pod_ip(&view.status)).await;
+        probes::kill_container(
+            ctx,
+            Some(pod),
+            &stop,
+            &probes::kill_pod_ip(ctx, Some(pod), &view.status),
+        )
+        .await;
     }
     if plan.kill_only {
         return outcome;
@@ -364,8 +371,27 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             outcome.hold(&step.name, held);
         }
     }
+    if starts || plan.create_sandbox.is_some() {
+        see_what_the_sync_did(ctx, pod, &mut outcome).await;
+    }
     collect_dead(ctx, &view).await;
     outcome
+}
+
+/// The status shows what this sync did (the sandbox and the containers it started), so
+/// `Running` reaches the API in this sync's write and not a relist later: one status write
+/// where upstream makes two (`Pending` from the sync's start, then `Running`). A failed
+/// read keeps the view from the sync's start; the next relist corrects it.
+async fn see_what_the_sync_did(ctx: &SyncContext, pod: &Pod, outcome: &mut SyncOutcome) {
+    match pod_runtime_view(ctx.runtime.as_ref(), &pod.metadata.uid).await {
+        Ok(mut after) => {
+            read_termination_messages(ctx, pod, &mut after.status).await;
+            outcome.runtime = after.status;
+        }
+        Err(error) => {
+            debug!(error = %Chain(&error), "cannot read the pod's runtime status after its sync")
+        }
+    }
 }
 
 /// Writes the pod's managed `/etc/hosts` (the domain decides its content) before its
@@ -748,7 +774,7 @@ async fn stop_pod(
     status: &PodRuntimeStatus,
     grace_secs: i64,
 ) {
-    let ip = probes::kill_pod_ip(status);
+    let ip = probes::kill_pod_ip(ctx, pod, status);
     let kills: Vec<_> = status
         .containers
         .iter()

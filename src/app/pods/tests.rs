@@ -120,6 +120,16 @@ async fn a_new_pod_gets_a_sandbox_then_its_container_and_a_second_sync_does_noth
     assert_eq!(journal[0], "RunPodSandbox web-u1");
     assert_eq!(journal[1], "CreateContainer app");
     assert!(journal[2].starts_with("StartContainer "));
+    // The first sync's status already shows what it started: one write, not two.
+    let status = api_pod_status(&p, &first.runtime, &first.waiting, "fake");
+    assert_eq!(status.phase, "Running");
+    assert!(status.container_statuses[0]
+        .container_id
+        .starts_with("fake://"));
+    assert!(matches!(
+        status.container_statuses[0].state,
+        ApiContainerState::Running(_)
+    ));
 
     let second = sync_pod(&w.ctx, &p).await;
     assert_eq!(w.runtime.journal().len(), 3, "nothing more to do");

@@ -104,6 +104,15 @@ impl VolumeManager {
         *self.facts.lock().unwrap_or_else(PoisonError::into_inner) = facts;
     }
 
+    /// The node's IP (empty when unknown, as standalone).
+    pub fn node_ip(&self) -> String {
+        self.facts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .host_ip
+            .clone()
+    }
+
     fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {
         self.caches.lock().unwrap_or_else(PoisonError::into_inner)
     }

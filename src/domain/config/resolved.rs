@@ -188,6 +188,9 @@ pub struct ClusterConfig {
     /// `kubeAPIQPS`, `kubeAPIBurst`: the client-side rate limit.
     pub kube_api_qps: f64,
     pub kube_api_burst: u32,
+    /// `eventRecordQPS`, `eventBurst`: the events' own client-side rate limit.
+    pub event_record_qps: f64,
+    pub event_burst: u32,
     /// `--node-labels`, validated as node restriction requires.
     pub node_labels: BTreeMap<String, String>,
     pub node_ips: Vec<core::net::IpAddr>,
@@ -201,6 +204,10 @@ pub struct ClusterConfig {
 /// 10, which held a busy node's pod statuses back by tens of seconds).
 pub const DEFAULT_KUBE_API_QPS: f64 = 50.0;
 pub const DEFAULT_KUBE_API_BURST: u32 = 100;
+/// `eventRecordQPS` and `eventBurst` unless given: upstream's since v1.27 too (v1.26 had 5
+/// and 10).
+pub const DEFAULT_EVENT_RECORD_QPS: f64 = 50.0;
+pub const DEFAULT_EVENT_BURST: u32 = 100;
 /// `nodeStatusMaxImages` unless given.
 pub const DEFAULT_NODE_STATUS_MAX_IMAGES: i32 = 50;
 

@@ -12,7 +12,8 @@ use super::model::KubeletConfiguration;
 use super::options::FlagOptions;
 use super::resolved::{
     ClusterConfig, EvictionSettings, HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint,
-    DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
+    DEFAULT_EVENT_BURST, DEFAULT_EVENT_RECORD_QPS, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS,
+    DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
 };
 use crate::domain::cgroup::cfs;
 use crate::domain::cgroup::tree::CgroupTree;
@@ -464,6 +465,30 @@ fn eviction_settings(
     }
 }
 
+/// client-go's `DefaultQPS` and `DefaultBurst`: what a client given 0 uses (upstream's
+/// "If 0 will use DefaultQPS: 5").
+const CLIENT_GO_DEFAULT_QPS: f64 = 5.0;
+const CLIENT_GO_DEFAULT_BURST: u32 = 10;
+
+/// A `kubeAPIQPS`-like field: `unset` when absent, client-go's default when 0.
+fn rate_limit_qps(given: Option<i32>, unset: f64) -> f64 {
+    match given {
+        None => unset,
+        Some(0) => CLIENT_GO_DEFAULT_QPS,
+        Some(q) => f64::from(q),
+    }
+}
+
+/// A `kubeAPIBurst`-like field: `unset` when absent (or negative, refused beside), client-go's
+/// default when 0.
+fn rate_limit_burst(given: Option<i32>, unset: u32) -> u32 {
+    match given {
+        Some(0) => CLIENT_GO_DEFAULT_BURST,
+        Some(b) => u32::try_from(b).unwrap_or(unset),
+        None => unset,
+    }
+}
+
 /// The API server connection of connected mode (`--kubeconfig` given), its node labels
 /// checked as node restriction will check them.
 fn cluster_config(
@@ -486,17 +511,28 @@ fn cluster_config(
             c.kube_api_burst.unwrap_or_default()
         )));
     }
+    if c.event_burst.is_some_and(|b| b < 0) {
+        problems.push(invalid(format!(
+            "invalid configuration: eventBurst (--event-burst) {} must not be a negative number",
+            c.event_burst.unwrap_or_default()
+        )));
+    }
+    if c.event_record_qps.is_some_and(|q| q < 0) {
+        problems.push(invalid(format!(
+            "invalid configuration: eventRecordQPS (--event-qps) {} must not be a negative number",
+            c.event_record_qps.unwrap_or_default()
+        )));
+    }
     let kubeconfig = options.kubeconfig.clone()?;
     Some(ClusterConfig {
         kubeconfig,
         bootstrap_kubeconfig: options.bootstrap_kubeconfig.clone(),
         cert_dir: options.cert_dir.clone(),
         rotate_certificates: c.rotate_certificates.unwrap_or(false),
-        kube_api_qps: c.kube_api_qps.map_or(DEFAULT_KUBE_API_QPS, f64::from),
-        kube_api_burst: c
-            .kube_api_burst
-            .and_then(|b| u32::try_from(b).ok())
-            .unwrap_or(DEFAULT_KUBE_API_BURST),
+        kube_api_qps: rate_limit_qps(c.kube_api_qps, DEFAULT_KUBE_API_QPS),
+        kube_api_burst: rate_limit_burst(c.kube_api_burst, DEFAULT_KUBE_API_BURST),
+        event_record_qps: rate_limit_qps(c.event_record_qps, DEFAULT_EVENT_RECORD_QPS),
+        event_burst: rate_limit_burst(c.event_burst, DEFAULT_EVENT_BURST),
         node_labels: options.node_labels.clone(),
         node_ips: options.node_ips.clone(),
         register_schedulable: options.register_schedulable,
@@ -574,6 +610,14 @@ mod tests {
             (
                 |c| c.max_pods = -1,
                 "maxPods (--max-pods) -1 must not be a negative number",
+            ),
+            (
+                |c| c.event_record_qps = Some(-1),
+                "eventRecordQPS (--event-qps) -1 must not be a negative number",
+            ),
+            (
+                |c| c.event_burst = Some(-2),
+                "eventBurst (--event-burst) -2 must not be a negative number",
             ),
             (
                 |c| c.node_lease_duration_seconds = 0,
@@ -770,5 +814,15 @@ mod tests {
         let node = settings(&c).expect("valid");
         assert!(!node.eviction_defaults_replaced);
         assert_eq!(user_thresholds(&node), 4);
+    }
+
+    #[test]
+    fn rate_limits_default_to_upstreams_and_zero_means_client_gos_default() {
+        assert_eq!(rate_limit_qps(None, DEFAULT_EVENT_RECORD_QPS), 50.0);
+        assert_eq!(rate_limit_qps(Some(0), DEFAULT_EVENT_RECORD_QPS), 5.0);
+        assert_eq!(rate_limit_qps(Some(7), DEFAULT_KUBE_API_QPS), 7.0);
+        assert_eq!(rate_limit_burst(None, DEFAULT_EVENT_BURST), 100);
+        assert_eq!(rate_limit_burst(Some(0), DEFAULT_EVENT_BURST), 10);
+        assert_eq!(rate_limit_burst(Some(3), DEFAULT_KUBE_API_BURST), 3);
     }
 }

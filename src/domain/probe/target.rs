@@ -93,6 +93,18 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, Ta
         .ok_or(TargetError::InvalidPort(number))
 }
 
+/// The address a handler without a host goes to: the sandbox's IP; for a host-network pod
+/// (whose sandbox has none) the node's IP, which upstream gives it as its pod IP, or the
+/// local system where the node's IP is unknown (standalone, where upstream's empty host
+/// dials the local system too).
+pub fn handler_pod_ip(host_network: bool, sandbox_ip: &str, node_ip: &str) -> String {
+    match (sandbox_ip.is_empty(), host_network, node_ip.is_empty()) {
+        (false, _, _) | (true, false, _) => sandbox_ip.to_owned(),
+        (true, true, false) => node_ip.to_owned(),
+        (true, true, true) => "127.0.0.1".to_owned(),
+    }
+}
+
 fn host_or_pod_ip(host: &str, pod_ip: &str) -> Result<String, TargetError> {
     match (host.is_empty(), pod_ip.is_empty()) {
         (false, _) => Ok(host.to_owned()),

@@ -376,3 +376,12 @@ fn targets_resolve_ports_hosts_and_headers_as_upstream() {
     );
     assert_eq!(super::target::join_host_port("fd00::5", 80), "[fd00::5]:80");
 }
+
+#[test]
+fn host_network_pods_are_probed_at_the_nodes_ip() {
+    use crate::domain::probe::target::handler_pod_ip;
+    assert_eq!(handler_pod_ip(false, "10.1.0.2", "192.168.1.7"), "10.1.0.2");
+    assert_eq!(handler_pod_ip(false, "", "192.168.1.7"), "");
+    assert_eq!(handler_pod_ip(true, "", "192.168.1.7"), "192.168.1.7");
+    assert_eq!(handler_pod_ip(true, "", ""), "127.0.0.1");
+}

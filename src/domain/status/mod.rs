@@ -18,7 +18,7 @@ use crate::domain::pod::{qos_class, Container, Pod};
 use crate::domain::units::time::rfc3339_seconds;
 
 mod patch;
-pub use patch::{same_status, stamp_status, status_patch};
+pub use patch::{host_network_pod_ip, same_status, stamp_status, status_patch};
 
 /// Why a container is not running although the kubelet wants it to: set by a sync
 /// that tried and failed, or chose to wait.

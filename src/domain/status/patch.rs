@@ -38,6 +38,17 @@ pub fn stamp_status(
     }
 }
 
+/// A host-network pod's IP is the node's (its sandbox has none), as upstream sets it when
+/// it knows the node's IP.
+pub fn host_network_pod_ip(status: &mut ApiPodStatus, host_network: bool, host_ip: &str) {
+    if host_network && status.pod_ip.is_empty() && !host_ip.is_empty() {
+        host_ip.clone_into(&mut status.pod_ip);
+        status.pod_ips = vec![super::PodIp {
+            ip: host_ip.to_owned(),
+        }];
+    }
+}
+
 /// Conditions in a fixed order: the API keeps the order they were first written in.
 fn normalized(status: &ApiPodStatus) -> ApiPodStatus {
     let mut status = status.clone();
@@ -221,6 +232,19 @@ mod tests {
                 }
             })
         );
+    }
+
+    #[test]
+    fn a_host_network_pod_takes_the_nodes_ip_once_known() {
+        let mut status = ApiPodStatus::default();
+        host_network_pod_ip(&mut status, true, "");
+        assert_eq!(status.pod_ip, "");
+        host_network_pod_ip(&mut status, false, "192.168.1.7");
+        assert_eq!(status.pod_ip, "");
+        host_network_pod_ip(&mut status, true, "192.168.1.7");
+        assert_eq!(status.pod_ip, "192.168.1.7");
+        assert_eq!(status.pod_ips.len(), 1);
+        assert_eq!(status.pod_ips[0].ip, "192.168.1.7");
     }
 
     /// The golden patch body of a pod the node refused: no container status, the pod IP
