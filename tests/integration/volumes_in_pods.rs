@@ -74,7 +74,7 @@ fn workload(image: &str) -> String {
         r#"apiVersion: v1
 kind: ConfigMap
 metadata: {{name: app-config}}
-data: {{greeting: hello, colour: blue}}
+data: {{greeting: hello, colour: blue, 1st: skipped}}
 ---
 apiVersion: v1
 kind: Secret
@@ -113,6 +113,7 @@ spec:
     - {{name: GREETING_TWICE, value: "$(CFG_greeting)-$(CFG_greeting)"}}
     envFrom:
     - {{prefix: CFG_, configMapRef: {{name: app-config}}}}
+    - {{configMapRef: {{name: app-config}}}}
     volumeMounts:
     - {{name: cfg, mountPath: /etc/cfg}}
     - {{name: cfg, mountPath: /etc/pinned/greeting, subPath: greeting}}
@@ -238,6 +239,27 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
     ] {
         assert_eq!(var(name).as_deref(), Some(want), "{name} in:\n{env}");
     }
+    // A key that is no variable name is left out, with upstream's warning on the pod.
+    assert_eq!(var("greeting").as_deref(), Some("hello"), "{env}");
+    assert_eq!(var("CFG_1st").as_deref(), Some("skipped"), "{env}");
+    assert!(!env.lines().any(|l| l.starts_with("1st=")), "{env}");
+    let skipped = "Keys [1st] from the EnvFrom configMap default/app-config were skipped since they are considered invalid environment variable names.";
+    eventually(
+        30,
+        "InvalidEnvironmentVariableNames event of pod workload",
+        || {
+            let events = cluster.get_json(&[
+                "events",
+                "--field-selector",
+                "involvedObject.name=workload,reason=InvalidEnvironmentVariableNames",
+            ])?;
+            events["items"]
+                .as_array()?
+                .iter()
+                .any(|e| e["message"] == skipped && e["type"] == "Warning")
+                .then_some(())
+        },
+    );
     let kubernetes_ip = kubectl_ok(
         &cluster,
         &[

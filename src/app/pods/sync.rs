@@ -496,6 +496,10 @@ async fn carry_out(
         ContainerAction::Start(start) => start,
     };
     debug!(container = %step.name, reason = %step.reason, "starting container");
+    for skipped in &start.skipped_env {
+        ctx.events
+            .pod(target.pod, pod_events::invalid_env_names(skipped));
+    }
     if start.pull_image {
         let result = match pulls.get(&start.config.image) {
             Some(done) => done.clone(),

@@ -31,6 +31,7 @@ pub mod reason {
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
     pub const FAILED_MOUNT: &str = "FailedMount";
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
+    pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
 }
 
 /// An event and the object it is about, as the pod loop hands it to the recorder.
@@ -146,6 +147,15 @@ pub fn failed_create_sandbox(error: &str) -> NodeEvent {
 /// for volume ...`).
 pub fn failed_mount(message: &str) -> NodeEvent {
     warning(reason::FAILED_MOUNT, message.to_owned())
+}
+
+/// `envFrom` keys left out of a container's environment as invalid names (upstream
+/// records it on the pod at each container start).
+pub fn invalid_env_names(skipped: &crate::domain::volumes::env::SkippedKeys) -> NodeEvent {
+    warning(
+        reason::INVALID_ENVIRONMENT_VARIABLE_NAMES,
+        skipped.message(),
+    )
 }
 
 /// A pod refused by admission or evicted: upstream's `rejectPod` and `evictPod` record a

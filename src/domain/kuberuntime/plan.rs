@@ -19,8 +19,8 @@ use crate::domain::kuberuntime::actions::{
 use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, RestartBackoff};
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
-    apply_image, container_config_with, empty_dir_setups, pod_log_dir, sandbox_config, sandbox_dns,
-    ContainerConfig, RequestContext, RequestError, SandboxConfig,
+    apply_image, container_config_and_skipped_env, empty_dir_setups, pod_log_dir, sandbox_config,
+    sandbox_dns, ContainerConfig, RequestContext, RequestError, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ImageInfo, ImageUser, PodRuntimeStatus, SandboxState,
@@ -29,6 +29,7 @@ use crate::domain::pod::{container_hash, format_pod, Container, ImageAction, Pod
 use crate::domain::securitycontext::{self, Rejection, VolumeSetup};
 use crate::domain::status::Waiting;
 use crate::domain::units::duration::GoDuration;
+use crate::domain::volumes::env::SkippedKeys;
 
 /// When to look again at a container held for a reason with no back-off of its own
 /// (a config error, a missing image with pull policy `Never`, an image status error).
@@ -110,6 +111,8 @@ pub struct StartContainer {
     /// Pull `config.image` first.
     pub pull_image: bool,
     pub config: ContainerConfig,
+    /// `envFrom` keys left out of the environment as invalid names (a warning event).
+    pub skipped_env: Vec<SkippedKeys>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,7 +386,7 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
             pod_inputs.facts.pod_ip = sandbox.ip.clone();
         }
     }
-    let config = container_config_with(
+    let config = container_config_and_skipped_env(
         inputs.requests,
         inputs.pod,
         c.container,
@@ -391,18 +394,22 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
         c.backoff.next_step,
         &pod_inputs,
     )
-    .and_then(|mut config| {
+    .and_then(|(mut config, skipped_env)| {
         // A pulled image is inspected after its pull (`complete_after_pull`).
         match facts.filter(|_| !pull_image) {
             Some(facts) => {
                 apply_image(&mut config, inputs.pod, c.container, &facts.id, &facts.user)
-                    .map(|()| config)
+                    .map(|()| (config, skipped_env))
             }
-            None => Ok(config),
+            None => Ok((config, skipped_env)),
         }
     });
     match config {
-        Ok(config) => ContainerAction::Start(Box::new(StartContainer { pull_image, config })),
+        Ok((config, skipped_env)) => ContainerAction::Start(Box::new(StartContainer {
+            pull_image,
+            config,
+            skipped_env,
+        })),
         Err(e) => ContainerAction::Held(config_error(e)),
     }
 }

@@ -511,15 +511,35 @@ pub fn container_config_with(
     backoff_step: u32,
     inputs: &crate::domain::volumes::PodInputs,
 ) -> Result<ContainerConfig, RequestError> {
+    container_config_and_skipped_env(ctx, pod, container, restart_count, backoff_step, inputs)
+        .map(|(config, _)| config)
+}
+
+/// [`container_config_with`], and the `envFrom` keys it skipped as invalid variable names
+/// (upstream's `InvalidEnvironmentVariableNames` event).
+pub fn container_config_and_skipped_env(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+    backoff_step: u32,
+    inputs: &crate::domain::volumes::PodInputs,
+) -> Result<
+    (
+        ContainerConfig,
+        Vec<crate::domain::volumes::env::SkippedKeys>,
+    ),
+    RequestError,
+> {
     let m = &pod.metadata;
-    let envs = crate::domain::volumes::env::resolve_environment(
+    let environment = crate::domain::volumes::env::resolve_environment(
         pod,
         container,
         &inputs.objects,
         &inputs.facts,
         &inputs.service_env,
-    )?
-    .vars;
+    )?;
+    let envs = environment.vars;
     let env_map: BTreeMap<&str, &str> =
         envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all =
@@ -563,7 +583,7 @@ pub fn container_config_with(
     if let Some(ports) = ports_annotation(container) {
         annotations.insert(CONTAINER_PORTS_ANNOTATION.to_string(), ports);
     }
-    Ok(ContainerConfig {
+    let config = ContainerConfig {
         name: container.name.clone(),
         attempt: restart_count,
         image: container.image.clone(),
@@ -590,7 +610,8 @@ pub fn container_config_with(
         stdin: container.stdin,
         tty: container.tty,
         envs,
-    })
+    };
+    Ok((config, environment.skipped))
 }
 
 /// Kubernetes' `$(VAR)` expansion: a defined reference is replaced, an
