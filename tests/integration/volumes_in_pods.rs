@@ -328,6 +328,31 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
         read(&node, "workload", "stat -L -c %a /etc/cfg/greeting").await,
         "640\n"
     );
+
+    // The ConfigMap deleted under the running pod: its volume keeps the last contents
+    // and the failed refresh is the pod's FailedMount event, as upstream's.
+    kubectl_ok(&cluster, &["delete", "configmap", "app-config"]);
+    let gone = "MountVolume.SetUp failed for volume \"cfg\" : configmap \"app-config\" not found";
+    eventually(
+        sync_secs * 3 + 30,
+        "FailedMount event of the running pod",
+        || {
+            let events = cluster.get_json(&[
+                "events",
+                "--field-selector",
+                "involvedObject.name=workload,reason=FailedMount",
+            ])?;
+            events["items"]
+                .as_array()?
+                .iter()
+                .any(|e| e["message"] == gone)
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        read(&node, "workload", "cat /etc/cfg/greeting").await,
+        "bonjour"
+    );
     node.finish();
 }
 

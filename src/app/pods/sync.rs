@@ -209,6 +209,14 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     if let Some(refresh) = ctx.volumes.next_refresh(uid) {
         outcome.retry(refresh);
     }
+    if plan.create_sandbox.is_none() {
+        // A running pod's volume that could not be refreshed keeps its last contents; the
+        // failure is the pod's event, as upstream's reconciler reports it.
+        for f in &failed_mounts {
+            warn!(message = %f.message, "a running pod's volume could not be refreshed");
+            ctx.events.pod(pod, pod_events::failed_mount(&f.message));
+        }
+    }
     if !failed_mounts.is_empty() && plan.create_sandbox.is_some() {
         // No sandbox until every volume is there (upstream's WaitForAttachAndMount).
         let message = failed_mounts
