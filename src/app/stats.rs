@@ -151,27 +151,61 @@ impl StatsProvider {
         }
     }
 
+    /// One sample. The runtime's calls (image filesystem, container stats) are in flight
+    /// while the node's own files are read, so a scrape waits for the slower of the two,
+    /// not their sum.
     async fn sample(&self, now: i64) -> StatsSample {
-        let node = logged(
-            "the root cgroup",
-            self.stats.cgroup(&CgroupName::root()).await,
-        )
-        .flatten();
-        let kubepods = match &self.tree {
-            Some(tree) => logged(
-                "the kubepods cgroup",
-                self.stats.cgroup(&tree.kubepods).await,
+        let from_runtime =
+            async { tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats()) };
+        let pods = self.pods.active_pods();
+        let from_node = async {
+            let node = logged(
+                "the root cgroup",
+                self.stats.cgroup(&CgroupName::root()).await,
             )
-            .flatten()
-            .map(|s| (tree.kubepods.to_driver(self.driver), s)),
-            None => None,
+            .flatten();
+            let kubepods = match &self.tree {
+                Some(tree) => logged(
+                    "the kubepods cgroup",
+                    self.stats.cgroup(&tree.kubepods).await,
+                )
+                .flatten()
+                .map(|s| (tree.kubepods.to_driver(self.driver), s)),
+                None => None,
+            };
+            let node_fs = logged(
+                "the node filesystem",
+                self.stats.filesystem(&self.root_dir).await,
+            )
+            .map(|f| f.stats);
+            let pids = logged("the pids", self.stats.pids().await);
+            let mut pod_cgroups = Vec::with_capacity(pods.len());
+            for pod in &pods {
+                pod_cgroups.push(match &self.tree {
+                    Some(tree) => {
+                        let name = tree.pod(pod).name;
+                        (
+                            Some(name.to_driver(self.driver)),
+                            logged("a pod cgroup", self.stats.cgroup(&name).await).flatten(),
+                            logged("a pod's network", self.stats.network(&name).await)
+                                .unwrap_or_default(),
+                        )
+                    }
+                    None => (None, None, Vec::new()),
+                });
+            }
+            let node_network = logged(
+                "the node's network",
+                self.stats.network(&CgroupName::root()).await,
+            )
+            .unwrap_or_default();
+            (node, kubepods, node_fs, pids, pod_cgroups, node_network)
         };
-        let node_fs = logged(
-            "the node filesystem",
-            self.stats.filesystem(&self.root_dir).await,
-        )
-        .map(|f| f.stats);
-        let image_fs = match logged("the image filesystem", self.runtime.image_fs_info().await)
+        let (
+            (image_fs_info, container_stats),
+            (node, kubepods, node_fs, pids, pod_cgroups, node_network),
+        ) = tokio::join!(from_runtime, from_node);
+        let image_fs = match logged("the image filesystem", image_fs_info)
             .and_then(|fs| fs.into_iter().next())
         {
             Some(usage) => logged(
@@ -189,29 +223,15 @@ impl StatsProvider {
             }),
             None => None,
         };
-        let pids = logged("the pids", self.stats.pids().await);
-        let running =
-            logged("container stats", self.runtime.container_stats().await).unwrap_or_default();
+        let running = logged("container stats", container_stats).unwrap_or_default();
         let mut by_pod: BTreeMap<String, Vec<RuntimeContainerStats>> = BTreeMap::new();
         for c in running {
             by_pod.entry(c.pod_uid.clone()).or_default().push(c);
         }
-        let mut pods = Vec::new();
-        for pod in self.pods.active_pods() {
+        let mut samples = Vec::with_capacity(pods.len());
+        for (pod, (cgroup_path, cgroup, network)) in pods.into_iter().zip(pod_cgroups) {
             let uid = pod.metadata.uid.clone();
             let status = self.pods.status_of(&uid).unwrap_or_default();
-            let (cgroup_path, cgroup, network) = match &self.tree {
-                Some(tree) => {
-                    let name = tree.pod(&pod).name;
-                    (
-                        Some(name.to_driver(self.driver)),
-                        logged("a pod cgroup", self.stats.cgroup(&name).await).flatten(),
-                        logged("a pod's network", self.stats.network(&name).await)
-                            .unwrap_or_default(),
-                    )
-                }
-                None => (None, None, Vec::new()),
-            };
             let measured = by_pod.remove(&uid).unwrap_or_default();
             let mut containers = Vec::new();
             for spec in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
@@ -242,7 +262,7 @@ impl StatsProvider {
                     stats: stats.clone(),
                 });
             }
-            pods.push(PodSample {
+            samples.push(PodSample {
                 name: pod.metadata.name.clone(),
                 namespace: pod.metadata.namespace.clone(),
                 uid,
@@ -261,12 +281,8 @@ impl StatsProvider {
             node_fs,
             image_fs,
             pids,
-            pods,
-            node_network: logged(
-                "the node's network",
-                self.stats.network(&CgroupName::root()).await,
-            )
-            .unwrap_or_default(),
+            pods: samples,
+            node_network,
         }
     }
 }
