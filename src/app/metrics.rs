@@ -126,6 +126,110 @@ pub fn kubelet_metrics() -> &'static KubeletMetrics {
     &METRICS
 }
 
+/// The probes' series (`/metrics/probes`, upstream's prober registry): a counter of
+/// answers by result and a histogram of the time to a successful (or unknown) answer, per
+/// probe worker; a worker's series go with it.
+pub struct ProbeMetrics {
+    registry: Registry,
+    probe_total: Family<Labels, Counter>,
+    probe_duration: HistogramFamily,
+}
+
+/// One probe worker's labels: `probe_type`, `container`, `pod`, `namespace`, `pod_uid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeLabels {
+    pub probe_type: &'static str,
+    pub container: String,
+    /// Upstream's `getPodLabelName` (`domain::pod::metrics_pod_name`).
+    pub pod: String,
+    pub namespace: String,
+    pub pod_uid: String,
+}
+
+/// Upstream's result labels.
+const PROBE_RESULTS: [&str; 3] = ["successful", "failed", "unknown"];
+
+impl ProbeLabels {
+    fn total(&self, result: &str) -> Labels {
+        vec![
+            ("probe_type", self.probe_type.to_owned()),
+            ("result", result.to_owned()),
+            ("container", self.container.clone()),
+            ("pod", self.pod.clone()),
+            ("namespace", self.namespace.clone()),
+            ("pod_uid", self.pod_uid.clone()),
+        ]
+    }
+
+    fn duration(&self) -> Labels {
+        vec![
+            ("probe_type", self.probe_type.to_owned()),
+            ("container", self.container.clone()),
+            ("pod", self.pod.clone()),
+            ("namespace", self.namespace.clone()),
+        ]
+    }
+}
+
+impl ProbeMetrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let probe_total = Family::<Labels, Counter>::default();
+        registry.register(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            probe_total.clone(),
+        );
+        let probe_duration: HistogramFamily = Family::new_with_constructor(def_histogram);
+        registry.register(
+            "prober_probe_duration_seconds",
+            "Duration in seconds for a probe response.",
+            probe_duration.clone(),
+        );
+        ProbeMetrics {
+            registry,
+            probe_total,
+            probe_duration,
+        }
+    }
+
+    /// One answer: `result` is `successful`, `failed` or `unknown`; the time is kept for
+    /// the first and the last, as upstream.
+    pub fn answered(&self, labels: &ProbeLabels, result: &str, took: Duration) {
+        self.probe_total.get_or_create(&labels.total(result)).inc();
+        if result != "failed" {
+            self.probe_duration
+                .get_or_create(&labels.duration())
+                .observe(took.as_secs_f64());
+        }
+    }
+
+    /// The worker stopped: its series go.
+    pub fn forget(&self, labels: &ProbeLabels) {
+        for result in PROBE_RESULTS {
+            self.probe_total.remove(&labels.total(result));
+        }
+        self.probe_duration.remove(&labels.duration());
+    }
+
+    /// The text of `/metrics/probes`.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if encode_registry(&mut text, &self.registry).is_err() {
+            return String::new();
+        }
+        let _ = encode_eof(&mut text);
+        text
+    }
+}
+
+static PROBE_METRICS: LazyLock<ProbeMetrics> = LazyLock::new(ProbeMetrics::new);
+
+/// The process-wide probe metrics.
+pub fn probe_metrics() -> &'static ProbeMetrics {
+    &PROBE_METRICS
+}
+
 /// What `/metrics` adds at scrape time to the recorded series.
 pub struct ScrapeState<'a> {
     pub node_name: &'a str,

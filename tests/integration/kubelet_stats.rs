@@ -1,4 +1,4 @@
-//! `/stats/summary`, `/metrics`, `/metrics/cadvisor` and `/metrics/resource` of the
+//! `/stats/summary`, `/metrics`, `/metrics/cadvisor`, `/metrics/resource` and `/metrics/probes` of the
 //! kubelet API, reached through a real private control plane (kube-apiserver v1.26.1's
 //! node proxy, as `kubectl get --raw` and a Prometheus scraping through the API server
 //! reach them) on a node of a private containerd: the summary's working sets against
@@ -158,6 +158,12 @@ async fn summary_and_metrics_through_the_api_server() {
         "filler.yaml",
         &pod("filler", "", &[], &[container("f", &busybox, FILLER)]),
     );
+    // A container with a readiness probe, for /metrics/probes.
+    let probed = format!(
+        "{}    readinessProbe:\n      exec:\n        command: [\"true\"]\n      periodSeconds: 1\n",
+        container("p", &busybox, "sleep 3600")
+    );
+    node.write("prober.yaml", &pod("prober", "", &[], &[probed]));
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);
     let ca = cluster.ca_cert();
     node.kubelet_with(&[
@@ -289,6 +295,7 @@ async fn summary_and_metrics_through_the_api_server() {
         ("metrics", "/metrics"),
         ("cadvisor", "/metrics/cadvisor"),
         ("resource", "/metrics/resource"),
+        ("probes", "/metrics/probes"),
     ] {
         let out = proxy(&cluster, path);
         assert!(
@@ -376,6 +383,35 @@ async fn summary_and_metrics_through_the_api_server() {
         let s = samples(kubelet, family, kind);
         assert!(s[0][2].as_f64() > Some(0.0), "{family}: {s:?}");
     }
+
+    let probes = file(3);
+    let prober = format!("prober-{NODE}");
+    let answers = samples(probes, "prober_probe", "counter");
+    assert!(
+        find(
+            answers,
+            "prober_probe_total",
+            &[
+                ("probe_type", "Readiness"),
+                ("result", "successful"),
+                ("container", "p"),
+                ("pod", &prober),
+                ("namespace", "default"),
+            ]
+        )
+        .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{answers:?}"
+    );
+    let took = samples(probes, "prober_probe_duration_seconds", "histogram");
+    assert!(
+        find(
+            took,
+            "prober_probe_duration_seconds_count",
+            &[("probe_type", "Readiness"), ("pod", &prober)]
+        )
+        .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{took:?}"
+    );
 
     let cadvisor = file(1);
     let container_labels = [

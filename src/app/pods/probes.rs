@@ -18,14 +18,15 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::sync::SyncContext;
+use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
 use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
-    self as decide, grace_after_pre_stop, hook_failed_event, killing_event, post_start_kill,
-    probe_kill, started_and_ready, ContainerKill, HandlerOutcome, HandlerTarget, PodView,
-    ProbeEvent, ProbeKind, ProbeWorker, Tick,
+    self as decide, first_probe_delay, grace_after_pre_stop, hook_failed_event, killing_event,
+    metrics_pod_name, post_start_kill, probe_kill, started_and_ready, ContainerKill,
+    HandlerOutcome, HandlerTarget, PodView, ProbeEvent, ProbeKind, ProbeWorker, Tick,
 };
 use crate::domain::status::ApiPodStatus;
 use crate::ports::error::Chain;
@@ -261,9 +262,22 @@ struct Slot {
     next_run: Instant,
     /// A handler is running; the slot is not due until it answers.
     running: bool,
-    /// Answers counted as upstream's `prober_probe_total` counts them (an error is not).
-    successful: u64,
-    failed: u64,
+}
+
+/// The labels of a probe worker's series in `/metrics/probes`.
+fn probe_labels(pod: &Pod, container: &str, kind: ProbeKind) -> ProbeLabels {
+    ProbeLabels {
+        probe_type: kind.name(),
+        container: container.to_owned(),
+        pod: metrics_pod_name(pod),
+        namespace: pod.metadata.namespace.clone(),
+        pod_uid: pod.metadata.uid.clone(),
+    }
+}
+
+/// A worker that stops takes its series with it, as upstream's.
+fn forget_series(pod: &Pod, slot: &Slot) {
+    probe_metrics().forget(&probe_labels(pod, &slot.container, slot.worker.kind()));
 }
 
 /// What the manager knows of one pod.
@@ -311,6 +325,8 @@ struct Run {
     container_id: String,
     target: Result<HandlerTarget, String>,
     timeout: Duration,
+    /// When the probe began, for `prober_probe_duration_seconds`.
+    began: std::time::Instant,
 }
 
 /// Every probe of every pod; see the module documentation.
@@ -320,6 +336,9 @@ pub struct ProbeManager {
     exec_permits: Arc<Semaphore>,
     pods: Mutex<HashMap<String, PodProbes>>,
     wake: Notify,
+    /// When the manager started: probes first seen within a period of it are spread over
+    /// their period (`first_probe_delay`).
+    started: Instant,
 }
 
 impl ProbeManager {
@@ -330,6 +349,7 @@ impl ProbeManager {
             exec_permits: Arc::new(Semaphore::new(MAX_PARALLEL_EXEC)),
             pods: Mutex::new(HashMap::new()),
             wake: Notify::new(),
+            started: Instant::now(),
         })
     }
 
@@ -348,7 +368,9 @@ impl ProbeManager {
             .collect();
         let mut pods = lock(&self.pods);
         if wanted.is_empty() {
-            pods.remove(&pod.metadata.uid);
+            if let Some(gone) = pods.remove(&pod.metadata.uid) {
+                gone.slots.iter().for_each(|s| forget_series(&gone.pod, s));
+            }
             return;
         }
         let entry = pods
@@ -360,10 +382,15 @@ impl ProbeManager {
                 slots: Vec::new(),
             });
         let now = Instant::now();
+        let known = entry.pod.clone();
         entry.slots.retain(|s| {
-            wanted.iter().any(|(c, k, p)| {
+            let keep = wanted.iter().any(|(c, k, p)| {
                 *c == s.container && *k == s.worker.kind() && *p == s.worker.probe()
-            })
+            });
+            if !keep {
+                forget_series(&known, s);
+            }
+            keep
         });
         for (container, kind, probe) in wanted {
             let exists = entry
@@ -371,13 +398,17 @@ impl ProbeManager {
                 .iter()
                 .any(|s| s.container == container && s.worker.kind() == kind);
             if !exists {
+                let worker = ProbeWorker::new(kind, probe.clone());
+                let delay = first_probe_delay(
+                    self.started.elapsed(),
+                    worker.period(),
+                    &(pod.metadata.uid.as_str(), container.as_str(), kind.name()),
+                );
                 entry.slots.push(Slot {
                     container,
-                    worker: ProbeWorker::new(kind, probe.clone()),
-                    next_run: now,
+                    worker,
+                    next_run: now + delay,
                     running: false,
-                    successful: 0,
-                    failed: 0,
                 });
             }
         }
@@ -399,7 +430,9 @@ impl ProbeManager {
 
     /// The pod is going away: its probes stop (upstream stops liveness at deletion).
     pub(super) fn forget(&self, uid: &str) {
-        lock(&self.pods).remove(uid);
+        if let Some(gone) = lock(&self.pods).remove(uid) {
+            gone.slots.iter().for_each(|s| forget_series(&gone.pod, s));
+        }
     }
 
     /// Writes `started`, `ready` and the conditions the probes give into `status`.
@@ -426,35 +459,6 @@ impl ProbeManager {
             })
             .collect();
         decide::apply_to_status(pod, status, &states);
-    }
-
-    /// Upstream's `prober_probe_total` counter in the Prometheus text format, one series
-    /// per probe and result, for `/metrics/probes`.
-    pub fn metrics_text(&self) -> String {
-        let mut out = String::from(
-            "# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n",
-        );
-        let pods = lock(&self.pods);
-        let mut lines = Vec::new();
-        for (uid, entry) in pods.iter() {
-            let meta = &entry.pod.metadata;
-            for slot in &entry.slots {
-                for (result, count) in [("failed", slot.failed), ("successful", slot.successful)] {
-                    lines.push(format!(
-                        "prober_probe_total{{container={:?},namespace={:?},pod={:?},pod_uid={:?},probe_type={:?},result={:?}}} {count}\n",
-                        slot.container,
-                        meta.namespace,
-                        meta.name,
-                        uid,
-                        slot.worker.kind().to_string(),
-                        result
-                    ));
-                }
-            }
-        }
-        lines.sort();
-        out.extend(lines);
-        out
     }
 
     /// Ticks every due slot; returns the handlers to run and when to look next.
@@ -508,6 +512,7 @@ impl ProbeManager {
                                 container_id: slot.worker.container_id().to_owned(),
                                 target,
                                 timeout: slot.worker.timeout(),
+                                began: std::time::Instant::now(),
                             });
                             slot.running = true;
                         }
@@ -524,7 +529,8 @@ impl ProbeManager {
                 }
             }
             for i in stopped.into_iter().rev() {
-                entry.slots.remove(i);
+                let slot = entry.slots.remove(i);
+                forget_series(&entry.pod, &slot);
             }
         }
         (runs, next)
@@ -545,10 +551,18 @@ impl ProbeManager {
                 return;
             };
             slot.running = false;
-            match outcome {
-                HandlerOutcome::Success(_) | HandlerOutcome::Warning(_) => slot.successful += 1,
-                HandlerOutcome::Failure(_) => slot.failed += 1,
-                HandlerOutcome::Error(_) => {}
+            // An error is thrown away, as upstream's (no result, no series).
+            let result = match outcome {
+                HandlerOutcome::Success(_) | HandlerOutcome::Warning(_) => Some("successful"),
+                HandlerOutcome::Failure(_) => Some("failed"),
+                HandlerOutcome::Error(_) => None,
+            };
+            if let Some(result) = result {
+                probe_metrics().answered(
+                    &probe_labels(&entry.pod, &run.container, run.kind),
+                    result,
+                    run.began.elapsed(),
+                );
             }
             let recorded = slot.worker.record(&run.container_id, &outcome);
             if let Some(event) = &recorded.event {

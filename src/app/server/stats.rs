@@ -1,8 +1,9 @@
 //! `/stats/summary`, `/metrics`, `/metrics/cadvisor` and `/metrics/resource` of the
-//! kubelet API, served from the stats provider's cached sample.
+//! kubelet API, served from the stats provider's cached sample, and `/metrics/probes`.
 
 use crate::app::metrics::{
-    encode_cadvisor, encode_kubelet_metrics, encode_resource, ScrapeState, OPENMETRICS,
+    encode_cadvisor, encode_kubelet_metrics, encode_resource, probe_metrics, ScrapeState,
+    OPENMETRICS,
 };
 use crate::app::stats::StatsProvider;
 use crate::ports::error::Chain;
@@ -16,6 +17,7 @@ pub fn is_stats_path(path: &str) -> bool {
             | "/metrics"
             | "/metrics/cadvisor"
             | "/metrics/resource"
+            | "/metrics/probes"
     )
 }
 
@@ -50,6 +52,7 @@ pub async fn answer(provider: &StatsProvider, path: &str) -> (&'static str, Vec<
                 encode_cadvisor(&snapshot.sample, provider.driver).into_bytes(),
             )
         }
+        "/metrics/probes" => (OPENMETRICS, probe_metrics().encode().into_bytes()),
         "/metrics/resource" => {
             let snapshot = provider.latest().await;
             (OPENMETRICS, encode_resource(&snapshot.sample).into_bytes())

@@ -73,6 +73,9 @@ pub struct ObjectMeta {
     pub name: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// The prefix the API server made `name` from, when it made it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub generate_name: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]

@@ -59,14 +59,58 @@ impl ProbeKind {
     }
 }
 
-impl fmt::Display for ProbeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl ProbeKind {
+    /// Upstream's `probeType.String()`, in logs and the `probe_type` label.
+    pub fn name(self) -> &'static str {
+        match self {
             ProbeKind::Liveness => "Liveness",
             ProbeKind::Readiness => "Readiness",
             ProbeKind::Startup => "Startup",
-        })
+        }
     }
+}
+
+impl fmt::Display for ProbeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Upstream's start-up spread: a probe first seen within one period of the kubelet's start
+/// (a restarted kubelet finds every container at once) waits part of its period first, so
+/// the probes of many pods do not all run together. `key` (the pod, container and kind)
+/// picks the part through a hash, so the spread needs no random source and a test can
+/// predict it.
+pub fn first_probe_delay(
+    kubelet_age: std::time::Duration,
+    period: std::time::Duration,
+    key: &impl std::hash::Hash,
+) -> std::time::Duration {
+    use std::hash::Hasher;
+    if kubelet_age >= period {
+        return std::time::Duration::ZERO;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    let thousandths = u32::try_from(hasher.finish() % 1000).unwrap_or(0);
+    period * thousandths / 1000
+}
+
+/// The `pod` label of the probe metrics (upstream's `getPodLabelName`): a generated name
+/// loses its random suffix and a Deployment's `pod-template-hash`, so the series of a
+/// workload's pods share one name.
+pub fn metrics_pod_name(pod: &crate::domain::pod::Pod) -> String {
+    let name = &pod.metadata.name;
+    if pod.metadata.generate_name.is_empty() {
+        return name.clone();
+    }
+    let mut parts: Vec<&str> = name.split('-').collect();
+    parts.pop();
+    let mut base = parts.join("-");
+    if let Some(hash) = pod.metadata.labels.get("pod-template-hash") {
+        base = base.replace(&format!("-{hash}"), "");
+    }
+    base
 }
 
 /// A probe's settled result (upstream's `results.Result`).

@@ -385,3 +385,43 @@ fn host_network_pods_are_probed_at_the_nodes_ip() {
     assert_eq!(handler_pod_ip(true, "", "192.168.1.7"), "192.168.1.7");
     assert_eq!(handler_pod_ip(true, "", ""), "127.0.0.1");
 }
+
+#[test]
+fn metrics_name_a_workloads_pods_by_their_workload() {
+    use crate::domain::pod::Pod;
+    use crate::domain::probe::metrics_pod_name;
+    let mut pod = Pod::default();
+    pod.metadata.name = "web".into();
+    assert_eq!(metrics_pod_name(&pod), "web");
+    pod.metadata.name = "web-7d9f8c6b5-x2x4q".into();
+    pod.metadata.generate_name = "web-7d9f8c6b5-".into();
+    pod.metadata
+        .labels
+        .insert("pod-template-hash".into(), "7d9f8c6b5".into());
+    assert_eq!(metrics_pod_name(&pod), "web");
+    pod.metadata.labels.clear();
+    assert_eq!(metrics_pod_name(&pod), "web-7d9f8c6b5");
+}
+
+#[test]
+fn probes_seen_soon_after_start_are_spread_over_their_period() {
+    use crate::domain::probe::first_probe_delay;
+    use std::time::Duration;
+    let period = Duration::from_secs(10);
+    let delays: Vec<Duration> = (0..50)
+        .map(|i| first_probe_delay(Duration::from_secs(1), period, &("uid", format!("c{i}"))))
+        .collect();
+    assert!(delays.iter().all(|d| *d < period));
+    let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
+    assert!(distinct.len() > 25, "{delays:?}");
+    assert_eq!(
+        first_probe_delay(Duration::from_secs(1), period, &("uid", "c1")),
+        first_probe_delay(Duration::from_secs(1), period, &("uid", "c1")),
+        "the same probe always gets the same part"
+    );
+    assert_eq!(
+        first_probe_delay(period, period, &("uid", "c1")),
+        Duration::ZERO,
+        "a kubelet running for a period probes at once"
+    );
+}

@@ -159,21 +159,28 @@ async fn readiness_follows_the_probe_into_ready_and_the_conditions() {
     w.runtime.set_exec_exit_code("ready", 1);
     assert!(poked(&poke).await);
     assert!(!status_now(&runtime).container_statuses[0].ready);
-    let metrics = manager.metrics_text();
+    let metrics = crate::app::metrics::probe_metrics().encode();
     let count = |result: &str| -> u64 {
-        let prefix = format!(
-            "prober_probe_total{{container=\"app\",namespace=\"default\",pod=\"web-ready\",pod_uid=\"ready\",probe_type=\"Readiness\",result=\"{result}\"}} "
+        let labels = format!(
+            "prober_probe_total{{probe_type=\"Readiness\",result=\"{result}\",container=\"app\",pod=\"web-ready\",namespace=\"default\",pod_uid=\"ready\"}} "
         );
         metrics
             .lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .find_map(|l| l.strip_prefix(labels.as_str()))
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no {result} series in {metrics}"))
     };
+    assert!(metrics.contains(
+        "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"app\",pod=\"web-ready\",namespace=\"default\"}"
+    ), "{metrics}");
     assert!(
         count("failed") >= 2 && count("successful") >= 1,
         "{metrics}"
     );
+    // The pod goes: its series go with its probes.
+    manager.forget("ready");
+    let metrics = crate::app::metrics::probe_metrics().encode();
+    assert!(!metrics.contains("pod_uid=\"ready\""), "{metrics}");
 }
 
 #[tokio::test(start_paused = true)]
