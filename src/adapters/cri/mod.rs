@@ -23,7 +23,7 @@ use crate::domain::kuberuntime::requests::{
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
-    ContainerStatus, ExecResult, ImageInfo, RuntimeVersion, SandboxEntry, SandboxFilter,
+    ContainerStatus, ExecResult, ImageInfo, KillSpec, RuntimeVersion, SandboxEntry, SandboxFilter,
     SandboxState, SandboxStatus,
 };
 use crate::ports::runtime::{
@@ -489,6 +489,7 @@ fn container_status_from_wire(s: proto::ContainerStatus) -> ContainerStatus {
     ContainerStatus {
         hash: spec_hash(&s.annotations),
         backoff_step: backoff_step(&s.annotations),
+        kill_spec: KillSpec::from_annotations(|k| s.annotations.get(k).map(String::as_str)),
         id: s.id,
         name,
         attempt,
@@ -730,6 +731,8 @@ impl RuntimeService for CriRuntime {
                 status.image_ref = k.image_ref;
                 status.hash = spec_hash(&k.annotations);
                 status.backoff_step = backoff_step(&k.annotations);
+                status.kill_spec =
+                    KillSpec::from_annotations(|a| k.annotations.get(a).map(String::as_str));
                 status.created_at_nanos = k.created_at;
                 ContainerEntry {
                     status,

@@ -342,6 +342,9 @@ impl RuntimeService for FakeRuntime {
             .annotations
             .get(labels::CONTAINER_BACKOFF_STEP_ANNOTATION)
             .and_then(|n| n.parse().ok());
+        status.kill_spec = crate::domain::kuberuntime::runtime::KillSpec::from_annotations(|k| {
+            config.annotations.get(k).map(String::as_str)
+        });
         s.containers.insert(
             id.clone(),
             ContainerEntry {

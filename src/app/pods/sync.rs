@@ -842,9 +842,20 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             return false;
         }
     };
-    let grace = pod.map_or(DEFAULT_GRACE_SECS, Pod::termination_grace_period);
-    info!(grace_period_secs = grace, "terminating pod");
-    stop_pod(ctx, pod, &view.status, grace).await;
+    // A pod whose spec is gone (deleted while rkubelet was down) stops with what its
+    // containers recorded: its grace period and their preStop hooks, as upstream's.
+    let restored = pod
+        .is_none()
+        .then(|| view.status.restored_pod())
+        .filter(|p| !p.metadata.name.is_empty());
+    let stopping = pod.or(restored.as_ref());
+    let grace = stopping.map_or(DEFAULT_GRACE_SECS, Pod::termination_grace_period);
+    info!(
+        grace_period_secs = grace,
+        restored = restored.is_some(),
+        "terminating pod"
+    );
+    stop_pod(ctx, stopping, &view.status, grace).await;
     let mut clean = true;
     for c in &view.status.containers {
         let mut removed = ctx.runtime.remove_container(&c.id).await;

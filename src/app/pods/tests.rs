@@ -309,6 +309,39 @@ async fn termination_stops_with_the_grace_period_then_removes_everything() {
     assert!(sandboxes.is_empty());
 }
 
+/// A pod whose spec is gone (deleted while rkubelet was down) still runs its preStop
+/// hook and stops with its own grace period: both come back from the container's
+/// annotations, as upstream's `restoreSpecsFromContainerLabels`.
+#[tokio::test]
+async fn a_pod_without_its_spec_stops_with_the_hook_and_grace_its_containers_recorded() {
+    use crate::domain::pod::probe::{ExecAction, Lifecycle, LifecycleHandler};
+    let w = world();
+    let mut p = pod("u7", RestartPolicy::Always, IMAGE);
+    p.spec.termination_grace_period_seconds = Some(7);
+    p.spec.containers[0].lifecycle = Some(Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: vec!["sh".into(), "-c".into(), "echo bye".into()],
+            }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
+    });
+    sync_pod(&w.ctx, &p).await;
+    assert!(terminate_pod(&w.ctx, "u7", None).await);
+    let journal = w.runtime.journal();
+    let hook = journal
+        .iter()
+        .position(|c| c.starts_with("ExecSync") && c.ends_with("echo bye"));
+    let stop = journal
+        .iter()
+        .position(|c| c.starts_with("StopContainer") && c.ends_with(" 7"));
+    assert!(
+        hook.is_some() && stop.is_some() && hook < stop,
+        "{journal:?}"
+    );
+}
+
 /// A source fed by the test.
 struct ChannelSource(mpsc::Receiver<PodSetUpdate>);
 

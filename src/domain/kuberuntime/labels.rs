@@ -17,6 +17,9 @@ pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
 pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
 pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
+/// The container's `preStop` handler as JSON, so it runs even when the pod's spec is gone
+/// (a pod deleted while the kubelet was down).
+pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
 /// rkubelet's own: the instance's crash-loop back-off step (quick failures before it in
 /// the current streak), so the back-off is derived from the runtime's record rather
 /// than kept in memory (see `backoff`). Read back by the CRI adapter.

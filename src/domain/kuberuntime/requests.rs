@@ -583,6 +583,15 @@ pub fn container_config_and_skipped_env(
     if let Some(ports) = ports_annotation(container) {
         annotations.insert(CONTAINER_PORTS_ANNOTATION.to_string(), ports);
     }
+    if let Some(pre_stop) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+    {
+        if let Ok(json) = serde_json::to_string(pre_stop) {
+            annotations.insert(CONTAINER_PRE_STOP_HANDLER_ANNOTATION.to_string(), json);
+        }
+    }
     let config = ContainerConfig {
         name: container.name.clone(),
         attempt: restart_count,

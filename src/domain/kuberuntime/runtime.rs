@@ -65,6 +65,48 @@ pub struct ContainerStatus {
     /// annotation); `None` when it carries none (see `backoff`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff_step: Option<u32>,
+    /// What the kubelet wrote on the instance to stop it without the pod's spec.
+    #[serde(default, skip_serializing_if = "KillSpec::is_empty")]
+    pub kill_spec: KillSpec,
+}
+
+/// What the kubelet writes on a container (annotations) to stop it when the pod's spec is
+/// gone, as upstream's `restoreSpecsFromContainerLabels` reads it back: the pod's grace
+/// period, the container's ports (for a hook's named port) and its `preStop` handler.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KillSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_secs: Option<i64>,
+    /// `io.kubernetes.container.ports`, JSON.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ports_json: String,
+    /// `io.kubernetes.container.preStopHandler`, JSON.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pre_stop_json: String,
+}
+
+impl KillSpec {
+    pub fn is_empty(&self) -> bool {
+        *self == KillSpec::default()
+    }
+
+    /// From a container's annotations.
+    pub fn from_annotations<'a>(annotation: impl Fn(&str) -> Option<&'a str>) -> KillSpec {
+        use super::labels::{
+            CONTAINER_PORTS_ANNOTATION, CONTAINER_PRE_STOP_HANDLER_ANNOTATION,
+            POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
+        };
+        KillSpec {
+            grace_period_secs: annotation(POD_TERMINATION_GRACE_PERIOD_ANNOTATION)
+                .and_then(|g| g.parse().ok()),
+            ports_json: annotation(CONTAINER_PORTS_ANNOTATION)
+                .unwrap_or_default()
+                .to_owned(),
+            pre_stop_json: annotation(CONTAINER_PRE_STOP_HANDLER_ANNOTATION)
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }
 }
 
 impl ContainerStatus {
@@ -86,7 +128,45 @@ impl ContainerStatus {
             started_at_nanos: 0,
             finished_at_nanos: 0,
             backoff_step: None,
+            kill_spec: KillSpec::default(),
         }
+    }
+}
+
+impl PodRuntimeStatus {
+    /// The pod as far as its containers' kill specs tell it, to stop it when its spec is
+    /// gone (upstream's `restoreSpecsFromContainerLabels`): name, namespace, uid, the
+    /// grace period, and per container its ports and `preStop` handler. What cannot be
+    /// read back is left out: the stop then goes on without it.
+    pub fn restored_pod(&self) -> crate::domain::pod::Pod {
+        use crate::domain::pod::probe::{Lifecycle, LifecycleHandler};
+        use crate::domain::pod::{Container, ContainerPort, Pod};
+        let mut pod = Pod::default();
+        pod.metadata.name.clone_from(&self.name);
+        pod.metadata.namespace.clone_from(&self.namespace);
+        pod.metadata.uid.clone_from(&self.uid);
+        pod.spec.termination_grace_period_seconds = self
+            .containers
+            .iter()
+            .find_map(|c| c.kill_spec.grace_period_secs);
+        for status in &self.containers {
+            if pod.spec.containers.iter().any(|c| c.name == status.name) {
+                continue;
+            }
+            let spec = &status.kill_spec;
+            let pre_stop: Option<LifecycleHandler> = serde_json::from_str(&spec.pre_stop_json).ok();
+            pod.spec.containers.push(Container {
+                name: status.name.clone(),
+                ports: serde_json::from_str::<Vec<ContainerPort>>(&spec.ports_json)
+                    .unwrap_or_default(),
+                lifecycle: pre_stop.map(|h| Lifecycle {
+                    pre_stop: Some(h),
+                    ..Lifecycle::default()
+                }),
+                ..Container::default()
+            });
+        }
+        pod
     }
 }
 
