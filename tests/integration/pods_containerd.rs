@@ -463,6 +463,36 @@ async fn restart_adopts_running_pods() {
     node.finish();
 }
 
+/// A pod removed while rkubelet was down: the restarted kubelet finds it in the runtime
+/// without a spec and still runs its preStop hook (read back from the container's
+/// annotations) before stopping it.
+#[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
+async fn a_pod_removed_while_down_still_runs_its_pre_stop_hook() {
+    let mut node = Node::start("orphanhook");
+    let out = tempfile::tempdir().expect("hook dir");
+    let spec = format!(
+        "  volumes:\n  - name: out\n    hostPath:\n      path: {}\n",
+        out.path().display()
+    );
+    let hooked = format!(
+        "{}    volumeMounts:\n    - name: out\n      mountPath: /out\n    lifecycle:\n      preStop:\n        exec:\n          command: [\"sh\", \"-c\", \"echo stopped > /out/pre-stop\"]\n",
+        container("main", &node.busybox, "sleep 3600")
+    );
+    node.write("hooked.yaml", &pod("hooked", &spec, &[], &[hooked]));
+    node.kubelet();
+    node.wait_running("hooked-n1", "main", 60).await;
+    node.kill9();
+    node.remove("hooked.yaml");
+    node.kubelet();
+    eventually!(60, "the orphan's sandbox gone", {
+        node.sandboxes("hooked-n1").await.is_empty().then_some(())
+    });
+    let written = std::fs::read_to_string(out.path().join("pre-stop")).unwrap_or_default();
+    assert_eq!(written, "stopped\n", "the preStop hook's file");
+    node.finish();
+}
+
 /// Scenario 7: broken manifests are reported by name and reason; a good one still runs.
 #[tokio::test]
 #[ignore = "needs root and containerd: run by scripts/test.sh"]
