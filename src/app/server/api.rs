@@ -546,6 +546,10 @@ pub async fn serve_api(
             () = shutdown_requested(&mut shutdown) => break Ok(()),
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Small answers and stream frames go out at once, as Go's servers send
+                    // them: without it, a response written in two parts waits for the
+                    // peer's delayed ACK (40 ms).
+                    let _ = stream.set_nodelay(true);
                     let api = Arc::clone(&api);
                     let shutdown = shutdown.clone();
                     let acceptor = acceptor.clone();

@@ -220,6 +220,8 @@ pub async fn serve_health(
             () = shutdown_requested(&mut shutdown) => break Ok(()),
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    // As Go's servers: answers go out without waiting for delayed ACKs.
+                    let _ = stream.set_nodelay(true);
                     connections.spawn(serve_connection(
                         stream,
                         endpoints.clone(),
