@@ -20,6 +20,9 @@ use rkubelet::domain::config::flags::{
 };
 use rkubelet::domain::config::layers::{file_layer, FileRole};
 use rkubelet::domain::config::{resolve, ConfigInputs, FileInput, NodeFacts};
+use rkubelet::domain::kubelet_api::auth::{anonymous_user, forbidden_message, request_attributes};
+use rkubelet::domain::kubelet_api::logs::{decode_segment, parse_log_options, query_pairs};
+use rkubelet::domain::kubelet_api::routes::{route, run_command, Port};
 use rkubelet::domain::kuberuntime::image_reference::parse_normalized;
 use rkubelet::domain::node::machine::MachineInfo;
 use rkubelet::domain::pod::static_pod::{decode_static_pods, PodSourceKind};
@@ -65,6 +68,12 @@ pub fn targets() -> Vec<Target> {
             seeds: VALUE_SEEDS,
             dictionary: VALUE_TOKENS,
             check: check_values,
+        },
+        Target {
+            name: "kubelet API request targets (10250 paths and queries)",
+            seeds: REQUEST_SEEDS,
+            dictionary: REQUEST_TOKENS,
+            check: check_request_target,
         },
     ]
 }
@@ -178,6 +187,35 @@ fn check_values(input: &[u8]) -> Result<(), String> {
             let spec = &FLAGS[usize::from(which / 8) % FLAGS.len()];
             flag_value(spec, text).map(drop).or_else(|e| said(&e))
         }
+    }
+}
+
+/// A request target on the kubelet API (`path?query`): routed on every port, authorized,
+/// its segments decoded (never to a slash: an encoded slash names no pod, container or
+/// file) and its log options parsed, with upstream's 400s for what they refuse.
+fn check_request_target(input: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(input);
+    let (path, query) = text.split_once('?').unwrap_or((text.as_ref(), ""));
+    for port in [
+        Port::Secure { debugging: true },
+        Port::Secure { debugging: false },
+        Port::ReadOnly,
+    ] {
+        let _ = route(path, port);
+    }
+    let attributes = request_attributes(anonymous_user(), "GET", path, "n1");
+    nonempty(&forbidden_message(&attributes))?;
+    for segment in path.split('/') {
+        if decode_segment(segment).is_some_and(|s| s.contains('/')) {
+            return Err(format!("segment {segment:?} decoded to a slash"));
+        }
+    }
+    let _ = query_pairs(query);
+    let _ = run_command(query);
+    match parse_log_options(query, 1_700_000_000_000_000_000) {
+        Ok(_) => Ok(()),
+        Err(e) if (400..500).contains(&e.status) => nonempty(&e.message),
+        Err(e) => Err(format!("a refused query answered {}: {}", e.status, e.message)),
     }
 }
 
@@ -584,4 +622,25 @@ const VALUE_TOKENS: &[&str] = &[
     " ",
     "é",
     "\u{0}",
+];
+
+const REQUEST_SEEDS: &[&str] = &[
+    "/containerLogs/default/web/app?tailLines=10&timestamps=true",
+    "/containerLogs/ns/pod/c?sinceTime=2024-01-01T00:00:00Z&limitBytes=100&previous=true&follow=true",
+    "/containerLogs/ns/pod/c?sinceSeconds=30",
+    "/exec/default/web/app?command=ls&command=-l&output=1&error=1",
+    "/attach/default/web/app?output=1",
+    "/portForward/default/web?port=80",
+    "/run/default/web/app?cmd=ls%20-l",
+    "/stats/summary",
+    "/metrics/cadvisor",
+    "/pods",
+    "/logs/",
+];
+
+const REQUEST_TOKENS: &[&str] = &[
+    "%2F", "%2f", "%2e%2e", "..", "/", "//", "?", "&", "=", "%", "%zz", "+", "%00",
+    "tailLines=", "limitBytes=", "sinceSeconds=", "sinceTime=", "previous=", "follow=",
+    "timestamps=", "-1", "0", "99999999999999999999", "9223372036854775807", "true", "maybe",
+    "/containerLogs/", "/exec/", "/portForward/", "/metrics", "/stats/", "/debug/pprof/",
 ];
