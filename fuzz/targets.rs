@@ -215,7 +215,10 @@ fn check_request_target(input: &[u8]) -> Result<(), String> {
     match parse_log_options(query, 1_700_000_000_000_000_000) {
         Ok(_) => Ok(()),
         Err(e) if (400..500).contains(&e.status) => nonempty(&e.message),
-        Err(e) => Err(format!("a refused query answered {}: {}", e.status, e.message)),
+        Err(e) => Err(format!(
+            "a refused query answered {}: {}",
+            e.status, e.message
+        )),
     }
 }
 
@@ -639,8 +642,36 @@ const REQUEST_SEEDS: &[&str] = &[
 ];
 
 const REQUEST_TOKENS: &[&str] = &[
-    "%2F", "%2f", "%2e%2e", "..", "/", "//", "?", "&", "=", "%", "%zz", "+", "%00",
-    "tailLines=", "limitBytes=", "sinceSeconds=", "sinceTime=", "previous=", "follow=",
-    "timestamps=", "-1", "0", "99999999999999999999", "9223372036854775807", "true", "maybe",
-    "/containerLogs/", "/exec/", "/portForward/", "/metrics", "/stats/", "/debug/pprof/",
+    "%2F",
+    "%2f",
+    "%2e%2e",
+    "..",
+    "/",
+    "//",
+    "?",
+    "&",
+    "=",
+    "%",
+    "%zz",
+    "+",
+    "%00",
+    "tailLines=",
+    "limitBytes=",
+    "sinceSeconds=",
+    "sinceTime=",
+    "previous=",
+    "follow=",
+    "timestamps=",
+    "-1",
+    "0",
+    "99999999999999999999",
+    "9223372036854775807",
+    "true",
+    "maybe",
+    "/containerLogs/",
+    "/exec/",
+    "/portForward/",
+    "/metrics",
+    "/stats/",
+    "/debug/pprof/",
 ];

@@ -155,8 +155,12 @@ impl StatsProvider {
     /// while the node's own files are read, so a scrape waits for the slower of the two,
     /// not their sum.
     async fn sample(&self, now: i64) -> StatsSample {
-        let from_runtime =
-            async { tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats()) };
+        let began = std::time::Instant::now();
+        let from_runtime = async {
+            let answers =
+                tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats());
+            (answers, began.elapsed())
+        };
         let pods = self.pods.active_pods();
         let from_node = async {
             let node = logged(
@@ -199,12 +203,27 @@ impl StatsProvider {
                 self.stats.network(&CgroupName::root()).await,
             )
             .unwrap_or_default();
-            (node, kubepods, node_fs, pids, pod_cgroups, node_network)
+            let took = began.elapsed();
+            (
+                node,
+                kubepods,
+                node_fs,
+                pids,
+                pod_cgroups,
+                node_network,
+                took,
+            )
         };
         let (
-            (image_fs_info, container_stats),
-            (node, kubepods, node_fs, pids, pod_cgroups, node_network),
+            ((image_fs_info, container_stats), runtime_took),
+            (node, kubepods, node_fs, pids, pod_cgroups, node_network, node_took),
         ) = tokio::join!(from_runtime, from_node);
+        debug!(
+            runtime_ms = runtime_took.as_secs_f64() * 1e3,
+            node_files_ms = node_took.as_secs_f64() * 1e3,
+            pods = pods.len(),
+            "stats sampled"
+        );
         let image_fs = match logged("the image filesystem", image_fs_info)
             .and_then(|fs| fs.into_iter().next())
         {
