@@ -18,7 +18,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, pss_kib, rss_kib, verdict};
+use common::{pss_kib, rss_kib, verdict};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -49,6 +49,22 @@ fn ready_nodes(c: &cluster::Cluster) -> usize {
         .unwrap_or(0)
 }
 
+/// Distinct free ports below the kernel's ephemeral range. A port picked inside it and
+/// released can be taken by one of the 100 nodes' own connections to the API server before
+/// its node binds it, and a taken port stops that node at start, as upstream's.
+fn ports_outside_the_ephemeral_range(count: usize) -> Vec<u16> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let offset = u16::try_from(std::process::id() % 4000).unwrap_or(0);
+    let start = ephemeral_low.saturating_sub(12_000).max(1024) + offset;
+    (start..ephemeral_low)
+        .filter(|p| std::net::TcpListener::bind(("0.0.0.0", *p)).is_ok())
+        .take(count)
+        .collect()
+}
+
 fn main() {
     let nodes = usize::try_from(env_number("RKUBELET_BENCH_NODES", 100)).unwrap_or(100);
     let idle = Duration::from_secs(env_number("RKUBELET_BENCH_IDLE_SECS", 60));
@@ -57,9 +73,13 @@ fn main() {
     let kubeconfigs: Vec<_> = (0..nodes)
         .map(|i| c.node_kubeconfig(&format!("sim-{i:03}"), 30))
         .collect();
+    let mut ports = ports_outside_the_ephemeral_range(2 * nodes).into_iter();
     let start = Instant::now();
     let mut children: Vec<Child> = Vec::new();
     for (i, kubeconfig) in kubeconfigs.iter().enumerate() {
+        let (Some(port), Some(healthz_port)) = (ports.next(), ports.next()) else {
+            common::fail("cluster", "no free ports below the ephemeral range");
+        };
         let root = dir.path().join(format!("{i}"));
         std::fs::create_dir_all(&root).expect("root");
         let child = Command::new(BIN)
@@ -68,9 +88,9 @@ fn main() {
                 "--container-runtime-endpoint=fake://".into(),
                 format!("--hostname-override=sim-{i:03}"),
                 format!("--root-dir={}", root.display()),
-                format!("--port={}", free_port()),
+                format!("--port={port}"),
                 format!("--cert-dir={}", root.join("pki").display()),
-                format!("--healthz-port={}", free_port()),
+                format!("--healthz-port={healthz_port}"),
             ])
             .env_remove("NOTIFY_SOCKET")
             .stdout(Stdio::null())

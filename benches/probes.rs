@@ -17,6 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,11 +51,19 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A free port for the kubelets' own servers (used by `upstream`).
+/// The next port `free_port` looks at: each call hands out a new one (a kubelet binds its
+/// ports only later, so a port found free twice would be given to two servers, and a taken
+/// port stops the kubelet at start).
+static NEXT_PORT: AtomicU16 = AtomicU16::new(26600);
+
+/// A free port for the kubelets' own servers (used by `upstream`), never the same twice.
 fn free_port() -> u16 {
-    (26600..26999)
-        .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        .unwrap_or(26999)
+    let from = NEXT_PORT.load(Ordering::Relaxed);
+    let port = (from..26999)
+        .find(|p| TcpListener::bind(("0.0.0.0", *p)).is_ok())
+        .unwrap_or(26999);
+    NEXT_PORT.store(port.saturating_add(1), Ordering::Relaxed);
+    port
 }
 
 /// Arrival times of the HTTP probes, by path.
