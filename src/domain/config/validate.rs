@@ -499,29 +499,17 @@ fn cluster_config(
     if let Err(e) = validate_node_labels(&options.node_labels) {
         problems.push(invalid(e.to_string()));
     }
-    if c.kube_api_qps.is_some_and(|q| q < 0) {
-        problems.push(invalid(format!(
-            "invalid configuration: kubeAPIQPS (--kube-api-qps) {} must not be a negative number",
-            c.kube_api_qps.unwrap_or_default()
-        )));
-    }
-    if c.kube_api_burst.is_some_and(|b| b < 0) {
-        problems.push(invalid(format!(
-            "invalid configuration: kubeAPIBurst (--kube-api-burst) {} must not be a negative number",
-            c.kube_api_burst.unwrap_or_default()
-        )));
-    }
-    if c.event_burst.is_some_and(|b| b < 0) {
-        problems.push(invalid(format!(
-            "invalid configuration: eventBurst (--event-burst) {} must not be a negative number",
-            c.event_burst.unwrap_or_default()
-        )));
-    }
-    if c.event_record_qps.is_some_and(|q| q < 0) {
-        problems.push(invalid(format!(
-            "invalid configuration: eventRecordQPS (--event-qps) {} must not be a negative number",
-            c.event_record_qps.unwrap_or_default()
-        )));
+    for (field, flag, value) in [
+        ("kubeAPIQPS", "kube-api-qps", c.kube_api_qps),
+        ("kubeAPIBurst", "kube-api-burst", c.kube_api_burst),
+        ("eventBurst", "event-burst", c.event_burst),
+        ("eventRecordQPS", "event-qps", c.event_record_qps),
+    ] {
+        if let Some(negative) = value.filter(|v| *v < 0) {
+            problems.push(invalid(format!(
+                "invalid configuration: {field} (--{flag}) {negative} must not be a negative number"
+            )));
+        }
     }
     let kubeconfig = options.kubeconfig.clone()?;
     Some(ClusterConfig {
