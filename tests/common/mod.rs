@@ -20,11 +20,25 @@ pub mod upstream;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 
+/// The ports `free_port` handed out in this process.
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A port free now (the kernel's choice), never one this process was handed before: a
+/// server binds it only later, the kernel may offer a released port again, and a taken
+/// port stops rkubelet at start.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    for _ in 0..1000 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if handed.insert(port) {
+            return port;
+        }
+    }
+    panic!("no port the kernel offered was new to this process")
 }
 
 /// `GET path` on 127.0.0.1:port: the status code and the body.
