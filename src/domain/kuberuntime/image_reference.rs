@@ -46,7 +46,9 @@ static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
     let domain_component = "(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])";
     let domain = format!("{domain_component}(?:\\.{domain_component})*(?::[0-9]+)?");
     let name = format!("(?:{domain}/)?{component}(?:/{component})*");
-    let tag = r"[\w][\w.-]{0,127}";
+    // Go's `\w` is ASCII; the regex crate's is Unicode, whose 128-fold repetition
+    // compiled to 15 MB.
+    let tag = "[0-9A-Za-z_][0-9A-Za-z_.-]{0,127}";
     let digest = "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][0-9a-fA-F]{32,}";
     Regex::new(&format!("^({name})(?::({tag}))?(?:@({digest}))?$"))
         .unwrap_or_else(|e| unreachable!("a constant pattern: {e}"))
@@ -188,6 +190,11 @@ mod tests {
         assert_eq!(error("busybox:"), refused("invalid reference format"));
         assert_eq!(error("busy box"), refused("invalid reference format"));
         assert_eq!(error("busybox::1"), refused("invalid reference format"));
+        // Go's `\w` is ASCII: a tag with a letter beyond it is no reference.
+        assert_eq!(
+            error("busybox:v\u{e9}"),
+            refused("invalid reference format")
+        );
         assert_eq!(error("-busybox"), refused("invalid reference format"));
         assert_eq!(error(""), refused("invalid reference format"));
         assert_eq!(
