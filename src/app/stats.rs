@@ -1,10 +1,16 @@
 //! The stats provider behind `/stats/summary`, `/metrics/cadvisor` and
-//! `/metrics/resource`: samples the root, `kubepods` and pod cgroups (cgroup files), the
-//! containers (CRI `ListContainerStats`), the node filesystem (`statfs` of the root
-//! directory) and the image filesystem (CRI `ImageFsInfo`, then `statfs`), and keeps the
-//! last sample so scrapes are cheap: a scrape reuses a sample younger than `max_age`,
-//! and a housekeeping loop samples every period so CPU rates always have two samples.
-//! A part that cannot be read is left out and logged; the rest is still served.
+//! `/metrics/resource`: samples the root, `kubepods`, pod and container cgroups (cgroup
+//! files), the containers' writable layers (CRI `ListContainerStats`), the node
+//! filesystem (`statfs` of the root directory) and the image filesystem (CRI
+//! `ImageFsInfo`, then `statfs`), and keeps the last sample so scrapes are cheap: a
+//! scrape reuses a sample younger than `max_age`, and a housekeeping loop samples every
+//! period so CPU rates always have two samples.
+//!
+//! `ListContainerStats` costs containerd about 2 ms a container, so only housekeeping
+//! calls it; a scrape between reads the containers' CPU and memory from their cgroups
+//! (as upstream's cAdvisor does) with the writable layers housekeeping last saw. Without
+//! pod cgroups (`--cgroups-per-qos=false`) every sample asks the runtime. A part that
+//! cannot be read is left out and logged; the rest is still served.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,7 +24,9 @@ use crate::app::pods::PodStatusStore;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::FsUsage;
-use crate::domain::stats::{summary, ContainerSample, PodSample, StatsSample, Summary};
+use crate::domain::stats::{
+    container_id_of_cgroup, summary, ContainerSample, PodSample, StatsSample, Summary,
+};
 use crate::domain::status::ApiContainerState;
 use crate::domain::units::time::rfc3339_seconds;
 use crate::ports::clock::Clock;
@@ -34,9 +42,14 @@ pub struct Snapshot {
     pub summary_json: Vec<u8>,
 }
 
+/// Writable-layer usage by container id, for every container the runtime listed.
+type Layers = BTreeMap<String, Option<FsUsage>>;
+
 #[derive(Default)]
 struct Cache {
     latest: Option<Arc<Snapshot>>,
+    /// What the runtime last listed; `None` before housekeeping's first list.
+    layers: Option<Layers>,
 }
 
 /// What the provider reads through and of.
@@ -55,6 +68,11 @@ pub struct StatsProvider {
     pub max_age: Duration,
     cache: Mutex<Cache>,
     boot_time: std::sync::OnceLock<String>,
+}
+
+/// The runtime's id in a status's `containerd://<id>`.
+fn runtime_id(container_id: &str) -> &str {
+    container_id.rsplit("://").next().unwrap_or_default()
 }
 
 fn logged<T, E: std::error::Error>(what: &str, result: Result<T, E>) -> Option<T> {
@@ -99,15 +117,32 @@ impl StatsProvider {
     /// The latest snapshot, sampled anew when the cached one is older than `max_age`
     /// (concurrent scrapes wait for one sampling).
     pub async fn latest(&self) -> Arc<Snapshot> {
+        self.refresh(false).await
+    }
+
+    /// A snapshot: the cached one when it is younger than `max_age` and `list_runtime`
+    /// is not asked; else a new sample, whose containers come from the runtime's list
+    /// when `list_runtime` is asked or the last list lacks a running container (one
+    /// started since), else from their cgroups.
+    async fn refresh(&self, list_runtime: bool) -> Arc<Snapshot> {
         let mut cache = self.cache.lock().await;
         let now = self.clock.now_unix_nanos();
         let max_age = i64::try_from(self.max_age.as_nanos()).unwrap_or(i64::MAX);
-        if let Some(latest) = &cache.latest {
+        if let Some(latest) = cache.latest.as_ref().filter(|_| !list_runtime) {
             if now.saturating_sub(latest.sample.time_unix_nanos) < max_age {
                 return Arc::clone(latest);
             }
         }
-        let sample = self.sample(now).await;
+        let layers = cache.layers.take().filter(|listed| {
+            !list_runtime
+                && self.tree.is_some()
+                && self
+                    .running_container_ids()
+                    .iter()
+                    .all(|id| listed.contains_key(id))
+        });
+        let (sample, layers) = self.sample(now, layers).await;
+        cache.layers = Some(layers);
         let boot = self.boot_time().await;
         let summary = summary(
             &self.node_name,
@@ -125,6 +160,25 @@ impl StatsProvider {
         snapshot
     }
 
+    /// The ids of the containers the pods' statuses say are running.
+    fn running_container_ids(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        for pod in self.pods.active_pods() {
+            let Some(status) = self.pods.status_of(&pod.metadata.uid) else {
+                continue;
+            };
+            ids.extend(
+                status
+                    .container_statuses
+                    .iter()
+                    .chain(&status.init_container_statuses)
+                    .filter(|s| matches!(s.state, ApiContainerState::Running(_)))
+                    .map(|s| runtime_id(&s.container_id).to_owned()),
+            );
+        }
+        ids
+    }
+
     async fn boot_time(&self) -> String {
         if let Some(boot) = self.boot_time.get() {
             return boot.clone();
@@ -140,7 +194,7 @@ impl StatsProvider {
     /// an earlier sample whenever a scrape comes.
     pub async fn run(self: Arc<Self>, period: Duration, mut stop: watch::Receiver<bool>) {
         loop {
-            self.latest().await;
+            self.refresh(true).await;
             tokio::select! {
                 () = tokio::time::sleep(period) => {}
                 _ = stop.changed() => return,
@@ -151,14 +205,20 @@ impl StatsProvider {
         }
     }
 
-    /// One sample. The runtime's calls (image filesystem, container stats) are in flight
-    /// while the node's own files are read, so a scrape waits for the slower of the two,
-    /// not their sum.
-    async fn sample(&self, now: i64) -> StatsSample {
+    /// One sample, and the writable layers it knows. The runtime's calls (image
+    /// filesystem, container stats) are in flight while the node's own files are read,
+    /// so a sample waits for the slower of the two, not their sum. Given `layers`, the
+    /// containers come from their cgroups, else from the runtime's list.
+    async fn sample(&self, now: i64, layers: Option<Layers>) -> (StatsSample, Layers) {
         let began = std::time::Instant::now();
         let from_runtime = async {
-            let answers =
-                tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats());
+            let answers = if layers.is_some() {
+                (self.runtime.image_fs_info().await, None)
+            } else {
+                let (fs, listed) =
+                    tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats());
+                (fs, Some(listed))
+            };
             (answers, began.elapsed())
         };
         let pods = self.pods.active_pods();
@@ -188,14 +248,24 @@ impl StatsProvider {
                 pod_cgroups.push(match &self.tree {
                     Some(tree) => {
                         let name = tree.pod(pod).name;
+                        let containers = if layers.is_some() {
+                            logged(
+                                "a pod's container cgroups",
+                                self.stats.child_cgroups(&name).await,
+                            )
+                            .unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        };
                         (
                             Some(name.to_driver(self.driver)),
                             logged("a pod cgroup", self.stats.cgroup(&name).await).flatten(),
                             logged("a pod's network", self.stats.network(&name).await)
                                 .unwrap_or_default(),
+                            containers,
                         )
                     }
-                    None => (None, None, Vec::new()),
+                    None => (None, None, Vec::new(), Vec::new()),
                 });
             }
             let node_network = logged(
@@ -242,16 +312,45 @@ impl StatsProvider {
             }),
             None => None,
         };
-        let running = logged("container stats", container_stats).unwrap_or_default();
+        let listed =
+            container_stats.map(|answer| logged("container stats", answer).unwrap_or_default());
+        let layers = match (&listed, layers) {
+            (Some(listed), _) => listed
+                .iter()
+                .map(|c| (c.id.clone(), c.writable_layer))
+                .collect(),
+            (None, layers) => layers.unwrap_or_default(),
+        };
         let mut by_pod: BTreeMap<String, Vec<RuntimeContainerStats>> = BTreeMap::new();
-        for c in running {
+        for c in listed.into_iter().flatten() {
             by_pod.entry(c.pod_uid.clone()).or_default().push(c);
         }
         let mut samples = Vec::with_capacity(pods.len());
-        for (pod, (cgroup_path, cgroup, network)) in pods.into_iter().zip(pod_cgroups) {
+        for (pod, (cgroup_path, cgroup, network, container_cgroups)) in
+            pods.into_iter().zip(pod_cgroups)
+        {
             let uid = pod.metadata.uid.clone();
             let status = self.pods.status_of(&uid).unwrap_or_default();
-            let measured = by_pod.remove(&uid).unwrap_or_default();
+            let mut measured = by_pod.remove(&uid).unwrap_or_default();
+            for (dir, stats) in &container_cgroups {
+                let id = container_id_of_cgroup(dir);
+                // Only the pod's known containers: the sandbox has a cgroup too.
+                let known = status
+                    .container_statuses
+                    .iter()
+                    .chain(&status.init_container_statuses)
+                    .find(|s| runtime_id(&s.container_id) == id);
+                if let Some(known) = known {
+                    measured.push(RuntimeContainerStats::from_cgroup(
+                        id,
+                        &known.name,
+                        &uid,
+                        stats,
+                        now,
+                        layers.get(id).copied().flatten(),
+                    ));
+                }
+            }
             let mut containers = Vec::new();
             for spec in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
                 // The instance running now (a restarted container leaves dead ones).
@@ -261,7 +360,7 @@ impl StatsProvider {
                     .chain(&status.init_container_statuses)
                     .find(|s| s.name == spec.name);
                 let running_id = current
-                    .map(|s| s.container_id.rsplit("://").next().unwrap_or_default())
+                    .map(|s| runtime_id(&s.container_id))
                     .unwrap_or_default();
                 let Some(stats) = measured
                     .iter()
@@ -292,7 +391,7 @@ impl StatsProvider {
                 network,
             });
         }
-        StatsSample {
+        let sample = StatsSample {
             time_unix_nanos: now,
             node,
             memory_capacity_bytes: self.memory_capacity_bytes,
@@ -302,7 +401,8 @@ impl StatsProvider {
             pids,
             pods: samples,
             node_network,
-        }
+        };
+        (sample, layers)
     }
 }
 
@@ -372,5 +472,96 @@ mod tests {
         let json: serde_json::Value =
             serde_json::from_slice(&second.summary_json).unwrap_or_default();
         assert_eq!(json["node"]["nodeName"], "n1");
+    }
+
+    #[tokio::test]
+    async fn between_housekeepings_a_scrape_reads_the_containers_from_their_cgroups(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use crate::domain::cgroup::{kubepods_name, CgroupSettings};
+        use crate::domain::pod::{Container, ObjectMeta, Pod, PodSpec};
+        use crate::domain::status::{ApiContainerStatus, ApiPodStatus};
+
+        let stats = Arc::new(FakeNodeStats::new());
+        let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+        let tree = CgroupTree {
+            kubepods: kubepods_name("/")?,
+            enforce_pods: false,
+            pod_settings: CgroupSettings::default(),
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                uid: "u1".into(),
+                name: "web".into(),
+                namespace: "default".into(),
+                ..ObjectMeta::default()
+            },
+            spec: PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: "busybox".into(),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            },
+        };
+        let pods = PodStatusStore::new();
+        pods.set(
+            &pod,
+            ApiPodStatus {
+                phase: "Running".into(),
+                container_statuses: vec![ApiContainerStatus {
+                    name: "app".into(),
+                    container_id: "containerd://abc123".into(),
+                    ..ApiContainerStatus::default()
+                }],
+                ..ApiPodStatus::default()
+            },
+        );
+        let pod_cgroup = tree.pod(&pod).name;
+        let usage = |bytes: u64| CgroupStats {
+            memory_usage_bytes: bytes,
+            cpu_usage_nanos: Some(5),
+            ..CgroupStats::default()
+        };
+        stats.set_cgroup(&pod_cgroup, usage(3000));
+        stats.set_cgroup(&CgroupName::new(&pod_cgroup, &["abc123"])?, usage(2000));
+        // The sandbox's cgroup is no container of the spec.
+        stats.set_cgroup(&CgroupName::new(&pod_cgroup, &["sandbox9"])?, usage(1000));
+        let provider = Arc::new(StatsProvider::new(
+            stats.clone(),
+            Arc::new(FakeRuntime::new()),
+            Some(tree),
+            CgroupDriver::Cgroupfs,
+            PathBuf::from("/nonexistent"),
+            4000,
+            pods,
+            clock.clone(),
+            "n1".into(),
+        ));
+        let memory_of_app = |snapshot: &Snapshot| {
+            snapshot.sample.pods[0]
+                .containers
+                .iter()
+                .map(|c| (c.name.clone(), c.stats.memory_working_set_bytes))
+                .collect::<Vec<_>>()
+        };
+        // Housekeeping lists from the runtime, which knows no container here.
+        let listed = provider.refresh(true).await;
+        assert_eq!(memory_of_app(&listed), vec![]);
+        clock.advance(Duration::from_secs(2));
+        let scraped = provider.latest().await;
+        assert_eq!(
+            memory_of_app(&scraped),
+            vec![("app".to_owned(), Some(2000))]
+        );
+        // A running container the last list lacks (started since) makes the next scrape
+        // list again: the runtime, not knowing it, reports no container.
+        let mut status = provider.pods.status_of("u1").unwrap_or_default();
+        status.container_statuses[0].state = ApiContainerState::Running(Default::default());
+        provider.pods.set(&pod, status);
+        clock.advance(Duration::from_secs(2));
+        let relisted = provider.latest().await;
+        assert_eq!(memory_of_app(&relisted), vec![]);
+        Ok(())
     }
 }

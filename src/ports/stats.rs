@@ -69,6 +69,16 @@ pub trait NodeStats: Send + Sync {
     /// [`StatsError::Read`]/[`StatsError::Parse`] for an unreadable or malformed file.
     async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError>;
 
+    /// The cgroups directly below `cgroup` (a pod's containers), by directory name; empty
+    /// when `cgroup` does not exist.
+    /// # Errors
+    /// As [`NodeStats::cgroup`], and [`StatsError::Read`] when the directory cannot be
+    /// listed.
+    async fn child_cgroups(
+        &self,
+        cgroup: &CgroupName,
+    ) -> Result<Vec<(String, CgroupStats)>, StatsError>;
+
     /// The filesystem holding `path`.
     /// # Errors
     /// [`StatsError::Statfs`] when `path` cannot be measured.

@@ -36,6 +36,8 @@ struct State {
     images: BTreeMap<String, ImageInfo>,
     /// Every call that changes something, in order (`RunPodSandbox web`, ...).
     journal: Vec<String>,
+    /// `ListContainers` calls for one pod (a sync reading its pod), by pod uid.
+    pod_reads: BTreeMap<String, usize>,
     /// When set, every pull fails with this reason (a node with no registry).
     pull_failure: Option<String>,
     /// Every pull with the credentials it carried.
@@ -160,6 +162,11 @@ impl FakeRuntime {
     /// the fake answers `Unimplemented`, as containerd 1.6 does.
     pub fn stream_events(&self) {
         self.state().event_subscribers.get_or_insert_with(Vec::new);
+    }
+
+    /// How many times the pod `uid` was read whole (`ListContainers` for its uid).
+    pub fn pod_reads(&self, uid: &str) -> usize {
+        self.state().pod_reads.get(uid).copied().unwrap_or(0)
     }
 
     /// The calls that changed something, in order.
@@ -438,9 +445,11 @@ impl RuntimeService for FakeRuntime {
         &self,
         filter: &ContainerFilter,
     ) -> Result<Vec<ContainerEntry>, RuntimeError> {
-        Ok(self
-            .state()
-            .containers
+        let mut s = self.state();
+        if let Some(uid) = filter.labels.get(labels::POD_UID_LABEL) {
+            *s.pod_reads.entry(uid.clone()).or_default() += 1;
+        }
+        Ok(s.containers
             .values()
             .filter(|c| filter.id.is_empty() || c.status.id == filter.id)
             .filter(|c| filter.sandbox_id.is_empty() || c.sandbox_id == filter.sandbox_id)

@@ -69,6 +69,19 @@ impl NodeStats for FakeNodeStats {
         Ok(self.state().cgroups.get(cgroup).copied())
     }
 
+    async fn child_cgroups(
+        &self,
+        cgroup: &CgroupName,
+    ) -> Result<Vec<(String, CgroupStats)>, StatsError> {
+        Ok(self
+            .state()
+            .cgroups
+            .iter()
+            .filter(|(name, _)| !name.is_root() && name.parent() == *cgroup)
+            .filter_map(|(name, stats)| Some((name.components().last()?.clone(), *stats)))
+            .collect())
+    }
+
     async fn filesystem(&self, path: &Path) -> Result<FilesystemInfo, StatsError> {
         let mut s = self.state();
         s.filesystem_reads += 1;

@@ -73,7 +73,11 @@ impl CgroupLayout {
 /// The directory of `name` below a hierarchy mounted at `mount`, in the driver's
 /// spelling (`/kubepods/burstable` or `/kubepods.slice/kubepods-burstable.slice`).
 pub fn cgroup_dir(mount: &Path, name: &CgroupName, driver: CgroupDriver) -> PathBuf {
-    let relative = name.to_driver(driver);
+    dir_at(mount, &name.to_driver(driver))
+}
+
+/// The directory of the cgroup at `relative` (its path in the hierarchy) below `mount`.
+fn dir_at(mount: &Path, relative: &str) -> PathBuf {
     mount.join(relative.trim_start_matches('/'))
 }
 
@@ -169,12 +173,12 @@ impl ProcfsNodeStats {
         &self,
         memory: Option<&Path>,
         pids: Option<&Path>,
-        name: &CgroupName,
+        relative: &str,
     ) -> Result<Option<CgroupStats>, StatsError> {
         let memory = memory.ok_or(StatsError::NoController {
             controller: "memory",
         })?;
-        let dir = cgroup_dir(memory, name, self.driver);
+        let dir = dir_at(memory, relative);
         let usage_file = dir.join("memory.usage_in_bytes");
         let Some(usage) = read_optional(&usage_file)? else {
             return Ok(None);
@@ -188,7 +192,7 @@ impl ProcfsNodeStats {
         };
         let tasks = match pids {
             Some(mount) => {
-                let file = cgroup_dir(mount, name, self.driver).join("pids.current");
+                let file = dir_at(mount, relative).join("pids.current");
                 read_optional(&file)?
                     .map(|t| parse_u64(&file, &t))
                     .transpose()?
@@ -207,8 +211,8 @@ impl ProcfsNodeStats {
         }))
     }
 
-    fn cgroup_v2(&self, root: &Path, name: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
-        let dir = cgroup_dir(root, name, self.driver);
+    fn cgroup_v2(&self, root: &Path, relative: &str) -> Result<Option<CgroupStats>, StatsError> {
+        let dir = dir_at(root, relative);
         if !dir.is_dir() {
             return Ok(None);
         }
@@ -216,7 +220,7 @@ impl ProcfsNodeStats {
         let usage = match read_optional(&current)? {
             Some(text) => parse_u64(&current, &text)?,
             // The root has no memory.current.
-            None if name.is_root() => {
+            None if relative.trim_matches('/').is_empty() => {
                 let meminfo = self.proc.join("meminfo");
                 let text =
                     std::fs::read_to_string(&meminfo).map_err(|e| read_error(&meminfo, e))?;
@@ -347,33 +351,76 @@ pub fn directory_usage(root: &Path) -> Result<Option<FsUsage>, StatsError> {
     Ok(Some(usage))
 }
 
-#[async_trait]
-impl NodeStats for ProcfsNodeStats {
-    async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
+impl ProcfsNodeStats {
+    /// The cgroup at `relative`, its path in the hierarchy in the driver's spelling.
+    fn cgroup_at(&self, relative: &str) -> Result<Option<CgroupStats>, StatsError> {
         match &self.layout {
             Some(CgroupLayout::V1 {
                 memory,
                 pids,
                 cpuacct,
-            }) => self
-                .cgroup_v1(memory.as_deref(), pids.as_deref(), cgroup)
-                .and_then(|stats| {
-                    let Some(mut stats) = stats else {
-                        return Ok(None);
-                    };
-                    if let Some(mount) = cpuacct {
-                        let file = cgroup_dir(mount, cgroup, self.driver).join("cpuacct.usage");
-                        stats.cpu_usage_nanos = read_optional(&file)?
-                            .map(|t| parse_u64(&file, &t))
-                            .transpose()?;
-                    }
-                    Ok(Some(stats))
-                }),
-            Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, cgroup),
+            }) => {
+                let Some(mut stats) =
+                    self.cgroup_v1(memory.as_deref(), pids.as_deref(), relative)?
+                else {
+                    return Ok(None);
+                };
+                if let Some(mount) = cpuacct {
+                    let file = dir_at(mount, relative).join("cpuacct.usage");
+                    stats.cpu_usage_nanos = read_optional(&file)?
+                        .map(|t| parse_u64(&file, &t))
+                        .transpose()?;
+                }
+                Ok(Some(stats))
+            }
+            Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, relative),
             None => Err(StatsError::NoController {
                 controller: "memory",
             }),
         }
+    }
+}
+
+#[async_trait]
+impl NodeStats for ProcfsNodeStats {
+    async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
+        self.cgroup_at(&cgroup.to_driver(self.driver))
+    }
+
+    async fn child_cgroups(
+        &self,
+        cgroup: &CgroupName,
+    ) -> Result<Vec<(String, CgroupStats)>, StatsError> {
+        let mount = match &self.layout {
+            Some(CgroupLayout::V1 { memory, .. }) => memory.as_ref(),
+            Some(CgroupLayout::V2 { root }) => Some(root),
+            None => None,
+        };
+        let Some(mount) = mount else {
+            return Err(StatsError::NoController {
+                controller: "memory",
+            });
+        };
+        let relative = cgroup.to_driver(self.driver);
+        let dir = dir_at(mount, &relative);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(read_error(&dir, e)),
+        };
+        let mut children = Vec::new();
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = format!("{}/{name}", relative.trim_end_matches('/'));
+            // A container that ends meanwhile leaves no directory: skipped.
+            if let Some(stats) = self.cgroup_at(&child)? {
+                children.push((name, stats));
+            }
+        }
+        Ok(children)
     }
 
     async fn filesystem(&self, path: &Path) -> Result<FilesystemInfo, StatsError> {
@@ -658,6 +705,33 @@ mod tests {
                 major_page_faults: Some(2),
                 ..CgroupStats::default()
             })
+        );
+        // A container's scope below it, in every hierarchy, as containerd makes it.
+        let scope = "cri-containerd-abc.scope";
+        write(&dir.join(scope).join("memory.usage_in_bytes"), "400\n");
+        write(
+            &dir.join(scope).join("memory.stat"),
+            "total_inactive_file 100\n",
+        );
+        write(
+            &cpu.join("kubepods.slice/kubepods-burstable.slice")
+                .join(scope)
+                .join("cpuacct.usage"),
+            "99\n",
+        );
+        let children = stats
+            .child_cgroups(&name(&["kubepods", "burstable"]))
+            .await?;
+        assert_eq!(
+            children
+                .iter()
+                .map(|(dir, s)| (dir.as_str(), s.working_set_bytes(), s.cpu_usage_nanos))
+                .collect::<Vec<_>>(),
+            vec![(scope, 300, Some(99))]
+        );
+        assert_eq!(
+            stats.child_cgroups(&name(&["kubepods", "gone"])).await?,
+            vec![]
         );
         write(&dir.join("memory.usage_in_bytes"), "lots\n");
         let err = stats

@@ -46,7 +46,7 @@ use manager::{PodChange, PodManager};
 use pleg::{forward_container_events, PlegHealth};
 use runtime_state::{changed_pods, relist, PodFingerprint};
 use sync::SyncContext;
-use worker::{worker_loop, Desired, Worker, WorkerShared};
+use worker::{worker_loop, Desired, RelistWake, Worker, WorkerShared};
 
 pub use status::PodStatusStore;
 
@@ -286,17 +286,20 @@ impl PodLoop {
         }
         let (tx, rx) = watch::channel(desired);
         let poke = Arc::new(Notify::new());
+        let relisted = Arc::new(RelistWake::default());
         let task = tokio::spawn(worker_loop(
             uid.to_owned(),
             Arc::clone(&self.shared),
             rx,
             Arc::clone(&poke),
+            Arc::clone(&relisted),
         ));
         self.workers.insert(
             uid.to_owned(),
             Worker {
                 desired: tx,
                 poke,
+                relisted,
                 task,
             },
         );
@@ -423,7 +426,8 @@ impl PodLoop {
         for uid in changed_pods(&self.last_relist, &now) {
             if let Some(worker) = self.workers.get(&uid) {
                 debug!(%uid, "PLEG: pod changed in the runtime");
-                worker.poke.notify_one();
+                let fingerprint = now.get(&uid).cloned().unwrap_or_default();
+                worker.relisted.changed(started, fingerprint);
             }
         }
         if sources_ready && !self.stale_cgroups_checked {

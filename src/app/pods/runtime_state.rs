@@ -104,8 +104,36 @@ pub async fn image_presence(
     presence
 }
 
-/// The state of every sandbox and container of one pod, by id: what the PLEG compares.
-pub type PodFingerprint = BTreeMap<String, String>;
+pub use crate::domain::kuberuntime::pleg::PodFingerprint;
+
+fn sandbox_word(state: SandboxState) -> &'static str {
+    match state {
+        SandboxState::Ready => "ready",
+        SandboxState::NotReady => "notready",
+    }
+}
+
+fn container_word(state: ContainerState) -> &'static str {
+    match state {
+        ContainerState::Created => "created",
+        ContainerState::Running => "running",
+        ContainerState::Exited => "exited",
+        ContainerState::Unknown => "unknown",
+    }
+}
+
+/// A pod's runtime status as a relist fingerprints it.
+pub fn fingerprint_of(status: &PodRuntimeStatus) -> PodFingerprint {
+    let sandboxes = status
+        .sandboxes
+        .iter()
+        .map(|s| (s.id.clone(), sandbox_word(s.state).to_owned()));
+    let containers = status
+        .containers
+        .iter()
+        .map(|c| (c.id.clone(), container_word(c.state).to_owned()));
+    sandboxes.chain(containers).collect()
+}
 
 /// Every pod the kubelet created, as fingerprints by pod uid (two list calls).
 pub async fn relist(
@@ -120,27 +148,17 @@ pub async fn relist(
         let Some(uid) = s.labels.get(POD_UID_LABEL) else {
             continue;
         };
-        let state = match s.status.state {
-            SandboxState::Ready => "ready",
-            SandboxState::NotReady => "notready",
-        };
         pods.entry(uid.clone())
             .or_default()
-            .insert(s.status.id, state.to_owned());
+            .insert(s.status.id, sandbox_word(s.status.state).to_owned());
     }
     for c in containers {
         let Some(uid) = c.labels.get(POD_UID_LABEL) else {
             continue;
         };
-        let state = match c.status.state {
-            ContainerState::Created => "created",
-            ContainerState::Running => "running",
-            ContainerState::Exited => "exited",
-            ContainerState::Unknown => "unknown",
-        };
         pods.entry(uid.clone())
             .or_default()
-            .insert(c.status.id, state.to_owned());
+            .insert(c.status.id, container_word(c.status.state).to_owned());
     }
     Ok(pods)
 }

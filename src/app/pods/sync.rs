@@ -25,7 +25,9 @@ use crate::domain::kuberuntime::plan::{
     ImageFacts, SandboxCreation, SyncInputs, RETRY_AFTER_ERROR,
 };
 use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, PodRuntimeStatus, SandboxState, SandboxStatus,
+};
 use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
 use crate::domain::securitycontext::Rejection;
@@ -279,6 +281,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         ctx.events.pod(pod, pod_events::sandbox_changed());
     }
     let mut plan = plan;
+    let mut new_sandbox = None;
     let mut sandbox_ip = view
         .status
         .sandboxes
@@ -294,7 +297,11 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
                 // them again with it (status.podIP in env and the managed /etc/hosts), as
                 // upstream makes them from the new sandbox's status.
                 let ip = match ctx.runtime.pod_sandbox_status(&id).await {
-                    Ok(status) => status.ip,
+                    Ok(status) => {
+                        let ip = status.ip.clone();
+                        new_sandbox = Some(status);
+                        ip
+                    }
                     Err(error) => {
                         warn!(sandbox = %id, error = %Chain(&error), "cannot read the new sandbox's IP");
                         String::new()
@@ -353,6 +360,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         warn!(secrets = ?missing, "Unable to retrieve some image pull secrets; attempting to pull the image may not succeed.");
     }
     let mut pulls = BTreeMap::new();
+    let mut started = Vec::new();
     // Init containers run one at a time: one that does not start stops the sync here.
     for step in &plan.init_containers {
         let target = Target {
@@ -362,7 +370,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             sandbox: &plan.sandbox,
             keyring: &keyring,
         };
-        if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
+        if let Err(held) = carry_out(ctx, &target, step, &mut pulls, &mut started).await {
             outcome.hold(&step.name, held);
             return outcome;
         }
@@ -375,22 +383,71 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             sandbox: &plan.sandbox,
             keyring: &keyring,
         };
-        if let Err(held) = carry_out(ctx, &target, step, &mut pulls).await {
+        if let Err(held) = carry_out(ctx, &target, step, &mut pulls, &mut started).await {
             outcome.hold(&step.name, held);
         }
     }
     if starts || plan.create_sandbox.is_some() {
-        see_what_the_sync_did(ctx, pod, &mut outcome).await;
+        let killed = plan.kill_pod.is_some() || !plan.kill_containers.is_empty();
+        let created = SyncCreated {
+            sandbox: new_sandbox,
+            sandbox_asked: plan.create_sandbox.is_some(),
+            containers: started,
+        };
+        see_what_the_sync_did(ctx, pod, &mut outcome, (!killed).then_some(created)).await;
     }
     collect_dead(ctx, &view).await;
     outcome
 }
 
+/// What a sync created: the sandbox's status as read after its creation, and the ids of
+/// the containers it started.
+struct SyncCreated {
+    sandbox: Option<SandboxStatus>,
+    sandbox_asked: bool,
+    containers: Vec<String>,
+}
+
 /// The status shows what this sync did (the sandbox and the containers it started), so
 /// `Running` reaches the API in this sync's write and not a relist later: one status write
-/// where upstream makes two (`Pending` from the sync's start, then `Running`). A failed
-/// read keeps the view from the sync's start; the next relist corrects it.
-async fn see_what_the_sync_did(ctx: &SyncContext, pod: &Pod, outcome: &mut SyncOutcome) {
+/// where upstream makes two (`Pending` from the sync's start, then `Running`).
+///
+/// When the sync only added (`created` is given: it killed nothing), the view from its
+/// start gains the new sandbox's status, read already, and one status call per started
+/// container, where listing the pod again would cost four calls or more: containerd's CPU
+/// is what many pods starting at once wait for. Otherwise, or when a read fails, the pod
+/// is read again whole. A failed read keeps the view from the sync's start; the next
+/// relist corrects it.
+async fn see_what_the_sync_did(
+    ctx: &SyncContext,
+    pod: &Pod,
+    outcome: &mut SyncOutcome,
+    created: Option<SyncCreated>,
+) {
+    if let Some(created) = created.filter(|c| c.sandbox.is_some() || !c.sandbox_asked) {
+        let mut after = outcome.runtime.clone();
+        let mut complete = true;
+        for id in &created.containers {
+            match ctx.runtime.container_status(id).await {
+                Ok(status) => after.containers.push(status),
+                Err(error) => {
+                    debug!(container = %id, error = %Chain(&error), "cannot read a started container's status");
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        if complete {
+            if let Some(sandbox) = created.sandbox {
+                after.sandboxes.push(sandbox);
+                after
+                    .sandboxes
+                    .sort_by_key(|s| std::cmp::Reverse((s.created_at_nanos, s.attempt)));
+            }
+            outcome.runtime = after;
+            return;
+        }
+    }
     match pod_runtime_view(ctx.runtime.as_ref(), &pod.metadata.uid).await {
         Ok(mut after) => {
             read_termination_messages(ctx, pod, &mut after.status).await;
@@ -491,6 +548,7 @@ async fn carry_out(
     target: &Target<'_>,
     step: &ContainerPlan,
     pulls: &mut BTreeMap<String, Result<(), Held>>,
+    started: &mut Vec<String>,
 ) -> Result<(), Held> {
     let (sandbox_id, sandbox) = (target.sandbox_id, target.sandbox);
     let start = match &step.action {
@@ -603,6 +661,7 @@ async fn carry_out(
     }
     record(pod_events::started(&step.name));
     info!(container = %step.name, %id, restart_count = config.attempt, "started container");
+    started.push(id.clone());
     if let Some(spec) = spec_of(target, step) {
         probes::post_start(ctx, target.pod, spec, &id, sandbox_id)
             .await

@@ -463,6 +463,37 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_relist_that_sees_only_the_pods_own_start_does_not_sync_it_again() {
+    let w = world();
+    let store = PodStatusStore::new();
+    let (tx, rx) = mpsc::channel(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(
+        PodLoop::new(w.ctx.clone(), store.clone(), LoopSettings::default())
+            .run(vec![Box::new(ChannelSource(rx))], stop_rx),
+    );
+    tx.send(set(vec![pod("own", RestartPolicy::Always, IMAGE)]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    wait_until("the container is running", || {
+        phase_of(&store, "web-own").as_deref() == Some("Running")
+    })
+    .await;
+    // Relists (every second) see the new sandbox and container: the sync that made them
+    // saw them too, so the pod is read once (by that sync), not again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(w.runtime.pod_reads("own"), 1);
+
+    // A change the pod's sync did not make (its container exits) is synced.
+    let first = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    w.runtime.exit_container(&first, 1);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(w.runtime.pod_reads("own") > 1, "the exit is synced");
+    let _ = stop_tx.send(true);
+    task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+}
+
+#[tokio::test(start_paused = true)]
 async fn container_events_wake_the_pod_without_waiting_for_a_relist() {
     let w = world();
     w.runtime.stream_events();

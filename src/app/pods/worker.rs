@@ -2,18 +2,20 @@
 //! period, a back-off ending), never two syncs of one pod at once, and terminates the
 //! pod when it is no longer wanted.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
-use tracing::{info_span, Instrument};
+use tracing::{debug, info_span, Instrument};
 
 use super::probes::ProbeManager;
+use super::runtime_state::{fingerprint_of, PodFingerprint};
 use super::status::PodStatusStore;
 use super::sync::{kill_pod, sync_pod, terminate_pod, SyncContext};
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::kuberuntime::backoff::BackoffPolicy;
+use crate::domain::kuberuntime::pleg::relist_already_seen;
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 
@@ -35,8 +37,33 @@ pub(super) enum Desired {
 
 pub(super) struct Worker {
     pub(super) desired: watch::Sender<Desired>,
+    /// Wakes the worker to sync (a container event, a probe result).
     pub(super) poke: Arc<Notify>,
+    /// Wakes the worker for what a relist saw, which it may already know.
+    pub(super) relisted: Arc<RelistWake>,
     pub(super) task: JoinHandle<()>,
+}
+
+/// A relist's news for one worker: when the relist began and what it saw of the pod.
+#[derive(Default)]
+pub(super) struct RelistWake {
+    notify: Notify,
+    latest: Mutex<Option<(Instant, PodFingerprint)>>,
+}
+
+impl RelistWake {
+    /// The relist begun at `began` saw the pod change to `fingerprint`.
+    pub(super) fn changed(&self, began: Instant, fingerprint: PodFingerprint) {
+        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some((began, fingerprint));
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Option<(Instant, PodFingerprint)> {
+        self.latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
 }
 
 /// Shared by every worker.
@@ -54,6 +81,7 @@ pub(super) async fn worker_loop(
     shared: Arc<WorkerShared>,
     mut desired: watch::Receiver<Desired>,
     poke: Arc<Notify>,
+    relisted: Arc<RelistWake>,
 ) {
     // Syncs failed in a row on the runtime: the retry backs off.
     let mut failures: u32 = 0;
@@ -62,6 +90,8 @@ pub(super) async fn worker_loop(
     let mut start_recorded = false;
     let mut synced_once = false;
     loop {
+        // The runtime as this sync leaves it, and when the sync ended.
+        let mut seen: Option<(Instant, PodFingerprint)> = None;
         let now = desired.borrow_and_update().clone();
         let Ok(permit) = shared.permits.acquire().await else {
             return;
@@ -77,6 +107,7 @@ pub(super) async fn worker_loop(
                     sync_started.elapsed(),
                 );
                 synced_once = true;
+                seen = Some((Instant::now(), fingerprint_of(&outcome.runtime)));
                 let status = match &outcome.rejected {
                     Some(r) => rejected_pod_status(&r.reason, &r.message),
                     None => {
@@ -190,10 +221,26 @@ pub(super) async fn worker_loop(
             }
         };
         drop(permit);
-        tokio::select! {
-            changed = desired.changed() => if changed.is_err() { return },
-            () = poke.notified() => {}
-            () = tokio::time::sleep(wait) => {}
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                changed = desired.changed() => if changed.is_err() { return } else { break },
+                () = poke.notified() => break,
+                () = relisted.notify.notified() => {
+                    let news = relisted.take();
+                    let known = match (&seen, &news) {
+                        (Some((ended, seen)), Some((began, relist))) => {
+                            relist_already_seen(relist, began < ended, seen)
+                        }
+                        _ => false,
+                    };
+                    if !known {
+                        break;
+                    }
+                    debug!(%uid, "PLEG: the change is the pod's own last sync; not syncing again");
+                }
+                () = tokio::time::sleep_until(deadline) => break,
+            }
         }
     }
 }

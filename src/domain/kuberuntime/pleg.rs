@@ -1,10 +1,37 @@
 //! Whether the PLEG (the relist of the runtime's pods) is healthy: upstream's
 //! `GenericPLEG.Healthy`, whose answer feeds the node's readiness and, through the sync
-//! loop, `/healthz`.
+//! loop, `/healthz`; and whether a relist tells a pod's worker anything its own sync has
+//! not already seen.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::domain::units::duration::GoDuration;
+
+/// The state of every sandbox and container of one pod, by id: what the PLEG compares.
+pub type PodFingerprint = BTreeMap<String, String>;
+
+/// Whether a relist's view of a pod is one its worker's last sync already saw (`seen`,
+/// the runtime as that sync left it), so that syncing again would only read the runtime
+/// to do nothing: a pod's own sandbox and container starts are otherwise synced a second
+/// time, four more runtime calls each. A relist begun after that sync ended must match
+/// `seen` exactly. One begun before may have caught the sync half-way (a sandbox without
+/// its container yet): each thing it saw must be in `seen` in the same state, and it
+/// must have seen something (an empty one may be a removal).
+pub fn relist_already_seen(
+    relisted: &PodFingerprint,
+    began_before_sync_ended: bool,
+    seen: &PodFingerprint,
+) -> bool {
+    if began_before_sync_ended {
+        !relisted.is_empty()
+            && relisted
+                .iter()
+                .all(|(id, state)| seen.get(id) == Some(state))
+    } else {
+        relisted == seen
+    }
+}
 
 /// Upstream's generic PLEG relist threshold: a PLEG whose last successful relist is older
 /// than this is unhealthy.
@@ -49,6 +76,31 @@ mod tests {
     use super::*;
 
     const S: u64 = 1_000_000_000;
+
+    fn fp(entries: &[(&str, &str)]) -> PodFingerprint {
+        entries
+            .iter()
+            .map(|(id, state)| ((*id).to_owned(), (*state).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_relist_tells_a_worker_only_what_its_sync_did_not_see() {
+        let seen = fp(&[("s1", "ready"), ("c1", "running")]);
+        // After the sync: only the very same state is nothing new.
+        assert!(relist_already_seen(&seen, false, &seen));
+        assert!(!relist_already_seen(&fp(&[("s1", "ready")]), false, &seen));
+        assert!(!relist_already_seen(
+            &fp(&[("s1", "ready"), ("c1", "exited")]),
+            false,
+            &seen
+        ));
+        // During the sync: its half-way state is nothing new, a change is.
+        assert!(relist_already_seen(&fp(&[("s1", "ready")]), true, &seen));
+        assert!(!relist_already_seen(&fp(&[("c1", "exited")]), true, &seen));
+        assert!(!relist_already_seen(&fp(&[("c9", "running")]), true, &seen));
+        assert!(!relist_already_seen(&fp(&[]), true, &seen));
+    }
 
     #[test]
     fn healthy_within_the_threshold_unhealthy_after_in_upstreams_words() {

@@ -498,25 +498,13 @@ pub fn container_config(
     backoff_step: u32,
 ) -> Result<ContainerConfig, RequestError> {
     let inputs = crate::domain::volumes::PodInputs::default();
-    container_config_with(ctx, pod, container, restart_count, backoff_step, &inputs)
-}
-
-/// [`container_config`] with the API objects, pod facts and service links the
-/// container's environment is resolved from.
-pub fn container_config_with(
-    ctx: &RequestContext,
-    pod: &Pod,
-    container: &Container,
-    restart_count: u32,
-    backoff_step: u32,
-    inputs: &crate::domain::volumes::PodInputs,
-) -> Result<ContainerConfig, RequestError> {
-    container_config_and_skipped_env(ctx, pod, container, restart_count, backoff_step, inputs)
+    container_config_and_skipped_env(ctx, pod, container, restart_count, backoff_step, &inputs)
         .map(|(config, _)| config)
 }
 
-/// [`container_config_with`], and the `envFrom` keys it skipped as invalid variable names
-/// (upstream's `InvalidEnvironmentVariableNames` event).
+/// [`container_config`] with the API objects, pod facts and service links the
+/// container's environment is resolved from, and the `envFrom` keys it skipped as
+/// invalid variable names (upstream's `InvalidEnvironmentVariableNames` event).
 pub fn container_config_and_skipped_env(
     ctx: &RequestContext,
     pod: &Pod,

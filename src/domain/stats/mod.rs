@@ -58,6 +58,40 @@ pub struct RuntimeContainerStats {
     pub major_page_faults: Option<u64>,
 }
 
+/// The id of the container a runtime's cgroup is named after: the name itself (cgroupfs:
+/// `<id>`) or its last part (systemd: `cri-containerd-<id>.scope`, `crio-<id>.scope`).
+pub fn container_id_of_cgroup(dir: &str) -> &str {
+    let name = dir.strip_suffix(".scope").unwrap_or(dir);
+    name.rsplit('-').next().unwrap_or(name)
+}
+
+impl RuntimeContainerStats {
+    /// A container's usage read from its own cgroup at `time_unix_nanos` (as cAdvisor
+    /// reads it), with the writable layer the runtime last reported.
+    pub fn from_cgroup(
+        id: &str,
+        name: &str,
+        pod_uid: &str,
+        cgroup: &CgroupStats,
+        time_unix_nanos: i64,
+        writable_layer: Option<FsUsage>,
+    ) -> Self {
+        RuntimeContainerStats {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            pod_uid: pod_uid.to_owned(),
+            memory_working_set_bytes: Some(cgroup.working_set_bytes()),
+            writable_layer,
+            timestamp_unix_nanos: time_unix_nanos,
+            cpu_usage_nanos: cgroup.cpu_usage_nanos,
+            memory_usage_bytes: Some(cgroup.memory_usage_bytes),
+            rss_bytes: cgroup.rss_bytes,
+            page_faults: cgroup.page_faults,
+            major_page_faults: cgroup.major_page_faults,
+        }
+    }
+}
+
 /// One network interface's counters (`/proc/<pid>/net/dev`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

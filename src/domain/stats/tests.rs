@@ -152,3 +152,34 @@ fn net_dev_counters_leave_the_loopback_out() {
     assert_eq!(v["pods"][0]["network"]["rxBytes"], 5000);
     assert_eq!(v["pods"][0]["network"]["interfaces"][0]["txErrors"], 1);
 }
+
+#[test]
+fn a_containers_cgroup_names_its_id_in_each_drivers_spelling() {
+    let id = "4f3c2a";
+    assert_eq!(container_id_of_cgroup(id), id);
+    assert_eq!(container_id_of_cgroup("cri-containerd-4f3c2a.scope"), id);
+    assert_eq!(container_id_of_cgroup("crio-4f3c2a.scope"), id);
+}
+
+#[test]
+fn a_container_read_from_its_cgroup_keeps_the_runtimes_writable_layer() {
+    let layer = FsUsage {
+        used_bytes: 4096,
+        inodes_used: 3,
+    };
+    let stats =
+        RuntimeContainerStats::from_cgroup("c1", "app", "u1", &cg(1000, 300, 42), 7, Some(layer));
+    assert_eq!(stats.memory_working_set_bytes, Some(700));
+    assert_eq!(stats.memory_usage_bytes, Some(1000));
+    assert_eq!(stats.cpu_usage_nanos, Some(42));
+    assert_eq!(stats.timestamp_unix_nanos, 7);
+    assert_eq!(stats.writable_layer, Some(layer));
+    assert_eq!(
+        (
+            stats.id.as_str(),
+            stats.name.as_str(),
+            stats.pod_uid.as_str()
+        ),
+        ("c1", "app", "u1")
+    );
+}

@@ -397,7 +397,7 @@ fn a_missing_config_map_holds_the_container_with_create_container_config_error()
         .objects
         .config_maps
         .insert("cfg".into(), Fetched::NotFound);
-    let err = crate::domain::kuberuntime::requests::container_config_with(
+    let err = crate::domain::kuberuntime::requests::container_config_and_skipped_env(
         &ctx(),
         &p,
         &p.spec.containers[0],
