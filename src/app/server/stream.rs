@@ -172,7 +172,12 @@ async fn proxy(mut req: Request<Incoming>, url: &str) -> Response<Body> {
     };
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let stream = match tokio::net::TcpStream::connect(&authority).await {
-        Ok(s) => s,
+        Ok(s) => {
+            // The stream's small frames (SPDY's stream set-up, a shell's keystrokes) must
+            // not wait for the peer's delayed ACK; Go's dialer sets this too.
+            let _ = s.set_nodelay(true);
+            s
+        }
         Err(e) => {
             return bad_gateway(format!(
                 "cannot reach the streaming server {authority}: {e}"
