@@ -25,10 +25,11 @@ use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::stats::{
-    container_id_of_cgroup, summary, ContainerSample, PodSample, StatsSample, Summary,
+    container_id_of_cgroup, summary, ContainerSample, PodSample, StatsSample, Summary, VolumeSample,
 };
 use crate::domain::status::ApiContainerState;
 use crate::domain::units::time::rfc3339_seconds;
+use crate::domain::volumes::{volume_dir, VolumeKind};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::stats::{NodeStats, RuntimeContainerStats, RuntimeStats};
@@ -50,6 +51,8 @@ struct Cache {
     latest: Option<Arc<Snapshot>>,
     /// What the runtime last listed; `None` before housekeeping's first list.
     layers: Option<Layers>,
+    /// The pods' volumes as the last listing sample measured them, by pod uid.
+    volumes: BTreeMap<String, Vec<VolumeSample>>,
 }
 
 /// What the provider reads through and of.
@@ -141,8 +144,17 @@ impl StatsProvider {
                     .iter()
                     .all(|id| listed.contains_key(id))
         });
-        let (sample, layers) = self.sample(now, layers).await;
+        let listing = layers.is_none();
+        let (mut sample, layers) = self.sample(now, layers).await;
         cache.layers = Some(layers);
+        // Walking volumes is `du`: with the runtime's list, not on every scrape (upstream
+        // measures them once a minute).
+        if listing {
+            cache.volumes = self.volume_usage().await;
+        }
+        for pod in &mut sample.pods {
+            pod.volumes = cache.volumes.get(&pod.uid).cloned().unwrap_or_default();
+        }
         let boot = self.boot_time().await;
         let summary = summary(
             &self.node_name,
@@ -177,6 +189,35 @@ impl StatsProvider {
             );
         }
         ids
+    }
+
+    /// Each active pod's volumes kept under the root directory: their folder's usage and
+    /// filesystem (a hostPath is the host's, not the pod's).
+    async fn volume_usage(&self) -> BTreeMap<String, Vec<VolumeSample>> {
+        let mut usage = BTreeMap::new();
+        for pod in self.pods.active_pods() {
+            let uid = &pod.metadata.uid;
+            let mut volumes = Vec::new();
+            for volume in &pod.spec.volumes {
+                let Some(plugin) = VolumeKind::of(volume).plugin_dir() else {
+                    continue;
+                };
+                let dir = volume_dir(&self.root_dir, uid, plugin, &volume.name);
+                let Some(used) =
+                    logged("a volume", self.stats.directory_usage(&dir).await).flatten()
+                else {
+                    continue;
+                };
+                volumes.push(VolumeSample {
+                    name: volume.name.clone(),
+                    usage: used,
+                    fs: logged("a volume's filesystem", self.stats.filesystem(&dir).await)
+                        .map(|f| f.stats),
+                });
+            }
+            usage.insert(uid.clone(), volumes);
+        }
+        usage
     }
 
     async fn boot_time(&self) -> String {
@@ -389,6 +430,7 @@ impl StatsProvider {
                 cgroup,
                 containers,
                 network,
+                volumes: Vec::new(),
             });
         }
         let sample = StatsSample {
@@ -478,7 +520,8 @@ mod tests {
     async fn between_housekeepings_a_scrape_reads_the_containers_from_their_cgroups(
     ) -> Result<(), Box<dyn std::error::Error>> {
         use crate::domain::cgroup::{kubepods_name, CgroupSettings};
-        use crate::domain::pod::{Container, ObjectMeta, Pod, PodSpec};
+        use crate::domain::eviction::signals::FsUsage;
+        use crate::domain::pod::{Container, EmptyDirVolume, ObjectMeta, Pod, PodSpec, Volume};
         use crate::domain::status::{ApiContainerStatus, ApiPodStatus};
 
         let stats = Arc::new(FakeNodeStats::new());
@@ -500,6 +543,11 @@ mod tests {
                     name: "app".into(),
                     image: "busybox".into(),
                     ..Container::default()
+                }],
+                volumes: vec![Volume {
+                    name: "scratch".into(),
+                    empty_dir: Some(EmptyDirVolume::default()),
+                    ..Volume::default()
                 }],
                 ..PodSpec::default()
             },
@@ -545,15 +593,37 @@ mod tests {
                 .map(|c| (c.name.clone(), c.stats.memory_working_set_bytes))
                 .collect::<Vec<_>>()
         };
-        // Housekeeping lists from the runtime, which knows no container here.
+        let scratch = PathBuf::from("/nonexistent/pods/u1/volumes/kubernetes.io~empty-dir/scratch");
+        let used = |bytes: u64| FsUsage {
+            used_bytes: bytes,
+            inodes_used: 2,
+        };
+        stats.set_directory(&scratch, used(8192));
+        let volume_of = |snapshot: &Snapshot| {
+            snapshot.sample.pods[0]
+                .volumes
+                .iter()
+                .map(|v| (v.name.clone(), v.usage.used_bytes))
+                .collect::<Vec<_>>()
+        };
+        // Housekeeping lists from the runtime, which knows no container here, and
+        // measures the volumes.
         let listed = provider.refresh(true).await;
         assert_eq!(memory_of_app(&listed), vec![]);
+        assert_eq!(volume_of(&listed), vec![("scratch".to_owned(), 8192)]);
+        let json: serde_json::Value =
+            serde_json::from_slice(&listed.summary_json).unwrap_or_default();
+        assert_eq!(json["pods"][0]["volume"][0]["name"], "scratch");
+        assert_eq!(json["pods"][0]["volume"][0]["usedBytes"], 8192);
+        // A scrape between housekeepings does not walk the volumes again.
+        stats.set_directory(&scratch, used(16384));
         clock.advance(Duration::from_secs(2));
         let scraped = provider.latest().await;
         assert_eq!(
             memory_of_app(&scraped),
             vec![("app".to_owned(), Some(2000))]
         );
+        assert_eq!(volume_of(&scraped), vec![("scratch".to_owned(), 8192)]);
         // A running container the last list lacks (started since) makes the next scrape
         // list again: the runtime, not knowing it, reports no container.
         let mut status = provider.pods.status_of("u1").unwrap_or_default();

@@ -156,7 +156,12 @@ async fn summary_and_metrics_through_the_api_server() {
     let busybox = node.busybox.clone();
     node.write(
         "filler.yaml",
-        &pod("filler", "", &[], &[container("f", &busybox, FILLER)]),
+        &pod(
+            "filler",
+            "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
+            &[],
+            &[container("f", &busybox, FILLER)],
+        ),
     );
     // A container with a readiness probe, for /metrics/probes.
     let probed = format!(
@@ -175,7 +180,8 @@ async fn summary_and_metrics_through_the_api_server() {
     ]);
     let pod_name = format!("filler-{NODE}");
 
-    // The summary, once the pod is measured and has a CPU rate (two samples).
+    // The summary, once the pod is measured and has a CPU rate (two samples) and its
+    // volume is measured (housekeeping walks volumes every 10 s).
     let summary = wait_for(90, "a summary with the filler's rate", || {
         let out = proxy(&cluster, "/stats/summary");
         let v: Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -189,9 +195,16 @@ async fn summary_and_metrics_through_the_api_server() {
             .as_array()?
             .iter()
             .find(|c| c["name"] == "f")?;
+        let scratch = pod["volume"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == "scratch")?;
         (ws >= 16 << 20
             && container["cpu"]["usageNanoCores"].is_u64()
-            && pod["cpu"]["usageNanoCores"].is_u64())
+            && pod["cpu"]["usageNanoCores"].is_u64()
+            && scratch["usedBytes"].is_u64()
+            && scratch["inodesUsed"].as_u64() >= Some(1)
+            && scratch["capacityBytes"].is_u64())
         .then_some(v)
     });
     let node_part = &summary["node"];

@@ -153,6 +153,25 @@ pub struct PodSample {
     pub containers: Vec<ContainerSample>,
     /// The interfaces of its network namespace.
     pub network: Vec<InterfaceStats>,
+    /// Its volumes kept under the root directory.
+    pub volumes: Vec<VolumeSample>,
+}
+
+/// One volume's usage (`du` of its folder) and the filesystem it is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeSample {
+    pub name: String,
+    pub usage: FsUsage,
+    pub fs: Option<FsStats>,
+}
+
+/// `VolumeStats`: the volume's `FsStats` inline, and its name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeSummary {
+    #[serde(flatten)]
+    pub fs: FsSummary,
+    pub name: String,
 }
 
 /// Everything one sampling read.
@@ -335,7 +354,7 @@ pub struct PodSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub volume: Vec<FsSummary>,
+    pub volume: Vec<VolumeSummary>,
     #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
     pub ephemeral_storage: Option<FsSummary>,
     #[serde(rename = "process_stats", skip_serializing_if = "Option::is_none")]
@@ -565,7 +584,14 @@ pub fn summary(
                 }),
                 memory: pod.cgroup.map(|c| cgroup_memory(&time, &c, None)),
                 network: network(&time, &pod.network),
-                volume: Vec::new(),
+                volume: pod
+                    .volumes
+                    .iter()
+                    .map(|v| VolumeSummary {
+                        fs: usage_summary(&time, v.usage, v.fs.as_ref()),
+                        name: v.name.clone(),
+                    })
+                    .collect(),
                 ephemeral_storage: ephemeral,
                 process_stats: pod.cgroup.and_then(|c| {
                     c.tasks.map(|n| ProcessStats {

@@ -53,6 +53,19 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
                     ..RuntimeContainerStats::default()
                 },
             }],
+            volumes: vec![VolumeSample {
+                name: "scratch".into(),
+                usage: FsUsage {
+                    used_bytes: 4096,
+                    inodes_used: 1,
+                },
+                fs: Some(FsStats {
+                    capacity_bytes: 100_000,
+                    available_bytes: 60_000,
+                    inodes: Some(50),
+                    inodes_free: Some(20),
+                }),
+            }],
         }],
     }
 }
@@ -108,6 +121,21 @@ fn the_summary_holds_working_sets_and_rates() {
     assert_eq!(
         pod.process_stats.as_ref().and_then(|p| p.process_count),
         Some(3)
+    );
+    // A volume: its usage, on its filesystem, named (upstream's VolumeStats).
+    let volume = serde_json::to_value(&pod.volume).unwrap_or_default();
+    assert_eq!(
+        volume,
+        serde_json::json!([{
+            "time": "1970-01-01T00:00:03Z",
+            "availableBytes": 60_000,
+            "capacityBytes": 100_000,
+            "usedBytes": 4096,
+            "inodesFree": 20,
+            "inodes": 50,
+            "inodesUsed": 1,
+            "name": "scratch"
+        }])
     );
     let first_only = summary("n1", "", &first, None);
     assert_eq!(first_only.node.cpu.and_then(|c| c.usage_nano_cores), None);
