@@ -146,6 +146,11 @@ pub struct SyncOutcome {
     /// The sync stopped on a failed runtime call, cgroup or folder; the worker backs off
     /// (`BackoffPolicy::SYNC_ERROR`) while this repeats.
     pub failed: bool,
+    /// The sync left nothing for a next sync on the same runtime state: it only added (or
+    /// had nothing to do), did not fail, and everything is live. After one that killed or
+    /// replaced a sandbox, the next sync removes what is left dead (an old sandbox), so a
+    /// relist must wake it.
+    pub settled: bool,
 }
 
 impl SyncOutcome {
@@ -242,6 +247,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
     }
     if plan.is_empty() {
         collect_dead(ctx, &view).await;
+        outcome.settled = outcome.runtime.all_live();
         return outcome;
     }
     debug!(actions = ?plan.actions, "pod sync plan");
@@ -396,6 +402,11 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         };
         see_what_the_sync_did(ctx, pod, &mut outcome, (!killed).then_some(created)).await;
     }
+    outcome.settled = !outcome.failed
+        && plan.kill_pod.is_none()
+        && plan.kill_containers.is_empty()
+        && outcome.waiting.is_empty()
+        && outcome.runtime.all_live();
     collect_dead(ctx, &view).await;
     outcome
 }

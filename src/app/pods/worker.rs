@@ -107,7 +107,9 @@ pub(super) async fn worker_loop(
                     sync_started.elapsed(),
                 );
                 synced_once = true;
-                seen = Some((Instant::now(), fingerprint_of(&outcome.runtime)));
+                if outcome.settled {
+                    seen = Some((Instant::now(), fingerprint_of(&outcome.runtime)));
+                }
                 let status = match &outcome.rejected {
                     Some(r) => rejected_pod_status(&r.reason, &r.message),
                     None => {

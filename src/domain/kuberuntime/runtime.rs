@@ -134,6 +134,17 @@ impl ContainerStatus {
 }
 
 impl PodRuntimeStatus {
+    /// Every sandbox ready and every container running: nothing dead for a sync to
+    /// remove or restart.
+    pub fn all_live(&self) -> bool {
+        self.sandboxes
+            .iter()
+            .all(|s| s.state == SandboxState::Ready)
+            && self
+                .containers
+                .iter()
+                .all(|c| c.state == ContainerState::Running)
+    }
     /// The pod as far as its containers' kill specs tell it, to stop it when its spec is
     /// gone (upstream's `restoreSpecsFromContainerLabels`): name, namespace, uid, the
     /// grace period, and per container its ports and `preStop` handler. What cannot be
@@ -335,6 +346,32 @@ mod tests {
             attempt,
             ..ContainerStatus::new(id, name, ContainerState::Exited)
         }
+    }
+
+    #[test]
+    fn a_pod_is_all_live_with_only_ready_sandboxes_and_running_containers() {
+        let ready = SandboxStatus {
+            id: "s1".into(),
+            attempt: 0,
+            state: SandboxState::Ready,
+            created_at_nanos: 1,
+            host_network: false,
+            ip: String::new(),
+        };
+        let mut status = PodRuntimeStatus {
+            sandboxes: vec![ready.clone()],
+            containers: vec![ContainerStatus::new("c1", "app", ContainerState::Running)],
+            ..PodRuntimeStatus::default()
+        };
+        assert!(status.all_live());
+        status.sandboxes.push(SandboxStatus {
+            state: SandboxState::NotReady,
+            ..ready
+        });
+        assert!(!status.all_live(), "an old sandbox left dead");
+        status.sandboxes.pop();
+        status.containers.push(at("app", "c0", 1, 0));
+        assert!(!status.all_live(), "an exited container");
     }
 
     #[test]
