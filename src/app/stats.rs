@@ -25,7 +25,8 @@ use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::stats::{
-    container_id_of_cgroup, summary, ContainerSample, PodSample, StatsSample, Summary, VolumeSample,
+    containers_from_cgroups, running_container_ids, runtime_id, sample_lists_the_runtime, summary,
+    ContainerSample, PodSample, StatsSample, Summary, VolumeSample, WritableLayers,
 };
 use crate::domain::status::ApiContainerState;
 use crate::domain::units::time::rfc3339_seconds;
@@ -44,7 +45,7 @@ pub struct Snapshot {
 }
 
 /// Writable-layer usage by container id, for every container the runtime listed.
-type Layers = BTreeMap<String, Option<FsUsage>>;
+type Layers = WritableLayers;
 
 #[derive(Default)]
 struct Cache {
@@ -71,11 +72,6 @@ pub struct StatsProvider {
     pub max_age: Duration,
     cache: Mutex<Cache>,
     boot_time: std::sync::OnceLock<String>,
-}
-
-/// The runtime's id in a status's `containerd://<id>`.
-fn runtime_id(container_id: &str) -> &str {
-    container_id.rsplit("://").next().unwrap_or_default()
 }
 
 fn logged<T, E: std::error::Error>(what: &str, result: Result<T, E>) -> Option<T> {
@@ -136,15 +132,19 @@ impl StatsProvider {
                 return Arc::clone(latest);
             }
         }
-        let layers = cache.layers.take().filter(|listed| {
-            !list_runtime
-                && self.tree.is_some()
-                && self
-                    .running_container_ids()
-                    .iter()
-                    .all(|id| listed.contains_key(id))
-        });
-        let listing = layers.is_none();
+        let statuses: Vec<_> = self
+            .pods
+            .active_pods()
+            .iter()
+            .filter_map(|pod| self.pods.status_of(&pod.metadata.uid))
+            .collect();
+        let listing = sample_lists_the_runtime(
+            list_runtime,
+            self.tree.is_some(),
+            cache.layers.as_ref(),
+            statuses.iter().flat_map(running_container_ids),
+        );
+        let layers = cache.layers.take().filter(|_| !listing);
         let (mut sample, layers) = self.sample(now, layers).await;
         cache.layers = Some(layers);
         // Walking volumes is `du`: with the runtime's list, not on every scrape (upstream
@@ -170,25 +170,6 @@ impl StatsProvider {
         });
         cache.latest = Some(Arc::clone(&snapshot));
         snapshot
-    }
-
-    /// The ids of the containers the pods' statuses say are running.
-    fn running_container_ids(&self) -> Vec<String> {
-        let mut ids = Vec::new();
-        for pod in self.pods.active_pods() {
-            let Some(status) = self.pods.status_of(&pod.metadata.uid) else {
-                continue;
-            };
-            ids.extend(
-                status
-                    .container_statuses
-                    .iter()
-                    .chain(&status.init_container_statuses)
-                    .filter(|s| matches!(s.state, ApiContainerState::Running(_)))
-                    .map(|s| runtime_id(&s.container_id).to_owned()),
-            );
-        }
-        ids
     }
 
     /// Each active pod's volumes kept under the root directory: their folder's usage and
@@ -373,25 +354,13 @@ impl StatsProvider {
             let uid = pod.metadata.uid.clone();
             let status = self.pods.status_of(&uid).unwrap_or_default();
             let mut measured = by_pod.remove(&uid).unwrap_or_default();
-            for (dir, stats) in &container_cgroups {
-                let id = container_id_of_cgroup(dir);
-                // Only the pod's known containers: the sandbox has a cgroup too.
-                let known = status
-                    .container_statuses
-                    .iter()
-                    .chain(&status.init_container_statuses)
-                    .find(|s| runtime_id(&s.container_id) == id);
-                if let Some(known) = known {
-                    measured.push(RuntimeContainerStats::from_cgroup(
-                        id,
-                        &known.name,
-                        &uid,
-                        stats,
-                        now,
-                        layers.get(id).copied().flatten(),
-                    ));
-                }
-            }
+            measured.extend(containers_from_cgroups(
+                &uid,
+                &status,
+                &container_cgroups,
+                now,
+                &layers,
+            ));
             let mut containers = Vec::new();
             for spec in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
                 // The instance running now (a restarted container leaves dead ones).

@@ -124,7 +124,8 @@ async fn probes_and_hooks_on_containerd() {
         ),
     );
     // 2. HTTP readiness against httpd: ready while /www/ready exists. A TCP liveness
-    //    probe on the same port keeps the container alive.
+    //    probe on the same port keeps the container alive (after a second: httpd may not
+    //    listen yet in the first milliseconds on a loaded machine).
     node.write(
         "web.yaml",
         &manifest(
@@ -133,7 +134,7 @@ async fn probes_and_hooks_on_containerd() {
             &main_container(
                 &image,
                 "mkdir -p /www; exec httpd -f -p 8080 -h /www",
-                "    readinessProbe:\n      httpGet:\n        path: /ready\n        port: http\n      periodSeconds: 1\n    livenessProbe:\n      tcpSocket:\n        port: 8080\n      periodSeconds: 1\n      failureThreshold: 1\n    ports:\n    - name: http\n      containerPort: 8080\n",
+                "    readinessProbe:\n      httpGet:\n        path: /ready\n        port: http\n      periodSeconds: 1\n    livenessProbe:\n      tcpSocket:\n        port: 8080\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      failureThreshold: 1\n    ports:\n    - name: http\n      containerPort: 8080\n",
             ),
         ),
     );

@@ -412,8 +412,12 @@ impl ProbeManager {
                 });
             }
         }
-        // A container that just started: look now rather than a period later.
+        // A container that just started: its readiness is looked at now rather than a
+        // period later.
         for slot in &mut entry.slots {
+            if !slot.worker.kind().probes_a_new_container_at_once() {
+                continue;
+            }
             let newest = runtime
                 .find_container(&slot.container)
                 .map(|c| c.id.as_str());

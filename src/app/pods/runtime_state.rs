@@ -186,13 +186,7 @@ pub fn changed_pods(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fp(entries: &[(&str, &str)]) -> PodFingerprint {
-        entries
-            .iter()
-            .map(|(id, state)| ((*id).to_owned(), (*state).to_owned()))
-            .collect()
-    }
+    use crate::domain::kuberuntime::pleg::fingerprint as fp;
 
     #[test]
     fn changes_are_new_gone_and_changed_pods() {

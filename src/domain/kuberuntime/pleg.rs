@@ -71,18 +71,21 @@ pub fn pleg_health(
     }
 }
 
+/// A fingerprint from `(id, state)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn fingerprint(entries: &[(&str, &str)]) -> PodFingerprint {
+    entries
+        .iter()
+        .map(|(id, state)| ((*id).to_owned(), (*state).to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::fingerprint as fp;
     use super::*;
 
     const S: u64 = 1_000_000_000;
-
-    fn fp(entries: &[(&str, &str)]) -> PodFingerprint {
-        entries
-            .iter()
-            .map(|(id, state)| ((*id).to_owned(), (*state).to_owned()))
-            .collect()
-    }
 
     #[test]
     fn a_relist_tells_a_worker_only_what_its_sync_did_not_see() {

@@ -57,6 +57,15 @@ impl ProbeKind {
     pub fn kills(self) -> bool {
         matches!(self, ProbeKind::Liveness | ProbeKind::Startup)
     }
+
+    /// Whether a new container instance is probed at once rather than at the probe's next
+    /// tick. Upstream triggers only the readiness probe early (its `manualTriggerCh`), so
+    /// a pod turns ready sooner; a probe that kills keeps its cadence, since probing a
+    /// process in the first milliseconds of its life fails a server not yet listening and,
+    /// with `failureThreshold: 1`, restarts a container upstream would have left alone.
+    pub fn probes_a_new_container_at_once(self) -> bool {
+        self == ProbeKind::Readiness
+    }
 }
 
 impl ProbeKind {

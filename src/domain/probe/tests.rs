@@ -425,3 +425,10 @@ fn probes_seen_soon_after_start_are_spread_over_their_period() {
         "a kubelet running for a period probes at once"
     );
 }
+
+#[test]
+fn only_readiness_looks_at_a_new_container_at_once() {
+    assert!(ProbeKind::Readiness.probes_a_new_container_at_once());
+    assert!(!ProbeKind::Liveness.probes_a_new_container_at_once());
+    assert!(!ProbeKind::Startup.probes_a_new_container_at_once());
+}

@@ -3,9 +3,12 @@
 //! container stats, filesystems) turned into the summary, with CPU rates from two samples
 //! as cAdvisor computes them.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
+use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
 
 /// A cgroup's CPU, memory and tasks as the kernel counts them.
@@ -63,6 +66,72 @@ pub struct RuntimeContainerStats {
 pub fn container_id_of_cgroup(dir: &str) -> &str {
     let name = dir.strip_suffix(".scope").unwrap_or(dir);
     name.rsplit('-').next().unwrap_or(name)
+}
+
+/// The writable layer of each container the runtime last listed, by id (`None` when the
+/// runtime did not say).
+pub type WritableLayers = BTreeMap<String, Option<FsUsage>>;
+
+/// The runtime's id in a status's `containerID` (`containerd://<id>`).
+pub fn runtime_id(container_id: &str) -> &str {
+    container_id.rsplit("://").next().unwrap_or_default()
+}
+
+/// The runtime ids of the containers (init ones too) `status` says are running.
+pub fn running_container_ids(status: &ApiPodStatus) -> impl Iterator<Item = &str> {
+    status
+        .container_statuses
+        .iter()
+        .chain(&status.init_container_statuses)
+        .filter(|s| matches!(s.state, ApiContainerState::Running(_)))
+        .map(|s| runtime_id(&s.container_id))
+}
+
+/// Whether a sample must ask the runtime for its container stats (`ListContainerStats`)
+/// rather than read the containers' cgroups: when asked to (housekeeping), without pod
+/// cgroups to read, before any list, or when a running container is missing from the
+/// last list (its writable layer is not known yet).
+pub fn sample_lists_the_runtime<'a>(
+    asked: bool,
+    has_pod_cgroups: bool,
+    last_listed: Option<&WritableLayers>,
+    mut running: impl Iterator<Item = &'a str>,
+) -> bool {
+    match last_listed {
+        Some(listed) if !asked && has_pod_cgroups => !running.all(|id| listed.contains_key(id)),
+        _ => true,
+    }
+}
+
+/// A pod's containers measured from their own cgroups (`(directory name, usage)` under the
+/// pod's cgroup), each named from the pod's `status`; a cgroup of no known container (the
+/// sandbox's) is left out. `layers` holds the writable layers the runtime last listed.
+pub fn containers_from_cgroups(
+    pod_uid: &str,
+    status: &ApiPodStatus,
+    cgroups: &[(String, CgroupStats)],
+    time_unix_nanos: i64,
+    layers: &WritableLayers,
+) -> Vec<RuntimeContainerStats> {
+    cgroups
+        .iter()
+        .filter_map(|(dir, stats)| {
+            let id = container_id_of_cgroup(dir);
+            let known = status
+                .container_statuses
+                .iter()
+                .chain(&status.init_container_statuses)
+                .find(|s| runtime_id(&s.container_id) == id)?;
+            Some(RuntimeContainerStats::from_cgroup(
+                id,
+                &known.name,
+                pod_uid,
+                stats,
+                time_unix_nanos,
+                layers.get(id).copied().flatten(),
+            ))
+        })
+        .collect()
 }
 
 impl RuntimeContainerStats {

@@ -211,3 +211,81 @@ fn a_container_read_from_its_cgroup_keeps_the_runtimes_writable_layer() {
         ("c1", "app", "u1")
     );
 }
+
+fn status_with(containers: &[(&str, &str, bool)]) -> ApiPodStatus {
+    use crate::domain::status::{ApiContainerStatus, Running};
+    ApiPodStatus {
+        container_statuses: containers
+            .iter()
+            .map(|(name, id, running)| ApiContainerStatus {
+                name: (*name).to_owned(),
+                container_id: format!("containerd://{id}"),
+                state: if *running {
+                    ApiContainerState::Running(Running::default())
+                } else {
+                    ApiContainerState::default()
+                },
+                ..ApiContainerStatus::default()
+            })
+            .collect(),
+        ..ApiPodStatus::default()
+    }
+}
+
+#[test]
+fn a_sample_lists_the_runtime_only_when_the_cgroups_cannot_say_everything() {
+    let status = status_with(&[("a", "c1", true), ("b", "c2", false)]);
+    let listed: WritableLayers = BTreeMap::from([("c1".to_owned(), None)]);
+    let running = || running_container_ids(&status);
+    assert_eq!(running().collect::<Vec<_>>(), ["c1"]);
+    assert!(!sample_lists_the_runtime(
+        false,
+        true,
+        Some(&listed),
+        running()
+    ));
+    // Housekeeping asks; no pod cgroups; no list yet.
+    assert!(sample_lists_the_runtime(
+        true,
+        true,
+        Some(&listed),
+        running()
+    ));
+    assert!(sample_lists_the_runtime(
+        false,
+        false,
+        Some(&listed),
+        running()
+    ));
+    assert!(sample_lists_the_runtime(false, true, None, running()));
+    // A container started since the last list: its writable layer is unknown.
+    let restarted = status_with(&[("a", "c3", true)]);
+    assert!(sample_lists_the_runtime(
+        false,
+        true,
+        Some(&listed),
+        running_container_ids(&restarted)
+    ));
+}
+
+#[test]
+fn containers_measured_from_cgroups_are_the_pods_known_ones() {
+    let status = status_with(&[("app", "c1", true)]);
+    let layer = FsUsage {
+        used_bytes: 4096,
+        inodes_used: 2,
+    };
+    let layers: WritableLayers = BTreeMap::from([("c1".to_owned(), Some(layer))]);
+    let cgroups = vec![
+        ("cri-containerd-c1.scope".to_owned(), cg(100, 10, 7)),
+        // The sandbox's cgroup: no container of the status.
+        ("cri-containerd-s1.scope".to_owned(), cg(50, 0, 1)),
+    ];
+    let measured = containers_from_cgroups("uid-1", &status, &cgroups, 42, &layers);
+    assert_eq!(measured.len(), 1);
+    assert_eq!(measured[0].id, "c1");
+    assert_eq!(measured[0].name, "app");
+    assert_eq!(measured[0].pod_uid, "uid-1");
+    assert_eq!(measured[0].writable_layer, Some(layer));
+    assert_eq!(runtime_id("containerd://c1"), "c1");
+}
