@@ -6,7 +6,8 @@
 //! (as a scraper's interval does: rkubelet reuses a sample for 1 s, so each scrape here
 //! reads the cgroups and the runtime anew), each by its own curl: the median latency
 //! (`time_total`, TLS handshake included for both), and the kubelet's CPU per scrape
-//! (its CPU time over the scrapes less its idle rate over as long). Goal: at most half of
+//! (its CPU time over the scrapes less its idle rate, measured over twice as long before
+//! and after all the scrapes, over as long). Goal: at most half of
 //! upstream's. Needs root, containerd and the upstream binaries; fails, saying which is
 //! missing, without them.
 
@@ -233,13 +234,21 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
         std::thread::sleep(Duration::from_secs(1));
     }
     std::thread::sleep(Duration::from_secs(2));
-    // The idle rate, over the time the scrapes of one endpoint take.
+    // The idle rate, over twice the time the scrapes of one endpoint take, before and
+    // after them all: a kubelet's own housekeeping (cAdvisor's, every few seconds) makes a
+    // single short window noisy enough to exceed a cheap endpoint's cost.
     let gap = Duration::from_millis(1100);
-    let idle_for = gap * u32::try_from(scrapes).unwrap_or(10);
-    let (c0, t0) = (cpu_secs(pid).ok_or("kubelet CPU")?, Instant::now());
-    std::thread::sleep(idle_for);
-    let idle_rate = (cpu_secs(pid).ok_or("kubelet CPU")? - c0) / t0.elapsed().as_secs_f64();
-    let mut figures = Vec::new();
+    let idle_for = gap * 2 * u32::try_from(scrapes).unwrap_or(10);
+    let idle_cpu = |pid: u32| -> Result<(f64, f64), String> {
+        let (c0, t0) = (cpu_secs(pid).ok_or("kubelet CPU")?, Instant::now());
+        std::thread::sleep(idle_for);
+        Ok((
+            cpu_secs(pid).ok_or("kubelet CPU")? - c0,
+            t0.elapsed().as_secs_f64(),
+        ))
+    };
+    let idle_before = idle_cpu(pid)?;
+    let mut used_per_path = Vec::new();
     for path in PATHS {
         let mut latencies = Vec::new();
         let (c0, t0) = (cpu_secs(pid).ok_or("kubelet CPU")?, Instant::now());
@@ -252,12 +261,18 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
             latencies.push(secs * 1000.0);
         }
         let used = cpu_secs(pid).ok_or("kubelet CPU")? - c0;
-        let idle = idle_rate * t0.elapsed().as_secs_f64();
-        let per_scrape_ms = ((used - idle).max(0.0) / scrapes as f64) * 1000.0;
-        figures.push((median(&mut latencies), per_scrape_ms));
+        used_per_path.push((median(&mut latencies), used, t0.elapsed().as_secs_f64()));
     }
+    let idle_after = idle_cpu(pid)?;
     drop(running);
-    Ok(figures)
+    let idle_rate = (idle_before.0 + idle_after.0) / (idle_before.1 + idle_after.1);
+    Ok(used_per_path
+        .into_iter()
+        .map(|(latency, used, secs)| {
+            let per_scrape_ms = ((used - idle_rate * secs).max(0.0) / scrapes as f64) * 1000.0;
+            (latency, per_scrape_ms)
+        })
+        .collect())
 }
 
 fn main() {
