@@ -75,12 +75,10 @@ fn main() {
         .build()
         .unwrap_or_else(|e| fail("volumes", &e.to_string()));
     rt.block_on(async {
-        let connector = KubeConnector {
-            settings: ClientSettings {
-                qps: 0.0,
-                ..ClientSettings::default()
-            },
-        };
+        let connector = KubeConnector::new(ClientSettings {
+            qps: 0.0,
+            ..ClientSettings::default()
+        });
         let clients = connector
             .connect(&c.admin_kubeconfig())
             .await

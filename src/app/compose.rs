@@ -246,7 +246,10 @@ pub fn node_agent_deps(
         None => (defaults, PathBuf::from(DEFAULT_CERT_DIR)),
     };
     Ok(NodeAgentDeps {
-        connector: Arc::new(KubeConnector { settings }),
+        connector: Arc::new(KubeConnector {
+            settings,
+            observer: Some(Arc::new(crate::app::metrics::RestClientMetrics)),
+        }),
         runtime,
         runtime_status,
         host_facts: Arc::new(SystemHostFacts),

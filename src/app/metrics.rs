@@ -24,6 +24,7 @@ use crate::domain::kuberuntime::runtime::{
 };
 use crate::domain::stats::StatsSample;
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
+use crate::ports::api::{ApiRequestObserver, ApiRequestRecord};
 use crate::ports::runtime::{ContainerEventStream, RuntimeError, RuntimeService, StreamRequest};
 use crate::ports::stats::OwnProcess;
 
@@ -58,6 +59,8 @@ pub struct KubeletMetrics {
     pub runtime_operations: Family<Labels, Counter>,
     pub runtime_operations_errors: Family<Labels, Counter>,
     pub runtime_operations_duration: HistogramFamily,
+    rest_client_requests: Family<Labels, Counter>,
+    rest_client_request_duration: HistogramFamily,
 }
 
 impl KubeletMetrics {
@@ -100,8 +103,23 @@ impl KubeletMetrics {
             "Duration in seconds of runtime operations. Broken down by operation type.",
             runtime_operations_duration.clone(),
         );
+        let rest_client_requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            rest_client_requests.clone(),
+        );
+        let rest_client_request_duration: HistogramFamily =
+            Family::new_with_constructor(rest_client_histogram);
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            rest_client_request_duration.clone(),
+        );
         KubeletMetrics {
             registry,
+            rest_client_requests,
+            rest_client_request_duration,
             pod_start_duration,
             pod_worker_duration,
             pleg_relist_duration,
@@ -116,6 +134,40 @@ impl KubeletMetrics {
         self.pod_worker_duration
             .get_or_create(&vec![("operation_type", operation_type.to_owned())])
             .observe(took.as_secs_f64());
+    }
+}
+
+/// Upstream's REST client latency buckets.
+fn rest_client_histogram() -> Histogram {
+    Histogram::new([
+        0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+    ])
+}
+
+/// The API client's requests, into the process-wide REST client series.
+pub struct RestClientMetrics;
+
+impl ApiRequestObserver for RestClientMetrics {
+    fn observe(&self, request: &ApiRequestRecord<'_>) {
+        let metrics = kubelet_metrics();
+        let code = request
+            .code
+            .map_or_else(|| "<error>".to_owned(), |c| c.to_string());
+        metrics
+            .rest_client_requests
+            .get_or_create(&vec![
+                ("code", code),
+                ("method", request.method.to_owned()),
+                ("host", request.host.to_owned()),
+            ])
+            .inc();
+        metrics
+            .rest_client_request_duration
+            .get_or_create(&vec![
+                ("verb", request.method.to_owned()),
+                ("host", request.host.to_owned()),
+            ])
+            .observe(request.took.as_secs_f64());
     }
 }
 
@@ -741,6 +793,43 @@ mod tests {
         assert!(text.contains("process_cpu_seconds_total 1.5"), "{text}");
         assert!(
             text.contains("# TYPE kubelet_pleg_relist_duration_seconds histogram"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn api_requests_count_by_code_method_and_host_as_upstream() {
+        // A host of this test only: the registry is the process's.
+        let host = "10.9.9.9:6443";
+        for code in [Some(201), Some(201), None] {
+            RestClientMetrics.observe(&ApiRequestRecord {
+                method: "POST",
+                host,
+                code,
+                took: Duration::from_millis(30),
+            });
+        }
+        let text = encode_kubelet_metrics(&ScrapeState {
+            node_name: "n1",
+            pods: &[],
+            process: None,
+        });
+        assert!(
+            text.contains(&format!(
+                r#"rest_client_requests_total{{code="201",method="POST",host="{host}"}} 2"#
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                r#"rest_client_requests_total{{code="<error>",method="POST",host="{host}"}} 1"#
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                r#"rest_client_request_duration_seconds_bucket{{le="0.1",verb="POST",host="{host}"}} 3"#
+            )),
             "{text}"
         );
     }

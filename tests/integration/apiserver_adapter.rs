@@ -177,12 +177,10 @@ async fn each_port_works_as_the_node_identity_and_errors_name_their_cause() {
         text.replace(&cluster.server(), &format!("https://127.0.0.1:{port}")),
     )
     .expect("written");
-    let fast = KubeConnector {
-        settings: ClientSettings {
-            call_timeout: Duration::from_secs(2),
-            ..ClientSettings::default()
-        },
-    };
+    let fast = KubeConnector::new(ClientSettings {
+        call_timeout: Duration::from_secs(2),
+        ..ClientSettings::default()
+    });
     let gone = fast.connect(&closed).await.expect("client made");
     let err = gone.nodes.get_node("a1").await.expect_err("unreachable");
     assert!(

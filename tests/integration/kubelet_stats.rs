@@ -402,6 +402,35 @@ async fn summary_and_metrics_through_the_api_server() {
         find(name, "kubelet_node_name", &[("node", NODE)]).is_some_and(|s| s[2] == 1.0),
         "{name:?}"
     );
+    // The REST client series: the node's registration (POST 201) and its watches (GET
+    // 200), against the API server's host.
+    let host = cluster
+        .server()
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_owned();
+    let requests = samples(kubelet, "rest_client_requests", "counter");
+    for (code, method) in [("201", "POST"), ("200", "GET")] {
+        assert!(
+            find(
+                requests,
+                "rest_client_requests_total",
+                &[("code", code), ("method", method), ("host", &host)]
+            )
+            .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+            "{code} {method} {host}: {requests:?}"
+        );
+    }
+    let latency = samples(kubelet, "rest_client_request_duration_seconds", "histogram");
+    assert!(
+        find(
+            latency,
+            "rest_client_request_duration_seconds_count",
+            &[("verb", "GET"), ("host", &host)]
+        )
+        .is_some_and(|s| s[2].as_f64() >= Some(1.0)),
+        "{latency:?}"
+    );
     for (family, kind) in [
         ("process_resident_memory_bytes", "gauge"),
         ("process_cpu_seconds", "counter"),

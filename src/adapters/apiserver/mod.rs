@@ -10,6 +10,7 @@ mod errors;
 mod kubeconfig;
 mod mirror_pods;
 mod objects;
+mod observed;
 mod pods;
 
 use std::future::Future;
@@ -32,9 +33,9 @@ use serde_json::Value;
 use crate::domain::node_status::model::{with_type_meta, Event, Lease, NodeObject};
 use crate::domain::token_bucket::TokenBucket;
 use crate::ports::api::{
-    ApiClients, ApiConnector, CallError, CertificateApi, CertificatesError, ConnectError, CsrRef,
-    CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi, LeasesError, NodeApi,
-    NodesError,
+    ApiClients, ApiConnector, ApiRequestObserver, CallError, CertificateApi, CertificatesError,
+    ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi,
+    LeasesError, NodeApi, NodesError,
 };
 use errors::{classify, conversion, timed_out, Answer};
 
@@ -67,9 +68,29 @@ impl Default for ClientSettings {
 }
 
 /// Makes kube-rs clients from kubeconfig files.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct KubeConnector {
     pub settings: ClientSettings,
+    /// Told of every request the clients make (the REST client metrics).
+    pub observer: Option<Arc<dyn ApiRequestObserver>>,
+}
+
+impl KubeConnector {
+    pub fn new(settings: ClientSettings) -> Self {
+        KubeConnector {
+            settings,
+            observer: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for KubeConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeConnector")
+            .field("settings", &self.settings)
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
 }
 
 /// The client-side rate limit of one connection.
@@ -201,14 +222,29 @@ impl ApiConnector for KubeConnector {
         config.read_timeout = None;
         // The loops back off themselves; kube's retries would multiply their requests.
         config.default_retry = false;
-        let client = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ConnectError::Client {
+        let host: Arc<str> = Arc::from(
+            config
+                .cluster_url
+                .authority()
+                .map(|a| a.as_str())
+                .unwrap_or_default(),
+        );
+        let builder =
+            kube::client::ClientBuilder::try_from(config).map_err(|e| ConnectError::Client {
                 path: path.to_path_buf(),
                 server: server.clone(),
                 problem: errors::chain_message(&e),
                 source: Some(Box::new(e)),
-            })?
-            .build();
+            })?;
+        let client = match &self.observer {
+            Some(observer) => builder
+                .with_layer(&observed::ObservedLayer {
+                    observer: Arc::clone(observer),
+                    host,
+                })
+                .build(),
+            None => builder.build(),
+        };
         let connection = Arc::new(Connection {
             client,
             server: server.clone(),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use thiserror::Error;
@@ -10,6 +11,25 @@ use thiserror::Error;
 use super::{
     Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodApi, PodObjectsApi,
 };
+
+/// One request to the API server as the client saw it: upstream's REST client metrics
+/// (`rest_client_requests_total`, `rest_client_request_duration_seconds`) count these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRequestRecord<'a> {
+    /// `GET`, `POST`, `PATCH`, …
+    pub method: &'a str,
+    /// The server's `host:port`.
+    pub host: &'a str,
+    /// The response's status code; `None` when no response came (upstream's `<error>`).
+    pub code: Option<u16>,
+    /// From the request sent to the response's headers.
+    pub took: Duration,
+}
+
+/// Told of every request a connection's clients make.
+pub trait ApiRequestObserver: Send + Sync {
+    fn observe(&self, request: &ApiRequestRecord<'_>);
+}
 
 /// The clients of one connection. Node and lease calls (the heartbeat) bypass the
 /// client-side rate limit (`kubeAPIQPS`/`kubeAPIBurst`), as upstream's heartbeat client

@@ -17,7 +17,9 @@ use std::fmt;
 use thiserror::Error;
 
 pub use certificates::{CertificateApi, CertificatesError, CsrRef, CsrRequest};
-pub use connect::{ApiClients, ApiConnector, ConnectError, KubeconfigSummary};
+pub use connect::{
+    ApiClients, ApiConnector, ApiRequestObserver, ApiRequestRecord, ConnectError, KubeconfigSummary,
+};
 pub use events::{EventApi, EventsError};
 pub use leases::{LeaseApi, LeasesError};
 pub use mirror_pods::{MirrorList, MirrorPodApi, MirrorPodsError};
