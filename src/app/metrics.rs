@@ -742,6 +742,7 @@ mod tests {
                         cpu_usage_nanos: Some(500_000_000),
                         ..RuntimeContainerStats::default()
                     },
+                    logs: None,
                 }],
                 ..PodSample::default()
             }],

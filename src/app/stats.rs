@@ -23,7 +23,9 @@ use tracing::debug;
 use crate::app::pods::PodStatusStore;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
+use crate::domain::eviction::rank::is_local_ephemeral;
 use crate::domain::eviction::signals::FsUsage;
+use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
     containers_from_cgroups, running_container_ids, runtime_id, sample_lists_the_runtime, summary,
     ContainerSample, PodSample, StatsSample, Summary, VolumeSample, WritableLayers,
@@ -52,8 +54,15 @@ struct Cache {
     latest: Option<Arc<Snapshot>>,
     /// What the runtime last listed; `None` before housekeeping's first list.
     layers: Option<Layers>,
-    /// The pods' volumes as the last listing sample measured them, by pod uid.
-    volumes: BTreeMap<String, Vec<VolumeSample>>,
+    /// The pods' volumes and logs as the last listing sample measured them, by pod uid.
+    disk: BTreeMap<String, PodDiskUsage>,
+}
+
+/// What `du` measured of one pod: its volumes, and its containers' logs by name.
+#[derive(Default)]
+struct PodDiskUsage {
+    volumes: Vec<VolumeSample>,
+    logs: BTreeMap<String, FsUsage>,
 }
 
 /// What the provider reads through and of.
@@ -64,6 +73,8 @@ pub struct StatsProvider {
     pub tree: Option<CgroupTree>,
     pub driver: CgroupDriver,
     pub root_dir: PathBuf,
+    /// Where the pods' container logs are (`<dir>/<namespace>_<name>_<uid>/<container>`).
+    pub pod_logs_dir: PathBuf,
     pub memory_capacity_bytes: u64,
     pub pods: PodStatusStore,
     pub clock: Arc<dyn Clock>,
@@ -91,8 +102,7 @@ impl StatsProvider {
         runtime: Arc<dyn RuntimeStats>,
         tree: Option<CgroupTree>,
         driver: CgroupDriver,
-        root_dir: PathBuf,
-        memory_capacity_bytes: u64,
+        requests: &RequestContext,
         pods: PodStatusStore,
         clock: Arc<dyn Clock>,
         node_name: String,
@@ -102,8 +112,9 @@ impl StatsProvider {
             runtime,
             tree,
             driver,
-            root_dir,
-            memory_capacity_bytes,
+            root_dir: requests.root_dir.clone(),
+            pod_logs_dir: requests.pod_logs_dir.clone(),
+            memory_capacity_bytes: requests.memory_capacity_bytes,
             pods,
             clock,
             node_name,
@@ -147,13 +158,19 @@ impl StatsProvider {
         let layers = cache.layers.take().filter(|_| !listing);
         let (mut sample, layers) = self.sample(now, layers).await;
         cache.layers = Some(layers);
-        // Walking volumes is `du`: with the runtime's list, not on every scrape (upstream
-        // measures them once a minute).
+        // Walking volumes and logs is `du`: with the runtime's list, not on every scrape
+        // (upstream measures them once a minute).
         if listing {
-            cache.volumes = self.volume_usage().await;
+            cache.disk = self.disk_usage().await;
         }
         for pod in &mut sample.pods {
-            pod.volumes = cache.volumes.get(&pod.uid).cloned().unwrap_or_default();
+            let Some(disk) = cache.disk.get(&pod.uid) else {
+                continue;
+            };
+            pod.volumes = disk.volumes.clone();
+            for c in &mut pod.containers {
+                c.logs = disk.logs.get(&c.name).copied();
+            }
         }
         let boot = self.boot_time().await;
         let summary = summary(
@@ -172,12 +189,20 @@ impl StatsProvider {
         snapshot
     }
 
-    /// Each active pod's volumes kept under the root directory: their folder's usage and
-    /// filesystem (a hostPath is the host's, not the pod's).
-    async fn volume_usage(&self) -> BTreeMap<String, Vec<VolumeSample>> {
+    /// Each active pod's volumes kept under the root directory (their folder's usage and
+    /// filesystem; a hostPath is the host's, not the pod's) and its containers' logs.
+    async fn disk_usage(&self) -> BTreeMap<String, PodDiskUsage> {
         let mut usage = BTreeMap::new();
         for pod in self.pods.active_pods() {
             let uid = &pod.metadata.uid;
+            let log_dir = pod_log_dir_in(&self.pod_logs_dir, &pod);
+            let mut logs = BTreeMap::new();
+            for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
+                let used = self.stats.directory_usage(&log_dir.join(&c.name)).await;
+                if let Some(used) = logged("container logs", used).flatten() {
+                    logs.insert(c.name.clone(), used);
+                }
+            }
             let mut volumes = Vec::new();
             for volume in &pod.spec.volumes {
                 let Some(plugin) = VolumeKind::of(volume).plugin_dir() else {
@@ -194,9 +219,10 @@ impl StatsProvider {
                     usage: used,
                     fs: logged("a volume's filesystem", self.stats.filesystem(&dir).await)
                         .map(|f| f.stats),
+                    local_ephemeral: is_local_ephemeral(volume),
                 });
             }
-            usage.insert(uid.clone(), volumes);
+            usage.insert(uid.clone(), PodDiskUsage { volumes, logs });
         }
         usage
     }
@@ -388,6 +414,7 @@ impl StatsProvider {
                     image: spec.image.clone(),
                     start_time,
                     stats: stats.clone(),
+                    logs: None,
                 });
             }
             samples.push(PodSample {
@@ -419,6 +446,8 @@ impl StatsProvider {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::adapters::fake::runtime::FakeRuntime;
     use crate::adapters::fake::{FakeClock, FakeNodeStats};
@@ -440,8 +469,10 @@ mod tests {
             Arc::new(FakeRuntime::new()),
             None,
             CgroupDriver::Cgroupfs,
-            PathBuf::from("/nonexistent"),
-            4000,
+            &RequestContext {
+                memory_capacity_bytes: 4000,
+                ..RequestContext::under_root(Path::new("/nonexistent"))
+            },
             PodStatusStore::new(),
             clock.clone(),
             "n1".into(),
@@ -549,8 +580,10 @@ mod tests {
             Arc::new(FakeRuntime::new()),
             Some(tree),
             CgroupDriver::Cgroupfs,
-            PathBuf::from("/nonexistent"),
-            4000,
+            &RequestContext {
+                memory_capacity_bytes: 4000,
+                ..RequestContext::under_root(Path::new("/nonexistent"))
+            },
             pods,
             clock.clone(),
             "n1".into(),

@@ -256,6 +256,22 @@ async fn summary_and_metrics_through_the_api_server() {
         pod["containers"][0]["rootfs"]["usedBytes"].is_u64(),
         "{pod}"
     );
+    // Its log folder, on the node filesystem, measured with the volumes; the pod's
+    // ephemeral storage holds them and the disk-backed emptyDir.
+    let logs = &pod["containers"][0]["logs"];
+    assert!(
+        logs["usedBytes"].is_u64() && logs["capacityBytes"] == node_part["fs"]["capacityBytes"],
+        "{pod}"
+    );
+    let scratch_used = pod["volume"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "scratch"))
+        .and_then(|v| v["usedBytes"].as_u64())
+        .unwrap_or(u64::MAX);
+    assert!(
+        pod["ephemeral-storage"]["usedBytes"].as_u64() >= Some(scratch_used),
+        "{pod}"
+    );
     // Network counters: the host's namespace, and the pod's (its CNI interface).
     assert!(node_part["network"]["rxBytes"].is_u64(), "{node_part}");
     assert!(

@@ -207,6 +207,8 @@ pub struct ContainerSample {
     /// When it started (RFC 3339, from the pod's status), if running.
     pub start_time: Option<String>,
     pub stats: RuntimeContainerStats,
+    /// Its log folder's usage (on the node filesystem), when measured.
+    pub logs: Option<FsUsage>,
 }
 
 /// One pod in a sample.
@@ -232,6 +234,8 @@ pub struct VolumeSample {
     pub name: String,
     pub usage: FsUsage,
     pub fs: Option<FsStats>,
+    /// Whether it counts in the pod's ephemeral storage (a disk-backed emptyDir).
+    pub local_ephemeral: bool,
 }
 
 /// `VolumeStats`: the volume's `FsStats` inline, and its name.
@@ -512,7 +516,7 @@ fn container(
     (time, t): (&str, i64),
     c: &ContainerSample,
     before: Option<(i64, &ContainerSample)>,
-    image_fs: Option<&FsStats>,
+    (image_fs, node_fs): (Option<&FsStats>, Option<&FsStats>),
 ) -> ContainerSummary {
     let s = &c.stats;
     // The runtime's own timestamp when it gives one; the sample's otherwise.
@@ -543,7 +547,7 @@ fn container(
             major_page_faults: s.major_page_faults,
         }),
         rootfs: s.writable_layer.map(|u| usage_summary(time, u, image_fs)),
-        logs: None,
+        logs: c.logs.map(|u| usage_summary(time, u, node_fs)),
     }
 }
 
@@ -621,16 +625,25 @@ pub fn summary(
                         .and_then(|b| b.containers.iter().find(|x| x.name == c.name))
                         .zip(before_t)
                         .map(|(b, bt)| (bt, b));
-                    container((&time, t), c, b, image_fs)
+                    container((&time, t), c, b, (image_fs, node_fs))
                 })
                 .collect();
-            let layers: Vec<FsUsage> = pod
+            // Upstream's `calcEphemeralStorage`: the writable layers, the logs and the
+            // local ephemeral volumes.
+            let parts: Vec<FsUsage> = pod
                 .containers
                 .iter()
-                .filter_map(|c| c.stats.writable_layer)
+                .flat_map(|c| [c.stats.writable_layer, c.logs])
+                .flatten()
+                .chain(
+                    pod.volumes
+                        .iter()
+                        .filter(|v| v.local_ephemeral)
+                        .map(|v| v.usage),
+                )
                 .collect();
-            let ephemeral = (!layers.is_empty()).then(|| {
-                let total = layers.iter().fold(FsUsage::default(), |a, u| FsUsage {
+            let ephemeral = (!parts.is_empty()).then(|| {
+                let total = parts.iter().fold(FsUsage::default(), |a, u| FsUsage {
                     used_bytes: a.used_bytes.saturating_add(u.used_bytes),
                     inodes_used: a.inodes_used.saturating_add(u.inodes_used),
                 });

@@ -52,6 +52,10 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
                     }),
                     ..RuntimeContainerStats::default()
                 },
+                logs: Some(FsUsage {
+                    used_bytes: 100,
+                    inodes_used: 1,
+                }),
             }],
             volumes: vec![VolumeSample {
                 name: "scratch".into(),
@@ -65,6 +69,7 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
                     inodes: Some(50),
                     inodes_free: Some(20),
                 }),
+                local_ephemeral: true,
             }],
         }],
     }
@@ -114,9 +119,16 @@ fn the_summary_holds_working_sets_and_rates() {
             .and_then(|c| c.usage_nano_cores),
         Some(125_000_000)
     );
+    // Upstream's ephemeral storage: writable layer, logs and the disk-backed emptyDir.
     assert_eq!(
         pod.ephemeral_storage.as_ref().and_then(|e| e.used_bytes),
-        Some(8)
+        Some(8 + 100 + 4096)
+    );
+    let logs = pod.containers[0].logs.as_ref();
+    assert_eq!(logs.and_then(|l| l.used_bytes), Some(100));
+    assert!(
+        logs.and_then(|l| l.capacity_bytes).is_some(),
+        "the logs' filesystem is the node's"
     );
     assert_eq!(
         pod.process_stats.as_ref().and_then(|p| p.process_count),
