@@ -8,8 +8,12 @@
 #
 #   registry.rkubelet.test/gc-a:1, gc-b:1 -> $CACHE/gc-{a,b}.oci.tar (one file each; image
 #                                    GC tests only, built and imported with --gc-images)
+#   registry.rkubelet.test/gc-big-a:1, gc-big-b:1 -> $CACHE/gc-big-{a,b}.oci.tar (8 MiB of
+#                                    random bytes each, so that they weigh on a small image
+#                                    filesystem; built once per cache, --gc-big-images)
 #
-# Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>] [--force]
+# Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>]
+#                        [--gc-big-images <containerd-socket>] [--force]
 # Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
 #
 # Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
@@ -25,13 +29,15 @@ BUSYBOX_BIN=/bin/busybox
 
 import_sock=
 gc_sock=
+gc_big_sock=
 force=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --import) import_sock=${2:?--import needs a socket path}; shift 2 ;;
         --gc-images) gc_sock=${2:?--gc-images needs a socket path}; shift 2 ;;
+        --gc-big-images) gc_big_sock=${2:?--gc-big-images needs a socket path}; shift 2 ;;
         --force) force=1; shift ;;
-        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--force]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--force]" >&2; exit 2 ;;
     esac
 done
 
@@ -151,4 +157,21 @@ if [ -n "$gc_sock" ]; then
         ctr --address "$gc_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
     done
     echo "build-images.sh: imported registry.rkubelet.test/gc-a:1 and gc-b:1 into $gc_sock"
+fi
+
+# Two images of 8 MiB each (random, so gzip cannot shrink them), for image garbage
+# collection on a small real filesystem.
+if [ -n "$gc_big_sock" ]; then
+    for t in gc-big-a gc-big-b; do
+        if [ ! -s "$CACHE/$t.oci.tar" ]; then
+            work=$(mktemp -d "$CACHE/.work.XXXXXX")
+            mkdir -p "$work/rootfs"
+            head -c 8388608 /dev/urandom > "$work/rootfs/$t"
+            make_image "$work/rootfs" "registry.rkubelet.test/$t:1" "$CACHE/$t.oci.tar" \
+                '{"Entrypoint":["/'"$t"'"],"WorkingDir":"/"}'
+            rm -rf "$work"
+        fi
+        ctr --address "$gc_big_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
+    done
+    echo "build-images.sh: imported registry.rkubelet.test/gc-big-a:1 and gc-big-b:1 into $gc_big_sock"
 fi

@@ -227,6 +227,16 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     });
     assert_eq!(event["type"], "Warning", "{event}");
     assert_eq!(event["message"], phase(&hog).2, "{event}");
+    // Upstream's annotations on the event: what was starved, and who used it.
+    let annotations = &event["metadata"]["annotations"];
+    assert_eq!(annotations["starved_resource"], "memory", "{event}");
+    assert_eq!(annotations["offending_containers"], "hog", "{event}");
+    assert!(
+        annotations["offending_containers_usage"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{event}"
+    );
     let log = node.log_text();
     assert!(log.contains("Evicting pod"), "no Evicted event in the log");
     assert!(
@@ -477,18 +487,47 @@ async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
     node.finish();
 }
 
-/// Must-show 4: above the high threshold, unused images go least recently used first
+/// The filesystem holding `path` as statfs measures it.
+fn fs_stats(path: &std::path::Path) -> FsStats {
+    let st = nix::sys::statvfs::statvfs(path).expect("statvfs");
+    FsStats {
+        capacity_bytes: st.blocks() * st.fragment_size(),
+        available_bytes: st.blocks_available() * st.fragment_size(),
+        inodes: Some(st.files()),
+        inodes_free: Some(st.files_free()),
+    }
+}
+
+fn used_bytes(fs: &FsStats) -> u64 {
+    fs.capacity_bytes - fs.available_bytes.min(fs.capacity_bytes)
+}
+
+/// Writes `bytes` of zeros (tmpfs keeps them all) into `file`.
+fn fill(file: &std::path::Path, bytes: u64) {
+    let f = std::fs::File::create(file).expect("filler file");
+    let chunk = vec![0u8; 1 << 20];
+    let mut w = std::io::BufWriter::new(f);
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        std::io::Write::write_all(&mut w, &chunk[..n]).expect("filled");
+        left -= n as u64;
+    }
+    std::io::Write::flush(&mut w).expect("flushed");
+}
+
+/// Must-show 4: with images imported above the high threshold of a real image filesystem
+/// (containerd on a 200 MiB tmpfs of its own, two images of 8 MiB each, and a file that
+/// takes the filesystem over the threshold), unused images go least recently used first
 /// until the low threshold; images in use (the running pod's, the sandbox image) stay.
-/// The image filesystem is this containerd's, measured as given (the host's disk is
-/// shared); the images, their use and removal are containerd's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and containerd: run by scripts/test.sh"]
 async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_in_use() {
-    let mut node = Node::start("evict-imggc");
+    let mut node = Node::start_on_small_disk("evict-imggc", 200);
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/build-images.sh");
     let out = std::process::Command::new(script)
-        .arg("--gc-images")
+        .arg("--gc-big-images")
         .arg(node.ctrd.socket())
         .output()
         .expect("build-images.sh runs");
@@ -515,11 +554,24 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
             .map(|i| (i.id.clone(), i.size_bytes))
             .unwrap_or_else(|| panic!("{name} not present: {images:?}"))
     };
-    let (gc_a, size_a) = id_of("registry.rkubelet.test/gc-a:1");
-    let (gc_b, size_b) = id_of("registry.rkubelet.test/gc-b:1");
+    let (gc_a, _) = id_of("registry.rkubelet.test/gc-big-a:1");
+    let (gc_b, size_b) = id_of("registry.rkubelet.test/gc-big-b:1");
+    let image_fs = node.ctrd.base.clone();
+    let start = fs_stats(&image_fs);
+    let capacity = start.capacity_bytes;
+    let percent = |p: u64| capacity * p / 100;
+    let used_percent = used_bytes(&start) * 100 / capacity;
+    // Thresholds just above today's use: a filler file takes the filesystem over the high
+    // one later, with 2-2.5 % of the capacity (4-5 MiB) to free down to the low one, less
+    // than one 8 MiB image.
+    assert!(
+        size_b > percent(3),
+        "an 8 MiB image is more than 3 % of the filesystem: {size_b} of {capacity}"
+    );
+    let low = used_percent + 2;
     let policy = ImageGcPolicy {
-        high_threshold_percent: 41,
-        low_threshold_percent: 40,
+        high_threshold_percent: i32::try_from(low + 1).expect("a percentage"),
+        low_threshold_percent: i32::try_from(low).expect("a percentage"),
         min_age_nanos: 0,
     };
     let gc = ImageGc::new(
@@ -529,43 +581,45 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         policy,
     );
     // Below the high threshold: nothing goes, but every image is now known (old).
-    let below = FsStats {
-        capacity_bytes: 1000,
-        available_bytes: 900,
-        ..FsStats::default()
-    };
-    assert_eq!(gc.collect(&below).await.expect("collection"), 0);
-    // gc-a used: a pod whose container is created from it (it cannot start: no shell).
+    assert_eq!(
+        gc.collect(&fs_stats(&image_fs)).await.expect("collection"),
+        0
+    );
+    // gc-big-a used: a pod whose container is created from it (no shell: it cannot run).
     node.write(
         "gc-a.yaml",
         &pod(
             "gc-a",
             "  restartPolicy: Never\n",
             &[],
-            &["  - name: a\n    image: registry.rkubelet.test/gc-a:1\n    imagePullPolicy: Never\n".to_string()],
+            &["  - name: a\n    image: registry.rkubelet.test/gc-big-a:1\n    imagePullPolicy: Never\n".to_string()],
         ),
     );
     eventually!(60, "gc-a's container created", {
         let c = node.containers("gc-a-n1").await;
         (!c.is_empty()).then_some(())
     });
-    assert_eq!(gc.collect(&below).await.expect("collection"), 0);
+    assert_eq!(
+        gc.collect(&fs_stats(&image_fs)).await.expect("collection"),
+        0
+    );
     node.remove("gc-a.yaml");
     eventually!(60, "gc-a's container removed", {
         node.containers("gc-a-n1").await.is_empty().then_some(())
     });
     tokio::time::sleep(POLL).await;
-    // At 41 %, with 1 % of the capacity (the smaller image) to free to reach 40 %: one
-    // image is enough.
-    let smaller = size_a.min(size_b).max(1);
-    let capacity = smaller * 100;
-    let over = FsStats {
-        capacity_bytes: capacity,
-        available_bytes: capacity - capacity * 41 / 100,
-        ..FsStats::default()
-    };
+    // Over the high threshold for real: used up to (high + 1) % plus half a percent.
+    let filler = image_fs.join("filler");
+    let now_used = used_bytes(&fs_stats(&image_fs));
+    let target = percent(low + 2) + percent(1) / 2;
+    fill(&filler, target.saturating_sub(now_used));
+    let over = fs_stats(&image_fs);
+    assert!(
+        used_bytes(&over) * 100 / capacity > low + 1,
+        "the filler took the filesystem over the high threshold: {over:?}"
+    );
     let freed = gc.collect(&over).await.expect("collection frees enough");
-    assert_eq!(freed, size_b, "gc-b (never used) goes first, and alone");
+    assert_eq!(freed, size_b, "gc-big-b (never used) goes first, and alone");
     let left: Vec<String> = runtime
         .list_images()
         .await
@@ -573,22 +627,23 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         .into_iter()
         .map(|i| i.id)
         .collect();
-    assert!(!left.contains(&gc_b), "gc-b removed: {left:?}");
+    assert!(!left.contains(&gc_b), "gc-big-b removed: {left:?}");
     assert!(
         left.contains(&gc_a),
-        "gc-a (used more recently) kept: {left:?}"
+        "gc-big-a (used more recently) kept: {left:?}"
     );
     let busybox = id_of(&node.busybox).0;
     assert!(left.contains(&busybox), "the running pod's image kept");
-    assert_eq!(left.len(), 3, "pause, busybox and gc-a left: {left:?}");
-    // Past every unused image: the in-use ones still stay.
-    let full = FsStats {
-        capacity_bytes: capacity,
-        available_bytes: 0,
-        ..FsStats::default()
-    };
+    assert_eq!(left.len(), 3, "pause, busybox and gc-big-a left: {left:?}");
+    // Nearly full: every unused image goes, the ones in use stay, and not freeing enough
+    // is an error.
+    let now = fs_stats(&image_fs);
+    fill(
+        &image_fs.join("filler-2"),
+        now.available_bytes.saturating_sub(percent(2)),
+    );
     assert!(
-        gc.collect(&full).await.is_err(),
+        gc.collect(&fs_stats(&image_fs)).await.is_err(),
         "not enough to free is an error"
     );
     let left: Vec<String> = runtime
@@ -602,5 +657,8 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         !left.contains(&gc_a) && left.contains(&busybox) && left.len() == 2,
         "{left:?}"
     );
+    for f in ["filler", "filler-2"] {
+        std::fs::remove_file(image_fs.join(f)).expect("filler removed");
+    }
     node.finish();
 }

@@ -2,6 +2,8 @@
 //! them (deduplication, aggregation, spam filter) and writes them, retrying a failed write
 //! up to upstream's twelve tries ten seconds apart.
 
+use std::collections::BTreeMap;
+
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -26,6 +28,7 @@ const QUEUE: usize = 1000;
 pub struct Recorded {
     object: Option<ObjectReference>,
     event: NodeEvent,
+    annotations: BTreeMap<String, String>,
 }
 
 /// Where the node's loops and the pod loop send their events.
@@ -47,6 +50,7 @@ impl EventRecorder {
         self.send(Recorded {
             object: None,
             event,
+            annotations: BTreeMap::new(),
         });
     }
 
@@ -55,6 +59,7 @@ impl EventRecorder {
         self.send(Recorded {
             object: Some(event.object),
             event: event.event,
+            annotations: event.annotations,
         });
     }
 
@@ -93,16 +98,18 @@ pub async fn run_recorder(
     while let Some(Recorded {
         object,
         event: node_event,
+        annotations,
     }) = rx.recv().await
     {
         let nanos = clock.now_unix_nanos().max(last_nanos.saturating_add(1));
         last_nanos = nanos;
-        let event = make_event(
+        let mut event = make_event(
             object.as_ref().unwrap_or(&node),
             &source,
             &node_event,
             nanos,
         );
+        event.metadata.annotations = annotations;
         let action = correlator.correlate(event, nanos, origin.elapsed());
         for attempt in 1..=MAX_TRIES_PER_EVENT {
             let api = clients.borrow().events.clone();

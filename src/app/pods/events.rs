@@ -1,6 +1,8 @@
 //! The pod loop's events: each is logged (standalone upstream records to the log only)
 //! and, once the node agent runs, handed to its recorder, which correlates and writes it.
 
+use std::collections::BTreeMap;
+
 use std::sync::{Arc, OnceLock};
 
 use tracing::{info, warn};
@@ -33,12 +35,23 @@ impl PodEventSink {
             Some(container),
             container_reference(pod, container),
             event,
+            BTreeMap::new(),
         );
     }
 
     /// An event about `pod` itself.
     pub fn pod(&self, pod: &Pod, event: NodeEvent) {
-        self.record(pod, None, pod_reference(pod), event);
+        self.record(pod, None, pod_reference(pod), event, BTreeMap::new());
+    }
+
+    /// An event about `pod` with annotations on the event object.
+    pub fn pod_annotated(
+        &self,
+        pod: &Pod,
+        event: NodeEvent,
+        annotations: BTreeMap<String, String>,
+    ) {
+        self.record(pod, None, pod_reference(pod), event, annotations);
     }
 
     fn record(
@@ -47,6 +60,7 @@ impl PodEventSink {
         container: Option<&str>,
         object: crate::domain::node_status::model::ObjectReference,
         event: NodeEvent,
+        annotations: BTreeMap<String, String>,
     ) {
         let pod_name = full_name(pod);
         let container = container.unwrap_or_default();
@@ -58,7 +72,11 @@ impl PodEventSink {
             EventType::Normal => info!(pod = %pod_name, container, event = reason, "{message}"),
         }
         if let Some(recorder) = self.recorder.get() {
-            recorder.record_pod(PodEvent { object, event });
+            recorder.record_pod(PodEvent {
+                object,
+                event,
+                annotations,
+            });
         }
     }
 }

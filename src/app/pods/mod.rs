@@ -271,9 +271,10 @@ impl PodLoop {
             return;
         };
         // Upstream records the event before the pod is killed (the manager logged it).
-        self.shared.ctx.events.pod(
+        self.shared.ctx.events.pod_annotated(
             &pod,
             pod_events::refused_or_evicted(eviction.reason, &eviction.message),
+            eviction.annotations.clone(),
         );
         self.terminal.insert(uid.clone());
         self.dispatch(&uid, Desired::Evict(Box::new(pod), Box::new(eviction)));

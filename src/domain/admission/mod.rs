@@ -304,7 +304,7 @@ fn has_untolerated_no_execute_taint(taints: &[Taint], tolerations: &[Toleration]
 }
 
 /// Upstream `Toleration.ToleratesTaint`.
-fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     if !tol.effect.is_empty() && tol.effect != taint.effect {
         return false;
     }

@@ -7,6 +7,8 @@
 
 pub mod simulate;
 
+use std::collections::BTreeMap;
+
 use crate::domain::kuberuntime::plan::Held;
 use crate::domain::node_status::model::ObjectReference;
 use crate::domain::node_status::status::{EventType, NodeEvent};
@@ -39,6 +41,9 @@ pub mod reason {
 pub struct PodEvent {
     pub object: ObjectReference,
     pub event: NodeEvent,
+    /// The event object's annotations (upstream's `AnnotatedEventf`: an eviction's
+    /// `offending_containers`, `offending_containers_usage`, `starved_resource`).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// The reference upstream's `ref.GetReference` makes for a pod.

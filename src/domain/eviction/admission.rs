@@ -1,11 +1,13 @@
 //! Admission under node pressure (upstream's eviction `Admit`): with only memory
-//! pressure, every pod but a BestEffort one is admitted; under any other pressure no
-//! pod is; critical pods always are (see [`super::protected_from_eviction`]). The pod admission of the API pod source calls
+//! pressure, every pod but a BestEffort one is admitted, and a BestEffort one that
+//! tolerates the memory-pressure taint too; under any other pressure no pod is;
+//! critical pods always are (see [`super::protected_from_eviction`]). The pod admission of the API pod source calls
 //! [`admit`] with the eviction manager's current conditions.
 
 use super::protected_from_eviction;
 use super::thresholds::PressureCondition;
 use super::EVICTED_REASON;
+use crate::domain::admission::{tolerates, Taint};
 use crate::domain::pod::{qos_class, Pod, QosClass};
 
 /// Why a pod was not admitted: reason `Evicted` and upstream's message.
@@ -22,6 +24,21 @@ pub fn node_condition_message(conditions: &[PressureCondition]) -> String {
     format!("The node had condition: [{}]. ", names.join(" "))
 }
 
+/// The taint the node lifecycle controller puts on a node under memory pressure.
+pub const MEMORY_PRESSURE_TAINT: &str = "node.kubernetes.io/memory-pressure";
+
+/// Whether `pod` tolerates the `NoSchedule` memory-pressure taint (a BestEffort pod that
+/// does asked to run on a node under memory pressure).
+fn tolerates_memory_pressure(pod: &Pod) -> bool {
+    let taint = Taint {
+        key: MEMORY_PRESSURE_TAINT.to_owned(),
+        value: String::new(),
+        effect: "NoSchedule".to_owned(),
+        time_added: None,
+    };
+    pod.spec.tolerations.iter().any(|t| tolerates(t, &taint))
+}
+
 /// Whether `pod` may start on a node with `conditions`.
 pub fn admit(pod: &Pod, conditions: &[PressureCondition]) -> Result<(), Rejection> {
     if conditions.is_empty() || protected_from_eviction(pod) {
@@ -30,7 +47,9 @@ pub fn admit(pod: &Pod, conditions: &[PressureCondition]) -> Result<(), Rejectio
     let only_memory = conditions
         .iter()
         .all(|c| *c == PressureCondition::MemoryPressure);
-    if only_memory && qos_class(&pod.spec) != QosClass::BestEffort {
+    if only_memory
+        && (qos_class(&pod.spec) != QosClass::BestEffort || tolerates_memory_pressure(pod))
+    {
         return Ok(());
     }
     Err(Rejection {
@@ -92,6 +111,31 @@ mod tests {
                 message: "The node had condition: [MemoryPressure]. ".into()
             })
         );
+    }
+
+    /// Ported from upstream TestAdmitUnderNodeConditions' tolerating case.
+    #[test]
+    fn a_best_effort_pod_tolerating_memory_pressure_is_admitted_under_it() {
+        use crate::domain::pod::Toleration;
+        let mut tolerating = by_qos("best-effort-tolerating", QosClass::BestEffort);
+        tolerating.spec.tolerations = vec![Toleration {
+            key: MEMORY_PRESSURE_TAINT.into(),
+            operator: "Exists".into(),
+            effect: "NoSchedule".into(),
+            ..Toleration::default()
+        }];
+        assert!(admit(&tolerating, &[PressureCondition::MemoryPressure]).is_ok());
+        // Not under disk pressure, nor with a toleration of another taint.
+        assert!(admit(
+            &tolerating,
+            &[
+                PressureCondition::MemoryPressure,
+                PressureCondition::DiskPressure
+            ]
+        )
+        .is_err());
+        tolerating.spec.tolerations[0].key = "node.kubernetes.io/disk-pressure".into();
+        assert!(admit(&tolerating, &[PressureCondition::MemoryPressure]).is_err());
     }
 
     #[test]

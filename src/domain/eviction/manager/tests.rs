@@ -1140,3 +1140,126 @@ fn reclaim_depends_on_the_image_filesystem() {
     assert!(node_reclaims(Signal::MemoryAvailable, false).is_empty());
     assert!(node_reclaims(Signal::PidAvailable, false).is_empty());
 }
+
+/// Upstream's `makePIDStats`: `max` pids of which `running` run.
+fn pid_summary(max: u64, running: u64, pods: &[PodStats]) -> NodeSummary {
+    NodeSummary {
+        pids: Some(super::super::signals::PidStats { max, running }),
+        pods: pods.to_vec(),
+        ..NodeSummary::default()
+    }
+}
+
+/// Upstream's PID `podToMake` rows: name, priority, processes.
+fn pid_pods() -> (Vec<Pod>, Vec<PodStats>) {
+    let rows = [
+        ("high-priority-high-usage", HIGH, 900),
+        ("default-priority-low-usage", DEFAULT, 100),
+        ("default-priority-medium-usage", DEFAULT, 400),
+        ("low-priority-high-usage", LOW, 600),
+        ("low-priority-low-usage", LOW, 50),
+    ];
+    let pods: Vec<Pod> = rows
+        .iter()
+        .map(|(name, priority, _)| build(&make(name, *priority, ("", "", ""), ("", "", ""), "")))
+        .collect();
+    let stats = pods
+        .iter()
+        .zip(rows)
+        .map(|(p, (_, _, processes))| PodStats {
+            uid: p.metadata.uid.clone(),
+            process_count: Some(processes),
+            ..PodStats::default()
+        })
+        .collect();
+    (pods, stats)
+}
+
+impl Manager {
+    fn pid_pressure(&self) -> bool {
+        self.state.has(PressureCondition::PidPressure)
+    }
+}
+
+/// Ported from upstream TestPIDPressure.
+#[test]
+fn pid_pressure() {
+    let (pods, stats) = pid_pods();
+    let evict = "low-priority-high-usage";
+    let mut m = Manager::new(
+        config(vec![
+            threshold(Signal::PidAvailable, "1200", 0, None),
+            threshold(Signal::PidAvailable, "1500", 2, None),
+        ]),
+        pid_summary(2000, 300, &stats),
+    );
+    let burstable = build(&make(
+        "burst-admit",
+        DEFAULT,
+        ("100m", "100Mi", ""),
+        ("200m", "200Mi", ""),
+        "0Gi",
+    ));
+
+    m.synchronize(&pods);
+    assert!(!m.pid_pressure());
+    assert!(m.admits(&burstable));
+
+    // The soft threshold (1300 available < 1500) before its grace period: pressure only.
+    m.step(1);
+    m.summary = pid_summary(2000, 700, &stats);
+    m.synchronize(&pods);
+    assert!(m.pid_pressure());
+    assert_eq!(m.killed_name(), None);
+    // Under PID pressure no pod but a critical one is admitted.
+    assert!(!m.admits(&burstable));
+
+    // Past the grace period: the lowest priority, then the most processes.
+    m.step(3);
+    m.synchronize(&pods);
+    let e = m.take_killed().expect("evicted");
+    assert_eq!((e.pod_uid.as_str(), e.grace_period_override), (evict, 5));
+
+    m.step(20);
+    m.summary = pid_summary(2000, 300, &stats);
+    m.synchronize(&pods);
+    assert!(!m.pid_pressure());
+
+    // The hard threshold (300 available < 1200): at once, no grace.
+    m.step(1);
+    m.summary = pid_summary(2000, 1700, &stats);
+    m.synchronize(&pods);
+    assert!(m.pid_pressure());
+    let e = m.take_killed().expect("evicted");
+    assert_eq!((e.pod_uid.as_str(), e.grace_period_override), (evict, 0));
+
+    // Relief, held by the transition period, then cleared.
+    m.step(1);
+    m.summary = pid_summary(2000, 300, &stats);
+    m.synchronize(&pods);
+    assert!(m.pid_pressure());
+    assert_eq!(m.killed_name(), None);
+    m.step(5);
+    m.synchronize(&pods);
+    assert!(!m.pid_pressure());
+    assert!(m.admits(&burstable));
+}
+
+/// Ported from upstream TestPIDPressure_VerifyPodStatus.
+#[test]
+fn pid_pressure_verify_pod_status() {
+    let (pods, stats) = pid_pods();
+    let mut m = Manager::new(
+        config(vec![threshold(Signal::PidAvailable, "1200", 0, None)]),
+        pid_summary(2000, 1500, &stats),
+    );
+    m.synchronize(&pods);
+    assert!(m.pid_pressure());
+    let e = m.take_killed().expect("a pod is evicted");
+    let message = "The node was low on resource: pids. Threshold quantity: 1200, available: 500. ";
+    assert_eq!((e.reason, e.message.as_str()), ("Evicted", message));
+    assert_eq!(
+        e.condition.as_ref().map(|c| c.type_),
+        Some("DisruptionTarget")
+    );
+}
