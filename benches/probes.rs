@@ -79,6 +79,20 @@ fn http_server() -> Result<(u16, Arrivals), String> {
     let arrivals: Arrivals = Arc::default();
     let log = Arc::clone(&arrivals);
     std::thread::spawn(move || {
+        // The instrument must not be late itself: the exec probes keep both cores busy
+        // (runc per probe), and a server thread at normal priority would add its own wait
+        // for a core to every arrival, for either kubelet. Real-time priority (as root)
+        // makes the recorded time the probe's; without it the figures are upper bounds.
+        let tid = nix::unistd::gettid().to_string();
+        let prioritised = Command::new("chrt")
+            .args(["-f", "-p", "1", &tid])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !prioritised {
+            eprintln!("probes: the probe server runs at normal priority (chrt failed); delays include its own");
+        }
         for stream in listener.incoming().flatten() {
             let at = Instant::now();
             let mut reader = BufReader::new(&stream);

@@ -451,6 +451,18 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
             && l.contains("True")),
         "no DiskPressure True in the log"
     );
+    // And in the Node's status, with upstream's reason, for the scheduler to see.
+    eventually!(30, "DiskPressure True in the Node's status", {
+        cluster.get_json(&["node", NODE]).filter(|n| {
+            n["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "DiskPressure"
+                        && c["status"] == "True"
+                        && c["reason"] == "KubeletHasDiskPressure"
+                })
+            })
+        })
+    });
     node.finish();
 }
 
