@@ -473,6 +473,14 @@ impl ProbeManager {
         let mut next: Option<Instant> = None;
         let mut pods = lock(&self.pods);
         for (uid, entry) in pods.iter_mut() {
+            // Most wakes find one pod due, or none: the others cost a comparison per
+            // probe, not their pod's view.
+            if !entry.slots.iter().any(|s| !s.running && s.next_run <= now) {
+                for slot in entry.slots.iter().filter(|s| !s.running) {
+                    next = Some(next.map_or(slot.next_run, |n| n.min(slot.next_run)));
+                }
+                continue;
+            }
             let started: HashMap<String, bool> = entry
                 .pod
                 .spec
