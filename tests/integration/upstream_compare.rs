@@ -34,16 +34,20 @@ struct Allowed {
 
 const ALLOWED: &[Allowed] = &[
     Allowed {
+        path_contains: "mounts[/dev/termination-log].host_path",
+        why: "the termination-message file of a container instance: upstream names it with a random id, rkubelet with the instance's attempt (unique per instance too)",
+    },
+    Allowed {
+        path_contains: "mounts[/dev/termination-log].source",
+        why: "the same file, in the OCI spec",
+    },
+    Allowed {
+        path_contains: "mounts[/dev/termination-log].hostPath",
+        why: "the same file, in the container's status",
+    },
+    Allowed {
         path_contains: "annotations.io.rkubelet.container.backOffStep",
         why: "rkubelet records the crash-loop back-off step on each container",
-    },
-    Allowed {
-        path_contains: "mounts[/etc/hosts]",
-        why: "upstream mounts its own /etc/hosts file from the pod folder; rkubelet leaves the runtime's",
-    },
-    Allowed {
-        path_contains: "mounts[/dev/termination-log]",
-        why: "upstream mounts a termination-message file; rkubelet does not write one yet",
     },
     Allowed {
         path_contains: "config.linux.security_context.seccomp_profile_path",

@@ -581,26 +581,31 @@ impl ProbeManager {
                 log_event(&self.ctx, &entry.pod, &run.container, event);
             }
             debug!(pod = %full_name(&entry.pod), container = %run.container, probe = %run.kind, ?outcome, "probe answered");
-            let kill = recorded.kill.then(|| {
-                entry
-                    .pod
-                    .spec
-                    .containers
-                    .iter()
-                    .find(|c| c.name == run.container)
-                    .map(|c| probe_kill(&entry.pod, c, &run.container_id, run.kind))
-            });
-            (
-                recorded.changed,
-                kill.flatten(),
-                entry.pod.clone(),
-                pod_ip(&self.ctx, Some(&entry.pod), &entry.runtime),
-                Arc::clone(&entry.poke),
-            )
+            // The pod and its IP only for a kill (its preStop hook): most answers change
+            // nothing, and copying the pod for each cost more than the answer itself.
+            let kill = recorded
+                .kill
+                .then(|| {
+                    entry
+                        .pod
+                        .spec
+                        .containers
+                        .iter()
+                        .find(|c| c.name == run.container)
+                        .map(|c| {
+                            (
+                                probe_kill(&entry.pod, c, &run.container_id, run.kind),
+                                entry.pod.clone(),
+                                pod_ip(&self.ctx, Some(&entry.pod), &entry.runtime),
+                            )
+                        })
+                })
+                .flatten();
+            (recorded.changed, kill, Arc::clone(&entry.poke))
         };
         self.wake.notify_one();
-        let (changed, kill, pod, ip, poke) = effect;
-        if let Some(kill) = kill {
+        let (changed, kill, poke) = effect;
+        if let Some((kill, pod, ip)) = kill {
             kill_container(&self.ctx, Some(&pod), &kill, &ip).await;
         }
         if changed {

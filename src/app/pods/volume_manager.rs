@@ -129,7 +129,7 @@ impl VolumeManager {
                 .facts
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
+                .for_pod(pod),
             ..PodInputs::default()
         };
         let api = self

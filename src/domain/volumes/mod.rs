@@ -157,6 +157,20 @@ pub struct PodFacts {
     pub allocatable_memory_bytes: i64,
 }
 
+impl PodFacts {
+    /// The node's facts as `pod` sees them: a host-network pod's IP is the node's (its
+    /// sandbox has none; upstream copies the API status's IPs, the node's, into the
+    /// runtime's view before making the containers), so `status.podIP` in its env and
+    /// downward API files is never blank.
+    pub fn for_pod(&self, pod: &crate::domain::pod::Pod) -> PodFacts {
+        let mut facts = self.clone();
+        if pod.spec.host_network && facts.pod_ip.is_empty() {
+            facts.pod_ip.clone_from(&facts.host_ip);
+        }
+        facts
+    }
+}
+
 /// Everything besides the spec a pod's volumes and environment are made from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodInputs {

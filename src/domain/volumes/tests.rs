@@ -455,3 +455,17 @@ fn tokens_refresh_at_80_percent_of_their_life_or_after_a_day() {
     assert!(!requires_refresh(&long, 1000 + 86_400));
     assert!(requires_refresh(&long, 1000 + 86_401));
 }
+
+#[test]
+fn a_host_network_pods_ip_is_the_nodes() {
+    let node = PodFacts {
+        pod_ip: String::new(),
+        ..facts()
+    };
+    let host = pod(serde_json::json!({"metadata": {"uid": "u1"}, "spec": {"hostNetwork": true}}));
+    assert_eq!(node.for_pod(&host).pod_ip, "192.168.1.2");
+    let own = pod(serde_json::json!({"metadata": {"uid": "u2"}, "spec": {}}));
+    assert_eq!(node.for_pod(&own).pod_ip, "");
+    // A known IP is kept.
+    assert_eq!(facts().for_pod(&host).pod_ip, "10.0.0.5");
+}
