@@ -119,6 +119,8 @@ pub struct Deps {
     pub clock: Arc<dyn Clock>,
     /// Network probes and lifecycle hooks (HTTP, TCP, gRPC).
     pub prober: Arc<dyn crate::ports::prober::Prober>,
+    /// The host's default-route address, for the node's IP without `--node-ip`.
+    pub host_facts: Arc<dyn crate::ports::host_facts::HostFacts>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -544,9 +546,28 @@ fn start_pod_loop(
         allocatable: node.node.allocatable.clone(),
         taints: node.register_with_taints.clone(),
     };
-    if let Some(ip) = started.resolved.options.node_ips.first() {
-        store.set_host_ip(&ip.to_string());
-    }
+    let node_ip = crate::domain::node_status::status::primary_node_ip(
+        &started.resolved.options.node_ips,
+        &node.hostname,
+        deps.host_facts.default_route_ip(),
+    )
+    .map(|ip| ip.to_string())
+    .unwrap_or_default();
+    store.set_host_ip(&node_ip);
+    // The node's facts for the downward API and env (`status.hostIP`, limits a
+    // container does not set), standalone as connected.
+    links
+        .volumes
+        .set_node_facts(crate::domain::volumes::PodFacts {
+            pod_ip: String::new(),
+            host_ip: node_ip,
+            allocatable_cpu_milli: node
+                .node
+                .allocatable
+                .get("cpu")
+                .map_or(0, |q| q.milli_value()),
+            allocatable_memory_bytes: node.node.allocatable.get("memory").map_or(0, |q| q.value()),
+        });
     let mut pod_loop = PodLoop::new(ctx, store.clone(), settings)
         .with_node_info(node_info)
         .with_static_pods(links.static_pods.clone());

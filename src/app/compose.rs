@@ -159,6 +159,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         cgroup_version: Box::new(|| detect_version(Path::new(CGROUP_MOUNT_ROOT))),
         clock: Arc::new(SystemClock::new()),
         prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
+        host_facts: Arc::new(SystemHostFacts),
     }
 }
 

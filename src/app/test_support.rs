@@ -43,6 +43,7 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
         cgroup_version: Box::new(|| CgroupVersion::V1),
         clock: Arc::new(FakeClock::new(0)),
         prober: Arc::new(crate::ports::prober::NoProber),
+        host_facts: Arc::new(crate::adapters::fake::FakeHostFacts::default()),
     }
 }
 

@@ -77,6 +77,106 @@ async fn static_pod_runs_and_logs() {
     node.finish();
 }
 
+/// A static pod gets what an API pod gets (issue 13): the managed `/etc/hosts` with its
+/// `hostAliases`, env from `fieldRef` and `resourceFieldRef`, and its termination message
+/// in its status.
+#[tokio::test]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
+async fn a_static_pod_sees_its_hosts_and_env_and_reports_its_termination_message() {
+    let mut node = Node::start("static-env");
+    let bb = node.busybox.clone();
+    let field = |name: &str, path: &str| {
+        format!("    - name: {name}\n      valueFrom:\n        fieldRef:\n          fieldPath: {path}\n")
+    };
+    let env = [
+        field("MY_NAME", "metadata.name"),
+        field("MY_NODE", "spec.nodeName"),
+        field("MY_IP", "status.podIP"),
+        field("MY_HOST", "status.hostIP"),
+        "    - name: MY_CPU\n      valueFrom:\n        resourceFieldRef:\n          resource: limits.cpu\n          divisor: 1m\n".to_string(),
+    ]
+    .concat();
+    let main = format!(
+        "{}    resources:\n      limits:\n        cpu: 250m\n    env:\n{env}",
+        container(
+            "main",
+            &bb,
+            "echo \"hosts: $(grep alias.example /etc/hosts)\"; echo \"env: $MY_NAME $MY_NODE $MY_IP $MY_HOST $MY_CPU\"; echo bye-static > /dev/termination-log; exit 3",
+        )
+    );
+    node.write(
+        "envy.yaml",
+        &pod(
+            "envy",
+            "  restartPolicy: Never\n  hostAliases:\n  - ip: 10.1.2.3\n    hostnames: [alias.example]\n",
+            &[],
+            &[main],
+        ),
+    );
+    // A volume of a plugin rkubelet does not have: a FailedMount naming it, no sandbox.
+    node.write(
+        "nfs.yaml",
+        &pod(
+            "nfs",
+            "  volumes:\n  - name: share\n    nfs:\n      server: 192.0.2.1\n      path: /export\n",
+            &[],
+            &[container("main", &bb, "sleep 3600")],
+        ),
+    );
+    node.kubelet();
+    eventually!(60, "FailedMount naming the nfs plugin", {
+        node.log_text()
+            .lines()
+            .any(|l| {
+                l.contains("FailedMount")
+                    && l.contains("nfs")
+                    && l.contains("volume plugin is not supported")
+                    && l.contains("nfs-n1")
+            })
+            .then_some(())
+    });
+    assert!(
+        node.sandboxes("nfs-n1").await.is_empty(),
+        "no sandbox for nfs-n1"
+    );
+    let terminated = eventually!(60, "envy's container terminated in /pods", {
+        node.pod_json("envy-n1").and_then(|p| {
+            let t = p["status"]["containerStatuses"][0]["state"]["terminated"].clone();
+            t.is_object().then_some(t)
+        })
+    });
+    assert_eq!(terminated["exitCode"], 3, "{terminated}");
+    assert_eq!(terminated["message"], "bye-static\n", "{terminated}");
+    let mut lines = Vec::new();
+    walk(&node.logs, &mut |path| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        lines.extend(text.lines().filter_map(cri_log_text).map(str::to_owned));
+    });
+    let hosts = lines
+        .iter()
+        .find(|l| l.starts_with("hosts: "))
+        .unwrap_or_else(|| panic!("no hosts line: {lines:?}"));
+    assert!(
+        hosts.contains("10.1.2.3") && hosts.contains("alias.example"),
+        "{hosts}"
+    );
+    let env = lines
+        .iter()
+        .find(|l| l.starts_with("env: "))
+        .unwrap_or_else(|| panic!("no env line: {lines:?}"));
+    let values: Vec<&str> = env.trim_start_matches("env: ").split(' ').collect();
+    assert_eq!(values.len(), 5, "no value blank: {env}");
+    assert_eq!(&values[..2], ["envy-n1", "n1"], "{env}");
+    for ip in &values[2..4] {
+        assert!(
+            ip.parse::<std::net::IpAddr>().is_ok(),
+            "an IP, not blank: {env}"
+        );
+    }
+    assert_eq!(values[4], "250", "{env}");
+    node.finish();
+}
+
 /// Scenario 2a: a crashing container under `restartPolicy: Always` is restarted at once,
 /// then after growing back-off waits (10 s, 20 s, ...).
 #[tokio::test]

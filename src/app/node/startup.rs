@@ -83,20 +83,7 @@ pub fn start_if_connected(
     settings.pod_events = links.events.clone();
     settings.static_pods = links.static_pods.subscribe();
     if let Some(volumes) = volumes {
-        // The node's facts for the downward API, and the clients for API objects.
-        volumes.set_node_facts(crate::domain::volumes::PodFacts {
-            pod_ip: String::new(),
-            host_ip: settings
-                .node_ips
-                .first()
-                .map(|ip| ip.to_string())
-                .unwrap_or_default(),
-            allocatable_cpu_milli: settings
-                .allocatable
-                .get("cpu")
-                .map_or(0, |q| q.milli_value()),
-            allocatable_memory_bytes: settings.allocatable.get("memory").map_or(0, |q| q.value()),
-        });
+        // The clients for API objects (the node's facts are set at start-up).
         settings.clients_hook = ClientsHook(Some(Arc::new(move |clients: &ApiClients| {
             volumes.set_api(clients.objects.clone());
         })));

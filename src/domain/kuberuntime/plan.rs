@@ -19,8 +19,8 @@ use crate::domain::kuberuntime::actions::{
 use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, RestartBackoff};
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
-    apply_image, container_config_and_skipped_env, empty_dir_setups, pod_log_dir, sandbox_config,
-    sandbox_dns, ContainerConfig, RequestContext, RequestError, SandboxConfig,
+    apply_image, container_config_and_skipped_env, empty_dir_setups, pod_dir, pod_log_dir,
+    sandbox_config, sandbox_dns, ContainerConfig, RequestContext, RequestError, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ImageInfo, ImageUser, PodRuntimeStatus, SandboxState,
@@ -90,7 +90,9 @@ pub struct SandboxCreation {
     pub attempt: u32,
     pub reason: String,
     /// Folders to create first: the pod's log folder (the runtime writes there but
-    /// does not create it).
+    /// does not create it) and the pod's own folder under the root directory (its
+    /// managed `/etc/hosts` and termination-message files go there, volumes or not, as
+    /// upstream's `makePodDataDirs` makes it).
     pub directories: Vec<PathBuf>,
     /// The pod's emptyDir volumes, with their mode and `fsGroup` ownership.
     pub volumes: Vec<VolumeSetup>,
@@ -490,7 +492,10 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     let create_sandbox = actions.create_sandbox.then(|| SandboxCreation {
         attempt: actions.attempt,
         reason: actions.create_sandbox_reason.clone().unwrap_or_default(),
-        directories: vec![pod_log_dir(inputs.requests, pod)],
+        directories: vec![
+            pod_log_dir(inputs.requests, pod),
+            pod_dir(inputs.requests, &pod.metadata.uid),
+        ],
         volumes: empty_dir_setups(inputs.requests, pod),
         dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
     });

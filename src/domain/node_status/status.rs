@@ -161,6 +161,21 @@ pub fn validate_node_ip(ip: IpAddr) -> Result<(), AddressError> {
     }
 }
 
+/// The node's primary IP, its first `InternalIP` as [`node_addresses`] finds it: a pod's
+/// `status.hostIP` and what the downward API and a host-network pod's env see, in
+/// standalone and connected mode alike (upstream's `getHostIPsAnyWay`).
+pub fn primary_node_ip(
+    node_ips: &[IpAddr],
+    hostname: &str,
+    default_route_ip: Option<IpAddr>,
+) -> Option<IpAddr> {
+    node_addresses("", node_ips, hostname, default_route_ip)
+        .ok()?
+        .into_iter()
+        .find(|a| a.type_ == ADDRESS_INTERNAL_IP)
+        .and_then(|a| a.address.parse().ok())
+}
+
 /// The node's addresses (upstream's `NodeAddress` setter without a cloud provider):
 /// `InternalIP` from `--node-ip` (two of different families give two), else the hostname
 /// when it is an IP, else the host's default-route address; then `Hostname`.
@@ -617,6 +632,13 @@ mod tests {
             node_addresses("n1", &[], "n1", None),
             Err(AddressError::NoAddress { node: "n1".into() })
         );
+        // The primary IP pods see: the same choice, the first InternalIP.
+        assert_eq!(primary_node_ip(&[], "n1", route), Some(ip("192.168.1.9")));
+        assert_eq!(
+            primary_node_ip(&[ip("10.1.2.3")], "n1", route),
+            Some(ip("10.1.2.3"))
+        );
+        assert_eq!(primary_node_ip(&[], "n1", None), None);
         let err = node_addresses("n1", &[ip("127.0.0.1")], "n1", route).expect_err("loopback");
         assert_eq!(
             err.to_string(),

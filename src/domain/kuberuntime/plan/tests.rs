@@ -164,7 +164,10 @@ fn a_new_pod_gets_its_sandbox_under_its_cgroup_and_its_container_configs() {
     assert_eq!(create.attempt, 0);
     assert_eq!(
         create.directories,
-        [PathBuf::from("/var/log/pods/default_web_uid-1")]
+        [
+            PathBuf::from("/var/log/pods/default_web_uid-1"),
+            PathBuf::from("/var/lib/kubelet/pods/uid-1")
+        ]
     );
     assert_eq!(plan.sandbox.cgroup_parent, PARENT);
     assert_eq!(plan.sandbox.name, "web");
