@@ -227,7 +227,8 @@ fn action(
                 .map_or(DEFAULT_MODE, |m| m & 0o7777);
             let mut out = Payload::new();
             payload::downward_payload(pod, &source.items, default_mode, facts, &mut out)?;
-            files(out, false)
+            // On tmpfs, as upstream's plugin wraps a memory emptyDir.
+            files(out, true)
         }
         VolumeKind::Projected => {
             let source = volume.projected.clone().unwrap_or_default();

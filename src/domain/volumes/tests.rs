@@ -469,3 +469,33 @@ fn a_host_network_pods_ip_is_the_nodes() {
     // A known IP is kept.
     assert_eq!(facts().for_pod(&host).pod_ip, "10.0.0.5");
 }
+
+#[test]
+fn downward_api_secret_and_projected_volumes_are_tmpfs_config_maps_are_not() {
+    let p = pod(serde_json::json!({
+    "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+    "spec": {"volumes": [
+        {"name": "dw", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+        {"name": "cfg", "configMap": {"name": "x"}},
+        {"name": "sec", "secret": {"secretName": "s"}}
+    ]}}));
+    let mut objects = PodObjects::default();
+    objects.config_maps.insert("x".into(), cm(&[("k", "v")]));
+    objects.secrets.insert(
+        "s".into(),
+        Fetched::Found(SecretData {
+            data: BTreeMap::from([("k".into(), b"v".to_vec())]),
+            ..SecretData::default()
+        }),
+    );
+    let plans = plan_volumes(&ctx(), &p, &objects, &facts());
+    let tmpfs: Vec<bool> = plans
+        .iter()
+        .map(|plan| match &plan.action {
+            Ok(VolumeAction::Files { tmpfs, .. }) => *tmpfs,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // Upstream's downwardAPI and secret plugins wrap a memory emptyDir; configMap's not.
+    assert_eq!(tmpfs, [true, false, true]);
+}
