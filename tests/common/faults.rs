@@ -353,6 +353,9 @@ pub struct CriFaults {
     /// Only calls whose method (`RunPodSandbox`, `ListContainers`, ...) is listed are
     /// touched; all when empty.
     pub methods: Vec<String>,
+    /// Calls of these methods are not relayed: their request messages are kept (see
+    /// [`CriProxy::captured`]) and answered `UNKNOWN`, as a runtime that cannot do them.
+    pub capture: Vec<String>,
 }
 
 /// What the proxy saw, per CRI method.
@@ -373,6 +376,8 @@ struct ProxyState {
     faults: CriFaults,
     counts: CriCounts,
     rng: Rng,
+    /// The protobuf messages of the captured calls, by method.
+    captured: BTreeMap<String, Vec<Vec<u8>>>,
 }
 
 /// A CRI proxy in the test process: listens on its own unix socket and relays each gRPC
@@ -394,6 +399,7 @@ impl CriProxy {
             faults: CriFaults::default(),
             counts: CriCounts::default(),
             rng: Rng::new(seed),
+            captured: BTreeMap::new(),
         }));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -430,6 +436,16 @@ impl CriProxy {
 
     pub fn clear(&self) {
         self.set(CriFaults::default());
+    }
+
+    /// The request messages (protobuf, without gRPC framing) of the captured calls of
+    /// `method`, in order.
+    #[allow(dead_code)] // the pull-secret test only
+    pub fn captured(&self, method: &str) -> Vec<Vec<u8>> {
+        self.state
+            .lock()
+            .map(|s| s.captured.get(method).cloned().unwrap_or_default())
+            .unwrap_or_default()
     }
 
     pub fn counts(&self) -> CriCounts {
@@ -530,6 +546,22 @@ mod proxy {
         sender: &tokio::sync::Mutex<Option<hyper::client::conn::http2::SendRequest<Incoming>>>,
     ) -> Response<Body> {
         let method = method_of(&req);
+        let capture = state
+            .lock()
+            .is_ok_and(|s| s.faults.capture.contains(&method));
+        if capture {
+            let Ok(body) = req.into_body().collect().await else {
+                return grpc_error(13, "proxy: unreadable request");
+            };
+            // One unary message: a flag byte and a 4-byte length before it.
+            let bytes = body.to_bytes();
+            let message = bytes.get(5..).unwrap_or_default().to_vec();
+            if let Ok(mut s) = state.lock() {
+                *s.counts.calls.entry(method.clone()).or_default() += 1;
+                s.captured.entry(method).or_default().push(message);
+            }
+            return grpc_error(2, "captured by the test's CRI proxy");
+        }
         let (fail, delay) = {
             let Ok(mut s) = state.lock() else {
                 return grpc_error(13, "proxy state poisoned");

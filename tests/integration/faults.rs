@@ -625,6 +625,7 @@ pub(crate) async fn slow_and_failing_cri(name: &str, stall: Stall) -> CriFaultFi
         delay_share: 0.1,
         delay: Duration::from_secs(3),
         methods: Vec::new(),
+        ..CriFaults::default()
     });
     for i in 0..PODS {
         node.write(
@@ -690,6 +691,7 @@ pub(crate) async fn slow_and_failing_cri(name: &str, stall: Stall) -> CriFaultFi
         delay_share: 1.0,
         delay: Duration::from_secs(30),
         methods: vec!["ListPodSandbox".into(), "ListContainers".into()],
+        ..CriFaults::default()
     });
     let stalled = Instant::now();
     node.write("late.yaml", &steady_pod("late", &node.busybox));

@@ -517,3 +517,94 @@ fn dir_of_running(cluster: &Cluster, node: &Node, name: &str) -> bool {
         .unwrap_or_default();
     Path::new(&node.root).join("pods").join(uid).exists()
 }
+
+/// The CRI messages of the pull, as the wire carries them (`runtime.v1`; only the fields
+/// read here).
+mod cri_wire {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct PullImageRequest {
+        #[prost(message, optional, tag = "1")]
+        pub image: Option<ImageSpec>,
+        #[prost(message, optional, tag = "2")]
+        pub auth: Option<AuthConfig>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ImageSpec {
+        #[prost(string, tag = "1")]
+        pub image: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AuthConfig {
+        #[prost(string, tag = "1")]
+        pub username: String,
+        #[prost(string, tag = "2")]
+        pub password: String,
+    }
+}
+
+/// Must-show 8 at the CRI boundary itself: a pod's `imagePullSecrets` (a
+/// `kubernetes.io/dockerconfigjson` Secret with two registries) reach `PullImage` on the
+/// wire as the `AuthConfig` of the image's registry. A CRI proxy between rkubelet and
+/// containerd keeps the `PullImage` calls and answers them as a runtime that cannot reach
+/// the registry (none is reachable here); the pod then waits in `ErrImagePull`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, containerd, control plane (kube-apiserver, etcd): run by scripts/test.sh"]
+async fn pull_secrets_reach_pull_image_on_the_wire_as_the_registrys_auth_config() {
+    use crate::common::faults::{CriFaults, CriProxy};
+    use base64::Engine;
+    use prost::Message;
+
+    let cluster = Cluster::start_with("volpods-pull", ClusterOptions::default());
+    let mut node = Node::start("volpods-pull");
+    let socket = std::path::PathBuf::from(format!(
+        "/tmp/rkproxy-{}-volpods-pull.sock",
+        std::process::id()
+    ));
+    let proxy = CriProxy::start(&socket, &node.ctrd.socket(), 5);
+    proxy.set(CriFaults {
+        capture: vec!["PullImage".into()],
+        ..CriFaults::default()
+    });
+    node.endpoint = proxy.endpoint();
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
+    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
+
+    let config = serde_json::json!({"auths": {
+        "other.example": {"username": "nobody", "password": "wrong"},
+        "registry.rkubelet.test": {"username": "puller", "password": "s3cret"}
+    }});
+    let encoded = base64::engine::general_purpose::STANDARD.encode(config.to_string());
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: regcred\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: {encoded}\n"
+    ));
+    let image = "registry.rkubelet.test/private/app:1";
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: private\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  imagePullSecrets:\n  - name: regcred\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: Always\n"
+    ));
+    let pulls = eventually(60, "a PullImage call through the proxy", || {
+        Some(proxy.captured("PullImage")).filter(|c| !c.is_empty())
+    });
+    let request = cri_wire::PullImageRequest::decode(pulls[0].as_slice())
+        .expect("a PullImageRequest on the wire");
+    assert_eq!(
+        request.image.map(|i| i.image).as_deref(),
+        Some(image),
+        "the image asked for"
+    );
+    let auth = request.auth.expect("an AuthConfig with the pull");
+    assert_eq!(
+        (auth.username.as_str(), auth.password.as_str()),
+        ("puller", "s3cret"),
+        "the credential of the image's registry, not the other one"
+    );
+    eventually(60, "the pod waiting on its image", || {
+        let p = pod(&cluster, "private")?;
+        let reason = p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"].clone();
+        matches!(reason.as_str(), Some("ErrImagePull" | "ImagePullBackOff")).then_some(())
+    });
+    node.finish();
+    drop(proxy);
+}
