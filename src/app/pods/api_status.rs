@@ -273,6 +273,7 @@ mod tests {
         }));
         let pod = decode_api_pod(&stored).expect("decodes").pod;
         let store = PodStatusStore::new();
+        store.track_changes();
         let (_stop_tx, stop) = watch::channel(false);
         let writer = tokio::spawn(run_status_writer(store.clone(), connected(&api), stop));
         settle().await;
@@ -311,6 +312,7 @@ mod tests {
         new["metadata"]["uid"] = json!("new");
         api.put_pod(new);
         let store = PodStatusStore::new();
+        store.track_changes();
         let (_stop_tx, stop) = watch::channel(false);
         let writer = tokio::spawn(run_status_writer(store.clone(), connected(&api), stop));
         store.set(&pod, rejected_pod_status("OutOfcpu", "too big"));

@@ -155,6 +155,8 @@ impl PodLoop {
     /// Connected mode: statuses are written to the API once the node is registered, and
     /// admission reads the Node's labels and taints.
     pub fn with_connected(mut self, connected: watch::Receiver<Option<ConnectedNode>>) -> Self {
+        // The status writer will take every change, from the first.
+        self.shared.store.track_changes();
         self.connected = Some(connected);
         self
     }

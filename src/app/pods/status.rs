@@ -51,6 +51,9 @@ struct Inner {
     /// Pods whose status changed since the writer last looked.
     dirty: Mutex<BTreeSet<String>>,
     changed: Notify,
+    /// Whether a writer takes the changes (connected mode): without one, `dirty` would
+    /// keep every uid that ever changed (the simulated soak's memory grew with it).
+    tracks_changes: std::sync::atomic::AtomicBool,
 }
 
 /// The status manager: each pod's spec and its latest API status, for `/pods`.
@@ -136,7 +139,21 @@ impl PodStatusStore {
         }
     }
 
+    /// A writer will take the changes from now on ([`Self::changed`]).
+    pub(crate) fn track_changes(&self) {
+        self.inner
+            .tracks_changes
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn mark_dirty(&self, uids: impl IntoIterator<Item = String>) {
+        if !self
+            .inner
+            .tracks_changes
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
         let mut dirty = self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner());
         dirty.extend(uids);
         drop(dirty);
@@ -249,5 +266,41 @@ impl PodStatusStore {
             })
             .collect();
         json!({"kind": "PodList", "apiVersion": "v1", "items": items})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = format!("p-{uid}");
+        pod.metadata.namespace = "default".into();
+        pod.metadata.uid = uid.into();
+        pod
+    }
+
+    fn dirty(store: &PodStatusStore) -> usize {
+        store
+            .inner
+            .dirty
+            .lock()
+            .map(|d| d.len())
+            .unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn changes_are_kept_only_for_a_writer() {
+        let standalone = PodStatusStore::new();
+        for uid in ["a", "b", "c"] {
+            standalone.set(&pod(uid), ApiPodStatus::default());
+            standalone.remove(uid);
+        }
+        assert_eq!(dirty(&standalone), 0, "no writer: nothing kept per pod");
+        let connected = PodStatusStore::new();
+        connected.track_changes();
+        connected.set(&pod("a"), ApiPodStatus::default());
+        assert_eq!(dirty(&connected), 1);
     }
 }
