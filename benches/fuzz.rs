@@ -1,6 +1,8 @@
 //! The fuzz targets' long runs (fuzz/targets.rs): each parser that takes outside input
 //! (static pod manifests, the KubeletConfiguration file in YAML, JSON and TOML, the
-//! command line, flag values and units) on `RKUBELET_BENCH_FUZZ_CASES` generated and
+//! command line, flag values and units with eviction thresholds, the kubelet API's
+//! request targets, API pods through decoding and admission, kubeconfig files, and the
+//! CRI responses the adapter maps) on `RKUBELET_BENCH_FUZZ_CASES` generated and
 //! mutated inputs (default 50,000 a target), from `RKUBELET_FUZZ_SEED` (default: the
 //! time, printed). Figures: executions, their rate, the slowest input (goal < 1 s) and
 //! the failures (panics or errors without a message; goal 0, the shrunk input printed).

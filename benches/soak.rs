@@ -3,6 +3,11 @@
 //! (default 600; the full run is 1800). Figures: waves and pods churned, the
 //! resident memory's slope after the warm-up (goal < 1 KiB a pod churned), file
 //! descriptors and threads gained (goal 0), pod folders left (goal 0).
+//!
+//! Then the same churn on the private containerd for `RKUBELET_BENCH_CONTAINERD_SOAK_SECS`
+//! (default 600, the run; 0 skips it), with what the runtime and the node keep
+//! counted after the last wave (sandboxes, containers, shims, folders, cgroups, mounts:
+//! goal 0).
 
 use std::time::Duration;
 
@@ -18,6 +23,53 @@ mod soak;
 use bench::{at_most, below};
 
 fn main() {
+    simulated();
+    on_containerd();
+}
+
+fn on_containerd() {
+    let secs: u64 = std::env::var("RKUBELET_BENCH_CONTAINERD_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    if secs == 0 {
+        println!(
+            "soak on containerd: long form only (RKUBELET_BENCH_CONTAINERD_SOAK_SECS=600, about 11 min); the test runs 5 waves of 30 pods"
+        );
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| bench::fail("soak", &format!("tokio runtime: {e}")));
+    let (f, left) = runtime.block_on(soak::soak_containerd(
+        "bsoak",
+        250,
+        usize::MAX,
+        Duration::from_secs(secs),
+    ));
+    println!(
+        "soak on containerd: {secs} s, {} waves of 250 pods ({} churned); slowest wave {:.1} s",
+        f.waves,
+        f.pods_churned,
+        f.slowest_wave.as_secs_f64()
+    );
+    println!(
+        "soak on containerd: resident KiB after each wave {:?}; slope after the warm-up {:.3} KiB a pod churned ({})",
+        f.rss_kib,
+        f.slope_kib_per_pod,
+        below(f.slope_kib_per_pod, 1.0, " KiB a pod")
+    );
+    println!(
+        "soak on containerd: file descriptors {:?}, threads {:?}; left after the last wave: {left:?} ({})",
+        f.fds,
+        f.threads,
+        at_most(left.total() as f64, 0.0, " things left")
+    );
+}
+
+fn simulated() {
     let secs = std::env::var("RKUBELET_BENCH_SOAK_SECS")
         .ok()
         .and_then(|v| v.parse().ok())

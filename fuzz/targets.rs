@@ -15,21 +15,33 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
+use rkubelet::adapters::apiserver::{ClientSettings, KubeConnector};
+use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::admission::{admit_pod, NodeInfo};
 use rkubelet::domain::config::flags::{
     flag_value, parse_colon_multimap, parse_feature_gates, parse_taints, FLAGS,
 };
 use rkubelet::domain::config::layers::{file_layer, FileRole};
+use rkubelet::domain::config::model::Taint;
 use rkubelet::domain::config::{resolve, ConfigInputs, FileInput, NodeFacts};
+use rkubelet::domain::eviction::{parse_eq_map, parse_lt_map, parse_threshold_config};
 use rkubelet::domain::kubelet_api::auth::{anonymous_user, forbidden_message, request_attributes};
 use rkubelet::domain::kubelet_api::logs::{decode_segment, parse_log_options, query_pairs};
 use rkubelet::domain::kubelet_api::routes::{route, run_command, Port};
 use rkubelet::domain::kuberuntime::image_reference::parse_normalized;
+use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, SandboxFilter};
 use rkubelet::domain::node::machine::MachineInfo;
+use rkubelet::domain::pod::api::decode_api_pod;
 use rkubelet::domain::pod::static_pod::{decode_static_pods, PodSourceKind};
 use rkubelet::domain::units::cpuset::CpuSet;
 use rkubelet::domain::units::duration::GoDuration;
 use rkubelet::domain::units::quantity::Quantity;
 use rkubelet::domain::units::time::parse_rfc3339;
+use rkubelet::ports::api::{ApiConnector, ConnectError};
+use rkubelet::ports::error::Chain;
+use rkubelet::ports::runtime::{ImageService, RuntimeService, StreamRequest};
+use rkubelet::ports::runtime_status::RuntimeStatusService;
+use rkubelet::ports::stats::RuntimeStats;
 
 /// One parser under fuzzing.
 pub struct Target {
@@ -64,7 +76,7 @@ pub fn targets() -> Vec<Target> {
             check: check_flags,
         },
         Target {
-            name: "flag values and units (quantity, cpuset, duration, taints, feature gates, time, image reference)",
+            name: "flag values and units (quantity, cpuset, duration, taints, feature gates, time, image reference, eviction thresholds)",
             seeds: VALUE_SEEDS,
             dictionary: VALUE_TOKENS,
             check: check_values,
@@ -74,6 +86,24 @@ pub fn targets() -> Vec<Target> {
             seeds: REQUEST_SEEDS,
             dictionary: REQUEST_TOKENS,
             check: check_request_target,
+        },
+        Target {
+            name: "API pods (JSON from the API server: decoded, validated, admitted)",
+            seeds: API_POD_SEEDS,
+            dictionary: API_POD_TOKENS,
+            check: check_api_pod,
+        },
+        Target {
+            name: "kubeconfig files",
+            seeds: KUBECONFIG_SEEDS,
+            dictionary: KUBECONFIG_TOKENS,
+            check: check_kubeconfig,
+        },
+        Target {
+            name: "CRI responses (the CRI adapter's calls answered with the input over gRPC)",
+            seeds: CRI_SEEDS,
+            dictionary: CRI_TOKENS,
+            check: check_cri_response,
         },
     ]
 }
@@ -182,6 +212,7 @@ fn check_values(input: &[u8]) -> Result<(), String> {
             // An API pod's image name, read before any pull.
             parse_normalized(text).map(drop).or_else(|e| said(&e))
         }
+        7 if which % 16 == 7 => check_eviction_thresholds(text),
         _ => {
             // Every flag's value parser.
             let spec = &FLAGS[usize::from(which / 8) % FLAGS.len()];
@@ -220,6 +251,308 @@ fn check_request_target(input: &[u8]) -> Result<(), String> {
             e.status, e.message
         )),
     }
+}
+
+/// `--eviction-hard`/`--eviction-soft` and their grace periods and minimum reclaims, as
+/// upstream's `ParseThresholdConfig` reads them together.
+fn check_eviction_thresholds(text: &str) -> Result<(), String> {
+    let (hard, rest) = text.split_once(';').unwrap_or((text, ""));
+    let mut parts = rest.splitn(3, ';');
+    let lt = |s: &str| parse_lt_map(s).map_err(|e| said(&e).err().unwrap_or_default());
+    let hard = match lt(hard) {
+        Ok(m) => m,
+        Err(e) if e.is_empty() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let soft = lt(parts.next().unwrap_or_default()).unwrap_or_default();
+    let grace = parse_eq_map(parts.next().unwrap_or_default()).unwrap_or_default();
+    let reclaim = parse_eq_map(parts.next().unwrap_or_default()).unwrap_or_default();
+    for enforced in [vec![], vec!["pods".to_string()]] {
+        if let Err(e) = parse_threshold_config(&enforced, &hard, &soft, &grace, &reclaim) {
+            said(&e)?;
+        }
+    }
+    Ok(())
+}
+
+/// The node the fuzzed API pods are admitted on: labels, allocatable and a `NoExecute`
+/// taint for the selectors, affinity, resources and tolerations to meet.
+fn admission_node() -> NodeInfo {
+    NodeInfo {
+        name: "n1".into(),
+        labels: [
+            ("kubernetes.io/hostname", "n1"),
+            ("kubernetes.io/os", "linux"),
+            ("zone", "a"),
+            ("size", "3"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        allocatable: [
+            ("cpu", "2"),
+            ("memory", "4Gi"),
+            ("pods", "110"),
+            ("ephemeral-storage", "10Gi"),
+            ("example.com/gpu", "1"),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), Quantity::parse(v).ok()?)))
+        .collect(),
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: "db".into(),
+            effect: "NoExecute".into(),
+            time_added: None,
+        }],
+    }
+}
+
+/// An API pod as the watch delivers it: JSON decoded, defaulted and validated (a pod
+/// rkubelet cannot run is named with errors that say something, and gets a `Failed`
+/// status), then admitted beside a running pod (upstream's predicates: resources,
+/// node selector and affinity with its label and field selectors, host ports, taints).
+fn check_api_pod(input: &[u8]) -> Result<(), String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(input) else {
+        return Ok(());
+    };
+    match decode_api_pod(&value) {
+        Ok(api) => {
+            let node = admission_node();
+            let neighbour = decode_api_pod(&serde_json::json!({
+                "metadata": {"name": "neighbour", "namespace": "default", "uid": "u0"},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
+            }))
+            .map_err(|e| format!("the neighbour pod does not decode: {e:?}"))?;
+            match admit_pod(&api.pod, &[neighbour.pod], &node) {
+                Ok(()) => Ok(()),
+                Err(r) if r.reason.is_empty() => {
+                    Err(format!("a rejection without a reason: {r:?}"))
+                }
+                Err(r) => nonempty(&r.message),
+            }
+        }
+        Err(invalid) => {
+            if invalid.errors.is_empty() {
+                return Err("an invalid pod without an error".into());
+            }
+            invalid
+                .errors
+                .iter()
+                .try_for_each(|e| nonempty(&e.to_string()))?;
+            nonempty(&invalid.status().message)
+        }
+    }
+}
+
+thread_local! {
+    /// A private folder for the kubeconfig target's files, and a runtime for the client.
+    static KUBECONFIG_PEER: std::cell::RefCell<Option<(tempfile::TempDir, tokio::runtime::Runtime)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A kubeconfig as `--kubeconfig` or `--bootstrap-kubeconfig` names it: inspected (its
+/// current context, server, certificate) and made into a client (certificates parsed, no
+/// request sent); each gives a client or an error naming the file and the problem.
+fn check_kubeconfig(input: &[u8]) -> Result<(), String> {
+    KUBECONFIG_PEER.with(|peer| {
+        let mut peer = peer.borrow_mut();
+        if peer.is_none() {
+            let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("tokio runtime: {e}"))?;
+            *peer = Some((dir, runtime));
+        }
+        let Some((dir, runtime)) = peer.as_ref() else {
+            return Err("no kubeconfig peer".into());
+        };
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, input).map_err(|e| format!("{}: {e}", path.display()))?;
+        let connector = KubeConnector::new(ClientSettings::default());
+        let named = |e: &ConnectError| {
+            let message = Chain(e).to_string();
+            if message.contains(&path.display().to_string()) {
+                Ok(())
+            } else {
+                Err(format!("an error that does not name the file: {message}"))
+            }
+        };
+        if let Err(e) = connector.inspect(&path) {
+            named(&e)?;
+        }
+        match runtime.block_on(connector.connect(&path)) {
+            Ok(_) => Ok(()),
+            Err(e) => named(&e),
+        }
+    })
+}
+
+/// A CRI runtime in this process that answers every call with the fuzzed input as its
+/// response message, so the CRI adapter's mapping meets whatever a runtime could send.
+struct CriPeer {
+    client: CriRuntime,
+    answer: std::sync::Arc<std::sync::Mutex<hyper::body::Bytes>>,
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+thread_local! {
+    static CRI_PEER: std::cell::RefCell<Option<CriPeer>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A unary gRPC answer (or one message of a stream) carrying `message`, status OK.
+fn grpc_answer(
+    message: hyper::body::Bytes,
+) -> hyper::Response<
+    http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>,
+> {
+    use http_body_util::BodyExt;
+    let mut framed = Vec::with_capacity(message.len() + 5);
+    framed.push(0);
+    framed.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    framed.extend_from_slice(&message);
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    let body = http_body_util::Full::new(hyper::body::Bytes::from(framed))
+        .with_trailers(async move { Some(Ok(trailers)) })
+        .boxed();
+    let mut response = hyper::Response::new(body);
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/grpc"),
+    );
+    response
+}
+
+fn start_cri_peer() -> Result<CriPeer, String> {
+    use http_body_util::BodyExt;
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let socket = dir.path().join("cri.sock");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    let listener = runtime
+        .block_on(async { tokio::net::UnixListener::bind(&socket) })
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let answer = std::sync::Arc::new(std::sync::Mutex::new(hyper::body::Bytes::new()));
+    let served = answer.clone();
+    runtime.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let served = served.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let served = served.clone();
+                        async move {
+                            let _ = req.into_body().collect().await;
+                            let message = served.lock().map(|m| m.clone()).unwrap_or_default();
+                            Ok::<_, std::convert::Infallible>(grpc_answer(message))
+                        }
+                    },
+                );
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+            });
+        }
+    });
+    // The client's channel spawns its worker on the current runtime.
+    let _entered = runtime.enter();
+    let client = CriRuntime::connect(
+        &format!("unix://{}", socket.display()),
+        Duration::from_secs(5),
+    )
+    .map_err(|e| format!("CRI client: {e}"))?;
+    Ok(CriPeer {
+        client,
+        answer,
+        runtime,
+        _dir: dir,
+    })
+}
+
+/// A CRI call the adapter maps (picked by the first byte), answered with the rest of the
+/// input: it gives a value or a typed error that says something.
+fn check_cri_response(input: &[u8]) -> Result<(), String> {
+    CRI_PEER.with(|peer| {
+        let mut peer = peer.borrow_mut();
+        if peer.is_none() {
+            *peer = Some(start_cri_peer()?);
+        }
+        let Some(peer) = peer.as_ref() else {
+            return Err("no CRI peer".into());
+        };
+        // The first byte picks the call; the rest is the message it is answered with.
+        let (which, message) = input.split_first().map_or((0, input), |(b, r)| (*b, r));
+        if let Ok(mut answer) = peer.answer.lock() {
+            *answer = hyper::body::Bytes::copy_from_slice(message);
+        }
+        let c = &peer.client;
+        peer.runtime.block_on(async {
+            let outcome = match which % 17 {
+                0 => c.version().await.map(drop),
+                1 => c.pod_sandbox_status("s").await.map(drop),
+                2 => c
+                    .list_pod_sandboxes(&SandboxFilter::default())
+                    .await
+                    .map(drop),
+                3 => c.container_status("c").await.map(drop),
+                4 => c
+                    .list_containers(&ContainerFilter::default())
+                    .await
+                    .map(drop),
+                5 => c
+                    .exec_sync("c", &["true".to_string()], Duration::from_secs(1))
+                    .await
+                    .map(drop),
+                6 => c
+                    .streaming_url(&StreamRequest::PortForward {
+                        sandbox_id: "s".into(),
+                        ports: vec![80],
+                    })
+                    .await
+                    .map(drop),
+                7 => c.cgroup_driver().await.map(drop),
+                8 => c.image_status("busybox").await.map(drop),
+                9 => c.pull_image("busybox", None).await.map(drop),
+                10 => c.runtime_conditions().await.map(drop),
+                11 => RuntimeStatusService::list_images(c).await.map(drop),
+                12 => c.image_fs_info().await.map(drop),
+                13 => c.container_stats().await.map(drop),
+                14 => RuntimeStats::list_images(c).await.map(drop),
+                15 => c.images_in_use().await.map(drop),
+                _ => match c.container_events().await {
+                    Ok(mut events) => match events.next().await {
+                        Some(Err(e)) => Err(e),
+                        _ => Ok(()),
+                    },
+                    Err(e) => Err(e),
+                },
+            };
+            match outcome {
+                Ok(()) => Ok(()),
+                Err(e) => said(&e),
+            }
+        })
+    })
+}
+
+/// Stops the peers a target started on this thread (the CRI runtime, the kubeconfig
+/// folder), so a run leaves nothing behind.
+fn stop_peers() {
+    CRI_PEER.with(|peer| peer.borrow_mut().take());
+    KUBECONFIG_PEER.with(|peer| peer.borrow_mut().take());
 }
 
 fn nonempty(message: &str) -> Result<(), String> {
@@ -339,6 +672,7 @@ pub fn run(target: &Target, cases: u32, seed: u64) -> Report {
         executions.set(executions.get() + 1);
         outcome.map_err(TestCaseError::fail)
     });
+    stop_peers();
     Report {
         target: target.name,
         executions: executions.get(),
@@ -674,4 +1008,145 @@ const REQUEST_TOKENS: &[&str] = &[
     "/metrics",
     "/stats/",
     "/debug/pprof/",
+];
+
+const API_POD_SEEDS: &[&str] = &[
+    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"default","uid":"0b1c2d3e-0000-4000-8000-000000000001","creationTimestamp":"2024-01-01T00:00:00Z","labels":{"app":"web"}},"spec":{"nodeName":"n1","nodeSelector":{"zone":"a"},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"size","operator":"Gt","values":["2"]},{"key":"zone","operator":"In","values":["a","b"]}]},{"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]}]}}},"tolerations":[{"key":"dedicated","operator":"Equal","value":"db","effect":"NoExecute","tolerationSeconds":30},{"operator":"Exists"}],"containers":[{"name":"main","image":"busybox:1.36","ports":[{"containerPort":80,"hostPort":8081,"protocol":"TCP"}],"resources":{"requests":{"cpu":"250m","memory":"64Mi","example.com/gpu":"1"},"limits":{"cpu":"500m","memory":"128Mi","example.com/gpu":"1"}},"env":[{"name":"A","value":"b"},{"name":"NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}]}],"initContainers":[{"name":"init","image":"busybox","command":["true"]}],"volumes":[{"name":"cm","configMap":{"name":"settings","items":[{"key":"k","path":"k"}]}}]},"status":{"phase":"Pending"}}"#,
+    r#"{"metadata":{"name":"db","namespace":"kube-system","uid":"u2","deletionTimestamp":"2024-01-01T00:00:10Z","deletionGracePeriodSeconds":30,"annotations":{"kubernetes.io/config.mirror":"abc"}},"spec":{"os":{"name":"linux"},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"NotIn","values":["c"]},{"key":"gpu","operator":"DoesNotExist"},{"key":"kubernetes.io/hostname","operator":"Exists"}]}]}}},"containers":[{"name":"c","image":"example.com/db@sha256:0000000000000000000000000000000000000000000000000000000000000000","resources":{"requests":{"cpu":"3","ephemeral-storage":"1Gi"}}}]}}"#,
+];
+
+const API_POD_TOKENS: &[&str] = &[
+    "\"In\"",
+    "\"NotIn\"",
+    "\"Exists\"",
+    "\"DoesNotExist\"",
+    "\"Gt\"",
+    "\"Lt\"",
+    "\"matchFields\"",
+    "\"matchExpressions\"",
+    "\"metadata.name\"",
+    "\"nodeSelectorTerms\"",
+    "\"NoExecute\"",
+    "\"NoSchedule\"",
+    "\"Equal\"",
+    "\"tolerationSeconds\"",
+    "\"hostPort\"",
+    "\"requests\"",
+    "\"limits\"",
+    "\"cpu\"",
+    "\"memory\"",
+    "\"pods\"",
+    "\"hugepages-2Mi\"",
+    "\"1e3\"",
+    "\"-1\"",
+    "\"0.5Gi\"",
+    "\"9223372036854775807\"",
+    "\"1Ei\"",
+    "\"linux\"",
+    "\"windows\"",
+    "null",
+    "[]",
+    "{}",
+    "true",
+    "0",
+    "-1",
+    "1e308",
+    "\"\"",
+    ",",
+    ":",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"nodeName\"",
+    "\"n2\"",
+    "\"restartPolicy\"",
+    "\"Never\"",
+    "\"hostNetwork\"",
+];
+
+const KUBECONFIG_SEEDS: &[&str] = &[
+    "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJlRENDQVIyZ0F3SUJBZ0lCQURBS0JnZ3Foa2pPUFFRREFqQWpNU0V3SHdZRFZRUUREQmhyTTNNdGMyVnkKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=\ncontexts:\n- name: node\n  context:\n    cluster: local\n    user: node\n    namespace: default\ncurrent-context: node\nusers:\n- name: node\n  user:\n    token: abcdef.0123456789abcdef\n",
+    "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://[::1]:6443/prefix\n    insecure-skip-tls-verify: true\n    tls-server-name: kubernetes\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\nusers:\n- name: u\n  user:\n    client-certificate: kubelet-client-current.pem\n    client-key: kubelet-client-current.pem\n",
+    "{\"apiVersion\":\"v1\",\"kind\":\"Config\",\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"http://localhost:8080\"}}],\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],\"current-context\":\"x\",\"users\":[{\"name\":\"u\",\"user\":{\"username\":\"a\",\"password\":\"b\",\"client-certificate-data\":\"bm90IGEgY2VydA==\",\"client-key-data\":\"\"}}]}",
+];
+
+const KUBECONFIG_TOKENS: &[&str] = &[
+    "server: ",
+    "https://",
+    "http://",
+    "unix:///",
+    ":0",
+    ":65536",
+    "[::1]",
+    "%zz",
+    "certificate-authority: ",
+    "certificate-authority-data: ",
+    "client-certificate-data: ",
+    "client-key-data: ",
+    "token: ",
+    "tokenFile: ",
+    "current-context: ",
+    "context:",
+    "cluster: ",
+    "user: ",
+    "users:",
+    "clusters:",
+    "contexts:",
+    "name: ",
+    "proxy-url: ",
+    "socks5://",
+    "insecure-skip-tls-verify: true",
+    "tls-server-name: ",
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t",
+    "-----BEGIN CERTIFICATE-----\n",
+    "-----BEGIN EC PRIVATE KEY-----\n",
+    "====",
+    "&a ",
+    "*a",
+    "~",
+    "null",
+    "[]",
+    "{}",
+    "\n- ",
+    "\n  ",
+    "---\n",
+    "\t",
+    "\u{0}",
+];
+
+/// Valid CRI response messages to mutate (protobuf; every call reads the same bytes as
+/// its own response type, so field numbers and wire types meet every message). Bytes
+/// over 0x7f come from the mutations and the arbitrary inputs (the seeds are text).
+const CRI_SEEDS: &[&str] = &[
+    // Version: version, runtime_name, runtime_version, runtime_api_version.
+    "\x00\n\x060.1.0\x12\ncontainerd\x1a\x07v1.6.20\"\x02v1",
+    // A list of one item with metadata, state, created_at, labels, annotations.
+    "\n0\n\x02id\x12\x16\n\x04name\x12\x03uid\x1a\x02ns \x01\x18\x01 \x7f*\x08\n\x01a\x12\x03b\x00",
+    // Status with an id, a string, a nested message and varints.
+    "\n\x1e\n\x03cid\x12\x08\n\x04main\x10\x02\x18\x01 \x01(\x02",
+    "",
+];
+
+const CRI_TOKENS: &[&str] = &[
+    "\x08\x01",
+    "\x08\x7f",
+    "\x10\x02",
+    "\x18\x03",
+    " \x04",
+    "(\x05",
+    "\n\x00",
+    "\n\x7f",
+    "\x12\x00",
+    "\x1a\x00",
+    "\"\x00",
+    "*\x00",
+    "2\x00",
+    "\x0a\x05hello",
+    "\x0d\x00\x00\x00\x00",
+    "\x09\x00\x00\x00\x00\x00\x00\x00\x00",
+    "\x0b",
+    "\x0c",
+    "\x0f",
+    "\x07",
 ];

@@ -13,6 +13,7 @@ use rkubelet::ports::runtime::{RuntimeError, RuntimeService};
 use serde_json::Value;
 
 use super::containerd::Containerd;
+use super::faults::{children, pod_cgroups};
 use super::{http_get, start_daemon, Daemon};
 
 pub const NODE: &str = "n1";
@@ -42,6 +43,25 @@ macro_rules! eventually {
 
 #[allow(unused_imports)]
 pub(crate) use eventually;
+
+/// Pod uids that own a folder, a log folder or a cgroup on the node.
+pub struct Leftovers {
+    pub pod_dirs: Vec<String>,
+    pub log_dirs: Vec<String>,
+    pub cgroups: Vec<String>,
+}
+
+pub fn leftovers(node: &Node) -> Leftovers {
+    Leftovers {
+        pod_dirs: children(&node.root.join("pods")),
+        // <namespace>_<name>_<uid>
+        log_dirs: children(&node.logs)
+            .into_iter()
+            .filter_map(|d| d.rsplit('_').next().map(str::to_string))
+            .collect(),
+        cgroups: pod_cgroups(&node.ctrd.var("RKUBELET_CGROUP_ROOT")),
+    }
+}
 
 /// One node under test: a private containerd, a manifest folder, and rkubelet.
 pub struct Node {

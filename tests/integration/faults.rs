@@ -18,11 +18,9 @@ use rkubelet::ports::error::Chain;
 use rkubelet::ports::runtime::RuntimeService;
 
 use crate::common::cluster::Cluster;
-use crate::common::faults::{
-    children, pod_cgroups, CriCounts, CriFaults, CriProxy, Proc, SmallDisk,
-};
+use crate::common::faults::{children, CriCounts, CriFaults, CriProxy, Proc, SmallDisk};
 use crate::common::http_get;
-use crate::common::node::{container, eventually, pod, Node, NODE, POLL};
+use crate::common::node::{container, eventually, leftovers, pod, Leftovers, Node, NODE, POLL};
 
 const UID_LABEL: &str = "io.kubernetes.pod.uid";
 const NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -109,25 +107,6 @@ async fn census(rt: &CriRuntime) -> Census {
         }
     }
     c
-}
-
-/// Pod uids that own a folder, a log folder or a cgroup on the node.
-struct Leftovers {
-    pod_dirs: Vec<String>,
-    log_dirs: Vec<String>,
-    cgroups: Vec<String>,
-}
-
-fn leftovers(node: &Node) -> Leftovers {
-    Leftovers {
-        pod_dirs: children(&node.root.join("pods")),
-        // <namespace>_<name>_<uid>
-        log_dirs: children(&node.logs)
-            .into_iter()
-            .filter_map(|d| d.rsplit('_').next().map(str::to_string))
-            .collect(),
-        cgroups: pod_cgroups(&node.ctrd.var("RKUBELET_CGROUP_ROOT")),
-    }
 }
 
 /// Uids with a folder, log folder or cgroup but no sandbox in the runtime.
