@@ -167,10 +167,13 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
 /// TokenReview and SubjectAccessReview with the node's kubeconfig when connected.
 pub fn kubelet_api_deps(node: &NodeConfig) -> Option<crate::app::bootstrap::KubeletApiDeps> {
     let reviewer = node.cluster.as_ref().map(|cluster| {
-        Arc::new(crate::adapters::apiserver::auth::KubeReviewer::new(
-            cluster.kubeconfig.clone(),
-            Duration::from_secs(10),
-        ))
+        Arc::new(
+            crate::adapters::apiserver::auth::KubeReviewer::new(
+                cluster.kubeconfig.clone(),
+                Duration::from_secs(10),
+            )
+            .observed_by(Arc::new(crate::app::metrics::RestClientMetrics)),
+        )
     });
     Some(crate::app::bootstrap::KubeletApiDeps {
         pki: Arc::new(RcgenPki),

@@ -495,6 +495,31 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         strict("/containerLogs/default/talker-n1/c?tailLines=9223372036854775807&limitBytes=100");
     assert_eq!(code, 200, "{body}");
     assert!(body.starts_with("line 1\n"), "{body}");
+    // The webhook reviews are REST client requests too: each unknown token is one
+    // TokenReview (POST, 201) in `rest_client_requests_total`.
+    let created = || {
+        let (code, body) = strict("/metrics");
+        assert_eq!(code, 200, "{body}");
+        body.lines()
+            .filter(|l| l.starts_with("rest_client_requests_total{"))
+            .filter(|l| l.contains("code=\"201\"") && l.contains("method=\"POST\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = created();
+    for i in 0..5 {
+        let (code, _) = curl(
+            port,
+            "/pods",
+            &["-H", &format!("Authorization: Bearer unknown-{i}")],
+        );
+        assert_eq!(code, 401);
+    }
+    let reviews = created() - before;
+    assert!(
+        reviews >= 5.0,
+        "{reviews} POSTs counted for 5 token reviews"
+    );
     // The read-only port is closed unless set.
     assert!(
         !node.log_text().contains("read-only port"),

@@ -4,7 +4,7 @@
 //! again after a failure (a rotated client certificate).
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,7 +16,9 @@ use kube::api::{Api, PostParams};
 
 use super::errors::chain_message;
 use super::kubeconfig::client_config;
+use super::observed::ObservedLayer;
 use crate::domain::kubelet_api::auth::{Attributes, Decision, UserInfo};
+use crate::ports::api::ApiRequestObserver;
 use crate::ports::auth::{AuthError, Authenticator, Authorizer};
 
 /// TokenReview and SubjectAccessReview with the kubeconfig's credentials.
@@ -24,6 +26,8 @@ pub struct KubeReviewer {
     kubeconfig: PathBuf,
     timeout: Duration,
     client: Mutex<Option<kube::Client>>,
+    /// Told of every request, as the node's own clients tell it (`rest_client_*`).
+    observer: Option<Arc<dyn ApiRequestObserver>>,
 }
 
 impl KubeReviewer {
@@ -32,7 +36,15 @@ impl KubeReviewer {
             kubeconfig,
             timeout,
             client: Mutex::new(None),
+            observer: None,
         }
+    }
+
+    /// Tells `observer` of every review request.
+    #[must_use]
+    pub fn observed_by(mut self, observer: Arc<dyn ApiRequestObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     async fn client(&self, what: &'static str) -> Result<kube::Client, AuthError> {
@@ -51,8 +63,24 @@ impl KubeReviewer {
             .map_err(|e| fail(e.to_string(), Some(Box::new(e))))?;
         config.connect_timeout = Some(self.timeout);
         config.default_retry = false;
-        let client = kube::Client::try_from(config)
+        let host: Arc<str> = Arc::from(
+            config
+                .cluster_url
+                .authority()
+                .map(|a| a.as_str())
+                .unwrap_or_default(),
+        );
+        let builder = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| fail(chain_message(&e), Some(Box::new(e))))?;
+        let client = match &self.observer {
+            Some(observer) => builder
+                .with_layer(&ObservedLayer {
+                    observer: Arc::clone(observer),
+                    host,
+                })
+                .build(),
+            None => builder.build(),
+        };
         if let Ok(mut slot) = self.client.lock() {
             *slot = Some(client.clone());
         }
