@@ -27,14 +27,16 @@ use crate::domain::eviction::rank::is_local_ephemeral;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
-    containers_from_cgroups, running_container_ids, runtime_id, sample_lists_the_runtime, summary,
-    ContainerSample, PodSample, StatsSample, Summary, VolumeSample, WritableLayers,
+    containers_from_cgroups, running_container_ids, runtime_id, runtime_network_of,
+    sample_lists_the_runtime, summary, wants_runtime_network, ContainerSample, PodSample,
+    StatsSample, Summary, VolumeSample, WritableLayers,
 };
 use crate::domain::status::ApiContainerState;
 use crate::domain::units::time::rfc3339_seconds;
 use crate::domain::volumes::{volume_dir, VolumeKind};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::runtime::RuntimeError;
 use crate::ports::stats::{NodeStats, RuntimeContainerStats, RuntimeStats};
 
 /// One sample and what is served from it.
@@ -373,12 +375,38 @@ impl StatsProvider {
         for c in listed.into_iter().flatten() {
             by_pod.entry(c.pod_uid.clone()).or_default().push(c);
         }
+        let statuses: Vec<_> = pods
+            .iter()
+            .map(|p| self.pods.status_of(&p.metadata.uid).unwrap_or_default())
+            .collect();
+        let mut pod_cgroups = pod_cgroups;
+        let wanted: Vec<usize> = pod_cgroups
+            .iter()
+            .zip(&statuses)
+            .enumerate()
+            .filter(|(_, ((_, _, network, _), status))| {
+                wants_runtime_network(&status.phase, network)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !wanted.is_empty() {
+            match self.runtime.pod_sandbox_stats().await {
+                Ok(measured) => {
+                    for i in wanted {
+                        if let (Some(pod), Some(slot)) = (pods.get(i), pod_cgroups.get_mut(i)) {
+                            slot.2 = runtime_network_of(&pod.metadata.uid, &measured);
+                        }
+                    }
+                }
+                Err(RuntimeError::Unimplemented(_)) => {}
+                Err(error) => debug!(error = %Chain(&error), "the runtime's pod stats"),
+            }
+        }
         let mut samples = Vec::with_capacity(pods.len());
-        for (pod, (cgroup_path, cgroup, network, container_cgroups)) in
-            pods.into_iter().zip(pod_cgroups)
+        for ((pod, status), (cgroup_path, cgroup, network, container_cgroups)) in
+            pods.into_iter().zip(statuses).zip(pod_cgroups)
         {
             let uid = pod.metadata.uid.clone();
-            let status = self.pods.status_of(&uid).unwrap_or_default();
             let mut measured = by_pod.remove(&uid).unwrap_or_default();
             measured.extend(containers_from_cgroups(
                 &uid,
@@ -634,6 +662,94 @@ mod tests {
         clock.advance(Duration::from_secs(2));
         let relisted = provider.latest().await;
         assert_eq!(memory_of_app(&relisted), vec![]);
+        Ok(())
+    }
+
+    /// A running pod whose namespace gives no interface (its processes not visible) gets
+    /// its network from the runtime's `ListPodSandboxStats`; a pod whose namespace was
+    /// read does not make the runtime asked.
+    #[tokio::test]
+    async fn a_pod_network_the_namespace_does_not_give_comes_from_the_runtime(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use crate::domain::cgroup::{kubepods_name, CgroupSettings};
+        use crate::domain::pod::{ObjectMeta, Pod};
+        use crate::domain::stats::InterfaceStats;
+        use crate::domain::status::ApiPodStatus;
+
+        let stats = Arc::new(FakeNodeStats::new());
+        let runtime = Arc::new(FakeRuntime::new());
+        let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+        let tree = CgroupTree {
+            kubepods: kubepods_name("/")?,
+            enforce_pods: false,
+            pod_settings: CgroupSettings::default(),
+        };
+        let pod = |uid: &str| Pod {
+            metadata: ObjectMeta {
+                uid: uid.into(),
+                name: format!("pod-{uid}"),
+                namespace: "default".into(),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        let eth0 = |rx: u64| InterfaceStats {
+            name: "eth0".into(),
+            rx_bytes: rx,
+            ..InterfaceStats::default()
+        };
+        let pods = PodStatusStore::new();
+        let running = ApiPodStatus {
+            phase: "Running".into(),
+            ..ApiPodStatus::default()
+        };
+        pods.set(&pod("seen"), running.clone());
+        stats.set_network(&tree.pod(&pod("seen")).name, vec![eth0(1)]);
+        let provider = StatsProvider::new(
+            stats.clone(),
+            runtime.clone(),
+            Some(tree),
+            CgroupDriver::Cgroupfs,
+            &RequestContext::under_root(Path::new("/nonexistent")),
+            pods.clone(),
+            clock.clone(),
+            "n1".into(),
+        );
+        let networks = |snapshot: &Snapshot| {
+            snapshot
+                .sample
+                .pods
+                .iter()
+                .map(|p| {
+                    (
+                        p.uid.clone(),
+                        p.network.iter().map(|i| i.rx_bytes).collect(),
+                    )
+                })
+                .collect::<Vec<(String, Vec<u64>)>>()
+        };
+        let asked = || {
+            runtime
+                .journal()
+                .iter()
+                .filter(|c| c.starts_with("ListPodSandboxStats"))
+                .count()
+        };
+        let first = provider.refresh(true).await;
+        assert_eq!(networks(&first), vec![("seen".to_owned(), vec![1])]);
+        assert_eq!(asked(), 0);
+
+        pods.set(&pod("hidden"), running);
+        runtime.set_pod_network("hidden", vec![eth0(7)]);
+        clock.advance(Duration::from_secs(2));
+        let second = provider.refresh(true).await;
+        let mut got = networks(&second);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![("hidden".to_owned(), vec![7]), ("seen".to_owned(), vec![1])]
+        );
+        assert_eq!(asked(), 1);
         Ok(())
     }
 }

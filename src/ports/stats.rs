@@ -49,7 +49,9 @@ pub enum StatsError {
     Unsupported(String),
 }
 
-pub use crate::domain::stats::{CgroupStats, InterfaceStats, RuntimeContainerStats};
+pub use crate::domain::stats::{
+    CgroupStats, InterfaceStats, RuntimeContainerStats, RuntimePodStats,
+};
 
 /// A filesystem's size and use, and the device it is on (to tell whether two paths
 /// share one).
@@ -168,6 +170,11 @@ pub trait RuntimeStats: Send + Sync {
     async fn image_fs_info(&self) -> Result<Vec<RuntimeFsUsage>, RuntimeError>;
     /// Every container's usage (CRI `ListContainerStats`).
     async fn container_stats(&self) -> Result<Vec<RuntimeContainerStats>, RuntimeError>;
+    /// Every ready pod's usage (CRI `ListPodSandboxStats`); `Unimplemented` where the
+    /// runtime does not have it.
+    async fn pod_sandbox_stats(&self) -> Result<Vec<RuntimePodStats>, RuntimeError> {
+        Err(RuntimeError::Unimplemented("ListPodSandboxStats".into()))
+    }
     /// Every image (CRI `ListImages`).
     async fn list_images(&self) -> Result<Vec<PresentImage>, RuntimeError>;
     /// The ids of the images in use: those of every container (running or not) and the

@@ -42,6 +42,9 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
         hostname: "hello".into(),
         log_directory: log_dir.display().to_string(),
         labels: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+        // A pod's cgroup, as the kubelet gives each (runc makes it): containerd reads
+        // the pod's stats there.
+        cgroup_parent: format!("{}/pod{uid}", ctrd.var("RKUBELET_CGROUP_ROOT")),
         ..Default::default()
     };
     let container = ContainerConfig {
@@ -107,6 +110,21 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // The pod's own stats, network included, where the runtime has them (containerd
+    // 1.6 does on Linux).
+    let pods = rkubelet::ports::stats::RuntimeStats::pod_sandbox_stats(&rt).await?;
+    eprintln!("pod sandbox stats: {pods:?}");
+    let ours = pods
+        .iter()
+        .find(|p| p.sandbox_id == sb)
+        .unwrap_or_else(|| panic!("no stats for sandbox {sb}: {pods:?}"));
+    assert_eq!(ours.pod_uid, uid);
+    let eth0 = ours.network.iter().find(|i| i.name == "eth0");
+    assert!(
+        eth0.is_some_and(|i| i.rx_bytes > 0 || i.tx_bytes > 0),
+        "the pod's eth0: {ours:?}"
+    );
 
     rt.stop_container(&ctr, 2).await?;
     assert_eq!(

@@ -13,7 +13,9 @@ use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
 use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::{RuntimeContainerStats, RuntimeFsUsage, RuntimeStats};
+use crate::ports::stats::{
+    InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
+};
 
 fn value(v: Option<proto::UInt64Value>) -> Option<u64> {
     v.map(|v| v.value)
@@ -86,6 +88,51 @@ impl RuntimeStats for CriRuntime {
                         used_bytes: value(w.used_bytes).unwrap_or(0),
                         inodes_used: value(w.inodes_used).unwrap_or(0),
                     }),
+                }
+            })
+            .collect())
+    }
+
+    async fn pod_sandbox_stats(&self) -> Result<Vec<RuntimePodStats>, RuntimeError> {
+        let mut c = self.runtime.clone();
+        let r = self
+            .call(
+                "ListPodSandboxStats",
+                c.list_pod_sandbox_stats(
+                    self.request(proto::ListPodSandboxStatsRequest { filter: None }),
+                ),
+            )
+            .await?;
+        Ok(r.stats
+            .into_iter()
+            .map(|s| {
+                let attributes = s.attributes.unwrap_or_default();
+                // containerd 1.6 fills the default interface only; later runtimes
+                // list every interface too.
+                let network = s.linux.and_then(|l| l.network).map_or_else(Vec::new, |n| {
+                    let default = n.default_interface;
+                    let default_name = default.as_ref().map(|d| d.name.clone());
+                    default
+                        .into_iter()
+                        .chain(
+                            n.interfaces
+                                .into_iter()
+                                .filter(|i| Some(&i.name) != default_name.as_ref()),
+                        )
+                        .filter(|i| i.name != "lo")
+                        .map(|i| InterfaceStats {
+                            name: i.name,
+                            rx_bytes: value(i.rx_bytes).unwrap_or(0),
+                            rx_errors: value(i.rx_errors).unwrap_or(0),
+                            tx_bytes: value(i.tx_bytes).unwrap_or(0),
+                            tx_errors: value(i.tx_errors).unwrap_or(0),
+                        })
+                        .collect()
+                });
+                RuntimePodStats {
+                    sandbox_id: attributes.id,
+                    pod_uid: attributes.metadata.map(|m| m.uid).unwrap_or_default(),
+                    network,
                 }
             })
             .collect())

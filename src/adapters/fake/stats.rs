@@ -12,7 +12,8 @@ use tokio::sync::broadcast;
 use crate::domain::cgroup::CgroupName;
 use crate::domain::eviction::signals::{FsUsage, PidStats};
 use crate::ports::stats::{
-    CgroupStats, FilesystemInfo, MemoryThresholdNotifier, NodeStats, StatsError, ThresholdCrossings,
+    CgroupStats, FilesystemInfo, InterfaceStats, MemoryThresholdNotifier, NodeStats, StatsError,
+    ThresholdCrossings,
 };
 
 #[derive(Debug, Default)]
@@ -22,6 +23,7 @@ struct State {
     directories: BTreeMap<PathBuf, FsUsage>,
     pids: PidStats,
     filesystem_reads: usize,
+    networks: BTreeMap<CgroupName, Vec<InterfaceStats>>,
 }
 
 /// Node statistics that say what they are told.
@@ -53,6 +55,11 @@ impl FakeNodeStats {
         self.state().directories.insert(path.to_path_buf(), usage);
     }
 
+    /// The interfaces seen through `cgroup`'s processes.
+    pub fn set_network(&self, cgroup: &CgroupName, interfaces: Vec<InterfaceStats>) {
+        self.state().networks.insert(cgroup.clone(), interfaces);
+    }
+
     pub fn set_pids(&self, pids: PidStats) {
         self.state().pids = pids;
     }
@@ -67,6 +74,15 @@ impl FakeNodeStats {
 impl NodeStats for FakeNodeStats {
     async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
         Ok(self.state().cgroups.get(cgroup).copied())
+    }
+
+    async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
+        Ok(self
+            .state()
+            .networks
+            .get(cgroup)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn child_cgroups(

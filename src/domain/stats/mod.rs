@@ -61,6 +61,17 @@ pub struct RuntimeContainerStats {
     pub major_page_faults: Option<u64>,
 }
 
+/// One pod's usage as the runtime measures it (CRI `ListPodSandboxStats`): its network
+/// interfaces, read by the runtime in the pod's network namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimePodStats {
+    pub sandbox_id: String,
+    /// The pod's uid (the sandbox's metadata).
+    pub pod_uid: String,
+    /// Every interface but the loopback; empty when the runtime does not say.
+    pub network: Vec<InterfaceStats>,
+}
+
 /// The id of the container a runtime's cgroup is named after: the name itself (cgroupfs:
 /// `<id>`) or its last part (systemd: `cri-containerd-<id>.scope`, `crio-<id>.scope`).
 pub fn container_id_of_cgroup(dir: &str) -> &str {
@@ -170,6 +181,22 @@ pub struct InterfaceStats {
     pub rx_errors: u64,
     pub tx_bytes: u64,
     pub tx_errors: u64,
+}
+
+/// Whether a pod's network is asked of the runtime (`ListPodSandboxStats`): it runs, and
+/// its network namespace, read through its processes, gave no interface (they are not
+/// visible here, or not started yet). Pods that are done have no network to report.
+pub fn wants_runtime_network(phase: &str, from_namespace: &[InterfaceStats]) -> bool {
+    phase == "Running" && from_namespace.is_empty()
+}
+
+/// The interfaces the runtime measured for the pod `uid`.
+pub fn runtime_network_of(uid: &str, measured: &[RuntimePodStats]) -> Vec<InterfaceStats> {
+    measured
+        .iter()
+        .find(|p| p.pod_uid == uid)
+        .map(|p| p.network.clone())
+        .unwrap_or_default()
 }
 
 /// The interfaces of a `/proc/<pid>/net/dev` text, the loopback left out (as cAdvisor).

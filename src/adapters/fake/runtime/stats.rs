@@ -10,7 +10,9 @@ use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
 use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::{RuntimeContainerStats, RuntimeFsUsage, RuntimeStats};
+use crate::ports::stats::{
+    InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
+};
 
 /// What tests set: per container its memory working set and writable layer; the image
 /// filesystem; image sizes and pins by image name.
@@ -20,6 +22,8 @@ pub(super) struct Usage {
     image_fs: Vec<RuntimeFsUsage>,
     sizes: BTreeMap<String, u64>,
     pinned: BTreeSet<String>,
+    /// Pod uid to the interfaces `pod_sandbox_stats` reports.
+    pod_networks: BTreeMap<String, Vec<InterfaceStats>>,
 }
 
 impl FakeRuntime {
@@ -34,6 +38,14 @@ impl FakeRuntime {
             .usage
             .containers
             .insert(id.to_owned(), (memory, writable_layer));
+    }
+
+    /// The interfaces `pod_sandbox_stats` reports for the pod `uid`.
+    pub fn set_pod_network(&self, uid: &str, interfaces: Vec<InterfaceStats>) {
+        self.state()
+            .usage
+            .pod_networks
+            .insert(uid.to_owned(), interfaces);
     }
 
     /// What `image_fs_info` reports.
@@ -84,6 +96,21 @@ impl RuntimeStats for FakeRuntime {
                     writable_layer: layer,
                     ..RuntimeContainerStats::default()
                 }
+            })
+            .collect())
+    }
+
+    async fn pod_sandbox_stats(&self) -> Result<Vec<RuntimePodStats>, RuntimeError> {
+        self.record("ListPodSandboxStats".to_owned());
+        Ok(self
+            .state()
+            .usage
+            .pod_networks
+            .iter()
+            .map(|(uid, network)| RuntimePodStats {
+                sandbox_id: format!("sandbox-{uid}"),
+                pod_uid: uid.clone(),
+                network: network.clone(),
             })
             .collect())
     }
