@@ -234,6 +234,9 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         for f in &failed_mounts {
             ctx.events.pod(pod, pod_events::failed_mount(&f.message));
         }
+        // A failed sync: the worker backs off (2 s doubling to 10 s) while it repeats,
+        // rather than set up, fail and record every 2 s.
+        outcome.failed = true;
         for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
             outcome.hold(
                 &c.name,
