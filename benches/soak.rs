@@ -88,6 +88,17 @@ fn simulated() {
         f.slope_kib_per_pod,
         below(f.slope_kib_per_pod, 1.0, " KiB a pod")
     );
+    // The curve, not only its ends: a plateau (the allocator's high-water mark) and a
+    // leak look alike at the two ends.
+    let tenth = (f.rss_kib.len() / 10).max(1);
+    let curve: Vec<String> = f
+        .rss_kib
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| w % tenth == 0 || *w + 1 == f.rss_kib.len())
+        .map(|(w, kib)| format!("wave {}: {} KiB", w + 1, kib))
+        .collect();
+    println!("soak: resident memory along the run: {}", curve.join(", "));
     let fds = f.fds.1.saturating_sub(f.fds.0);
     let threads = f.threads.1.saturating_sub(f.threads.0);
     println!(
