@@ -443,3 +443,107 @@ async fn probes_and_hooks_on_containerd() {
     });
     node.finish();
 }
+
+/// The API's events of pod `name`: `(reason, message)`.
+fn api_events(cluster: &common::cluster::Cluster, name: &str) -> Vec<(String, String)> {
+    let selector = format!("involvedObject.name={name}");
+    cluster
+        .get_json(&["events", "--field-selector", &selector])
+        .and_then(|list| list["items"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (text("reason"), text("message"))
+        })
+        .collect()
+}
+
+/// Connected mode: an API pod's HTTP readiness probe drives its container's `ready` and
+/// the pod's `ContainersReady`/`Ready` conditions in the API server's status, both ways;
+/// its exec liveness probe failing twice (`failureThreshold: 2`, every second) restarts
+/// the container no sooner than the threshold allows, its `preStop` hook run first, and
+/// the `Unhealthy` and `Killing` events reach the API in upstream's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
+async fn probes_drive_an_api_pods_status_and_events() {
+    use common::api_pods::{eventually, pod};
+    let (cluster, mut node) = common::api_pods::start(
+        "probes-api",
+        common::cluster::ClusterOptions::default(),
+        &[],
+    );
+    let script = "mkdir -p /www; exec httpd -f -p 8080 -h /www";
+    // The preStop hook leaves its mark on the node, where the restart cannot wipe it.
+    let host = tempfile::tempdir().expect("temp dir");
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probed\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 5\n  volumes:\n  - name: host\n    hostPath: {{path: {}}}\n  containers:\n  - name: main\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {}]\n    volumeMounts: [{{name: host, mountPath: /host}}]\n    lifecycle:\n      preStop:\n        exec: {{command: [\"sh\", \"-c\", \"echo stopped >> /host/prestop\"]}}\n    readinessProbe:\n      httpGet: {{path: /ok, port: 8080}}\n      periodSeconds: 1\n      failureThreshold: 1\n    livenessProbe:\n      exec: {{command: [\"sh\", \"-c\", \"test ! -e /tmp/die\"]}}\n      periodSeconds: 1\n      failureThreshold: 2\n",
+        host.path().display(),
+        node.busybox,
+        serde_json::to_string(script).expect("json string"),
+    ));
+    let ready_of = |p: &Value| {
+        let kind = |k: &str| condition(p, k).unwrap_or_default();
+        let main = main_status(p).and_then(|m| m["ready"].as_bool());
+        (main, kind("ContainersReady"), kind("Ready"))
+    };
+    let running = eventually(60, "pod probed Running, not ready", || {
+        let p = pod(&cluster, "probed")?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    assert_eq!(
+        ready_of(&running),
+        (Some(false), "False".to_owned(), "False".to_owned()),
+        "{}",
+        running["status"]
+    );
+    exec(&node, "probed", "echo ok > /www/ok").await;
+    eventually(20, "pod probed Ready in the API", || {
+        let p = pod(&cluster, "probed")?;
+        (ready_of(&p) == (Some(true), "True".to_owned(), "True".to_owned())).then_some(())
+    });
+    exec(&node, "probed", "rm /www/ok").await;
+    eventually(20, "pod probed not Ready again in the API", || {
+        let p = pod(&cluster, "probed")?;
+        (ready_of(&p) == (Some(false), "False".to_owned(), "False".to_owned())).then_some(())
+    });
+    let unready = api_events(&cluster, "probed");
+    assert!(
+        unready.iter().any(|(reason, message)| reason == "Unhealthy"
+            && message
+                .starts_with("Readiness probe failed: HTTP probe failed with statuscode: 404")),
+        "{unready:?}"
+    );
+
+    let dying = Instant::now();
+    exec(&node, "probed", "touch /tmp/die").await;
+    eventually(30, "container main restarted once (API)", || {
+        let p = pod(&cluster, "probed")?;
+        (main_status(&p)?["restartCount"] == 1).then_some(())
+    });
+    // Two failures a second apart: the first at most a period after the file, the
+    // second a period later.
+    assert!(
+        dying.elapsed() >= Duration::from_secs(1),
+        "restarted {:?} after the liveness probe started failing",
+        dying.elapsed()
+    );
+    // The liveness kill ran the preStop hook first, as upstream's does.
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("prestop")).unwrap_or_default(),
+        "stopped\n"
+    );
+    let events = api_events(&cluster, "probed");
+    assert!(
+        events.iter().any(|(reason, message)| reason == "Unhealthy"
+            && message.starts_with("Liveness probe failed: ")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(reason, message)| reason == "Killing"
+            && message == "Container main failed liveness probe, will be restarted"),
+        "{events:?}"
+    );
+    assert!(!node.log_text().contains("panicked"));
+    node.finish();
+}
