@@ -5,7 +5,8 @@
 //! descriptors and threads gained (goal 0), pod folders left (goal 0).
 //!
 //! Then the same churn on the private containerd for `RKUBELET_BENCH_CONTAINERD_SOAK_SECS`
-//! (default 600, the run; 0 skips it), with what the runtime and the node keep
+//! (default 600, the run; 0 skips it; `RKUBELET_BENCH_CONTAINERD_SOAK_PODS` pods a
+//! wave, default 250), with what the runtime and the node keep
 //! counted after the last wave (sandboxes, containers, shims, folders, cgroups, mounts:
 //! goal 0).
 
@@ -43,14 +44,18 @@ fn on_containerd() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| bench::fail("soak", &format!("tokio runtime: {e}")));
+    let pods: usize = std::env::var("RKUBELET_BENCH_CONTAINERD_SOAK_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(250);
     let (f, left) = runtime.block_on(soak::soak_containerd(
         "bsoak",
-        250,
+        pods,
         usize::MAX,
         Duration::from_secs(secs),
     ));
     println!(
-        "soak on containerd: {secs} s, {} waves of 250 pods ({} churned); slowest wave {:.1} s",
+        "soak on containerd: {secs} s, {} waves of {pods} pods ({} churned); slowest wave {:.1} s",
         f.waves,
         f.pods_churned,
         f.slowest_wave.as_secs_f64()

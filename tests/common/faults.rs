@@ -84,6 +84,11 @@ impl Proc {
         status_field(self.0, "VmRSS:")
     }
 
+    /// The resident memory's high-water mark, KiB.
+    pub fn peak_rss_kib(self) -> Option<u64> {
+        status_field(self.0, "VmHWM:")
+    }
+
     /// Open file descriptors.
     pub fn fd_count(self) -> Option<usize> {
         std::fs::read_dir(format!("/proc/{}/fd", self.0))

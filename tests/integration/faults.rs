@@ -328,6 +328,79 @@ fn manifests_at_the_limits_are_refused_or_decoded_in_bounded_time() {
     }
 }
 
+/// Fault 6 (the node's half): the manifests at the limits dropped into a running node's
+/// manifest folder beside a steady pod: each refused one is named in the log, the node
+/// keeps answering, its memory stays bounded, and the steady pod is untouched (same
+/// container, never restarted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and containerd: run by scripts/test.sh"]
+async fn manifests_at_the_limits_leave_a_running_node_and_its_pods_alone() {
+    let mut node = Node::start("f6live");
+    node.write("steady.yaml", &steady_pod("steady", &node.busybox));
+    node.kubelet();
+    let before = node.wait_running("steady-n1", name_of_container(), 60).await;
+    let proc = node.daemon.as_ref().expect("rkubelet running").proc();
+    let cases = limit_manifests(&node.busybox);
+    for (file, text) in &cases {
+        node.write(file, text);
+    }
+    // While the folder is read (the 100,000-variable pod alone takes seconds to decode
+    // in a debug build), the node keeps answering at once.
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let asked = Instant::now();
+        assert_eq!(
+            http_get(node.port(), "/healthz").map(|(code, _)| code),
+            Some(200)
+        );
+        slowest = slowest.max(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "FIGURE fault6 live: slowest /healthz while the limit manifests were read: {:.0} ms",
+        slowest.as_secs_f64() * 1e3
+    );
+    assert!(slowest < Duration::from_secs(1), "/healthz took {slowest:?}");
+    // The refused ones, each named once the folder is read.
+    let refused = ["big.yaml", "deep-flow.yaml", "deep-block.yaml", "deep.json", "bomb.yaml"];
+    eventually!(180, "every refused manifest named in the log", {
+        let log = node.log_text();
+        refused
+            .iter()
+            .all(|f| {
+                log.lines()
+                    .any(|l| l.contains(f) && (l.contains("WARN") || l.contains("ERROR")))
+            })
+            .then_some(())
+    });
+    // Two more reads of the folder (every second), the node answering throughout.
+    for _ in 0..3 {
+        assert_eq!(
+            http_get(node.port(), "/healthz").map(|(code, _)| code),
+            Some(200)
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let after = node.wait_running("steady-n1", name_of_container(), 10).await;
+    let peak_mib = proc.peak_rss_kib().unwrap_or(u64::MAX) / 1024;
+    println!("FIGURE fault6 live: rkubelet's peak resident memory with the limit manifests: {peak_mib} MiB");
+    count(
+        "fault6 steady pod containers restarted by the limit manifests",
+        usize::from(after.status.id != before.status.id || after.status.attempt != 0),
+    );
+    assert_eq!(after.status.id, before.status.id);
+    assert_eq!(after.status.attempt, 0);
+    // Decoding a 10 MiB manifest costs memory for a moment; a bomb expanded would cost
+    // gigabytes.
+    assert!(peak_mib < 1024, "peak resident memory {peak_mib} MiB");
+    assert!(!node.log_text().contains("panicked"));
+    for (file, _) in &cases {
+        node.remove(file);
+    }
+    node.remove("steady.yaml");
+    node.finish();
+}
+
 /// The manifests at the limits: (file name, text).
 fn limit_manifests(image: &str) -> Vec<(String, String)> {
     let mut cases = Vec::new();

@@ -182,13 +182,25 @@ pub async fn read_manifests_once(
     for file in manifest_files(path).await {
         let origin = manifest_origin(path, &file);
         let decoded = match read_manifest(&file).await {
-            Ok(Manifest::Bytes(bytes)) => decode_static_pods(
-                &origin,
-                &bytes,
-                node_name,
-                PodSourceKind::File,
-                seen_rfc3339,
-            ),
+            Ok(Manifest::Bytes(bytes)) => {
+                // Decoding is CPU work (a 10 MiB manifest or 100,000 env entries take a
+                // second): off the async thread, which keeps serving and syncing pods.
+                let (origin, node, seen) = (
+                    origin.clone(),
+                    node_name.to_owned(),
+                    seen_rfc3339.to_owned(),
+                );
+                let decoding = tokio::task::spawn_blocking(move || {
+                    decode_static_pods(&origin, &bytes, &node, PodSourceKind::File, &seen)
+                });
+                match decoding.await {
+                    Ok(decoded) => decoded,
+                    Err(error) => {
+                        warn!(file = %file.display(), %error, "decoding a manifest stopped; skipping it");
+                        continue;
+                    }
+                }
+            }
             Ok(Manifest::TooLarge(size)) => Err(ManifestError::TooLarge {
                 origin,
                 size,
