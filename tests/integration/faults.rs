@@ -338,7 +338,9 @@ async fn manifests_at_the_limits_leave_a_running_node_and_its_pods_alone() {
     let mut node = Node::start("f6live");
     node.write("steady.yaml", &steady_pod("steady", &node.busybox));
     node.kubelet();
-    let before = node.wait_running("steady-n1", name_of_container(), 60).await;
+    let before = node
+        .wait_running("steady-n1", name_of_container(), 60)
+        .await;
     let proc = node.daemon.as_ref().expect("rkubelet running").proc();
     let cases = limit_manifests(&node.busybox);
     for (file, text) in &cases {
@@ -360,9 +362,18 @@ async fn manifests_at_the_limits_leave_a_running_node_and_its_pods_alone() {
         "FIGURE fault6 live: slowest /healthz while the limit manifests were read: {:.0} ms",
         slowest.as_secs_f64() * 1e3
     );
-    assert!(slowest < Duration::from_secs(1), "/healthz took {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "/healthz took {slowest:?}"
+    );
     // The refused ones, each named once the folder is read.
-    let refused = ["big.yaml", "deep-flow.yaml", "deep-block.yaml", "deep.json", "bomb.yaml"];
+    let refused = [
+        "big.yaml",
+        "deep-flow.yaml",
+        "deep-block.yaml",
+        "deep.json",
+        "bomb.yaml",
+    ];
     eventually!(180, "every refused manifest named in the log", {
         let log = node.log_text();
         refused
@@ -381,7 +392,9 @@ async fn manifests_at_the_limits_leave_a_running_node_and_its_pods_alone() {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let after = node.wait_running("steady-n1", name_of_container(), 10).await;
+    let after = node
+        .wait_running("steady-n1", name_of_container(), 10)
+        .await;
     let peak_mib = proc.peak_rss_kib().unwrap_or(u64::MAX) / 1024;
     println!("FIGURE fault6 live: rkubelet's peak resident memory with the limit manifests: {peak_mib} MiB");
     count(

@@ -615,6 +615,11 @@ pub fn container_config_and_skipped_env(
 /// undefined or unclosed one left as written, `$$` is a literal `$`, and a
 /// `$` before anything else stays.
 pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
+    expand_with(input, |name| vars.get(name).copied())
+}
+
+/// [`expand`] with the defined names answered by `lookup`.
+pub fn expand_with<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(at) = rest.find('$') {
@@ -627,7 +632,7 @@ pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
             match body.find(')') {
                 Some(close) => {
                     let name = &body[..close];
-                    match vars.get(name) {
+                    match lookup(name) {
                         Some(value) => out.push_str(value),
                         None => {
                             out.push_str("$(");

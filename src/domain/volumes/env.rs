@@ -5,11 +5,11 @@
 //! service links the others do not set. A missing non-optional reference is an error
 //! in upstream's words; the container waits with `CreateContainerConfigError`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::downward::{self, DownwardError};
 use super::{ConfigMapData, Fetched, PodFacts, PodObjects, SecretData};
-use crate::domain::kuberuntime::requests::expand;
+use crate::domain::kuberuntime::requests::expand_with;
 use crate::domain::pod::{Container, Pod};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,10 +86,33 @@ pub fn is_env_var_name(name: &str) -> bool {
         && !name.starts_with("..")
 }
 
-fn set(vars: &mut Vec<(String, String)>, name: &str, value: String) {
-    match vars.iter_mut().find(|(k, _)| k == name) {
-        Some(slot) => slot.1 = value,
-        None => vars.push((name.to_owned(), value)),
+/// The variables in the order first set, and where each is: a later one of the same
+/// name replaces the value in place (upstream's order), found without a scan (a pod may
+/// have 100,000 of them).
+#[derive(Default)]
+struct Vars {
+    list: Vec<(String, String)>,
+    at: HashMap<String, usize>,
+}
+
+impl Vars {
+    fn set(&mut self, name: &str, value: String) {
+        match self.at.get(name) {
+            Some(&i) => {
+                if let Some(slot) = self.list.get_mut(i) {
+                    slot.1 = value;
+                }
+            }
+            None => {
+                self.at.insert(name.to_owned(), self.list.len());
+                self.list.push((name.to_owned(), value));
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        let &i = self.at.get(name)?;
+        self.list.get(i).map(|(_, v)| v.as_str())
     }
 }
 
@@ -141,6 +164,7 @@ pub fn resolve_environment(
 ) -> Result<Environment, EnvError> {
     let namespace = &pod.metadata.namespace;
     let mut out = Environment::default();
+    let mut vars = Vars::default();
     for from in &container.env_from {
         let (kind, name, entries): (&'static str, &str, Vec<(String, String)>) = if let Some(r) =
             &from.config_map_ref
@@ -171,7 +195,7 @@ pub fn resolve_environment(
         for (key, value) in entries {
             let key = format!("{}{key}", from.prefix);
             if is_env_var_name(&key) {
-                set(&mut out.vars, &key, value);
+                vars.set(&key, value);
             } else {
                 invalid.push(key);
             }
@@ -188,12 +212,11 @@ pub fn resolve_environment(
     }
     for var in &container.env {
         let value = if !var.value.is_empty() {
-            let mut defined: BTreeMap<&str, &str> = service_env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            defined.extend(out.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            expand(&var.value, &defined)
+            // The container's own variables first, then the services'.
+            expand_with(&var.value, |name| {
+                vars.get(name)
+                    .or_else(|| service_env.get(name).map(String::as_str))
+            })
         } else if let Some(from) = &var.value_from {
             if let Some(field) = &from.field_ref {
                 downward::field_value(pod, &field.field_path, facts)?
@@ -237,13 +260,14 @@ pub fn resolve_environment(
         } else {
             String::new()
         };
-        set(&mut out.vars, &var.name, value);
+        vars.set(&var.name, value);
     }
     for (k, v) in service_env {
-        if !out.vars.iter().any(|(name, _)| name == k) {
-            out.vars.push((k.clone(), v.clone()));
+        if vars.get(k).is_none() {
+            vars.set(k, v.clone());
         }
     }
+    out.vars = vars.list;
     Ok(out)
 }
 
