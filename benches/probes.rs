@@ -335,8 +335,12 @@ async fn run(dir: &Path) -> Result<(), String> {
     };
     upstream::remove_pod_logs_of(NODE);
     let (theirs_cpu, theirs_late) = theirs;
+    // How many HTTP probes each kubelet delivered in its window: the CPU ratio compares
+    // like with like only when both ran every probe.
     println!(
-        "probes: upstream kubelet v1.26.1 CPU time with the same {probes} probes a second over {secs} s: {theirs_cpu:.2} s (its HTTP probe delay p99 {:.2} ms)",
+        "probes: upstream kubelet v1.26.1 CPU time with the same {probes} probes a second over {secs} s: {theirs_cpu:.2} s (HTTP probes delivered {} against rkubelet's {}; its HTTP probe delay p99 {:.2} ms)",
+        theirs_late.len(),
+        late.len(),
         percentile(&theirs_late, 0.99)
     );
     let ratio = ours / theirs_cpu.max(1e-9);
