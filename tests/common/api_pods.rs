@@ -47,3 +47,18 @@ pub fn start(name: &str, options: ClusterOptions, extra: &[&str]) -> (Cluster, N
     eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
     (cluster, node)
 }
+
+/// The API's events of the object `name`: `(type, reason, message)`.
+pub fn events_of(cluster: &Cluster, name: &str) -> Vec<(String, String, String)> {
+    let selector = format!("involvedObject.name={name}");
+    cluster
+        .get_json(&["events", "--field-selector", &selector])
+        .and_then(|list| list["items"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (text("type"), text("reason"), text("message"))
+        })
+        .collect()
+}

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::api_pods::{eventually, phase, pod};
+use crate::common::api_pods::{events_of, eventually, phase, pod};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE};
 use rkubelet::ports::runtime::RuntimeService;
@@ -403,21 +403,6 @@ fn waiting(cluster: &Cluster, name: &str) -> Option<(String, String)> {
         waiting["reason"].as_str()?.to_owned(),
         waiting["message"].as_str().unwrap_or_default().to_owned(),
     ))
-}
-
-/// The events of pod `name`: (type, reason, message).
-fn events_of(cluster: &Cluster, name: &str) -> Vec<(String, String, String)> {
-    let selector = format!("involvedObject.name={name}");
-    cluster
-        .get_json(&["events", "--field-selector", &selector])
-        .and_then(|list| list["items"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
-            (text("type"), text("reason"), text("message"))
-        })
-        .collect()
 }
 
 /// Must-show 8: pods the API server accepts but that cannot run as given (an image name

@@ -446,16 +446,9 @@ async fn probes_and_hooks_on_containerd() {
 
 /// The API's events of pod `name`: `(reason, message)`.
 fn api_events(cluster: &common::cluster::Cluster, name: &str) -> Vec<(String, String)> {
-    let selector = format!("involvedObject.name={name}");
-    cluster
-        .get_json(&["events", "--field-selector", &selector])
-        .and_then(|list| list["items"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
-            (text("reason"), text("message"))
-        })
+    common::api_pods::events_of(cluster, name)
+        .into_iter()
+        .map(|(_, reason, message)| (reason, message))
         .collect()
 }
 

@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 
 use super::errors::chain_message;
 use super::kubeconfig::client_config;
-use super::observed::ObservedLayer;
+use super::observed::observed_client;
 use crate::domain::kubelet_api::auth::{Attributes, Decision, UserInfo};
 use crate::ports::api::ApiRequestObserver;
 use crate::ports::auth::{AuthError, Authenticator, Authorizer};
@@ -63,24 +63,8 @@ impl KubeReviewer {
             .map_err(|e| fail(e.to_string(), Some(Box::new(e))))?;
         config.connect_timeout = Some(self.timeout);
         config.default_retry = false;
-        let host: Arc<str> = Arc::from(
-            config
-                .cluster_url
-                .authority()
-                .map(|a| a.as_str())
-                .unwrap_or_default(),
-        );
-        let builder = kube::client::ClientBuilder::try_from(config)
+        let client = observed_client(config, self.observer.as_ref())
             .map_err(|e| fail(chain_message(&e), Some(Box::new(e))))?;
-        let client = match &self.observer {
-            Some(observer) => builder
-                .with_layer(&ObservedLayer {
-                    observer: Arc::clone(observer),
-                    host,
-                })
-                .build(),
-            None => builder.build(),
-        };
         if let Ok(mut slot) = self.client.lock() {
             *slot = Some(client.clone());
         }

@@ -222,29 +222,14 @@ impl ApiConnector for KubeConnector {
         config.read_timeout = None;
         // The loops back off themselves; kube's retries would multiply their requests.
         config.default_retry = false;
-        let host: Arc<str> = Arc::from(
-            config
-                .cluster_url
-                .authority()
-                .map(|a| a.as_str())
-                .unwrap_or_default(),
-        );
-        let builder =
-            kube::client::ClientBuilder::try_from(config).map_err(|e| ConnectError::Client {
+        let client = observed::observed_client(config, self.observer.as_ref()).map_err(|e| {
+            ConnectError::Client {
                 path: path.to_path_buf(),
                 server: server.clone(),
                 problem: errors::chain_message(&e),
                 source: Some(Box::new(e)),
-            })?;
-        let client = match &self.observer {
-            Some(observer) => builder
-                .with_layer(&observed::ObservedLayer {
-                    observer: Arc::clone(observer),
-                    host,
-                })
-                .build(),
-            None => builder.build(),
-        };
+            }
+        })?;
         let connection = Arc::new(Connection {
             client,
             server: server.clone(),

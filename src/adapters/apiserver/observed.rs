@@ -13,6 +13,34 @@ use tower::{Layer, Service};
 
 use crate::ports::api::{ApiRequestObserver, ApiRequestRecord};
 
+/// The client of `config`; with an observer, one told of every request to the config's
+/// server.
+///
+/// # Errors
+/// kube's, when the configuration gives no client (a certificate it cannot read).
+pub fn observed_client(
+    config: kube::Config,
+    observer: Option<&Arc<dyn ApiRequestObserver>>,
+) -> Result<kube::Client, kube::Error> {
+    let host: Arc<str> = Arc::from(
+        config
+            .cluster_url
+            .authority()
+            .map(|a| a.as_str())
+            .unwrap_or_default(),
+    );
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match observer {
+        Some(observer) => builder
+            .with_layer(&ObservedLayer {
+                observer: Arc::clone(observer),
+                host,
+            })
+            .build(),
+        None => builder.build(),
+    })
+}
+
 /// Wraps a client's service in [`Observed`].
 #[derive(Clone)]
 pub struct ObservedLayer {
