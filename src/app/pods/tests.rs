@@ -740,33 +740,17 @@ async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
 #[tokio::test]
 async fn a_failed_mount_holds_the_pod_and_fails_the_sync() {
     use crate::domain::pod::{HostPathVolume, Volume};
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
-    let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
-    let node = crate::app::test_support::resolved(&[]).node;
-    let manager = Arc::new(ContainerManager::new(
-        Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs)),
-        node.cgroup_tree,
-        node.node,
-    ));
-    let ctx = SyncContext::new(
-        runtime.clone(),
-        runtime.clone(),
-        clock.clone(),
-        RequestContext::under_root(dir.path()),
-        "fake".into(),
-        manager,
-    );
-    let mut held = pod("nofile", RestartPolicy::Always, "busybox");
+    let w = world();
+    let mut held = pod("nofile", RestartPolicy::Always, IMAGE);
     held.spec.volumes = vec![Volume {
         name: "h".into(),
         host_path: Some(HostPathVolume {
-            path: dir.path().join("absent").display().to_string(),
+            path: w._dir.path().join("absent").display().to_string(),
             kind: "File".into(),
         }),
         ..Volume::default()
     }];
-    let outcome = sync_pod(&ctx, &held).await;
+    let outcome = sync_pod(&w.ctx, &held).await;
     assert!(outcome.failed, "{outcome:?}");
     assert_eq!(
         outcome
@@ -776,5 +760,5 @@ async fn a_failed_mount_holds_the_pod_and_fails_the_sync() {
             .collect::<Vec<_>>(),
         ["ContainerCreating"]
     );
-    assert!(containers(&runtime).await.is_empty());
+    assert!(containers(&w.runtime).await.is_empty());
 }
