@@ -189,6 +189,15 @@ fn lateness(arrivals: &Arrivals, from: Instant, to: Instant) -> Vec<f64> {
     late
 }
 
+/// p50, p99 and max of sorted delays.
+fn spread(sorted: &[f64]) -> (f64, f64, f64) {
+    (
+        percentile(sorted, 0.5),
+        percentile(sorted, 0.99),
+        sorted.last().copied().unwrap_or(f64::NAN),
+    )
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -296,11 +305,7 @@ async fn run(dir: &Path) -> Result<(), String> {
         "probes: rkubelet CPU time with {probes} probes a second ({pods} exec + {pods} HTTP) over {secs} s: {ours:.2} s ({:.1} ms per probe-second)",
         ours * 1000.0 / (probes as f64 * secs as f64)
     );
-    let (p50, p99, max) = (
-        percentile(&late, 0.5),
-        percentile(&late, 0.99),
-        late.last().copied().unwrap_or(f64::NAN),
-    );
+    let (p50, p99, max) = spread(&late);
     // The exec probes' runc processes keep both cores busy here: this delay is mostly
     // the wait for a core, which any process on the node has.
     println!(
@@ -366,11 +371,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     tokio::time::sleep(Duration::from_secs(10)).await;
     let (_, alone) = measure(kubelet.0.id(), secs, &arrivals).await?;
     drop(kubelet);
-    let (p50, p99, max) = (
-        percentile(&alone, 0.5),
-        percentile(&alone, 0.99),
-        alone.last().copied().unwrap_or(f64::NAN),
-    );
+    let (p50, p99, max) = spread(&alone);
     println!(
         "probes: rkubelet HTTP probe delay behind its schedule, {pods} HTTP probes a second alone, over {} probes: p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms ({})",
         alone.len(),

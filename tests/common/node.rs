@@ -353,6 +353,22 @@ pub fn container(name: &str, image: &str, script: &str) -> String {
     )
 }
 
+/// A pod with one `main` container running `script` and an emptyDir `scratch` mounted at
+/// `/scratch` (so it has a volume folder under the root dir too).
+#[allow(dead_code)] // the fault and soak tests
+pub fn pod_with_scratch(name: &str, image: &str, script: &str) -> String {
+    let main = container("main", image, script).replace(
+        "    command:",
+        "    volumeMounts:\n    - name: scratch\n      mountPath: /scratch\n    command:",
+    );
+    pod(
+        name,
+        "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
+        &[],
+        &[main],
+    )
+}
+
 /// A pod manifest; `spec_extra` are further `spec` lines (two-space indented).
 pub fn pod(name: &str, spec_extra: &str, init: &[String], containers: &[String]) -> String {
     let mut text = format!(

@@ -20,7 +20,9 @@ use rkubelet::ports::runtime::RuntimeService;
 use crate::common::cluster::Cluster;
 use crate::common::faults::{children, CriCounts, CriFaults, CriProxy, Proc, SmallDisk};
 use crate::common::http_get;
-use crate::common::node::{container, eventually, leftovers, pod, Leftovers, Node, NODE, POLL};
+use crate::common::node::{
+    container, eventually, leftovers, pod, pod_with_scratch, Leftovers, Node, NODE, POLL,
+};
 
 const UID_LABEL: &str = "io.kubernetes.pod.uid";
 const NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -32,17 +34,7 @@ fn count(name: &str, value: impl std::fmt::Display) {
 /// A pod with one long-running container and an emptyDir volume (so it has a volume
 /// folder under the root dir).
 fn steady_pod(name: &str, image: &str) -> String {
-    let main = container(name_of_container(), image, "echo up; exec sleep 3600");
-    let main = main.replace(
-        "    command:",
-        "    volumeMounts:\n    - name: scratch\n      mountPath: /scratch\n    command:",
-    );
-    pod(
-        name,
-        "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
-        &[],
-        &[main],
-    )
+    pod_with_scratch(name, image, "echo up; exec sleep 3600")
 }
 
 fn name_of_container() -> &'static str {

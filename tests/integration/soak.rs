@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::faults::{children, mounts_below};
-use crate::common::node::{container, leftovers, pod, Node, NODE};
+use crate::common::node::{container, leftovers, pod, pod_with_scratch, Node, NODE};
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
 use rkubelet::ports::runtime::RuntimeService;
 
@@ -259,17 +259,7 @@ impl ContainerdLeftovers {
 /// an emptyDir, so each pod has a sandbox, a container, a shim, a cgroup, a log folder
 /// and a volume folder to clean up.
 fn churned_pod(name: &str, image: &str) -> String {
-    let main = container("main", image, "trap 'exit 0' TERM; sleep 3600 & wait");
-    let main = main.replace(
-        "    command:",
-        "    volumeMounts:\n    - name: scratch\n      mountPath: /scratch\n    command:",
-    );
-    pod(
-        name,
-        "  volumes:\n  - name: scratch\n    emptyDir: {}\n",
-        &[],
-        &[main],
-    )
+    pod_with_scratch(name, image, "trap 'exit 0' TERM; sleep 3600 & wait")
 }
 
 /// `soak_simulated` on the private containerd: `pods` static pods written, running in the
