@@ -607,6 +607,23 @@ fn start_eviction(
     Ok(crate::app::eviction::start(inputs, ports, shutdown))
 }
 
+/// Step: the container log manager beside the pod loop, unless rotation is off or the
+/// runtime is the simulated one (which writes no logs).
+fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver<bool>) {
+    let node = &started.resolved.node;
+    if node.runtime_endpoint.is_simulated() {
+        return;
+    }
+    if let Some(manager) = crate::app::container_logs::ContainerLogManager::new(
+        Arc::clone(&started.runtime),
+        Arc::clone(&deps.clock),
+        node.pod_logs_dir.clone(),
+        node.log_rotation,
+    ) {
+        tokio::spawn(manager.run(shutdown.clone()));
+    }
+}
+
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
     let ctx = sync_context(started, deps, PodEventSink::new(), None)?;
@@ -811,6 +828,7 @@ pub async fn run(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let store = PodStatusStore::new().with_clock(Arc::clone(&deps.clock));
     let eviction = start_eviction(&started, deps, store.clone(), &shutdown_rx)?;
+    start_log_rotation(&started, deps, &shutdown_rx);
     let cache_ttl = Duration::from_secs(crate::domain::volumes::object_cache_ttl_secs(
         started
             .resolved

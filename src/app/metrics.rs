@@ -706,6 +706,13 @@ impl RuntimeService for InstrumentedRuntime {
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
         recorded("get_container_events", self.inner.container_events()).await
     }
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        recorded(
+            "reopen_container_log",
+            self.inner.reopen_container_log(container_id),
+        )
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod compose;
+pub mod container_logs;
 pub mod container_manager;
 pub mod eviction;
 pub mod logging;

@@ -119,6 +119,15 @@ pub trait RuntimeService: Send + Sync {
         ))
     }
 
+    /// Asks the runtime to reopen the container's log file (the CRI's
+    /// `ReopenContainerLog`) after the kubelet renamed it: the runtime creates the file
+    /// afresh at its path and writes there. Errors when the container is not running. The
+    /// default answers `Unimplemented`.
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let _ = container_id;
+        Err(RuntimeError::Unimplemented("ReopenContainerLog".into()))
+    }
+
     /// Container events as they happen. Runtimes without the call (containerd 1.6)
     /// answer `Unimplemented`, which is the default here.
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {

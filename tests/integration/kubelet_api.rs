@@ -941,3 +941,174 @@ async fn server_tls_bootstrap_serves_the_approved_certificate() {
     assert!(!node.log_text().contains("panicked"));
     node.finish();
 }
+
+/// The numbers `n <i>` of a container log's lines, in order: CRI lines from the live and
+/// the plain rotated files, the same from a `.gz` one, or the decoded text `follow` sent.
+fn counted(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|line| crate::common::node::cri_log_text(line).or(Some(line)))
+        .filter_map(|t| t.strip_prefix("n ")?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+fn gaps(numbers: &[u64]) -> Vec<(u64, u64)> {
+    numbers
+        .windows(2)
+        .filter(|w| w[1] != w[0] + 1)
+        .map(|w| (w[0], w[1]))
+        .collect()
+}
+
+/// Container log rotation on containerd (`containerLogMaxSize`, `containerLogMaxFiles`,
+/// `containerLogMonitorInterval`, CRI `ReopenContainerLog`): the live log is renamed with
+/// its time and reopened, older ones compressed, at most `containerLogMaxFiles` kept, no
+/// line lost across a rotation; and a followed log goes on in the reopened file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs containerd and root: run by scripts/test.sh"]
+async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations() {
+    use std::io::Read as _;
+
+    let mut node = Node::start("klrot");
+    let port = pick_port(false);
+    let busybox = node.busybox.clone();
+    // About 10 KB/s: a 16 KiB log is full at every 3-second round.
+    node.write(
+        "counter.yaml",
+        &pod(
+            "counter",
+            "",
+            &[],
+            &[container(
+                "c",
+                &busybox,
+                "i=0; pad=$(printf '%080d' 0); while true; do i=$((i+1)); echo \"n $i $pad\"; sleep 0.01; done",
+            )],
+        ),
+    );
+    let config = node.root.join("rotation.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMonitorInterval: 3s\n",
+    )
+    .expect("config written");
+    node.kubelet_with(&[
+        &format!("--config={}", config.display()),
+        "--container-log-max-size=16Ki",
+        "--container-log-max-files=3",
+        &format!("--port={port}"),
+        &format!("--cert-dir={}", node.root.join("pki").display()),
+        "--anonymous-auth=true",
+        "--authorization-mode=AlwaysAllow",
+    ]);
+    let folder = wait_for(60, "the counter's log", || {
+        let mut found = None;
+        crate::common::node::walk(&node.logs, &mut |p| {
+            if p.file_name().is_some_and(|n| n == "0.log") {
+                found = p.parent().map(Path::to_path_buf);
+            }
+        });
+        found
+    });
+
+    // Followed from before the first rotation, for 16 s.
+    let url =
+        format!("https://127.0.0.1:{port}/containerLogs/default/counter-{NODE}/c?follow=true");
+    let follower = std::thread::spawn(move || {
+        let mut child = Command::new("curl")
+            .args(["-skN", "--max-time", "16", &url])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("curl runs");
+        let mut text = String::new();
+        if let Some(mut out) = child.stdout.take() {
+            let _ = out.read_to_string(&mut text);
+        }
+        let _ = child.wait();
+        text
+    });
+
+    let names = |dir: &Path| -> Vec<String> {
+        let mut list: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| !n.ends_with(".tmp"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        list.sort();
+        list
+    };
+    let mut rotated_names = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(16);
+    while Instant::now() < deadline {
+        let now = names(&folder);
+        assert!(now.len() <= 3, "more than containerLogMaxFiles: {now:?}");
+        rotated_names.extend(now.into_iter().filter(|n| n.starts_with("0.log.")));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let followed = follower.join().expect("follower");
+    let plain: Vec<&String> = rotated_names
+        .iter()
+        .filter(|n| !n.ends_with(".gz"))
+        .collect();
+    assert!(
+        plain.len() >= 3,
+        "at least 3 rotations in 16 s: {rotated_names:?}\n{}",
+        node.log_text()
+    );
+    for name in &plain {
+        let stamp = name.trim_start_matches("0.log.");
+        assert!(
+            stamp.len() == 15 && stamp.as_bytes()[8] == b'-',
+            "upstream's YYYYMMDD-hhmmss: {name}"
+        );
+    }
+
+    // What is kept holds every line since the oldest kept file began: the older one
+    // compressed, the newest rotated one plain, then the live one.
+    let now = names(&folder);
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert!(
+        now[1].ends_with(".gz") || now[0].ends_with(".gz"),
+        "{now:?}"
+    );
+    let mut kept = String::new();
+    for name in now
+        .iter()
+        .filter(|n| *n != "0.log")
+        .chain(["0.log".to_owned()].iter())
+    {
+        let path = folder.join(name);
+        if name.ends_with(".gz") {
+            let file = std::fs::File::open(&path).expect("open .gz");
+            flate2::read::GzDecoder::new(file)
+                .read_to_string(&mut kept)
+                .expect("a whole gzip archive");
+        } else {
+            kept.push_str(&std::fs::read_to_string(&path).expect("read log"));
+        }
+    }
+    let kept_numbers = counted(&kept);
+    assert!(kept_numbers.len() > 100, "{}", kept_numbers.len());
+    assert_eq!(gaps(&kept_numbers), [], "lines lost across a rotation");
+
+    // The follower went through the rotations without losing or repeating a line.
+    let followed_numbers = counted(&followed);
+    let live_first = counted(&std::fs::read_to_string(folder.join("0.log")).expect("live log"))
+        .first()
+        .copied()
+        .expect("the live log has lines");
+    assert!(
+        followed_numbers
+            .first()
+            .is_some_and(|n| *n < kept_numbers[0])
+            && followed_numbers.last().is_some_and(|n| *n >= live_first),
+        "follow spans the rotations: followed {:?}..{:?}, kept from {}, live from {live_first}",
+        followed_numbers.first(),
+        followed_numbers.last(),
+        kept_numbers[0]
+    );
+    assert_eq!(gaps(&followed_numbers), [], "follow lost or repeated lines");
+    node.finish();
+}

@@ -640,6 +640,18 @@ impl RuntimeService for CriRuntime {
         Ok(r.container_id)
     }
 
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "ReopenContainerLog",
+            c.reopen_container_log(self.request(proto::ReopenContainerLogRequest {
+                container_id: container_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         let mut c = self.runtime.clone();
         self.call(

@@ -54,6 +54,8 @@ struct State {
     /// Exit codes of commands run by `exec_sync` (the command joined by spaces); 0
     /// for a command not listed.
     exec_exit_codes: BTreeMap<String, i32>,
+    /// When set, `reopen_container_log` fails with this reason.
+    log_reopen_failure: Option<String>,
 }
 
 impl State {
@@ -208,6 +210,11 @@ impl FakeRuntime {
         self.state()
             .exec_exit_codes
             .insert(command.to_owned(), exit_code);
+    }
+
+    /// From now on every log reopen fails with `reason` (`None`: reopens succeed again).
+    pub fn fail_log_reopens(&self, reason: Option<&str>) {
+        self.state().log_reopen_failure = reason.map(str::to_owned);
     }
 
     /// From now on every pull fails with `reason` (`None`: pulls succeed again).
@@ -407,6 +414,35 @@ impl RuntimeService for FakeRuntime {
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         self.record(format!("RemoveContainer {container_id}"));
         self.state().containers.remove(container_id);
+        Ok(())
+    }
+
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let (running, failure) = {
+            let s = self.state();
+            let running = s
+                .containers
+                .get(container_id)
+                .map(|c| c.status.state == ContainerState::Running);
+            (running, s.log_reopen_failure.clone())
+        };
+        match running {
+            None => return Err(RuntimeError::NotFound(format!("container {container_id}"))),
+            Some(false) => {
+                return Err(RuntimeError::Failed {
+                    call: "ReopenContainerLog".into(),
+                    source: crate::ports::runtime::cause("container is not running"),
+                })
+            }
+            Some(true) => {}
+        }
+        if let Some(reason) = failure {
+            return Err(RuntimeError::Failed {
+                call: "ReopenContainerLog".into(),
+                source: crate::ports::runtime::cause(reason),
+            });
+        }
+        self.record(format!("ReopenContainerLog {container_id}"));
         Ok(())
     }
 

@@ -265,6 +265,8 @@ pub struct NodePlan {
     pub allocatable: BTreeMap<String, String>,
     pub eviction: EvictionPlan,
     pub stats: BTreeMap<String, String>,
+    /// Container log rotation, in words.
+    pub container_logs: String,
 }
 
 /// Why a pod or container is killed: a stable code and the domain's words.
@@ -860,6 +862,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         allocatable: strings(&settings.allocatable),
         eviction: eviction_plan(resolved, settings, &inputs.node_stats, inputs),
         stats: inputs.node_stats.clone(),
+        container_logs: resolved.node.log_rotation.describe(),
     };
 
     let observed: BTreeMap<&str, &PodRuntimeStatus> = inputs

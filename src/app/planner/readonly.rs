@@ -105,6 +105,9 @@ impl RuntimeService for ReadOnlyRuntime {
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         self.refuse("RemoveContainer", container_id)
     }
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        self.refuse("ReopenContainerLog", container_id)
+    }
     async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
         self.inner.container_status(container_id).await
     }

@@ -161,6 +161,7 @@ pub fn render_text(plan: &Plan) -> String {
         if let Some(decision) = &node.eviction.decision {
             eviction_decision(&mut out, decision);
         }
+        let _ = writeln!(out, "  {}", node.container_logs);
         if !node.stats.is_empty() {
             let _ = writeln!(out, "  node statistics: {}", list(&node.stats));
         }

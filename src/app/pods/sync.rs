@@ -20,11 +20,14 @@ use crate::domain::kuberuntime::credentials::{pod_keyring, AuthConfig, Keyring};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
+use crate::domain::kuberuntime::log_rotation::belongs_to_instance;
 use crate::domain::kuberuntime::plan::{
     complete_after_pull, images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held,
     ImageFacts, SandboxCreation, SyncInputs, RETRY_AFTER_ERROR,
 };
-use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext, SandboxConfig};
+use crate::domain::kuberuntime::requests::{
+    pod_dir, pod_log_dir, pod_log_dir_of, RequestContext, SandboxConfig,
+};
 use crate::domain::kuberuntime::runtime::{
     ContainerState, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
@@ -989,6 +992,25 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     clean
 }
 
+/// Removes a removed instance's log and its rotated files (upstream's `Clean`): a
+/// crash-looping container would otherwise leave one log per restart until its pod goes.
+async fn remove_instance_logs(dir: &std::path::Path, attempt: u32) {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name();
+        if name
+            .to_str()
+            .is_some_and(|n| belongs_to_instance(n, attempt))
+        {
+            if let Err(error) = tokio::fs::remove_file(entry.path()).await {
+                warn!(file = %entry.path().display(), %error, "failed to remove the log of a dead container");
+            }
+        }
+    }
+}
+
 /// Removes exited instances beyond the newest per container, and sandboxes that are
 /// neither the newest nor hold a container any more (upstream's container GC, per pod).
 async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
@@ -999,6 +1021,14 @@ async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
             Ok(()) => {
                 debug!(container = %c.name, id = %c.id, attempt = c.attempt, "removed dead container");
                 removed.insert(c.id.as_str());
+                let dir = pod_log_dir_of(
+                    &ctx.requests.pod_logs_dir,
+                    &status.namespace,
+                    &status.name,
+                    &status.uid,
+                )
+                .join(&c.name);
+                remove_instance_logs(&dir, c.attempt).await;
             }
             Err(error) => {
                 warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container")

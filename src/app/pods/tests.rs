@@ -147,6 +147,12 @@ async fn a_crashing_container_restarts_with_growing_back_off() {
     let p = pod("u2", RestartPolicy::Always, IMAGE);
     sync_pod(&w.ctx, &p).await;
     let first = newest_running(&containers(&w.runtime).await).unwrap_or_default();
+    // What the runtime would have written: a log per instance, the first one rotated.
+    let logs = w.ctx.requests.pod_logs_dir.join("default_web-u2_u2/app");
+    std::fs::create_dir_all(&logs).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    for name in ["0.log", "0.log.20261124-170000.gz", "1.log", "2.log"] {
+        std::fs::write(logs.join(name), "x").unwrap_or_else(|e| panic!("write: {e}"));
+    }
 
     // First failure: restarted at once (restart count 1).
     w.runtime.exit_container(&first, 1);
@@ -179,6 +185,12 @@ async fn a_crashing_container_restarts_with_growing_back_off() {
         .filter(|c| c.state == ContainerState::Exited)
         .count();
     assert_eq!(exited, 1);
+    // Their logs go with them; the newest dead one's stays for `kubectl logs -p`.
+    let left: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("read_dir: {e}"))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    assert_eq!(left, ["2.log"]);
 }
 
 /// The back-off is derived from the runtime's record: a kubelet started afresh (no

@@ -454,6 +454,12 @@ async fn stream_log(
                 }
                 pending.extend_from_slice(&block[..n]);
             } else {
+                // Read to its end, a rotated file gives way to the new one at the path
+                // (the runtime made it on `ReopenContainerLog`).
+                if let Some(next) = reopened_at(path, &file).await {
+                    file = next;
+                    continue;
+                }
                 tokio::time::sleep(FOLLOW_POLL).await;
                 continue;
             }
@@ -484,6 +490,19 @@ async fn stream_log(
             return Ok(());
         }
     }
+}
+
+/// The file now at `path` when it is no longer `current` (the log was rotated); `None`
+/// while it is the same file or none is there yet.
+async fn reopened_at(path: &Path, current: &tokio::fs::File) -> Option<tokio::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+
+    let now = tokio::fs::metadata(path).await.ok()?;
+    let open = current.metadata().await.ok()?;
+    if (now.dev(), now.ino()) == (open.dev(), open.ino()) {
+        return None;
+    }
+    tokio::fs::File::open(path).await.ok()
 }
 
 async fn serve_connection<S>(
@@ -591,4 +610,82 @@ pub async fn serve_api(
     while connections.join_next().await.is_some() {}
     info!(%addr, "kubelet API server stopped");
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    fn line(text: &str) -> String {
+        format!("2026-11-24T17:00:00.000000000Z stdout F {text}\n")
+    }
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        file.write_all(line(text).as_bytes())
+            .unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    /// Collects streamed text until it holds `want` or the stream ends; fails after a
+    /// minute of (paused, so instant) time.
+    async fn received_until(rx: &mut mpsc::Receiver<Bytes>, text: &mut String, want: &str) {
+        let collect = async {
+            while !text.contains(want) {
+                match rx.recv().await {
+                    Some(chunk) => text.push_str(&String::from_utf8_lossy(&chunk)),
+                    None => return,
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(60), collect)
+            .await
+            .is_err()
+        {
+            panic!("{want:?} never came");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_followed_log_goes_on_in_the_file_that_replaced_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = dir.path().join("0.log");
+        append(&path, "one");
+        let running = Arc::new(AtomicBool::new(true));
+        let (tx, mut rx) = mpsc::channel(8);
+        let options = LogOptions {
+            follow: true,
+            ..LogOptions::default()
+        };
+        let reader = {
+            let (path, running) = (path.clone(), Arc::clone(&running));
+            tokio::spawn(async move {
+                stream_log(&path, &options, true, tx, move || {
+                    running.load(Ordering::SeqCst)
+                })
+                .await
+            })
+        };
+        let mut text = String::new();
+        received_until(&mut rx, &mut text, "one\n").await;
+
+        // The runtime wrote a last line before the rename; the reopened file goes on.
+        append(&path, "two");
+        std::fs::rename(&path, dir.path().join("0.log.20261124-170000"))
+            .unwrap_or_else(|e| panic!("rename: {e}"));
+        append(&path, "three");
+        received_until(&mut rx, &mut text, "three\n").await;
+        append(&path, "four");
+        received_until(&mut rx, &mut text, "four\n").await;
+        running.store(false, Ordering::SeqCst);
+        received_until(&mut rx, &mut text, "never written").await;
+        assert_eq!(text, "one\ntwo\nthree\nfour\n");
+        assert!(matches!(reader.await, Ok(Ok(()))));
+    }
 }

@@ -130,6 +130,9 @@ pub struct NodeConfig {
     pub cluster: Option<ClusterConfig>,
     /// The eviction manager and image garbage collection (the thresholds are in `node`).
     pub eviction: EvictionSettings,
+    /// `containerLogMaxSize`, `containerLogMaxFiles`, `containerLogMaxWorkers`,
+    /// `containerLogMonitorInterval`.
+    pub log_rotation: crate::domain::kuberuntime::log_rotation::LogRotationSettings,
     /// `seccompDefault`: `RuntimeDefault` for containers that name no seccomp profile.
     pub seccomp_default: bool,
     /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the

@@ -49,7 +49,6 @@ const fn refused(name: &'static str) -> FieldSpec {
 const NO_API_CLIENT: &str = "no API server client yet";
 const NO_SERVER: &str = "not served by the kubelet API yet";
 const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
-const NO_LOG_ROTATION: &str = "container logs are not rotated yet";
 /// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
 /// kept off the reserved share by `pods` enforcement, which is implemented, so leaving
 /// the daemons uncapped loses no isolation from workloads: a warning, not a refusal.
@@ -164,10 +163,10 @@ pub const FIELDS: &[FieldSpec] = &[
     done("featureGates"),
     ni("failSwapOn", "swap is not checked"),
     ni("memorySwap", "swap is not configured for containers"),
-    ni("containerLogMaxSize", NO_LOG_ROTATION),
-    ni("containerLogMaxFiles", NO_LOG_ROTATION),
-    ni("containerLogMaxWorkers", NO_LOG_ROTATION),
-    ni("containerLogMonitorInterval", NO_LOG_ROTATION),
+    done("containerLogMaxSize"),
+    done("containerLogMaxFiles"),
+    done("containerLogMaxWorkers"),
+    done("containerLogMonitorInterval"),
     done("configMapAndSecretChangeDetectionStrategy"),
     done("systemReserved"),
     done("kubeReserved"),

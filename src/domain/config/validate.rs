@@ -20,10 +20,12 @@ use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{kubepods_name, CgroupDriver, CgroupSettings};
 use crate::domain::eviction;
 use crate::domain::eviction::image_gc::{self, ImageGcPolicy};
+use crate::domain::kuberuntime::log_rotation::{self, LogRotatePolicy, LogRotationSettings};
 use crate::domain::node::reserved::{self, ResourceList, ENFORCE_PODS};
 use crate::domain::node::{node_settings, resolve_node_name, GivenReservations};
 use crate::domain::node_status::labels::validate_node_labels;
 use crate::domain::units::duration::GoDuration;
+use crate::domain::units::quantity::Quantity;
 
 pub const CGROUP_DRIVERS: [&str; 2] = ["cgroupfs", "systemd"];
 
@@ -317,6 +319,7 @@ pub fn validate(
 
     let cluster = cluster_config(c, options, &mut problems);
     let eviction = eviction_settings(c, options, &mut problems);
+    let log_rotation = log_rotation_settings(c, &mut problems);
     let server = match crate::domain::kubelet_api::settings::server_settings(c, &options.cert_dir) {
         Ok(settings) => c.enable_server.then_some(settings),
         Err(errors) => {
@@ -418,8 +421,64 @@ pub fn validate(
             .to_lowercase(),
         cluster,
         eviction,
+        log_rotation,
         server,
     })
+}
+
+/// The container log manager's settings, checked as upstream checks them (a negative
+/// size turns rotation off).
+fn log_rotation_settings(
+    c: &KubeletConfiguration,
+    problems: &mut Vec<ConfigError>,
+) -> LogRotationSettings {
+    let size_text = c
+        .container_log_max_size
+        .as_deref()
+        .unwrap_or(log_rotation::DEFAULT_MAX_SIZE);
+    let max_size = match Quantity::parse(size_text) {
+        Ok(q) => Some(q.value()),
+        Err(e) => {
+            problems.push(invalid(format!("invalid configuration: containerLogMaxSize (--container-log-max-size) {size_text:?} is not a quantity: {e}")));
+            None
+        }
+    };
+    let max_files = c
+        .container_log_max_files
+        .unwrap_or(log_rotation::DEFAULT_MAX_FILES);
+    if max_files <= 1 {
+        problems.push(invalid(format!("invalid configuration: containerLogMaxFiles (--container-log-max-files) {max_files} must be greater than 1")));
+    }
+    let max_workers = c
+        .container_log_max_workers
+        .unwrap_or(log_rotation::DEFAULT_MAX_WORKERS);
+    if max_workers < 1 {
+        problems.push(invalid(format!("invalid configuration: containerLogMaxWorkers {max_workers} must be greater than or equal to 1")));
+    }
+    let monitor_interval = c
+        .container_log_monitor_interval
+        .map_or(Some(log_rotation::DEFAULT_MONITOR_INTERVAL), |d| d.to_std());
+    let monitor_interval = match monitor_interval {
+        Some(d) if d >= log_rotation::MIN_MONITOR_INTERVAL => d,
+        _ => {
+            let given = c
+                .container_log_monitor_interval
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            problems.push(invalid(format!("invalid configuration: containerLogMonitorInterval {given} must be a positive time duration greater than or equal to 3s")));
+            log_rotation::DEFAULT_MONITOR_INTERVAL
+        }
+    };
+    LogRotationSettings {
+        policy: max_size
+            .filter(|size| *size >= 0)
+            .map(|size| LogRotatePolicy {
+                max_size_bytes: u64::try_from(size).unwrap_or(u64::MAX),
+                max_files: usize::try_from(max_files.max(2)).unwrap_or(2),
+            }),
+        monitor_interval,
+        max_workers: usize::try_from(max_workers.max(1)).unwrap_or(1),
+    }
 }
 
 /// The eviction manager's and image GC's settings, with upstream's checks of the image
@@ -686,6 +745,40 @@ mod tests {
                 "want {want:?} in {got:#?}"
             );
         }
+    }
+
+    #[test]
+    fn container_log_rotation_is_checked_as_upstream() {
+        let c = KubeletConfiguration {
+            container_log_max_size: Some("ten".into()),
+            container_log_max_files: Some(1),
+            container_log_max_workers: Some(0),
+            container_log_monitor_interval: Some(GoDuration::from_millis(2000)),
+            ..KubeletConfiguration::default()
+        };
+        let got = messages(&c);
+        assert_eq!(got.len(), 4, "{got:#?}");
+        assert!(got[0].starts_with(r#"invalid configuration: containerLogMaxSize (--container-log-max-size) "ten" is not a quantity"#), "{got:#?}");
+        assert_eq!(got[1], "invalid configuration: containerLogMaxFiles (--container-log-max-files) 1 must be greater than 1");
+        assert_eq!(
+            got[2],
+            "invalid configuration: containerLogMaxWorkers 0 must be greater than or equal to 1"
+        );
+        assert_eq!(got[3], "invalid configuration: containerLogMonitorInterval 2s must be a positive time duration greater than or equal to 3s");
+
+        let node = validate(
+            &KubeletConfiguration::default(),
+            &FlagOptions::default(),
+            &node_a(),
+        )
+        .expect("valid");
+        assert_eq!(node.log_rotation, LogRotationSettings::default());
+        let off = KubeletConfiguration {
+            container_log_max_size: Some("-1".into()),
+            ..KubeletConfiguration::default()
+        };
+        let node = validate(&off, &FlagOptions::default(), &node_a()).expect("valid");
+        assert_eq!(node.log_rotation.policy, None);
     }
 
     #[test]

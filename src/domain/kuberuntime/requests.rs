@@ -321,7 +321,18 @@ pub fn pod_log_dir(ctx: &RequestContext, pod: &Pod) -> PathBuf {
 /// API reads them).
 pub fn pod_log_dir_in(logs_dir: &std::path::Path, pod: &Pod) -> PathBuf {
     let m = &pod.metadata;
-    logs_dir.join(format!("{}_{}_{}", m.namespace, m.name, m.uid))
+    pod_log_dir_of(logs_dir, &m.namespace, &m.name, &m.uid)
+}
+
+/// [`pod_log_dir_in`] for a pod known by its namespace, name and uid (what the runtime's
+/// labels carry).
+pub fn pod_log_dir_of(
+    logs_dir: &std::path::Path,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> PathBuf {
+    logs_dir.join(format!("{namespace}_{name}_{uid}"))
 }
 
 /// `<root_dir>/pods/<uid>`: everything the kubelet keeps for the pod,
@@ -589,7 +600,11 @@ pub fn container_config_and_skipped_env(
         working_dir: container.working_dir.clone(),
         labels,
         annotations,
-        log_path: format!("{}/{restart_count}.log", container.name),
+        log_path: format!(
+            "{}/{}",
+            container.name,
+            super::log_rotation::live_log_name(restart_count)
+        ),
         mounts: {
             let mut all = mounts(ctx, pod, container)?;
             let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);

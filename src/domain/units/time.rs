@@ -38,6 +38,20 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// `unix_nanos` as `YYYYMMDD-hhmmss` in UTC (Go's `20060102-150405`, the suffix of a
+/// rotated container log).
+pub fn compact_utc_timestamp(unix_nanos: i64) -> String {
+    let secs = unix_nanos.div_euclid(1_000_000_000);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// `unix_nanos` as RFC3339 with whole seconds (`metav1.Time`'s wire format).
 pub fn rfc3339_seconds(unix_nanos: i64) -> String {
     rfc3339_nanos(unix_nanos.div_euclid(1_000_000_000) * 1_000_000_000)
