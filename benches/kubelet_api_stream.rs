@@ -4,8 +4,8 @@
 //! `kubectl logs` of a `RKUBELET_BENCH_LOG_MIB` (100) MiB log through the API server
 //! (throughput, goal: no less than upstream's, that is limited by the API server rather
 //! than the kubelet), and `kubectl exec -- true` round trips (median of
-//! `RKUBELET_BENCH_EXEC_RUNS`, 10; goal: no slower than upstream's). Upstream rotates logs
-//! at 10 MiB by default; it runs with `--container-log-max-size` above the log's size so
+//! `RKUBELET_BENCH_EXEC_RUNS`, 10; goal: no slower than upstream's). Both rotate logs at
+//! 10 MiB by default; both run with `--container-log-max-size` above the log's size so
 //! both serve one file. Needs root, containerd, the control plane and the upstream
 //! kubelet; fails, saying which is missing, without them.
 
@@ -118,6 +118,7 @@ fn measure(kind: Kubelet, c: &Cluster, bins: &Path, mib: usize) -> Result<Figure
         format!("--client-ca-file={}", c.ca_cert().display()),
         "--authorization-mode=Webhook".into(),
         "--anonymous-auth=false".into(),
+        format!("--container-log-max-size={}Mi", mib * 2 + 10),
     ];
     let running = match kind {
         Kubelet::Rkubelet => {
@@ -148,8 +149,7 @@ fn measure(kind: Kubelet, c: &Cluster, bins: &Path, mib: usize) -> Result<Figure
             Running::Rkubelet(child)
         }
         Kubelet::Upstream => {
-            let mut extra = common.to_vec();
-            extra.push(format!("--container-log-max-size={}Mi", mib * 2 + 10));
+            let extra = common.to_vec();
             Running::Upstream(upstream::UpstreamKubelet::start(
                 bins,
                 &ctrd,

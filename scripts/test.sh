@@ -57,7 +57,7 @@ export RKUBELET_BENCH_CONTAINERD_SOAK_SECS="${RKUBELET_BENCH_CONTAINERD_SOAK_SEC
 benches_started=$SECONDS
 for bench in startup pods cgroups cgroups_systemd planner cluster upstream probes \
     faults fuzz soak eviction pod_events volumes volume_pods \
-    kubelet_api_stream kubelet_api_scrape api_pods; do
+    kubelet_api_stream kubelet_api_scrape api_pods log_rotation; do
     cargo bench --locked --profile release-unwind --bench "$bench" | tee -a "$figures"
     took "bench $bench"
 done

@@ -121,19 +121,48 @@ impl ContainerLogManager {
                 ..Default::default()
             })
             .await?;
-        let results: Vec<Result<bool, LogRotationError>> = futures_util::stream::iter(running)
-            .map(|entry| async move {
-                let result = self.rotate_container(&entry).await;
-                if let Err(error) = &result {
-                    warn!(container_id = %entry.status.id, error = %Chain(error), "failed to rotate log for container");
-                }
-                result
-            })
-            .buffer_unordered(self.settings.max_workers)
-            .collect()
-            .await;
+        let candidates: Vec<(PathBuf, ContainerEntry)> = running
+            .into_iter()
+            .filter_map(|entry| Some((self.log_dir(&entry)?, entry)))
+            .collect();
+        let checked = candidates.len();
+        // One blocking pass stats every live log: a round where none is full is one hop
+        // off the async threads, not one per container.
+        let Ok(sized) = tokio::task::spawn_blocking(move || {
+            candidates
+                .into_iter()
+                .map(|(dir, entry)| {
+                    let size = std::fs::metadata(dir.join(live_log_name(entry.status.attempt)))
+                        .map(|meta| meta.len());
+                    (dir, entry, size)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        else {
+            return Ok(RoundOutcome {
+                checked,
+                ..RoundOutcome::default()
+            });
+        };
+        let max = self.policy.max_size_bytes;
+        let results: Vec<Result<bool, LogRotationError>> = futures_util::stream::iter(
+            sized
+                .into_iter()
+                .filter(|(_, _, size)| !matches!(size, Ok(bytes) if *bytes < max)),
+        )
+        .map(|(dir, entry, size)| async move {
+            let result = self.rotate_container(&dir, &entry, size).await;
+            if let Err(error) = &result {
+                warn!(container_id = %entry.status.id, error = %Chain(error), "failed to rotate log for container");
+            }
+            result
+        })
+        .buffer_unordered(self.settings.max_workers)
+        .collect()
+        .await;
         let mut outcome = RoundOutcome {
-            checked: results.len(),
+            checked,
             ..RoundOutcome::default()
         };
         for result in results {
@@ -159,16 +188,19 @@ impl ContainerLogManager {
         Some(dir.join(&entry.status.name))
     }
 
-    /// Rotates the container's live log when it is full; `true` when it did.
-    async fn rotate_container(&self, entry: &ContainerEntry) -> Result<bool, LogRotationError> {
-        let Some(dir) = self.log_dir(entry) else {
-            return Ok(false);
-        };
+    /// Rotates the container's live log in `dir`, of `size` as the round found it, when
+    /// it is full; `true` when it did.
+    async fn rotate_container(
+        &self,
+        dir: &Path,
+        entry: &ContainerEntry,
+        size: io::Result<u64>,
+    ) -> Result<bool, LogRotationError> {
         let id = &entry.status.id;
         let live = live_log_name(entry.status.attempt);
         let path = dir.join(&live);
-        let size = match tokio::fs::metadata(&path).await {
-            Ok(meta) => meta.len(),
+        let size = match size {
+            Ok(size) => size,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // A rotation cut short after the rename (the kubelet stopped before the
                 // reopen) leaves no live file: upstream's recovery is a reopen.
@@ -183,7 +215,7 @@ impl ContainerLogManager {
         if size < self.policy.max_size_bytes {
             return Ok(false);
         }
-        let entries = list_names(&dir).await?;
+        let entries = list_names(dir).await?;
         let Some(plan) = plan_rotation(
             &live,
             size,
@@ -194,7 +226,7 @@ impl ContainerLogManager {
             return Ok(false);
         };
         debug!(container_id = %id, ?plan, "rotating container log");
-        let folder = dir.clone();
+        let folder = dir.to_owned();
         let tidy = plan.clone();
         tokio::task::spawn_blocking(move || tidy_rotated(&folder, &tidy))
             .await

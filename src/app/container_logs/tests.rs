@@ -198,14 +198,7 @@ async fn stopped_containers_and_foreign_ones_are_left_alone() {
         .unwrap_or_else(|e| panic!("create: {e}"));
     let _ = node.runtime.start_container(&foreign).await;
     let outcome = manager.rotate_logs().await.ok();
-    assert_eq!(
-        outcome,
-        Some(RoundOutcome {
-            checked: 1,
-            rotated: 0,
-            failed: 0
-        })
-    );
+    assert_eq!(outcome, Some(RoundOutcome::default()));
     assert_eq!(names(&dir), ["0.log"]);
 }
 
