@@ -500,7 +500,7 @@ fn check_cri_response(input: &[u8]) -> Result<(), String> {
         }
         let c = &peer.client;
         peer.runtime.block_on(async {
-            let outcome = match which % 18 {
+            let outcome = match which % 19 {
                 0 => c.version().await.map(drop),
                 1 => c.pod_sandbox_status("s").await.map(drop),
                 2 => c
@@ -533,6 +533,7 @@ fn check_cri_response(input: &[u8]) -> Result<(), String> {
                 14 => RuntimeStats::list_images(c).await.map(drop),
                 15 => c.images_in_use().await.map(drop),
                 16 => c.pod_sandbox_stats().await.map(drop),
+                17 => c.reopen_container_log("c").await,
                 _ => match c.container_events().await {
                     Ok(mut events) => match events.next().await {
                         Some(Err(e)) => Err(e),

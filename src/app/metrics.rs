@@ -24,6 +24,7 @@ use crate::domain::kuberuntime::runtime::{
 };
 use crate::domain::stats::StatsSample;
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
+use crate::domain::units::time::parse_rfc3339;
 use crate::ports::api::{ApiRequestObserver, ApiRequestRecord};
 use crate::ports::runtime::{ContainerEventStream, RuntimeError, RuntimeService, StreamRequest};
 use crate::ports::stats::OwnProcess;
@@ -429,6 +430,35 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
         "Current memory usage in bytes, including all memory regardless of when it was accessed",
     );
     let rss = float_gauge(&mut r, "container_memory_rss", "Size of RSS in bytes.");
+    let start_time = float_gauge(
+        &mut r,
+        "container_start_time_seconds",
+        "Start time of the container since unix epoch in seconds.",
+    );
+    let limit = float_gauge(
+        &mut r,
+        "container_spec_memory_limit_bytes",
+        "Memory limit for the container.",
+    );
+    let network = [
+        (
+            "container_network_receive_bytes",
+            "Cumulative count of bytes received",
+        ),
+        (
+            "container_network_receive_errors",
+            "Cumulative count of errors encountered while receiving",
+        ),
+        (
+            "container_network_transmit_bytes",
+            "Cumulative count of bytes transmitted",
+        ),
+        (
+            "container_network_transmit_errors",
+            "Cumulative count of errors encountered while transmitting",
+        ),
+    ]
+    .map(|(name, help)| float_counter(&mut r, name, help));
     let labels =
         |container: &str, id: &str, image: &str, name: &str, ns: &str, pod: &str| -> Labels {
             vec![
@@ -451,17 +481,35 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
         if let Some(v) = c.rss_bytes {
             rss.get_or_create(&l).set(v as f64);
         }
+        if let Some(v) = c.memory_limit_bytes {
+            limit.get_or_create(&l).set(v as f64);
+        }
+    };
+    // cAdvisor puts a pod's interfaces on the pod's cgroup, with an `interface` label.
+    let interfaces = |l: &Labels, list: &[crate::domain::stats::InterfaceStats]| {
+        for i in list {
+            let mut il = l.clone();
+            il.insert(3, ("interface", i.name.clone()));
+            for (family, value) in
+                network
+                    .iter()
+                    .zip([i.rx_bytes, i.rx_errors, i.tx_bytes, i.tx_errors])
+            {
+                family.get_or_create(&il).inc_by(value as f64);
+            }
+        }
     };
     if let Some(node) = &sample.node {
-        cgroup(labels("", "/", "", "", "", ""), node);
+        let l = labels("", "/", "", "", "", "");
+        interfaces(&l, &sample.node_network);
+        cgroup(l, node);
     }
     for pod in &sample.pods {
         let pod_cgroup = pod.cgroup_path.clone().unwrap_or_default();
+        let l = labels("", &pod_cgroup, "", "", &pod.namespace, &pod.name);
+        interfaces(&l, &pod.network);
         if let Some(c) = &pod.cgroup {
-            cgroup(
-                labels("", &pod_cgroup, "", "", &pod.namespace, &pod.name),
-                c,
-            );
+            cgroup(l, c);
         }
         for c in &pod.containers {
             let s = &c.stats;
@@ -486,6 +534,9 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
             }
             if let Some(v) = s.rss_bytes {
                 rss.get_or_create(&l).set(v as f64);
+            }
+            if let Some(started) = c.start_time.as_deref().and_then(parse_rfc3339) {
+                start_time.get_or_create(&l).set(started as f64 / 1e9);
             }
         }
     }
@@ -737,12 +788,20 @@ mod tests {
                 cgroup: Some(CgroupStats {
                     memory_usage_bytes: 500,
                     cpu_usage_nanos: Some(1_000_000_000),
+                    memory_limit_bytes: Some(1 << 20),
                     ..CgroupStats::default()
                 }),
+                network: vec![crate::domain::stats::InterfaceStats {
+                    name: "eth0".into(),
+                    rx_bytes: 4096,
+                    rx_errors: 1,
+                    tx_bytes: 2048,
+                    tx_errors: 2,
+                }],
                 containers: vec![ContainerSample {
                     name: "c".into(),
                     image: "busybox:1".into(),
-                    start_time: None,
+                    start_time: Some("2026-11-24T17:00:00.5Z".into()),
                     stats: RuntimeContainerStats {
                         id: "abc".into(),
                         memory_working_set_bytes: Some(300),
@@ -762,6 +821,10 @@ mod tests {
         let text = encode_cadvisor(&sample(), CgroupDriver::Cgroupfs);
         assert!(text.contains(r#"container_memory_working_set_bytes{container="c",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web"} 300"#), "{text}");
         assert!(text.contains(r#"container_cpu_usage_seconds_total{container="",cpu="total",id="/",image="",name="",namespace="",pod=""} 2.5"#), "{text}");
+        assert!(text.contains(r#"container_start_time_seconds{container="c",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web"} 1795539600.5"#), "{text}");
+        assert!(text.contains(r#"container_network_receive_bytes_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 4096"#), "{text}");
+        assert!(text.contains(r#"container_network_transmit_errors_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 2"#), "{text}");
+        assert!(text.contains(r#"container_spec_memory_limit_bytes{container="",id="/kubepods/podu1",image="",name="",namespace="default",pod="web"} 1048576"#), "{text}");
         assert!(text.ends_with("# EOF\n"));
     }
 

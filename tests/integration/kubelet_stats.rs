@@ -515,6 +515,39 @@ async fn summary_and_metrics_through_the_api_server() {
         );
     }
 
+    // The start time, and the pod's interfaces on its cgroup (cAdvisor's `interface`).
+    let started = samples(cadvisor, "container_start_time_seconds", "gauge");
+    let started = find(started, "container_start_time_seconds", &container_labels)
+        .and_then(|s| s[2].as_f64())
+        .unwrap_or_else(|| panic!("the filler's start time in {started:?}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    assert!(
+        started <= now && started > now - 600.0,
+        "{started} vs {now}"
+    );
+    for family in [
+        "container_network_receive_bytes",
+        "container_network_transmit_bytes",
+        "container_network_receive_errors",
+        "container_network_transmit_errors",
+    ] {
+        let s = samples(cadvisor, family, "counter");
+        let found = find(
+            s,
+            &format!("{family}_total"),
+            &[("pod", pod_name.as_str()), ("container", "")],
+        )
+        .unwrap_or_else(|| panic!("the pod's {family} in {s:?}"));
+        assert!(
+            found[1]["interface"]
+                .as_str()
+                .is_some_and(|i| !i.is_empty() && i != "lo"),
+            "{found}"
+        );
+    }
+
     let resource = file(2);
     for (family, kind) in [
         ("node_cpu_usage_seconds", "counter"),

@@ -29,8 +29,8 @@ use super::healthz::{shutdown_requested, Endpoints, ServerError};
 use super::stream::{running_container, stream, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
-    decode_segment, parse_cri_line, parse_log_options, query_pairs, restart_of_log_file,
-    scan_newlines_back, LogOptions, LogWriter,
+    decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
+    restart_of_log_file, scan_newlines_back, LogOptions, LogWriter,
 };
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
@@ -328,14 +328,20 @@ impl KubeletApi {
         // The file path comes from the pod's record and the spec's container name, never
         // from the request's text.
         let dir = pod_log_dir_in(&self.pod_logs_dir, &pod).join(container);
-        let mut restarts = log_files(&dir).await;
-        restarts.sort_unstable();
-        let chosen = if options.previous {
-            restarts.iter().rev().nth(1)
-        } else {
-            restarts.last()
-        };
-        let Some(&restart) = chosen else {
+        let restarts = log_files(&dir).await;
+        let waiting = self
+            .pods
+            .find(namespace, pod_name)
+            .is_some_and(|(_, status)| {
+                status
+                    .container_statuses
+                    .iter()
+                    .chain(&status.init_container_statuses)
+                    .any(|c| {
+                        &c.name == container && matches!(c.state, ApiContainerState::Waiting(_))
+                    })
+            });
+        let Some(restart) = instance_to_read(&restarts, options.previous, waiting) else {
             let message = if options.previous {
                 format!(
                     "previous terminated container {container:?} in pod {pod_name:?} not found\n"

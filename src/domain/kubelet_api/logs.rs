@@ -267,9 +267,36 @@ pub fn restart_of_log_file(name: &str) -> Option<u32> {
     name.strip_suffix(".log")?.parse().ok()
 }
 
+/// Which instance's log a request reads, among the restart counts whose live log is on
+/// disk, as upstream picks the container: the newest instance; with `previous`, the last
+/// terminated one, which is the newest itself while the container waits to restart
+/// (crash-loop back-off), else the one before the newest.
+pub fn instance_to_read(restarts: &[u32], previous: bool, waiting: bool) -> Option<u32> {
+    let mut sorted = restarts.to_vec();
+    sorted.sort_unstable();
+    let newest_first = sorted.iter().rev();
+    match (previous, waiting) {
+        (true, false) => newest_first.copied().nth(1),
+        _ => sorted.last().copied(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_previous_log_is_the_last_terminated_instances() {
+        // Running instance 3, instance 2 dead and kept.
+        assert_eq!(instance_to_read(&[3, 2], false, false), Some(3));
+        assert_eq!(instance_to_read(&[2, 3], true, false), Some(2));
+        // In back-off after instance 3 died (2's log removed with it): 3 is the previous.
+        assert_eq!(instance_to_read(&[3], true, true), Some(3));
+        assert_eq!(instance_to_read(&[3], false, true), Some(3));
+        // Ran once and ended: no previous instance.
+        assert_eq!(instance_to_read(&[0], true, false), None);
+        assert_eq!(instance_to_read(&[], false, false), None);
+    }
 
     #[test]
     fn options_parse_as_kubectl_sends_them() {
