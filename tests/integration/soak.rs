@@ -97,6 +97,70 @@ fn settled_threads(proc: crate::common::faults::Proc, baseline: u64) -> u64 {
     threads
 }
 
+/// The waves' bookkeeping both soaks share: how many, how long, the memory after each,
+/// the descriptors and threads after the warm-up, and the figures at the end.
+struct Waves {
+    proc: crate::common::faults::Proc,
+    pods: usize,
+    most: usize,
+    length: Duration,
+    started: Instant,
+    done: usize,
+    rss: Vec<u64>,
+    slowest: Duration,
+    after_warm_up: (usize, u64),
+}
+
+impl Waves {
+    fn new(proc: crate::common::faults::Proc, pods: usize, most: usize, length: Duration) -> Self {
+        Self {
+            proc,
+            pods,
+            most,
+            length,
+            started: Instant::now(),
+            done: 0,
+            rss: Vec::new(),
+            slowest: Duration::ZERO,
+            after_warm_up: (0, 0),
+        }
+    }
+
+    /// The next wave's number and when it began; `None` once `most` waves are done or
+    /// `length` has passed.
+    fn next(&self) -> Option<(usize, Instant)> {
+        (self.done < self.most && self.started.elapsed() < self.length)
+            .then(|| (self.done, Instant::now()))
+    }
+
+    /// Records the wave that `began`, every pod gone.
+    fn finished(&mut self, began: Instant) {
+        self.slowest = self.slowest.max(began.elapsed());
+        self.rss.push(self.proc.rss_kib().unwrap_or(0));
+        if self.done == 1 {
+            self.after_warm_up = (
+                self.proc.fd_count().unwrap_or(0),
+                self.proc.threads().unwrap_or(0),
+            );
+        }
+        self.done += 1;
+    }
+
+    fn figures(self, pod_dirs_left: usize) -> SoakFigures {
+        let (fds, threads) = self.after_warm_up;
+        SoakFigures {
+            waves: self.done,
+            pods_churned: self.done * self.pods,
+            slope_kib_per_pod: slope_after_warm_up(&self.rss, self.pods),
+            rss_kib: self.rss,
+            fds: (fds, self.proc.fd_count().unwrap_or(0)),
+            threads: (threads, settled_threads(self.proc, threads)),
+            pod_dirs_left,
+            slowest_wave: self.slowest,
+        }
+    }
+}
+
 /// Churns `pods` static pods in waves (all written, all running, all removed, all gone)
 /// until `waves` waves or `length` have passed, whichever comes first; the first two
 /// waves are the warm-up.
@@ -115,12 +179,8 @@ pub(crate) fn soak_simulated(pods: usize, waves: usize, length: Duration) -> Soa
         format!("--max-pods={}", pods + 50),
     ];
     let mut daemon = start_daemon(&args, false);
-    let proc = daemon.proc();
     let port = daemon.port;
-    let started = Instant::now();
-    let mut rss = Vec::new();
-    let mut slowest = Duration::ZERO;
-    let (mut first_fds, mut first_threads) = (0, 0);
+    let mut waves = Waves::new(daemon.proc(), pods, waves, length);
     let write = |dir: &Path, i: usize, wave: usize| {
         let name = format!("w{wave}-p{i:03}");
         let text = pod(
@@ -133,9 +193,7 @@ pub(crate) fn soak_simulated(pods: usize, waves: usize, length: Duration) -> Soa
         std::fs::write(&tmp, text).expect("manifest written");
         std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).expect("manifest renamed");
     };
-    let mut wave = 0;
-    while wave < waves && started.elapsed() < length {
-        let began = Instant::now();
+    while let Some((wave, began)) = waves.next() {
         for i in 0..pods {
             write(&manifests, i, wave);
         }
@@ -155,27 +213,9 @@ pub(crate) fn soak_simulated(pods: usize, waves: usize, length: Duration) -> Soa
                     && children(&root.join("pods")).is_empty()
             },
         );
-        slowest = slowest.max(began.elapsed());
-        rss.push(proc.rss_kib().unwrap_or(0));
-        if wave == 1 {
-            first_fds = proc.fd_count().unwrap_or(0);
-            first_threads = proc.threads().unwrap_or(0);
-        }
-        wave += 1;
+        waves.finished(began);
     }
-    let fds = (first_fds, proc.fd_count().unwrap_or(0));
-    let threads = (first_threads, settled_threads(proc, first_threads));
-    let pod_dirs_left = children(&root.join("pods")).len();
-    let figures = SoakFigures {
-        waves: wave,
-        pods_churned: wave * pods,
-        slope_kib_per_pod: slope_after_warm_up(&rss, pods),
-        rss_kib: rss,
-        fds,
-        threads,
-        pod_dirs_left,
-        slowest_wave: slowest,
-    };
+    let figures = waves.figures(children(&root.join("pods")).len());
     let status = daemon.terminate_within(Duration::from_secs(15));
     assert!(
         status.is_some_and(|s| s.success()),
@@ -276,12 +316,8 @@ pub(crate) async fn soak_containerd(
     node.kubelet_with(&[max_pods.as_str()]);
     let proc = node.daemon.as_ref().expect("rkubelet running").proc();
     let port = node.port();
-    let started = Instant::now();
-    let (mut rss, mut slowest) = (Vec::new(), Duration::ZERO);
-    let (mut first_fds, mut first_threads) = (0, 0);
-    let mut wave = 0;
-    while wave < waves && started.elapsed() < length {
-        let began = Instant::now();
+    let mut waves = Waves::new(proc, pods, waves, length);
+    while let Some((wave, began)) = waves.next() {
         for i in 0..pods {
             let name = format!("w{wave}-p{i:03}");
             node.write(&format!("{name}.yaml"), &churned_pod(&name, &node.busybox));
@@ -334,16 +370,8 @@ pub(crate) async fn soak_containerd(
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        slowest = slowest.max(began.elapsed());
-        rss.push(proc.rss_kib().unwrap_or(0));
-        if wave == 1 {
-            first_fds = proc.fd_count().unwrap_or(0);
-            first_threads = proc.threads().unwrap_or(0);
-        }
-        wave += 1;
+        waves.finished(began);
     }
-    let fds = (first_fds, proc.fd_count().unwrap_or(0));
-    let threads = (first_threads, settled_threads(proc, first_threads));
     let left = leftovers(&node);
     let left = ContainerdLeftovers {
         sandboxes: node.all_sandboxes().await.len(),
@@ -365,16 +393,7 @@ pub(crate) async fn soak_containerd(
         tokio::time::sleep(Duration::from_millis(200)).await;
         left.shims = node.ctrd.shim_count();
     }
-    let figures = SoakFigures {
-        waves: wave,
-        pods_churned: wave * pods,
-        slope_kib_per_pod: slope_after_warm_up(&rss, pods),
-        rss_kib: rss,
-        fds,
-        threads,
-        pod_dirs_left: left.pod_dirs,
-        slowest_wave: slowest,
-    };
+    let figures = waves.figures(left.pod_dirs);
     assert!(!node.log_text().contains("panicked"), "{}", node.log_text());
     node.finish();
     (figures, left)
