@@ -846,6 +846,85 @@ fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
     );
 }
 
+/// curl's `(HTTP status, HTTP version)` for `/healthz` on rkubelet's API with `flags`;
+/// status 0 when the TLS handshake failed.
+fn curl_version(port: u16, flags: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+        ])
+        .args(flags)
+        .arg(format!("https://127.0.0.1:{port}/healthz"))
+        .output()
+        .expect("curl runs");
+    let all = text(&out);
+    let (code, version) = all.trim().split_once(' ').unwrap_or(("0", ""));
+    (code.parse().unwrap_or(0), version.to_owned())
+}
+
+/// The server's protocol options end to end: HTTP/2 by ALPN beside HTTP/1.1,
+/// `tlsMinVersion` refusing older handshakes, and `tlsCipherSuites` limiting TLS 1.2 to the
+/// suites given (TLS 1.3's suites are not configurable, as in Go).
+#[test]
+fn http2_tls_min_version_and_cipher_suites_on_the_kubelet_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = [
+        "--anonymous-auth=true".to_owned(),
+        "--authorization-mode=AlwaysAllow".to_owned(),
+    ];
+    let serve = |extra: &[&str]| {
+        let port = pick_port(false);
+        let mut flags = open.to_vec();
+        flags.extend(extra.iter().map(|f| (*f).to_owned()));
+        let daemon = crate::common::start_daemon(&standalone_args(dir.path(), port, &flags), false);
+        wait_for(20, "the kubelet API", || {
+            (curl_version(port, &[]).0 == 200).then_some(())
+        });
+        (daemon, port)
+    };
+
+    let (daemon, port) = serve(&[]);
+    assert_eq!(curl_version(port, &["--http2"]), (200, "2".to_owned()));
+    assert_eq!(curl_version(port, &["--http1.1"]), (200, "1.1".to_owned()));
+    assert_eq!(
+        curl_version(port, &["--tls-max", "1.2"]).0,
+        200,
+        "TLS 1.2 by default"
+    );
+    drop(daemon);
+
+    let (daemon, port) = serve(&["--tls-min-version=VersionTLS13"]);
+    assert_eq!(
+        curl_version(port, &["--tls-max", "1.2"]).0,
+        0,
+        "TLS 1.2 refused"
+    );
+    assert_eq!(curl_version(port, &["--tlsv1.3"]).0, 200);
+    drop(daemon);
+
+    // The self-signed certificate's key is ECDSA P-256.
+    let (daemon, port) = serve(&["--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"]);
+    let tls12 = |cipher: &str| curl_version(port, &["--tls-max", "1.2", "--ciphers", cipher]).0;
+    assert_eq!(tls12("ECDHE-ECDSA-AES256-GCM-SHA384"), 200);
+    assert_eq!(
+        tls12("ECDHE-ECDSA-AES128-GCM-SHA256"),
+        0,
+        "a suite not given"
+    );
+    assert_eq!(
+        tls12("ECDHE-ECDSA-CHACHA20-POLY1305"),
+        0,
+        "a suite not given"
+    );
+    assert!(!daemon.log_text().contains("panicked"));
+}
+
 /// Must-show 4 with `serverTLSBootstrap` (`--rotate-server-certificates`): a
 /// `kubernetes.io/kubelet-serving` request for the node's identity and addresses, no
 /// certificate served until it is approved (upstream's handshakes fail likewise), then the

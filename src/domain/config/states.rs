@@ -171,7 +171,7 @@ pub const FIELDS: &[FieldSpec] = &[
     done("systemReserved"),
     done("kubeReserved"),
     done("reservedSystemCPUs"),
-    ni("showHiddenMetricsForVersion", "no metrics endpoint yet"),
+    ni("showHiddenMetricsForVersion", "rkubelet hides no metric, so there is nothing to show"),
     ni("systemReservedCgroup", NOT_RESERVED_CGROUPS),
     ni("kubeReservedCgroup", NOT_RESERVED_CGROUPS),
     FieldSpec {
