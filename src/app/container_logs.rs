@@ -140,6 +140,7 @@ impl ContainerLogManager {
         })
         .await
         else {
+            warn!("the round's size pass was interrupted");
             return Ok(RoundOutcome {
                 checked,
                 ..RoundOutcome::default()

@@ -34,7 +34,7 @@ use crate::domain::kubelet_api::logs::{
 };
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
-use crate::domain::status::ApiContainerState;
+use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
@@ -305,7 +305,7 @@ impl KubeletApi {
             Ok(options) => options,
             Err(e) => return response(status(e.status), TEXT, e.message),
         };
-        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
+        let Some((pod, status)) = self.pods.find(namespace, pod_name) else {
             return response(
                 StatusCode::NOT_FOUND,
                 TEXT,
@@ -329,18 +329,10 @@ impl KubeletApi {
         // from the request's text.
         let dir = pod_log_dir_in(&self.pod_logs_dir, &pod).join(container);
         let restarts = log_files(&dir).await;
-        let waiting = self
-            .pods
-            .find(namespace, pod_name)
-            .is_some_and(|(_, status)| {
-                status
-                    .container_statuses
-                    .iter()
-                    .chain(&status.init_container_statuses)
-                    .any(|c| {
-                        &c.name == container && matches!(c.state, ApiContainerState::Waiting(_))
-                    })
-            });
+        let waiting = matches!(
+            state_of(&status, container),
+            Some(ApiContainerState::Waiting(_))
+        );
         let Some(restart) = instance_to_read(&restarts, options.previous, waiting) else {
             let message = if options.previous {
                 format!(
@@ -357,11 +349,10 @@ impl KubeletApi {
         let (ns, name, cname) = (namespace.clone(), pod_name.clone(), container.clone());
         let still_running = move || {
             store.find(&ns, &name).is_some_and(|(_, status)| {
-                status
-                    .container_statuses
-                    .iter()
-                    .chain(&status.init_container_statuses)
-                    .any(|c| c.name == cname && matches!(c.state, ApiContainerState::Running(_)))
+                matches!(
+                    state_of(&status, &cname),
+                    Some(ApiContainerState::Running(_))
+                )
             })
         };
         tokio::spawn(async move {
@@ -380,6 +371,16 @@ impl KubeletApi {
             .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
         resp
     }
+}
+
+/// The state the pod's status gives the container (or init container) `name`.
+fn state_of<'a>(status: &'a ApiPodStatus, name: &str) -> Option<&'a ApiContainerState> {
+    status
+        .container_statuses
+        .iter()
+        .chain(&status.init_container_statuses)
+        .find(|c| c.name == name)
+        .map(|c| &c.state)
 }
 
 /// The restart counts of the `<n>.log` files in a container's log folder.

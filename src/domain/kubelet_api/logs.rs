@@ -274,9 +274,8 @@ pub fn restart_of_log_file(name: &str) -> Option<u32> {
 pub fn instance_to_read(restarts: &[u32], previous: bool, waiting: bool) -> Option<u32> {
     let mut sorted = restarts.to_vec();
     sorted.sort_unstable();
-    let newest_first = sorted.iter().rev();
     match (previous, waiting) {
-        (true, false) => newest_first.copied().nth(1),
+        (true, false) => sorted.iter().rev().nth(1).copied(),
         _ => sorted.last().copied(),
     }
 }
