@@ -151,6 +151,10 @@ impl Kubelet {
             format!("--cgroup-root={}", env.cgroup_root),
             format!("--hostname-override={NODE}"),
             format!("--healthz-port={}", free_port()),
+            // The node's disk is shared with other work: no disk-based eviction and no
+            // image GC, as the tests and the upstream peer run.
+            "--eviction-hard=".into(),
+            "--image-gc-high-threshold=100".into(),
         ];
         let spawned_at_nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)

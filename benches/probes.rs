@@ -286,6 +286,10 @@ async fn run(dir: &Path) -> Result<(), String> {
                 format!("--cgroup-root={}", var("RKUBELET_CGROUP_ROOT")?),
                 format!("--hostname-override={NODE}"),
                 format!("--healthz-port={}", free_port()),
+                // The node's disk is shared with other work: no disk-based eviction and
+                // no image GC, as the tests and the upstream peer run.
+                "--eviction-hard=".into(),
+                "--image-gc-high-threshold=100".into(),
             ])
             .env_remove("NOTIFY_SOCKET")
             .stdout(Stdio::null())
