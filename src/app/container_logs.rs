@@ -213,9 +213,7 @@ impl ContainerLogManager {
             }
             Err(e) => return Err(io_error("stat", &path)(e)),
         };
-        if size < self.policy.max_size_bytes {
-            return Ok(false);
-        }
+        // Below the size (a log just reopened), the plan says so.
         let entries = list_names(dir).await?;
         let Some(plan) = plan_rotation(
             &live,
