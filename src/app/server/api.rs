@@ -447,9 +447,16 @@ async fn stream_log(
     let mut writer = LogWriter::new(options);
     let mut pending: Vec<u8> = Vec::new();
     let mut block = vec![0u8; LOG_BLOCK];
+    // The file that replaced the open one at the path, taken once the open one is read
+    // to its end.
+    let mut replacement = None;
     loop {
         let n = file.read(&mut block).await?;
         if n == 0 {
+            if let Some(next) = replacement.take() {
+                file = next;
+                continue;
+            }
             if !follow || tx.is_closed() {
                 return Ok(());
             }
@@ -461,10 +468,11 @@ async fn stream_log(
                 }
                 pending.extend_from_slice(&block[..n]);
             } else {
-                // Read to its end, a rotated file gives way to the new one at the path
-                // (the runtime made it on `ReopenContainerLog`).
+                // A rotated file gives way to the new one at the path (the runtime made
+                // it on `ReopenContainerLog`), but only after one more read to its end:
+                // lines may have come between the last read and the rename.
                 if let Some(next) = reopened_at(path, &file).await {
-                    file = next;
+                    replacement = Some(next);
                     continue;
                 }
                 tokio::time::sleep(FOLLOW_POLL).await;
