@@ -8,8 +8,13 @@
 //!   and API pods. Figures: the node's connection attempts a minute in the outage's second
 //!   half (goal <= 30,
 //!   the Lease's back-off capped at 7 s), the Lease renewed after the return (goal
-//!   < 15 s), the node status patched, static pod containers restarted (goal 0).
+//!   < 15 s), the node status patched, static pod containers restarted (goal 0), an API
+//!   pod deleted during the outage (through a second API server) gone after it.
 //!
+//! - fault 2: containerd killed with SIGKILL under a connected rkubelet with 30 pods, then
+//!   started again. Figures: containerd's return to rkubelet's first good relist (goal
+//!   < 5 s, without a restart of its own), to the 30 pods running and to `Ready` True;
+//!   containers adopted, recreated and duplicated (goal 0).
 //! - fault 6 (decoder half): each manifest at the limits (10 MiB, 1,000 containers,
 //!   100,000 env vars) decoded or refused in this release build (goal < 5 s each).
 //!
@@ -30,7 +35,9 @@ mod common;
 mod faults;
 
 use bench::{at_most, below, fail};
-use faults::{api_server_outage, decode_limit_manifests, slow_and_failing_cri, Stall};
+use faults::{
+    api_server_outage, containerd_restart, decode_limit_manifests, slow_and_failing_cri, Stall,
+};
 
 fn main() {
     for (name, size, outcome, took) in decode_limit_manifests() {
@@ -58,6 +65,7 @@ fn main() {
         };
         let stall = tokio::spawn(slow_and_failing_cri("b5cri", stall_kind));
         let api = tokio::spawn(api_server_outage("b3", Duration::from_secs(outage)));
+        let restart = tokio::spawn(containerd_restart("b2"));
         match stall.await {
             Ok(f) => {
                 if until_unhealthy {
@@ -114,12 +122,33 @@ fn main() {
                     at_most(f.restarted as f64, 0.0, "")
                 );
                 println!(
-                    "faults: API server back to a new API pod running {:.1} s, to a deleted one gone {:.1} s",
+                    "faults: API server back to the API pod deleted in the outage gone (runtime and API) {:.1} s, to a new API pod running {:.1} s, to a deleted one gone {:.1} s",
+                    f.deleted_in_outage_gone.as_secs_f64(),
                     f.new_pod_running.as_secs_f64(),
                     f.deleted_pod_gone.as_secs_f64()
                 );
             }
             Err(e) => fail("faults", &format!("the API server outage run failed: {e}")),
+        }
+        match restart.await {
+            Ok(f) => {
+                let reconnect = f.reconnect.as_secs_f64();
+                println!(
+                    "faults: containerd killed to the node Ready False: {:.1} s; containerd back to rkubelet's first good relist: {reconnect:.2} s ({})",
+                    f.not_ready.as_secs_f64(),
+                    below(reconnect, 5.0, " s, without a restart of rkubelet")
+                );
+                println!(
+                    "faults: containerd back to its 30 pods running: {:.1} s, to Ready True: {:.1} s; containers adopted {}, recreated {}, duplicated {} ({})",
+                    f.pods_running.as_secs_f64(),
+                    f.ready.as_secs_f64(),
+                    f.adopted,
+                    f.recreated,
+                    f.duplicated,
+                    at_most(f.duplicated as f64, 0.0, "")
+                );
+            }
+            Err(e) => fail("faults", &format!("the containerd restart run failed: {e}")),
         }
     });
 }

@@ -3,7 +3,7 @@
 # directory. Idempotent: safe after a crash, twice, or on a base that never came up.
 #   cluster-down.sh [--keep] BASE     --keep: stop the processes, keep the folder (logs, audit log)
 #   cluster-down.sh BASE stop NAME    stop one component (apiserver, etcd, controller-manager,
-#                                     scheduler) and keep the rest: for outage tests
+#                                     scheduler, side-door) and keep the rest: for outage tests
 set -uo pipefail
 
 keep=0
@@ -31,6 +31,6 @@ if [ "${2:-}" = stop ]; then
     exit 0
 fi
 
-for n in scheduler controller-manager apiserver etcd; do stop "$n"; done
+for n in side-door scheduler controller-manager apiserver etcd; do stop "$n"; done
 [ "$keep" = 1 ] || rm -rf "$BASE"
 exit 0

@@ -9,6 +9,7 @@
 #   cluster-up.sh BASE                  start; prints the path of BASE/env (a file to source)
 #   cluster-up.sh BASE start NAME       start a component stopped by `cluster-down.sh BASE stop NAME`
 #                                       (apiserver, etcd, controller-manager, scheduler) again
+#   cluster-up.sh BASE side-door PORT   a second kube-apiserver on the same etcd, on PORT
 #   cluster-up.sh BASE node NAME [DAYS] a node identity (CN=system:node:NAME, O=system:nodes),
 #                                       valid DAYS days (default 30; -1 gives an expired one);
 #                                       prints the kubeconfig's path, BASE/node-NAME.kubeconfig
@@ -150,6 +151,22 @@ if [ "${1:-}" = start ]; then
     # shellcheck disable=SC2154
     setsid "${cmd[@]}" >> "$BASE/$name.log" 2>&1 < /dev/null &
     echo $! > "$BASE/$name.pid"
+    exit 0
+fi
+
+# ---- subcommand: a second API server on the same etcd, on PORT ----
+# For outage tests: while the node's API server is down, a change made through this one
+# (a pod deleted, say) reaches etcd, as when the node alone is cut off. Its own audit log;
+# `cluster-down.sh BASE stop side-door` stops it.
+if [ "${1:-}" = side-door ]; then
+    port=${2:?usage: cluster-up.sh BASE side-door PORT}
+    [ -f "$BASE/apiserver.cmd" ] || die "$BASE/apiserver.cmd absent: start the control plane first"
+    eval "cmd=($(cat "$BASE/apiserver.cmd"))"
+    # pflag keeps a repeated flag's last value.
+    # shellcheck disable=SC2154
+    setsid "${cmd[@]}" --secure-port="$port" --audit-log-path="$BASE/side-door-audit.log" \
+        > "$BASE/side-door.log" 2>&1 < /dev/null &
+    echo $! > "$BASE/side-door.pid"
     exit 0
 fi
 

@@ -191,6 +191,42 @@ impl Cluster {
         }
     }
 
+    /// A second API server on the same etcd (`cluster-up.sh BASE side-door`), ready, while
+    /// the first is stopped: what kubectl does through it reaches etcd unseen by a node
+    /// whose API server is down. Returns its port; `stop_component("side-door")` ends it.
+    pub fn open_side_door(&self) -> u16 {
+        let port = pick_port(false);
+        let out = Command::new(scripts().join("cluster-up.sh"))
+            .arg(&self.base)
+            .args(["side-door", &port.to_string()])
+            .output()
+            .expect("cluster-up.sh runs");
+        assert!(out.status.success(), "the side door failed: {out:?}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self
+            .side_door_kubectl(port, &["get", "--raw", "/readyz"])
+            .status
+            .success()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the side door's API server not ready"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        port
+    }
+
+    /// kubectl as the cluster's admin through the side door on `port`.
+    pub fn side_door_kubectl(&self, port: u16, args: &[&str]) -> Output {
+        Command::new(self.var("KUBECTL"))
+            .env("KUBECONFIG", self.admin_kubeconfig())
+            .arg(format!("--server=https://127.0.0.1:{port}"))
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
     /// kubectl as the cluster's admin.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         Command::new(self.var("KUBECTL"))
