@@ -40,10 +40,16 @@ use faults::{
 };
 
 fn main() {
-    for (name, size, outcome, took) in decode_limit_manifests() {
-        let ms = took.as_secs_f64() * 1e3;
+    for d in decode_limit_manifests() {
+        let ms = d.took.as_secs_f64() * 1e3;
+        let peak = d.peak_above_kib.map_or("unmeasured".into(), |k| {
+            format!("{:.1} MiB", k as f64 / 1024.0)
+        });
         println!(
-            "faults: manifest at the limits {name} ({size} bytes): {outcome} in {ms:.0} ms ({})",
+            "faults: manifest at the limits {} ({} bytes): {} in {ms:.0} ms ({}); peak memory above the text's {peak}",
+            d.name,
+            d.size,
+            d.outcome,
             below(ms, 5_000.0, " ms")
         );
     }

@@ -29,7 +29,7 @@ mod containerd;
 mod env_file;
 
 use common::bare_cri::{BareCri, POD_NAME_LABEL};
-use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, unmeasured};
+use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, rss_parts, unmeasured};
 use containerd::Containerd;
 
 mod common;
@@ -338,8 +338,9 @@ async fn run() -> Result<(), String> {
     let cpu_after = kubelet.cpu_secs();
     match kubelet.rss_mib() {
         Some(mib) => println!(
-            "pods: resident memory with 30 pods after {idle} s idle: {mib:.2} MiB ({}; upstream ~110 MiB)",
-            below(mib, 14.0, " MiB")
+            "pods: resident memory with 30 pods after {idle} s idle: {mib:.2} MiB ({}; upstream ~110 MiB); {}",
+            below(mib, 14.0, " MiB"),
+            rss_parts(kubelet.child.id())
         ),
         None => println!(
             "pods: resident memory with 30 pods after {idle} s idle: unavailable ({})",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{below, fail, free_port, rss_kib, unmeasured};
+use common::{below, fail, free_port, rss_kib, rss_parts, unmeasured};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 
@@ -97,13 +97,14 @@ fn main() {
     };
     std::thread::sleep(Duration::from_secs(idle));
     let rss = rss_kib(child.id());
+    let parts = rss_parts(child.id());
     let _ = child.kill();
     let _ = child.wait();
     match rss {
         Some(kib) => {
             let mib = kib as f64 / 1024.0;
             println!(
-                "startup: resident memory after {idle} s idle: {mib:.2} MiB ({})",
+                "startup: resident memory after {idle} s idle: {mib:.2} MiB ({}); {parts}",
                 below(mib, 15.0, " MiB")
             )
         }

@@ -38,7 +38,7 @@ use rkubelet::ports::runtime::RuntimeService;
 use serde_json::Value;
 
 use cluster::Cluster;
-use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, verdict};
+use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, rss_parts, verdict};
 use containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -78,6 +78,8 @@ struct Figures {
     ready: Option<Duration>,
     pods_running: Option<Duration>,
     rss_mib: Option<f64>,
+    /// Its anonymous and file-backed parts (`rss_parts`).
+    rss_parts: String,
     idle_cpu_secs: Option<f64>,
     requests_per_minute: Option<f64>,
     /// The most frequent idle requests, `verb resource[/subresource]` and their count.
@@ -324,6 +326,7 @@ fn measure(
     std::thread::sleep(Duration::from_secs(idle));
     figures.idle_cpu_secs = cpu_before.zip(cpu_secs(running.pid())).map(|(a, b)| b - a);
     figures.rss_mib = rss_kib(running.pid()).map(|kib| kib as f64 / 1024.0);
+    figures.rss_parts = rss_parts(running.pid());
     let since = window_start
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -434,8 +437,9 @@ fn main() {
     );
     let mib = |v: Option<f64>| v.map_or("unavailable".into(), |v| format!("{v:.1} MiB"));
     println!(
-        "side by side: resident memory connected with {PODS} pods after {idle} s idle: rkubelet {}, upstream {} ({}; {})",
+        "side by side: resident memory connected with {PODS} pods after {idle} s idle: rkubelet {} ({}), upstream {} ({}; {})",
         mib(ours.rss_mib),
+        ours.rss_parts,
         mib(upstream.rss_mib),
         ratio(ours.rss_mib, upstream.rss_mib),
         ours.rss_mib

@@ -58,6 +58,23 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
     proc_kib(pid, "status", "VmRSS:")
 }
 
+/// What the resident set of `pid` is made of: `anonymous X MiB, file-backed Y MiB` (the
+/// heap and stacks, against the executable's pages read in), or `unreadable`.
+#[allow(dead_code)] // not every benchmark reads memory
+pub fn rss_parts(pid: u32) -> String {
+    match (
+        proc_kib(pid, "status", "RssAnon:"),
+        proc_kib(pid, "status", "RssFile:"),
+    ) {
+        (Some(anon), Some(file)) => format!(
+            "anonymous {:.1} MiB, file-backed {:.1} MiB",
+            anon as f64 / 1024.0,
+            file as f64 / 1024.0
+        ),
+        _ => "unreadable".into(),
+    }
+}
+
 /// Proportional set size of process `pid` (shared pages divided among their sharers).
 pub fn pss_kib(pid: u32) -> Option<u64> {
     proc_kib(pid, "smaps_rollup", "Pss:")

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::gotype::{StructTy, Ty};
-use super::goval::{GoVal, Node};
+use super::goval::{GoVal, Node, View};
 use super::schema::{S_CORE_PODIP, S_CORE_PODSECURITYCONTEXT, T_CORE_POD, T_V1_POD};
 
 /// The annotations the conversion drops (`initContainerAnnotations`).
@@ -28,15 +28,11 @@ pub fn pod_to_internal(v1_pod: &GoVal) -> GoVal {
     if let Some(type_meta) = Node::new(&T_CORE_POD, &mut pod).field("TypeMeta") {
         *type_meta.val = GoVal::zero(type_meta.ty);
     }
-    let mut v1_copy = v1_pod.clone();
-    let v1_spec = Node::new(&T_V1_POD, &mut v1_copy).field("Spec");
-    let Some(v1_spec) = v1_spec else {
+    let Some(v1_spec) = View::new(&T_V1_POD, v1_pod).field("Spec") else {
         return pod;
     };
-    let (v1_ty, v1_val) = (v1_spec.ty, v1_spec.val);
     let read = |name: &str| -> GoVal {
-        let mut scratch = v1_val.clone();
-        Node::new(v1_ty, &mut scratch)
+        v1_spec
             .field(name)
             .map(|n| n.val.clone())
             .unwrap_or(GoVal::Bool(false))
@@ -89,19 +85,17 @@ fn struct_field<'a>(sty: &StructTy, val: &'a mut GoVal, name: &str) -> Option<&'
 /// `Convert_v1_PodStatus_To_core_PodStatus`: `podIP` wins over a
 /// disagreeing `podIPs`, and fills an empty one.
 fn pod_ip_conversion(pod: &mut GoVal, v1_pod: &GoVal) {
-    let mut v1_copy = v1_pod.clone();
-    let Some(status) = Node::new(&T_V1_POD, &mut v1_copy).field("Status") else {
+    let Some(status) = View::new(&T_V1_POD, v1_pod).field("Status") else {
         return;
     };
-    let (sty, sval) = (status.ty, status.val);
-    let pod_ip = match Node::new(sty, sval).field("PodIP").map(|n| &*n.val) {
+    let pod_ip = match status.field("PodIP").map(|n| n.val) {
         Some(GoVal::Str(ip)) => ip.clone(),
         _ => String::new(),
     };
     if pod_ip.is_empty() {
         return;
     }
-    let first_ip = match Node::new(sty, sval).field("PodIPs").map(|n| &*n.val) {
+    let first_ip = match status.field("PodIPs").map(|n| n.val) {
         Some(GoVal::Slice(Some(ips))) => ips.first().map(|ip| match ip {
             GoVal::Struct(fields) => match fields.first() {
                 Some(GoVal::Str(s)) => s.clone(),

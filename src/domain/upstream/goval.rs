@@ -100,6 +100,41 @@ pub struct Node<'a> {
     pub val: &'a mut GoVal,
 }
 
+/// A read-only `Node`: the same navigation through a shared borrow, so reading a field
+/// needs no copy of the value around it.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub ty: &'static Ty,
+    pub val: &'a GoVal,
+}
+
+impl<'a> View<'a> {
+    pub fn new(ty: &'static Ty, val: &'a GoVal) -> Self {
+        View { ty, val }
+    }
+
+    /// The named field of a struct (through a non-nil pointer too).
+    pub fn field(self, name: &str) -> Option<View<'a>> {
+        let node = self.deref()?;
+        let (Ty::Struct(sty), GoVal::Struct(values)) = (node.ty, node.val) else {
+            return None;
+        };
+        let index = sty.index_of(name)?;
+        let field = sty.fields.get(index)?;
+        values.get(index).map(|val| View { ty: field.ty, val })
+    }
+
+    /// Follows a pointer; `None` when it is nil. Anything else is returned as it is.
+    pub fn deref(self) -> Option<View<'a>> {
+        match (self.ty, self.val) {
+            (Ty::Ptr(elem), GoVal::Ptr(inner)) => {
+                inner.as_deref().map(|val| View { ty: elem, val })
+            }
+            (ty, val) => Some(View { ty, val }),
+        }
+    }
+}
+
 impl<'a> Node<'a> {
     pub fn new(ty: &'static Ty, val: &'a mut GoVal) -> Self {
         Node { ty, val }
