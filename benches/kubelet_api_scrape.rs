@@ -73,6 +73,15 @@ impl Running {
             Running::Upstream(u) => u.pid(),
         }
     }
+
+    /// The upstream kubelet's last log lines, for an error; nothing for rkubelet (its log
+    /// stays in the bench's folder).
+    fn log_tail(&self) -> String {
+        match self {
+            Running::Rkubelet(_) => String::new(),
+            Running::Upstream(u) => format!("; the upstream kubelet's log ends:\n{}", u.log()),
+        }
+    }
 }
 
 impl Drop for Running {
@@ -209,7 +218,10 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("{n} of {pods} containers running in time"));
+            return Err(format!(
+                "{n} of {pods} containers running in time{}",
+                running.log_tail()
+            ));
         }
         std::thread::sleep(Duration::from_millis(500));
     }
