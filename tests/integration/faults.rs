@@ -293,10 +293,11 @@ pub struct LimitDecode {
 
 pub fn decode_limit_manifests() -> Vec<LimitDecode> {
     use rkubelet::domain::pod::static_pod::{decode_static_pods, PodSourceKind};
+    let this = Proc(std::process::id() as i32);
     limit_manifests("busybox:1")
         .into_iter()
         .map(|(name, text)| {
-            let before = own_status_kib("VmRSS:");
+            let before = this.rss_kib();
             // Writing 5 resets the peak (VmHWM) to the present resident size.
             let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
             let started = Instant::now();
@@ -308,7 +309,7 @@ pub fn decode_limit_manifests() -> Vec<LimitDecode> {
                 "2024-01-01T00:00:00Z",
             );
             let took = started.elapsed();
-            let peak = own_status_kib("VmHWM:");
+            let peak = this.peak_rss_kib();
             let outcome = match &result {
                 Ok(pods) => format!("decoded: {} pod(s)", pods.len()),
                 Err(e) => {
@@ -329,19 +330,6 @@ pub fn decode_limit_manifests() -> Vec<LimitDecode> {
             }
         })
         .collect()
-}
-
-/// A `KiB` field of `/proc/self/status`.
-fn own_status_kib(field: &str) -> Option<u64> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Fault 6 (decoder half): manifests at the limits are refused or decoded in bounded
