@@ -36,25 +36,8 @@ echo "== tests, the real-peer tests included"
 # idle minutes, outages, certificate rotation); with 3 on this 2-core machine the
 # integration tests took 621 s against 924 s with 2, every one passing, the cores busy
 # about half the time.
-#
-# The benchmarks' release build (about 500 s here from nothing) runs beside the tests at
-# the lowest priority, in the time the cores would idle; it has its own profile folder,
-# so neither build waits for the other's lock.
-bench_build_log="${CARGO_TARGET_DIR:-target}/bench-build.log"
-mkdir -p "$(dirname "$bench_build_log")"
-nice -n 19 cargo bench --locked --profile release-unwind --no-run > "$bench_build_log" 2>&1 &
-bench_build=$!
-if ! cargo test --locked -- --include-ignored --test-threads="$(($(nproc) + 1))"; then
-    kill "$bench_build" 2>/dev/null
-    exit 1
-fi
+cargo test --locked -- --include-ignored --test-threads="$(($(nproc) + 1))"
 took "tests"
-if ! wait "$bench_build"; then
-    cat "$bench_build_log"
-    echo "the benchmarks' release build failed"
-    exit 1
-fi
-took "the rest of the benchmarks' release build"
 
 echo "== benchmarks (each figure with its goal: met or NOT MET)"
 figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
