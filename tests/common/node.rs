@@ -74,6 +74,17 @@ pub struct Node {
     pub logs: PathBuf,
     pub _dirs: tempfile::TempDir,
     pub ctrd: Containerd,
+    /// The logs of the instances `kill9` ended, shown with the live one's when a test fails.
+    killed_logs: Vec<String>,
+}
+
+/// How much of each log a failing test prints: CI keeps only the head and the tail of a
+/// failing run's output, and a whole log would push the assertion's message out of both.
+const LOG_LINES_ON_FAILURE: usize = 60;
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 impl Node {
@@ -114,6 +125,7 @@ impl Node {
             logs,
             _dirs: dirs,
             ctrd,
+            killed_logs: Vec::new(),
         }
     }
 
@@ -164,10 +176,8 @@ impl Node {
         let mut daemon = self.daemon.take().expect("rkubelet running");
         daemon.child.kill().expect("SIGKILL sent");
         let status = daemon.child.wait().expect("reaped");
-        eprintln!(
-            "rkubelet killed: {status:?}; its log:\n{}",
-            daemon.log_text()
-        );
+        eprintln!("rkubelet killed: {status:?}");
+        self.killed_logs.push(daemon.log_text());
     }
 
     pub fn port(&self) -> u16 {
@@ -305,13 +315,22 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("---- rkubelet log ----\n{}\n---- end ----", self.log_text());
+            for (i, log) in self.killed_logs.iter().enumerate() {
+                eprintln!(
+                    "---- killed rkubelet {} log (last {LOG_LINES_ON_FAILURE} lines) ----\n{}\n---- end ----",
+                    i + 1,
+                    last_lines(log, LOG_LINES_ON_FAILURE)
+                );
+            }
+            eprintln!(
+                "---- rkubelet log (last {LOG_LINES_ON_FAILURE} lines) ----\n{}\n---- end ----",
+                last_lines(&self.log_text(), LOG_LINES_ON_FAILURE)
+            );
             let log =
                 std::fs::read_to_string(self.ctrd.base.join("containerd.log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!(
                 "---- containerd log (last 40 lines) ----\n{}\n---- end ----",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                last_lines(&log, 40)
             );
         }
         if let Some(mut daemon) = self.daemon.take() {

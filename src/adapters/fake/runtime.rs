@@ -56,6 +56,8 @@ struct State {
     exec_exit_codes: BTreeMap<String, i32>,
     /// When set, `reopen_container_log` fails with this reason.
     log_reopen_failure: Option<String>,
+    /// Containers (by name) whose process ends at its start, with this exit code.
+    exit_at_start: BTreeMap<String, i32>,
 }
 
 impl State {
@@ -187,6 +189,14 @@ impl FakeRuntime {
             c.status.finished_at_nanos = now;
         }
         s.emit(container_id, ContainerEventKind::Stopped);
+    }
+
+    /// Containers named `name` end at their start with `exit_code`, before the kubelet
+    /// reads their status (a command that fails at once).
+    pub fn exit_at_start(&self, name: &str, exit_code: i32) {
+        self.state()
+            .exit_at_start
+            .insert(name.to_owned(), exit_code);
     }
 
     /// Makes the image present, as if imported.
@@ -386,7 +396,12 @@ impl RuntimeService for FakeRuntime {
         }
         c.status.state = ContainerState::Running;
         c.status.started_at_nanos = now;
+        let name = c.status.name.clone();
         s.emit(container_id, ContainerEventKind::Started);
+        if let Some(&exit_code) = s.exit_at_start.get(&name) {
+            drop(s);
+            self.exit_container(container_id, exit_code);
+        }
         Ok(())
     }
 

@@ -461,6 +461,9 @@ async fn see_what_the_sync_did(
                     .sandboxes
                     .sort_by_key(|s| std::cmp::Reverse((s.created_at_nanos, s.attempt)));
             }
+            // A container that exits at once is already Exited here; a terminal pod's
+            // status is not read again, so its message must be read now.
+            read_termination_messages(ctx, pod, &mut after).await;
             outcome.runtime = after;
             return;
         }

@@ -774,3 +774,29 @@ async fn a_failed_mount_holds_the_pod_and_fails_the_sync() {
     );
     assert!(containers(&w.runtime).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_container_that_exits_at_once_reports_its_termination_message_in_the_first_status() {
+    let w = world();
+    let mut p = pod("u-msg", RestartPolicy::Never, IMAGE);
+    p.spec.containers[0].termination_message_path = "/dev/termination-log".into();
+    w.runtime.exit_at_start("app", 3);
+    // What the process wrote before it ended, in its instance's message file.
+    let file =
+        crate::domain::kuberuntime::termination::message_file(&w.ctx.requests, "u-msg", "app", 0);
+    std::fs::create_dir_all(file.parent().unwrap_or(&file))
+        .unwrap_or_else(|e| panic!("message folder: {e}"));
+    std::fs::write(&file, "gone fishing").unwrap_or_else(|e| panic!("message file: {e}"));
+
+    let first = sync_pod(&w.ctx, &p).await;
+    // The pod is terminal at once: this status is the one the API keeps.
+    let status = api_pod_status(&p, &first.runtime, &first.waiting, "fake");
+    assert_eq!(status.phase, "Failed");
+    match &status.container_statuses[0].state {
+        ApiContainerState::Terminated(t) => {
+            assert_eq!(t.exit_code, 3);
+            assert_eq!(t.message, "gone fishing");
+        }
+        other => panic!("not terminated: {other:?}"),
+    }
+}
