@@ -276,9 +276,10 @@ fn tls_bootstrap_then_rotation_before_expiry() {
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrotateCertificates: true\n",
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrotateCertificates: true\nserverTLSBootstrap: true\n",
     )
     .expect("config");
+    let port = common::cluster::pick_port(false);
     let args = vec![
         format!("--config={}", config.display()),
         format!(
@@ -290,6 +291,8 @@ fn tls_bootstrap_then_rotation_before_expiry() {
         "--container-runtime-endpoint=fake://".to_string(),
         "--hostname-override=tls-1".to_string(),
         format!("--root-dir={}", dir.path().display()),
+        format!("--port={port}"),
+        format!("--node-ip={}", common::kubelet_api::host_ip()),
     ];
     let daemon = start_daemon(&args, false);
     let user = "system:node:tls-1";
@@ -334,6 +337,16 @@ fn tls_bootstrap_then_rotation_before_expiry() {
     assert!(written.contains(&link.display().to_string()), "{written}");
     assert!(!cert_dir.join("kubelet-client.key.tmp").exists());
 
+    // serverTLSBootstrap: the node asks for a serving certificate as itself; approved, it
+    // is what the kubelet API serves.
+    let first_serving = approve_serving_csr(&cluster, user, 1);
+    let served = eventually(30, "the approved serving certificate served", || {
+        let served = served_serial(port)?;
+        (Some(&served) == serial_of(&cert_dir.join("kubelet-server-current.pem")).as_ref())
+            .then_some(served)
+    });
+    let serving_issued = Instant::now();
+
     // Rotation: the node asks again as itself before its 2-minute certificate expires.
     let issued = Instant::now();
     eventually(150, "a renewal CSR from the node", || {
@@ -341,7 +354,7 @@ fn tls_bootstrap_then_rotation_before_expiry() {
         csrs["items"]
             .as_array()?
             .iter()
-            .find(|c| c["spec"]["username"] == user)
+            .find(|c| c["spec"]["username"] == user && c["spec"]["signerName"] == CLIENT_SIGNER)
             .map(|_| ())
     });
     println!(
@@ -385,7 +398,75 @@ fn tls_bootstrap_then_rotation_before_expiry() {
         .filter(|e| code(e) == 401 && e["user"]["username"] == user)
         .collect();
     assert!(refused.is_empty(), "{refused:#?}");
+
+    // The serving certificate is renewed too, at 70-90 % of its 2 minutes, and the new
+    // one is served without a restart.
+    let second_serving = approve_serving_csr(&cluster, user, 2);
+    assert_ne!(first_serving, second_serving);
+    let renewed = eventually(30, "the renewed serving certificate served", || {
+        let now = served_serial(port)?;
+        (now != served
+            && Some(&now) == serial_of(&cert_dir.join("kubelet-server-current.pem")).as_ref())
+        .then_some(now)
+    });
+    println!(
+        "FIGURE serving certificate renewed and served {:.0} s after the first (2 m signing duration): serial {served} then {renewed}",
+        serving_issued.elapsed().as_secs_f64()
+    );
+    assert!(daemon.proc().alive(), "rkubelet restarted or died");
     drop(daemon);
+}
+
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// Waits for the `nth` kubelet-serving CSR of `user` (upstream's controller manager leaves
+/// them to an approver), approves it and returns its name.
+fn approve_serving_csr(cluster: &Cluster, user: &str, nth: usize) -> String {
+    let name = eventually(150, "a kubelet-serving CSR from the node", || {
+        let csrs = cluster.get_json(&["csr"])?;
+        let mut serving: Vec<(String, String)> = csrs["items"]
+            .as_array()?
+            .iter()
+            .filter(|c| {
+                c["spec"]["username"] == user
+                    && c["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+            })
+            .map(|c| {
+                let created = c["metadata"]["creationTimestamp"].as_str().unwrap_or("");
+                let name = c["metadata"]["name"].as_str().unwrap_or("");
+                (created.to_owned(), name.to_owned())
+            })
+            .collect();
+        serving.sort();
+        serving.get(nth - 1).map(|(_, name)| name.clone())
+    });
+    let out = cluster.kubectl(&["certificate", "approve", &name]);
+    assert!(out.status.success(), "{out:?}");
+    name
+}
+
+/// The serial of the certificate served on 127.0.0.1:`port`.
+fn served_serial(port: u16) -> Option<String> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509 -noout -serial"
+        ))
+        .output()
+        .ok()?;
+    let serial = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && serial.starts_with("serial=")).then_some(serial)
+}
+
+/// The serial of the first certificate in the PEM file at `path`.
+fn serial_of(path: &Path) -> Option<String> {
+    let out = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(path)
+        .output()
+        .ok()?;
+    let serial = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && serial.starts_with("serial=")).then_some(serial)
 }
 
 /// 5: containerd stopped: Ready False "container runtime is down" within 30 s; started

@@ -105,6 +105,25 @@ async fn write(
 }
 
 impl Writer {
+    fn new(store: PodStatusStore) -> Self {
+        Writer {
+            store,
+            last_sent: HashMap::new(),
+            retry: HashMap::new(),
+            in_flight: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            tasks: JoinSet::new(),
+            failures: FailureLog::new("writing pod statuses to the API server"),
+        }
+    }
+
+    /// What the writer keeps of pods, by kind: statuses sent, deletions done, back-offs.
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize, usize) {
+        (self.last_sent.len(), self.deleted.len(), self.retry.len())
+    }
+
     fn finished(&mut self, uid: String, outcome: Outcome) {
         self.in_flight.remove(&uid);
         match outcome {
@@ -115,6 +134,12 @@ impl Writer {
             } => {
                 self.failures.succeeded();
                 self.retry.remove(&uid);
+                // A pod removed while its write was in flight: nothing to remember.
+                if !self.store.has(&uid) {
+                    self.last_sent.remove(&uid);
+                    self.deleted.remove(&uid);
+                    return;
+                }
                 if deleted {
                     self.deleted.insert(uid.clone());
                 }
@@ -153,6 +178,7 @@ impl Writer {
             let Some(record) = self.store.record_of(&uid) else {
                 self.last_sent.remove(&uid);
                 self.deleted.remove(&uid);
+                self.retry.remove(&uid);
                 continue;
             };
             let Some(target) = self.store.target_of(&record.pod) else {
@@ -193,16 +219,7 @@ pub async fn run_status_writer(
     mut connected: watch::Receiver<Option<ConnectedNode>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut writer = Writer {
-        store: store.clone(),
-        last_sent: HashMap::new(),
-        retry: HashMap::new(),
-        in_flight: BTreeSet::new(),
-        pending: BTreeSet::new(),
-        deleted: BTreeSet::new(),
-        tasks: JoinSet::new(),
-        failures: FailureLog::new("writing pod statuses to the API server"),
-    };
+    let mut writer = Writer::new(store.clone());
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sweep = Instant::now();
@@ -297,6 +314,59 @@ mod tests {
         assert_eq!(api.count("delete pod default/web grace=0"), 1);
         assert!(api.pod("default", "web").is_none());
         writer.abort();
+    }
+
+    /// The pods marked changed, without waiting when none is (a test that would
+    /// otherwise hang fails).
+    fn changes(store: &PodStatusStore) -> BTreeSet<String> {
+        use futures_util::FutureExt;
+        store.changed().now_or_never().unwrap_or_default()
+    }
+
+    /// One round of the writer's loop by hand: the changes taken, the writes started and
+    /// each one's outcome recorded.
+    async fn round(writer: &mut Writer, api: &Arc<dyn PodApi>) {
+        writer.pending.extend(changes(&writer.store));
+        writer.dispatch(api);
+        while let Some(Ok((uid, outcome))) = writer.tasks.join_next().await {
+            writer.finished(uid, outcome);
+        }
+    }
+
+    #[tokio::test]
+    async fn what_the_writer_kept_of_a_pod_goes_with_the_pod() {
+        let api = FakeApiServer::new();
+        let pods: Arc<dyn PodApi> = api.clients().pods.clone();
+        let pod_of = |name: &str| {
+            let stored = api.put_pod(json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox"}]}
+            }));
+            decode_api_pod(&stored).expect("decodes").pod
+        };
+        let (web, db) = (pod_of("web"), pod_of("db"));
+        let store = PodStatusStore::new();
+        store.track_changes();
+        let mut writer = Writer::new(store.clone());
+
+        store.set(&web, rejected_pod_status("OutOfcpu", "too big"));
+        round(&mut writer, &pods).await;
+        assert_eq!(writer.kept(), (1, 0, 0), "its status sent");
+        // Removed after its termination: forgotten, where it used to stay for good.
+        store.remove(&web.metadata.uid);
+        round(&mut writer, &pods).await;
+        assert_eq!(writer.kept(), (0, 0, 0));
+
+        // Removed while its write is in flight: the write's outcome keeps nothing.
+        store.set(&db, rejected_pod_status("OutOfcpu", "too big"));
+        writer.pending.extend(changes(&store));
+        writer.dispatch(&pods);
+        store.remove(&db.metadata.uid);
+        while let Some(Ok((uid, outcome))) = writer.tasks.join_next().await {
+            writer.finished(uid, outcome);
+        }
+        assert_eq!(writer.kept(), (0, 0, 0));
+        assert_eq!(api.count("patch podstatus"), 2);
     }
 
     #[tokio::test]

@@ -203,8 +203,16 @@ impl PodStatusStore {
         }
     }
 
+    /// Forgets the pod; the writer is told, so that it forgets what it kept of it too.
     pub(super) fn remove(&self, uid: &str) {
-        write(&self.inner.pods).remove(uid);
+        if write(&self.inner.pods).remove(uid).is_some() {
+            self.mark_dirty([uid.to_owned()]);
+        }
+    }
+
+    /// Whether the store still has the pod.
+    pub(crate) fn has(&self, uid: &str) -> bool {
+        read(&self.inner.pods).contains_key(uid)
     }
 
     /// The record of a pod, for the API writer.

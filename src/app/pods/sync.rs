@@ -795,6 +795,9 @@ async fn pull_image(
         }
         Err(error) => {
             let mut backoff = lock(&ctx.image_backoff);
+            // Keys of pods gone without their spec (orphans, pods from before a restart)
+            // are not reset; the table keeps only the failures still counting.
+            backoff.gc(ctx.monotonic());
             backoff.record_failure(&key, ctx.monotonic());
             // Look again soon: the status then says ImagePullBackOff until the next pull.
             let retry_after = backoff
