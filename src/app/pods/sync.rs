@@ -29,7 +29,7 @@ use crate::domain::kuberuntime::requests::{
     pod_dir, pod_log_dir, pod_log_dir_of, RequestContext, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
-    ContainerState, PodRuntimeStatus, SandboxState, SandboxStatus,
+    ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
 use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
@@ -189,7 +189,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
             return outcome;
         }
     };
-    read_termination_messages(ctx, pod, &mut view.status).await;
+    read_termination_messages(ctx, pod, &mut view.status.containers).await;
     outcome.runtime = view.status.clone();
     let now_unix_nanos = ctx.clock.now_unix_nanos();
     let wanted = images_to_inspect(pod, &view.status, now_unix_nanos);
@@ -443,6 +443,7 @@ async fn see_what_the_sync_did(
 ) {
     if let Some(created) = created.filter(|c| c.sandbox.is_some() || !c.sandbox_asked) {
         let mut after = outcome.runtime.clone();
+        let first_started = after.containers.len();
         let mut complete = true;
         for id in &created.containers {
             match ctx.runtime.container_status(id).await {
@@ -462,15 +463,16 @@ async fn see_what_the_sync_did(
                     .sort_by_key(|s| std::cmp::Reverse((s.created_at_nanos, s.attempt)));
             }
             // A container that exits at once is already Exited here; a terminal pod's
-            // status is not read again, so its message must be read now.
-            read_termination_messages(ctx, pod, &mut after).await;
+            // status is not read again, so its message must be read now (the others'
+            // were read at the sync's start).
+            read_termination_messages(ctx, pod, &mut after.containers[first_started..]).await;
             outcome.runtime = after;
             return;
         }
     }
     match pod_runtime_view(ctx.runtime.as_ref(), &pod.metadata.uid).await {
         Ok(mut after) => {
-            read_termination_messages(ctx, pod, &mut after.status).await;
+            read_termination_messages(ctx, pod, &mut after.status.containers).await;
             outcome.runtime = after.status;
         }
         Err(error) => {
@@ -716,10 +718,13 @@ async fn create_message_file(path: &std::path::Path) -> std::io::Result<()> {
 
 /// Fills the message of the pod's exited instances with what they wrote to their
 /// termination message file, or their log's tail, as the domain decides.
-async fn read_termination_messages(ctx: &SyncContext, pod: &Pod, status: &mut PodRuntimeStatus) {
+async fn read_termination_messages(
+    ctx: &SyncContext,
+    pod: &Pod,
+    containers: &mut [ContainerStatus],
+) {
     use termination::{log_tail, termination_message, Message, MessageFile};
-    for c in status
-        .containers
+    for c in containers
         .iter_mut()
         .filter(|c| c.state == ContainerState::Exited)
     {
