@@ -38,8 +38,26 @@ echo "== tests, the real-peer tests included"
 # about half the time.
 # Without backtraces: CI keeps the head and the tail of a failing run's output, and a
 # backtrace there pushes out the assertion's message, which names the place already.
-RUST_BACKTRACE=0 cargo test --locked -- --include-ignored --test-threads="$(($(nproc) + 1))"
+#
+# The benchmarks' release build (about 500 s here from nothing) runs beside the tests at
+# the lowest priority, in the time the cores would idle; it has its own profile folder,
+# so neither build waits for the other's lock. Its own session, so a failing test stops
+# the whole build (cargo and its rustc jobs).
+bench_build_log="${CARGO_TARGET_DIR:-target}/bench-build.log"
+mkdir -p "$(dirname "$bench_build_log")"
+setsid --wait nice -n 19 cargo bench --locked --profile release-unwind --no-run > "$bench_build_log" 2>&1 &
+bench_build=$!
+if ! RUST_BACKTRACE=0 cargo test --locked -- --include-ignored --test-threads="$(($(nproc) + 1))"; then
+    kill -- "-$bench_build" 2>/dev/null || kill "$bench_build" 2>/dev/null || true
+    exit 1
+fi
 took "tests"
+if ! wait "$bench_build"; then
+    cat "$bench_build_log"
+    echo "the benchmarks' release build failed"
+    exit 1
+fi
+took "the rest of the benchmarks' release build"
 
 echo "== benchmarks (each figure with its goal: met or NOT MET)"
 figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"

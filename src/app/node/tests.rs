@@ -337,3 +337,38 @@ async fn tls_bootstrap_asks_for_a_node_certificate_and_writes_the_kubeconfig() {
     assert!(w.server.node(NODE).is_some());
     agent.stop();
 }
+
+/// A serving certificate's approval can outlast the client certificate (2-minute ones in
+/// the rotation test): the wait goes on, on the same request, with the rotated clients.
+#[tokio::test(start_paused = true)]
+async fn a_certificate_wait_goes_on_with_the_clients_of_a_rotation() {
+    // Two fakes holding the same request: before the rotation it stays pending, after it
+    // is issued, so only the rotated clients can bring the certificate.
+    let before = FakeApiServer::new();
+    let after = FakeApiServer::new();
+    let request = crate::ports::api::CsrRequest {
+        name: None,
+        request_pem: b"REQUEST".to_vec(),
+        signer_name: "kubernetes.io/kubelet-serving".into(),
+        usages: vec!["server auth".into()],
+        expiration_seconds: None,
+    };
+    let csr = before.clients().certificates.create_csr(&request).await;
+    let csr = csr.unwrap_or_else(|e| panic!("{e}"));
+    let same = after.clients().certificates.create_csr(&request).await;
+    assert_eq!(same.ok().as_ref(), Some(&csr));
+    let (rotated, clients) = tokio::sync::watch::channel(before.clients());
+    let waited = csr.clone();
+    let waiting = tokio::spawn(async move {
+        tls::wait_with_current_clients(clients, &waited, Duration::from_secs(900)).await
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    after.issue(&csr.name, b"SERVING");
+    rotated.send_replace(after.clients());
+    let certificate = waiting
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    assert_eq!(certificate, Ok(b"SERVING".to_vec()));
+    assert!(before.count("get csr") > 1, "{:?}", before.journal());
+}

@@ -20,7 +20,7 @@ use crate::domain::node_status::certificate::{
     CLIENT_USAGES, SERVER_PAIR_PREFIX, SERVING_USAGES, SIGNER_KUBELET_CLIENT,
     SIGNER_KUBELET_SERVING,
 };
-use crate::ports::api::{ApiClients, CertificatesError, ConnectError, CsrRequest};
+use crate::ports::api::{ApiClients, CertificatesError, ConnectError, CsrRef, CsrRequest};
 use crate::ports::cert_store::{CertStore, CertStoreError};
 use crate::ports::pki::PkiError;
 
@@ -103,7 +103,7 @@ struct Wanted<'a> {
 async fn request_certificate(
     deps: &NodeAgentDeps,
     node_name: &str,
-    clients: &ApiClients,
+    clients: &watch::Receiver<ApiClients>,
     key: &str,
     named: bool,
     within: Duration,
@@ -123,7 +123,7 @@ async fn request_certificate(
 async fn request_pair(
     deps: &NodeAgentDeps,
     wanted: &Wanted<'_>,
-    clients: &ApiClients,
+    clients: &watch::Receiver<ApiClients>,
     key: &str,
     named: bool,
     within: Duration,
@@ -140,12 +140,10 @@ async fn request_pair(
         usages: wanted.usages.iter().map(|u| u.to_string()).collect(),
         expiration_seconds: None,
     };
-    let created = clients.certificates.create_csr(&csr).await?;
+    let certificates = clients.borrow().certificates.clone();
+    let created = certificates.create_csr(&csr).await?;
     info!(csr = %created.name, signer = wanted.signer, "Waiting for {} certificate to be issued", wanted.what);
-    let certificate = clients
-        .certificates
-        .wait_for_certificate(&created, within)
-        .await?;
+    let certificate = wait_with_current_clients(clients.clone(), &created, within).await?;
     let mut pair = String::from_utf8_lossy(&certificate).into_owned();
     if !pair.ends_with('\n') {
         pair.push('\n');
@@ -157,6 +155,28 @@ async fn request_pair(
     )?;
     info!(csr = %created.name, path = %path.display(), "{} certificate issued", wanted.what);
     Ok(path)
+}
+
+/// Wait for `csr` to be signed with the clients of the moment. Approval can take minutes
+/// (a person or a controller), during which the client certificate may rotate and the old
+/// clients' certificate expire: the wait goes on, on the same request, with the new clients.
+pub(super) async fn wait_with_current_clients(
+    mut clients: watch::Receiver<ApiClients>,
+    csr: &CsrRef,
+    within: Duration,
+) -> Result<Vec<u8>, CertificatesError> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let certificates = clients.borrow_and_update().certificates.clone();
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        tokio::select! {
+            done = certificates.wait_for_certificate(csr, left) => return done,
+            // A closed channel (no rotation) disables this branch.
+            Ok(()) = clients.changed() => {
+                info!(csr = %csr.name, "API clients rebuilt; waiting for the certificate with them");
+            }
+        }
+    }
 }
 
 /// TLS bootstrap: a certificate from the bootstrap kubeconfig's identity, then the
@@ -178,7 +198,8 @@ pub async fn bootstrap(
         }
     };
     let key = bootstrap_key(deps)?;
-    let clients = deps.connector.connect(bootstrap_path).await?;
+    // The bootstrap identity does not rotate: a channel whose sender is gone.
+    let (_, clients) = watch::channel(deps.connector.connect(bootstrap_path).await?);
     let pair = request_certificate(
         deps,
         &settings.registration.node_name,
@@ -277,12 +298,11 @@ pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) 
             let step = u64::try_from(left).unwrap_or(0).min(60);
             tokio::time::sleep(Duration::from_secs(step)).await;
         }
-        let clients = agent.clients.borrow().clone();
         let node = &agent.settings.registration.node_name;
         let renewed = async {
             let key = deps.pki.generate_key()?;
             let within = Duration::from_secs(600);
-            request_certificate(deps, node, &clients, &key, false, within).await?;
+            request_certificate(deps, node, &agent.clients, &key, false, within).await?;
             Ok::<_, TlsError>(deps.connector.connect(&agent.settings.kubeconfig).await?)
         };
         match renewed.await {
@@ -351,10 +371,9 @@ pub async fn run_serving_rotation(agent: &Agent) {
             prefix: SERVER_PAIR_PREFIX,
             store,
         };
-        let clients = agent.clients.borrow().clone();
         let renewed = async {
             let key = deps.pki.generate_key()?;
-            request_pair(deps, &wanted, &clients, &key, false, SERVING_WAIT).await
+            request_pair(deps, &wanted, &agent.clients, &key, false, SERVING_WAIT).await
         };
         match renewed.await {
             Ok(_) => {
