@@ -459,6 +459,32 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
         ),
     ]
     .map(|(name, help)| float_counter(&mut r, name, help));
+    let packets = [
+        (
+            "container_network_receive_packets",
+            "Cumulative count of packets received",
+        ),
+        (
+            "container_network_receive_packets_dropped",
+            "Cumulative count of packets dropped while receiving",
+        ),
+        (
+            "container_network_transmit_packets",
+            "Cumulative count of packets transmitted",
+        ),
+        (
+            "container_network_transmit_packets_dropped",
+            "Cumulative count of packets dropped while transmitting",
+        ),
+    ]
+    .map(|(name, help)| float_counter(&mut r, name, help));
+    let detail = CadvisorDetail::register(&mut r);
+    let last_seen = float_gauge(
+        &mut r,
+        "container_last_seen",
+        "Last time a container was seen by the exporter",
+    );
+    let seen_at = sample.time_unix_nanos as f64 / 1e9;
     let labels =
         |container: &str, id: &str, image: &str, name: &str, ns: &str, pod: &str| -> Labels {
             vec![
@@ -484,6 +510,8 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
         if let Some(v) = c.memory_limit_bytes {
             limit.get_or_create(&l).set(v as f64);
         }
+        detail.record(&l, &c.detail);
+        last_seen.get_or_create(&l).set(seen_at);
     };
     // cAdvisor puts a pod's interfaces on the pod's cgroup, with an `interface` label.
     let interfaces = |l: &Labels, list: &[crate::domain::stats::InterfaceStats]| {
@@ -496,6 +524,15 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
                     .zip([i.rx_bytes, i.rx_errors, i.tx_bytes, i.tx_errors])
             {
                 family.get_or_create(&il).inc_by(value as f64);
+            }
+            if let Some(p) = i.packets {
+                for (family, value) in
+                    packets
+                        .iter()
+                        .zip([p.rx_packets, p.rx_dropped, p.tx_packets, p.tx_dropped])
+                {
+                    family.get_or_create(&il).inc_by(value as f64);
+                }
             }
         }
     };
@@ -538,9 +575,141 @@ pub fn encode_cadvisor(sample: &StatsSample, driver: CgroupDriver) -> String {
             if let Some(started) = c.start_time.as_deref().and_then(parse_rfc3339) {
                 start_time.get_or_create(&l).set(started as f64 / 1e9);
             }
+            if let Some(d) = &s.detail {
+                detail.record(&l, d);
+            }
+            last_seen.get_or_create(&l).set(seen_at);
         }
     }
     encode(&r)
+}
+
+/// cAdvisor's finer `container_*` families: CPU by mode and CFS throttling, the page
+/// cache, mapped files, swap and limit hits, and block IO by device.
+struct CadvisorDetail {
+    cpu_user: Family<Labels, FloatCounter>,
+    cpu_system: Family<Labels, FloatCounter>,
+    cfs: [Family<Labels, FloatCounter>; 3],
+    memory: [Family<Labels, FloatGauge>; 4],
+    io: [Family<Labels, FloatCounter>; 4],
+}
+
+impl CadvisorDetail {
+    fn register(r: &mut Registry) -> Self {
+        let cpu_user = float_counter(
+            r,
+            "container_cpu_user_seconds",
+            "Cumulative user cpu time consumed in seconds.",
+        );
+        let cpu_system = float_counter(
+            r,
+            "container_cpu_system_seconds",
+            "Cumulative system cpu time consumed in seconds.",
+        );
+        let cfs = [
+            (
+                "container_cpu_cfs_periods",
+                "Number of elapsed enforcement period intervals.",
+            ),
+            (
+                "container_cpu_cfs_throttled_periods",
+                "Number of throttled period intervals.",
+            ),
+            (
+                "container_cpu_cfs_throttled_seconds",
+                "Total time duration the container has been throttled.",
+            ),
+        ]
+        .map(|(name, help)| float_counter(r, name, help));
+        // `container_memory_failcnt` is a counter without `_total` in cAdvisor: a gauge
+        // here keeps its name.
+        let memory = [
+            (
+                "container_memory_cache",
+                "Number of bytes of page cache memory.",
+            ),
+            (
+                "container_memory_mapped_file",
+                "Size of memory mapped files in bytes.",
+            ),
+            ("container_memory_swap", "Container swap usage in bytes."),
+            (
+                "container_memory_failcnt",
+                "Number of memory usage hits limits",
+            ),
+        ]
+        .map(|(name, help)| float_gauge(r, name, help));
+        let io = [
+            ("container_fs_reads_bytes", "Cumulative count of bytes read"),
+            (
+                "container_fs_writes_bytes",
+                "Cumulative count of bytes written",
+            ),
+            ("container_fs_reads", "Cumulative count of reads completed"),
+            (
+                "container_fs_writes",
+                "Cumulative count of writes completed",
+            ),
+        ]
+        .map(|(name, help)| float_counter(r, name, help));
+        CadvisorDetail {
+            cpu_user,
+            cpu_system,
+            cfs,
+            memory,
+            io,
+        }
+    }
+
+    /// The series of one cgroup labelled `l` (`container`, `id`, …).
+    fn record(&self, l: &Labels, d: &crate::domain::stats::CgroupDetail) {
+        if let Some(n) = d.cpu_user_nanos {
+            self.cpu_user.get_or_create(l).inc_by(seconds(n));
+        }
+        if let Some(n) = d.cpu_system_nanos {
+            self.cpu_system.get_or_create(l).inc_by(seconds(n));
+        }
+        // cAdvisor shows CFS series for cgroups with a quota: those have periods.
+        if let (Some(periods @ 1..), Some(throttled), Some(nanos)) = (
+            d.cfs_periods,
+            d.cfs_throttled_periods,
+            d.cfs_throttled_nanos,
+        ) {
+            for (family, value) in
+                self.cfs
+                    .iter()
+                    .zip([periods as f64, throttled as f64, seconds(nanos)])
+            {
+                family.get_or_create(l).inc_by(value);
+            }
+        }
+        for (family, value) in self.memory.iter().zip([
+            d.cache_bytes,
+            d.mapped_file_bytes,
+            d.swap_bytes,
+            d.memory_failcnt,
+        ]) {
+            if let Some(v) = value {
+                family.get_or_create(l).set(v as f64);
+            }
+        }
+        for device in &d.io {
+            let mut dl = l.clone();
+            let name = device
+                .device
+                .clone()
+                .unwrap_or_else(|| device.major_minor.clone());
+            dl.insert(1, ("device", name));
+            for (family, value) in self.io.iter().zip([
+                device.read_bytes,
+                device.write_bytes,
+                device.reads,
+                device.writes,
+            ]) {
+                family.get_or_create(&dl).inc_by(value as f64);
+            }
+        }
+    }
 }
 
 /// `/metrics/resource`: the node's, pods' and containers' CPU time and working set
@@ -769,11 +938,13 @@ impl RuntimeService for InstrumentedRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::stats::{CgroupStats, ContainerSample, PodSample, RuntimeContainerStats};
+    use crate::domain::stats::{
+        CgroupDetail, CgroupStats, ContainerSample, DeviceIo, PodSample, RuntimeContainerStats,
+    };
 
     fn sample() -> StatsSample {
         StatsSample {
-            time_unix_nanos: 1,
+            time_unix_nanos: 1_795_539_700_000_000_000,
             node: Some(CgroupStats {
                 memory_usage_bytes: 1000,
                 inactive_file_bytes: 100,
@@ -797,6 +968,12 @@ mod tests {
                     rx_errors: 1,
                     tx_bytes: 2048,
                     tx_errors: 2,
+                    packets: Some(crate::domain::stats::PacketCounts {
+                        rx_packets: 40,
+                        rx_dropped: 3,
+                        tx_packets: 30,
+                        tx_dropped: 4,
+                    }),
                 }],
                 containers: vec![ContainerSample {
                     name: "c".into(),
@@ -806,6 +983,24 @@ mod tests {
                         id: "abc".into(),
                         memory_working_set_bytes: Some(300),
                         cpu_usage_nanos: Some(500_000_000),
+                        detail: Some(CgroupDetail {
+                            cpu_user_nanos: Some(300_000_000),
+                            cpu_system_nanos: Some(200_000_000),
+                            cfs_periods: Some(10),
+                            cfs_throttled_periods: Some(4),
+                            cfs_throttled_nanos: Some(1_500_000_000),
+                            cache_bytes: Some(4096),
+                            memory_failcnt: Some(2),
+                            io: vec![DeviceIo {
+                                major_minor: "253:0".into(),
+                                device: Some("/dev/vda".into()),
+                                read_bytes: 8192,
+                                write_bytes: 512,
+                                reads: 2,
+                                writes: 1,
+                            }],
+                            ..CgroupDetail::default()
+                        }),
                         ..RuntimeContainerStats::default()
                     },
                     logs: None,
@@ -825,6 +1020,25 @@ mod tests {
         assert!(text.contains(r#"container_network_receive_bytes_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 4096"#), "{text}");
         assert!(text.contains(r#"container_network_transmit_errors_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 2"#), "{text}");
         assert!(text.contains(r#"container_spec_memory_limit_bytes{container="",id="/kubepods/podu1",image="",name="",namespace="default",pod="web"} 1048576"#), "{text}");
+        assert!(text.contains(r#"container_network_receive_packets_dropped_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 3"#), "{text}");
+        assert!(text.contains(r#"container_network_transmit_packets_total{container="",id="/kubepods/podu1",image="",interface="eth0",name="",namespace="default",pod="web"} 30"#), "{text}");
+        let c = r#"container="c",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web""#;
+        for series in [
+            format!("container_cpu_user_seconds_total{{{c}}} 0.3"),
+            format!("container_cpu_system_seconds_total{{{c}}} 0.2"),
+            format!("container_cpu_cfs_periods_total{{{c}}} 10"),
+            format!("container_cpu_cfs_throttled_periods_total{{{c}}} 4"),
+            format!("container_cpu_cfs_throttled_seconds_total{{{c}}} 1.5"),
+            format!("container_memory_cache{{{c}}} 4096"),
+            format!("container_memory_failcnt{{{c}}} 2"),
+            format!("container_last_seen{{{c}}} 1795539700"),
+            r#"container_fs_reads_bytes_total{container="c",device="/dev/vda",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web"} 8192"#.into(),
+            r#"container_fs_writes_total{container="c",device="/dev/vda",id="/kubepods/podu1/abc",image="busybox:1",name="abc",namespace="default",pod="web"} 1"#.into(),
+        ] {
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+        // Unknown to the kernel's files: no series rather than a zero.
+        assert!(!text.contains("container_memory_swap{"), "{text}");
         assert!(text.ends_with("# EOF\n"));
     }
 

@@ -548,6 +548,33 @@ async fn summary_and_metrics_through_the_api_server() {
         );
     }
 
+    // cAdvisor's finer series, from the container's own cgroup files: CPU time by mode
+    // (clock ticks, so within a few ticks of the total), the page cache, when last seen.
+    let usage = sample[2].as_f64().unwrap_or(0.0);
+    let by_mode: f64 = ["container_cpu_user_seconds", "container_cpu_system_seconds"]
+        .iter()
+        .map(|family| {
+            let s = samples(cadvisor, family, "counter");
+            find(s, &format!("{family}_total"), &container_labels)
+                .and_then(|v| v[2].as_f64())
+                .unwrap_or_else(|| panic!("the filler's {family} in {s:?}"))
+        })
+        .sum();
+    assert!(
+        by_mode <= usage + 0.1,
+        "user and system {by_mode} s, usage {usage} s"
+    );
+    let cache = samples(cadvisor, "container_memory_cache", "gauge");
+    assert!(
+        find(cache, "container_memory_cache", &container_labels).is_some(),
+        "the filler's page cache in {cache:?}"
+    );
+    let seen = samples(cadvisor, "container_last_seen", "gauge");
+    let seen = find(seen, "container_last_seen", &container_labels)
+        .and_then(|s| s[2].as_f64())
+        .unwrap_or_else(|| panic!("the filler last seen in {seen:?}"));
+    assert!(seen > now - 600.0 && seen < now + 60.0, "{seen} vs {now}");
+
     let resource = file(2);
     for (family, kind) in [
         ("node_cpu_usage_seconds", "counter"),

@@ -88,6 +88,7 @@ impl RuntimeStats for CriRuntime {
                         used_bytes: value(w.used_bytes).unwrap_or(0),
                         inodes_used: value(w.inodes_used).unwrap_or(0),
                     }),
+                    detail: None,
                 }
             })
             .collect())
@@ -126,6 +127,8 @@ impl RuntimeStats for CriRuntime {
                             rx_errors: value(i.rx_errors).unwrap_or(0),
                             tx_bytes: value(i.tx_bytes).unwrap_or(0),
                             tx_errors: value(i.tx_errors).unwrap_or(0),
+                            // The CRI counts no packets.
+                            packets: None,
                         })
                         .collect()
                 });

@@ -73,7 +73,7 @@ impl FakeNodeStats {
 #[async_trait]
 impl NodeStats for FakeNodeStats {
     async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError> {
-        Ok(self.state().cgroups.get(cgroup).copied())
+        Ok(self.state().cgroups.get(cgroup).cloned())
     }
 
     async fn network(&self, cgroup: &CgroupName) -> Result<Vec<InterfaceStats>, StatsError> {
@@ -94,7 +94,7 @@ impl NodeStats for FakeNodeStats {
             .cgroups
             .iter()
             .filter(|(name, _)| !name.is_root() && name.parent() == *cgroup)
-            .filter_map(|(name, stats)| Some((name.components().last()?.clone(), *stats)))
+            .filter_map(|(name, stats)| Some((name.components().last()?.clone(), stats.clone())))
             .collect())
     }
 

@@ -164,6 +164,8 @@ mod tests {
             memory: Some(tmp.path().to_path_buf()),
             pids: None,
             cpuacct: None,
+            cpu: None,
+            blkio: None,
         };
         let notifier = MemcgThresholdNotifier::new(Some(&layout), CgroupDriver::Cgroupfs);
         let err = notifier

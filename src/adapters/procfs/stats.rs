@@ -1,19 +1,21 @@
-//! Node statistics from the kernel ([`NodeStats`]): a cgroup's memory and tasks from the
-//! cgroup filesystem (v1: the memory and pids hierarchies; v2: the unified one, the root
-//! from `/proc/meminfo` as runc does), filesystems with `statvfs`, directory usage as
-//! `du -x`, and the node's pids from `/proc/sys/kernel` and `/proc/loadavg` as upstream.
+//! Node statistics from the kernel ([`NodeStats`]): a cgroup's memory, CPU, tasks and
+//! block IO from the cgroup filesystem (v1: the memory, pids, cpu, cpuacct and blkio
+//! hierarchies; v2: the unified one, the root from `/proc/meminfo` as runc does),
+//! filesystems with `statvfs`, directory usage as `du -x`, and the node's pids from
+//! `/proc/sys/kernel` and `/proc/loadavg` as upstream.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
 use crate::domain::cgroup::mounts::parse_mountinfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
-use crate::domain::stats::parse_net_dev;
+use crate::domain::stats::{parse_blkio, parse_io_stat, parse_net_dev, CgroupDetail, DeviceIo};
 use crate::ports::stats::{
     CgroupStats, FilesystemInfo, InterfaceStats, NodeStats, OwnProcess, StatsError,
 };
@@ -31,6 +33,9 @@ pub enum CgroupLayout {
         pids: Option<PathBuf>,
         /// The hierarchy holding `cpuacct` (the node and pod CPU usage).
         cpuacct: Option<PathBuf>,
+        /// The hierarchies holding `cpu` (CFS throttling) and `blkio` (block IO).
+        cpu: Option<PathBuf>,
+        blkio: Option<PathBuf>,
     },
     /// The unified hierarchy's mount.
     V2 { root: PathBuf },
@@ -53,6 +58,8 @@ impl CgroupLayout {
                 memory: find("memory"),
                 pids: find("pids"),
                 cpuacct: find("cpuacct"),
+                cpu: find("cpu"),
+                blkio: find("blkio"),
             });
         }
         hierarchies
@@ -85,8 +92,12 @@ fn dir_at(mount: &Path, relative: &str) -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct ProcfsNodeStats {
     proc: PathBuf,
+    /// The sysfs beside `proc` (`/sys`): block devices' names.
+    sys: PathBuf,
     layout: Option<CgroupLayout>,
     driver: CgroupDriver,
+    /// Block devices' nodes by `major:minor`, read once each.
+    device_names: Arc<Mutex<HashMap<String, Option<String>>>>,
 }
 
 fn read_error(path: &Path, source: io::Error) -> StatsError {
@@ -111,6 +122,16 @@ fn read_optional(path: &Path) -> Result<Option<String>, StatsError> {
         Err(e) => Err(read_error(path, e)),
     }
 }
+
+/// The number a file holds; `None` when it does not exist.
+fn read_number(path: &Path) -> Result<Option<u64>, StatsError> {
+    read_optional(path)?
+        .map(|text| parse_u64(path, &text))
+        .transpose()
+}
+
+/// Nanoseconds in one clock tick of `cpuacct.stat` (USER_HZ is 100 on every Linux ABI).
+const NANOS_PER_CLOCK_TICK: u64 = 10_000_000;
 
 fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
     text.trim()
@@ -160,8 +181,10 @@ impl ProcfsNodeStats {
     ) -> Self {
         ProcfsNodeStats {
             proc: proc_root.to_path_buf(),
+            sys: proc_root.with_file_name("sys"),
             layout,
             driver,
+            device_names: Arc::default(),
         }
     }
 
@@ -208,6 +231,13 @@ impl ProcfsNodeStats {
             rss_bytes: stat_value(&stat, "total_rss"),
             page_faults: stat_value(&stat, "total_pgfault"),
             major_page_faults: stat_value(&stat, "total_pgmajfault"),
+            detail: CgroupDetail {
+                cache_bytes: stat_value(&stat, "total_cache"),
+                mapped_file_bytes: stat_value(&stat, "total_mapped_file"),
+                swap_bytes: stat_value(&stat, "total_swap"),
+                memory_failcnt: read_number(&dir.join("memory.failcnt"))?,
+                ..CgroupDetail::default()
+            },
         }))
     }
 
@@ -239,23 +269,62 @@ impl ProcfsNodeStats {
             Some(text) => Some(parse_u64(&max_file, &text)?),
             None => None,
         };
-        let pids_file = dir.join("pids.current");
-        let tasks = read_optional(&pids_file)?
-            .map(|t| parse_u64(&pids_file, &t))
-            .transpose()?;
+        let tasks = read_number(&dir.join("pids.current"))?;
+        let cpu = read_optional(&dir.join("cpu.stat"))?.unwrap_or_default();
+        // cpu.stat counts microseconds.
+        let cpu_nanos = |key: &str| stat_value(&cpu, key).map(|us| us.saturating_mul(1000));
+        let events = read_optional(&dir.join("memory.events"))?.unwrap_or_default();
         Ok(Some(CgroupStats {
             memory_usage_bytes: usage,
             inactive_file_bytes: stat_value(&stat, "inactive_file").unwrap_or(0),
             memory_limit_bytes: limit,
             tasks,
-            // cpu.stat's usage_usec, in nanoseconds.
-            cpu_usage_nanos: read_optional(&dir.join("cpu.stat"))?
-                .and_then(|t| stat_value(&t, "usage_usec"))
-                .map(|us| us.saturating_mul(1000)),
+            cpu_usage_nanos: cpu_nanos("usage_usec"),
             rss_bytes: stat_value(&stat, "anon"),
             page_faults: stat_value(&stat, "pgfault"),
             major_page_faults: stat_value(&stat, "pgmajfault"),
+            detail: CgroupDetail {
+                cpu_user_nanos: cpu_nanos("user_usec"),
+                cpu_system_nanos: cpu_nanos("system_usec"),
+                cfs_periods: stat_value(&cpu, "nr_periods"),
+                cfs_throttled_periods: stat_value(&cpu, "nr_throttled"),
+                cfs_throttled_nanos: cpu_nanos("throttled_usec"),
+                cache_bytes: stat_value(&stat, "file"),
+                mapped_file_bytes: stat_value(&stat, "file_mapped"),
+                swap_bytes: read_number(&dir.join("memory.swap.current"))?,
+                memory_failcnt: stat_value(&events, "max"),
+                io: read_optional(&dir.join("io.stat"))?
+                    .map(|t| self.named(parse_io_stat(&t)))
+                    .unwrap_or_default(),
+            },
         }))
+    }
+
+    /// Each device's node (`/dev/vda`) from `/sys/dev/block/<major:minor>/uevent`'s
+    /// `DEVNAME`, remembered: cAdvisor labels block IO with it.
+    fn named(&self, mut io: Vec<DeviceIo>) -> Vec<DeviceIo> {
+        let mut names = self
+            .device_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for device in &mut io {
+            device.device = names
+                .entry(device.major_minor.clone())
+                .or_insert_with(|| {
+                    let uevent = self
+                        .sys
+                        .join("dev/block")
+                        .join(&device.major_minor)
+                        .join("uevent");
+                    std::fs::read_to_string(uevent).ok().and_then(|text| {
+                        text.lines()
+                            .find_map(|l| l.strip_prefix("DEVNAME="))
+                            .map(|name| format!("/dev/{}", name.trim()))
+                    })
+                })
+                .clone();
+        }
+        io
     }
 
     fn pids_sync(&self) -> Result<PidStats, StatsError> {
@@ -359,6 +428,8 @@ impl ProcfsNodeStats {
                 memory,
                 pids,
                 cpuacct,
+                cpu,
+                blkio,
             }) => {
                 let Some(mut stats) =
                     self.cgroup_v1(memory.as_deref(), pids.as_deref(), relative)?
@@ -366,10 +437,32 @@ impl ProcfsNodeStats {
                     return Ok(None);
                 };
                 if let Some(mount) = cpuacct {
-                    let file = dir_at(mount, relative).join("cpuacct.usage");
-                    stats.cpu_usage_nanos = read_optional(&file)?
-                        .map(|t| parse_u64(&file, &t))
-                        .transpose()?;
+                    let dir = dir_at(mount, relative);
+                    stats.cpu_usage_nanos = read_number(&dir.join("cpuacct.usage"))?;
+                    // `user 12` and `system 3`, in clock ticks (USER_HZ, 100 on Linux).
+                    let ticks = read_optional(&dir.join("cpuacct.stat"))?.unwrap_or_default();
+                    let nanos = |key: &str| {
+                        stat_value(&ticks, key).map(|t| t.saturating_mul(NANOS_PER_CLOCK_TICK))
+                    };
+                    stats.detail.cpu_user_nanos = nanos("user");
+                    stats.detail.cpu_system_nanos = nanos("system");
+                }
+                if let Some(mount) = cpu {
+                    let text = read_optional(&dir_at(mount, relative).join("cpu.stat"))?
+                        .unwrap_or_default();
+                    stats.detail.cfs_periods = stat_value(&text, "nr_periods");
+                    stats.detail.cfs_throttled_periods = stat_value(&text, "nr_throttled");
+                    stats.detail.cfs_throttled_nanos = stat_value(&text, "throttled_time");
+                }
+                if let Some(mount) = blkio {
+                    let dir = dir_at(mount, relative);
+                    let bytes =
+                        read_optional(&dir.join("blkio.throttle.io_service_bytes_recursive"))?;
+                    let ops = read_optional(&dir.join("blkio.throttle.io_serviced_recursive"))?;
+                    stats.detail.io = self.named(parse_blkio(
+                        bytes.as_deref().unwrap_or_default(),
+                        ops.as_deref().unwrap_or_default(),
+                    ));
                 }
                 Ok(Some(stats))
             }
@@ -598,12 +691,26 @@ mod tests {
         write(&cg.join("kubepods/memory.max"), "6000000000\n");
         write(
             &cg.join("kubepods/memory.stat"),
-            "inactive_anon 7\ninactive_file 1000000000\n",
+            "inactive_anon 7\ninactive_file 1000000000\nfile 800\nfile_mapped 64\n",
         );
         write(&cg.join("kubepods/pids.current"), "42\n");
         write(
             &cg.join("kubepods/cpu.stat"),
-            "usage_usec 1500\nuser_usec 1000\n",
+            "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 10\nnr_throttled 3\nthrottled_usec 2000\n",
+        );
+        write(&cg.join("kubepods/memory.swap.current"), "12\n");
+        write(
+            &cg.join("kubepods/memory.events"),
+            "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\n",
+        );
+        write(
+            &cg.join("kubepods/io.stat"),
+            "253:0 rbytes=4096 wbytes=512 rios=2 wios=1 dbytes=0 dios=0\n7:1 rbytes=1 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
+        );
+        // The sysfs beside the proc root names the first device only.
+        write(
+            &tmp.path().join("sys/dev/block/253:0/uevent"),
+            "MAJOR=253\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n",
         );
         write(
             &cg.join("kubepods/besteffort/podabc/memory.current"),
@@ -629,6 +736,10 @@ mod tests {
                 memory_limit_bytes: None,
                 tasks: None,
                 rss_bytes: Some(100),
+                detail: CgroupDetail {
+                    cache_bytes: Some(2000),
+                    ..CgroupDetail::default()
+                },
                 ..CgroupStats::default()
             })
         );
@@ -640,6 +751,34 @@ mod tests {
                 memory_limit_bytes: Some(6_000_000_000),
                 tasks: Some(42),
                 cpu_usage_nanos: Some(1_500_000),
+                detail: CgroupDetail {
+                    cpu_user_nanos: Some(1_000_000),
+                    cpu_system_nanos: Some(500_000),
+                    cfs_periods: Some(10),
+                    cfs_throttled_periods: Some(3),
+                    cfs_throttled_nanos: Some(2_000_000),
+                    cache_bytes: Some(800),
+                    mapped_file_bytes: Some(64),
+                    swap_bytes: Some(12),
+                    memory_failcnt: Some(5),
+                    io: vec![
+                        DeviceIo {
+                            major_minor: "253:0".into(),
+                            device: Some("/dev/vda".into()),
+                            read_bytes: 4096,
+                            write_bytes: 512,
+                            reads: 2,
+                            writes: 1,
+                        },
+                        DeviceIo {
+                            major_minor: "7:1".into(),
+                            device: None,
+                            read_bytes: 1,
+                            reads: 1,
+                            ..DeviceIo::default()
+                        },
+                    ],
+                },
                 ..CgroupStats::default()
             })
         );
@@ -669,22 +808,37 @@ mod tests {
         write(&dir.join("memory.limit_in_bytes"), "9223372036854771712\n");
         write(
             &dir.join("memory.stat"),
-            "cache 10\ninactive_file 1\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgmajfault 2\n",
+            "cache 10\ninactive_file 1\ntotal_cache 50\ntotal_mapped_file 20\ntotal_inactive_file 300\ntotal_rss 600\ntotal_pgmajfault 2\n",
         );
+        write(&dir.join("memory.failcnt"), "4\n");
         let cpu = tmp.path().join("cpu,cpuacct");
+        let cpu_dir = cpu.join("kubepods.slice/kubepods-burstable.slice");
+        write(&cpu_dir.join("cpuacct.usage"), "123456789\n");
+        write(&cpu_dir.join("cpuacct.stat"), "user 12\nsystem 3\n");
         write(
-            &cpu.join("kubepods.slice/kubepods-burstable.slice/cpuacct.usage"),
-            "123456789\n",
+            &cpu_dir.join("cpu.stat"),
+            "nr_periods 100\nnr_throttled 7\nthrottled_time 123000\n",
+        );
+        let blkio = tmp.path().join("blkio");
+        let blkio_dir = blkio.join("kubepods.slice/kubepods-burstable.slice");
+        write(
+            &blkio_dir.join("blkio.throttle.io_service_bytes_recursive"),
+            "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Async 12288\n8:0 Total 12288\nTotal 12288\n",
+        );
+        write(
+            &blkio_dir.join("blkio.throttle.io_serviced_recursive"),
+            "8:0 Read 1\n8:0 Write 2\n8:0 Total 3\nTotal 3\n",
         );
         write(
             &pids.join("kubepods.slice/kubepods-burstable.slice/pids.current"),
             "7\n",
         );
         let mountinfo = format!(
-            "32 31 0:29 / {} rw - cgroup cgroup rw,memory\n33 31 0:30 / {} rw - cgroup cgroup rw,pids\n34 31 0:31 / {} rw - cgroup cgroup rw,cpu,cpuacct\n41 31 0:38 / {}/unified rw - cgroup2 cgroup2 rw\n",
+            "32 31 0:29 / {} rw - cgroup cgroup rw,memory\n33 31 0:30 / {} rw - cgroup cgroup rw,pids\n34 31 0:31 / {} rw - cgroup cgroup rw,cpu,cpuacct\n35 31 0:32 / {} rw - cgroup cgroup rw,blkio\n41 31 0:38 / {}/unified rw - cgroup2 cgroup2 rw\n",
             memory.display(),
             pids.display(),
             cpu.display(),
+            blkio.display(),
             tmp.path().display()
         );
         let layout = CgroupLayout::from_mountinfo(&mountinfo, tmp.path());
@@ -703,6 +857,25 @@ mod tests {
                 cpu_usage_nanos: Some(123_456_789),
                 rss_bytes: Some(600),
                 major_page_faults: Some(2),
+                detail: CgroupDetail {
+                    cpu_user_nanos: Some(120_000_000),
+                    cpu_system_nanos: Some(30_000_000),
+                    cfs_periods: Some(100),
+                    cfs_throttled_periods: Some(7),
+                    cfs_throttled_nanos: Some(123_000),
+                    cache_bytes: Some(50),
+                    mapped_file_bytes: Some(20),
+                    swap_bytes: None,
+                    memory_failcnt: Some(4),
+                    io: vec![DeviceIo {
+                        major_minor: "8:0".into(),
+                        device: None,
+                        read_bytes: 4096,
+                        write_bytes: 8192,
+                        reads: 1,
+                        writes: 2,
+                    }],
+                },
                 ..CgroupStats::default()
             })
         );

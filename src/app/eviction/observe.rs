@@ -168,7 +168,7 @@ impl Observer {
         }
         PodStats {
             uid: pod.metadata.uid.clone(),
-            memory_working_set_bytes: cgroup.map(|c| {
+            memory_working_set_bytes: cgroup.as_ref().map(|c| {
                 MemoryStats::new(c.memory_usage_bytes, c.inactive_file_bytes, None)
                     .working_set_bytes
             }),

@@ -12,7 +12,7 @@ use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
 
 /// A cgroup's CPU, memory and tasks as the kernel counts them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CgroupStats {
     pub memory_usage_bytes: u64,
@@ -31,6 +31,112 @@ pub struct CgroupStats {
     pub page_faults: Option<u64>,
     /// `memory.stat` `total_pgmajfault`/`pgmajfault`.
     pub major_page_faults: Option<u64>,
+    /// What cAdvisor's finer series show (`/metrics/cadvisor`).
+    #[serde(default)]
+    pub detail: CgroupDetail,
+}
+
+/// The counters behind cAdvisor's finer `container_*` series, each `None` where the
+/// kernel's files do not have it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CgroupDetail {
+    /// CPU time in user and in kernel mode (v1 `cpuacct.stat` in clock ticks, v2
+    /// `cpu.stat` `user_usec`/`system_usec`), in nanoseconds.
+    pub cpu_user_nanos: Option<u64>,
+    pub cpu_system_nanos: Option<u64>,
+    /// CFS bandwidth: periods elapsed, periods throttled, time throttled (`cpu.stat`).
+    pub cfs_periods: Option<u64>,
+    pub cfs_throttled_periods: Option<u64>,
+    pub cfs_throttled_nanos: Option<u64>,
+    /// Page cache (v1 `total_cache`, v2 `file`).
+    pub cache_bytes: Option<u64>,
+    /// Mapped files (v1 `total_mapped_file`, v2 `file_mapped`).
+    pub mapped_file_bytes: Option<u64>,
+    /// Swap in use (v1 `total_swap`, v2 `memory.swap.current`).
+    pub swap_bytes: Option<u64>,
+    /// Times the limit was hit (v1 `memory.failcnt`, v2 `memory.events` `max`).
+    pub memory_failcnt: Option<u64>,
+    /// Block IO by device (v1 `blkio.throttle.io_service*_recursive`, v2 `io.stat`).
+    pub io: Vec<DeviceIo>,
+}
+
+/// One block device's IO of a cgroup: bytes and operations, read and written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceIo {
+    /// `major:minor`, the key of the kernel's files.
+    pub major_minor: String,
+    /// Its node (`/dev/vda`), as cAdvisor's `device` label, when known.
+    pub device: Option<String>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+/// The devices of a v2 `io.stat` text (`8:0 rbytes=1 wbytes=2 rios=3 wios=4 …`).
+pub fn parse_io_stat(text: &str) -> Vec<DeviceIo> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let major_minor = fields.next()?.to_owned();
+            let mut io = DeviceIo {
+                major_minor,
+                ..DeviceIo::default()
+            };
+            for field in fields {
+                let Some((key, value)) = field.split_once('=') else {
+                    continue;
+                };
+                let Ok(value) = value.parse() else {
+                    continue;
+                };
+                match key {
+                    "rbytes" => io.read_bytes = value,
+                    "wbytes" => io.write_bytes = value,
+                    "rios" => io.reads = value,
+                    "wios" => io.writes = value,
+                    _ => {}
+                }
+            }
+            Some(io)
+        })
+        .collect()
+}
+
+/// The devices of v1's `blkio.throttle.io_service_bytes_recursive` (`bytes`) and
+/// `blkio.throttle.io_serviced_recursive` (`ops`) texts (`8:0 Read 4096` lines, a
+/// `Total` line at the end).
+pub fn parse_blkio(bytes: &str, ops: &str) -> Vec<DeviceIo> {
+    let mut devices: BTreeMap<String, DeviceIo> = BTreeMap::new();
+    for (text, counts_bytes) in [(bytes, true), (ops, false)] {
+        for line in text.lines() {
+            let mut fields = line.split_whitespace();
+            let (Some(major_minor), Some(op), Some(value)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            let Ok(value) = value.parse::<u64>() else {
+                continue;
+            };
+            let io = devices
+                .entry(major_minor.to_owned())
+                .or_insert_with(|| DeviceIo {
+                    major_minor: major_minor.to_owned(),
+                    ..DeviceIo::default()
+                });
+            match (op, counts_bytes) {
+                ("Read", true) => io.read_bytes = value,
+                ("Write", true) => io.write_bytes = value,
+                ("Read", false) => io.reads = value,
+                ("Write", false) => io.writes = value,
+                _ => {}
+            }
+        }
+    }
+    devices.into_values().collect()
 }
 
 impl CgroupStats {
@@ -59,6 +165,9 @@ pub struct RuntimeContainerStats {
     pub rss_bytes: Option<u64>,
     pub page_faults: Option<u64>,
     pub major_page_faults: Option<u64>,
+    /// cAdvisor's finer counters, when read from the container's cgroup.
+    #[serde(skip)]
+    pub detail: Option<CgroupDetail>,
 }
 
 /// One pod's usage as the runtime measures it (CRI `ListPodSandboxStats`): its network
@@ -168,6 +277,7 @@ impl RuntimeContainerStats {
             rss_bytes: cgroup.rss_bytes,
             page_faults: cgroup.page_faults,
             major_page_faults: cgroup.major_page_faults,
+            detail: Some(cgroup.detail.clone()),
         }
     }
 }
@@ -181,6 +291,19 @@ pub struct InterfaceStats {
     pub rx_errors: u64,
     pub tx_bytes: u64,
     pub tx_errors: u64,
+    /// Packets and drops: `/proc/<pid>/net/dev` has them, the CRI's stats do not.
+    #[serde(default)]
+    pub packets: Option<PacketCounts>,
+}
+
+/// An interface's packets and drops, received and transmitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PacketCounts {
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
 }
 
 /// Whether a pod's network is asked of the runtime (`ListPodSandboxStats`): it runs, and
@@ -220,6 +343,12 @@ pub fn parse_net_dev(text: &str) -> Vec<InterfaceStats> {
                 rx_errors: *f.get(2)?,
                 tx_bytes: *f.get(8)?,
                 tx_errors: *f.get(10)?,
+                packets: Some(PacketCounts {
+                    rx_packets: *f.get(1)?,
+                    rx_dropped: *f.get(3)?,
+                    tx_packets: *f.get(9)?,
+                    tx_dropped: *f.get(11)?,
+                }),
             })
         })
         .collect()
@@ -611,17 +740,21 @@ pub fn summary(
         node_name: node_name.to_owned(),
         system_containers,
         start_time: node_start_time.to_owned(),
-        cpu: current.node.and_then(|n| {
+        cpu: current.node.as_ref().and_then(|n| {
             cpu(
                 &time,
                 (t, n.cpu_usage_nanos),
-                before_t.zip(previous.and_then(|p| p.node).map(|b| b.cpu_usage_nanos)),
+                before_t.zip(
+                    previous
+                        .and_then(|p| p.node.as_ref())
+                        .map(|b| b.cpu_usage_nanos),
+                ),
             )
         }),
-        memory: current.node.map(|n| {
+        memory: current.node.as_ref().map(|n| {
             cgroup_memory(
                 &time,
-                &n,
+                n,
                 Some(current.memory_capacity_bytes).filter(|c| *c > 0),
             )
         }),
@@ -684,14 +817,18 @@ pub fn summary(
                 },
                 start_time: pod.start_time.clone().unwrap_or_default(),
                 containers,
-                cpu: pod.cgroup.and_then(|c| {
+                cpu: pod.cgroup.as_ref().and_then(|c| {
                     cpu(
                         &time,
                         (t, c.cpu_usage_nanos),
-                        before_t.zip(before.and_then(|b| b.cgroup).map(|b| b.cpu_usage_nanos)),
+                        before_t.zip(
+                            before
+                                .and_then(|b| b.cgroup.as_ref())
+                                .map(|b| b.cpu_usage_nanos),
+                        ),
                     )
                 }),
-                memory: pod.cgroup.map(|c| cgroup_memory(&time, &c, None)),
+                memory: pod.cgroup.as_ref().map(|c| cgroup_memory(&time, c, None)),
                 network: network(&time, &pod.network),
                 volume: pod
                     .volumes
@@ -702,7 +839,7 @@ pub fn summary(
                     })
                     .collect(),
                 ephemeral_storage: ephemeral,
-                process_stats: pod.cgroup.and_then(|c| {
+                process_stats: pod.cgroup.as_ref().and_then(|c| {
                     c.tasks.map(|n| ProcessStats {
                         process_count: Some(n),
                     })

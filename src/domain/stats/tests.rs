@@ -173,7 +173,7 @@ fn the_json_has_upstreams_field_names() {
 
 #[test]
 fn net_dev_counters_leave_the_loopback_out() {
-    let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  eth0:    5000      40    2    0    0     0          0         0     3000      30    1    0    0     0       0          0\n";
+    let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  eth0:    5000      40    2    3    0     0          0         0     3000      30    1    4    0     0       0          0\n";
     let found = parse_net_dev(text);
     assert_eq!(
         found,
@@ -183,6 +183,12 @@ fn net_dev_counters_leave_the_loopback_out() {
             rx_errors: 2,
             tx_bytes: 3000,
             tx_errors: 1,
+            packets: Some(PacketCounts {
+                rx_packets: 40,
+                rx_dropped: 3,
+                tx_packets: 30,
+                tx_dropped: 4,
+            }),
         }]
     );
     let mut s = sample(1, 1);
