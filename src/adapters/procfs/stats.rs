@@ -9,6 +9,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -98,7 +99,66 @@ pub struct ProcfsNodeStats {
     driver: CgroupDriver,
     /// Block devices' nodes by `major:minor`, read once each.
     device_names: Arc<Mutex<HashMap<String, Option<String>>>>,
+    /// How long a cgroup's finer counters are reused (cAdvisor's housekeeping period in
+    /// the kubelet): they cost a handful of files per cgroup, and scrapes come often.
+    detail_period: Duration,
+    details: Arc<DetailCache>,
 }
+
+/// cAdvisor's housekeeping interval in the kubelet (`--housekeeping_interval`).
+const DETAIL_PERIOD: Duration = Duration::from_secs(10);
+
+/// The finer counters of each cgroup path as last read, and when.
+#[derive(Debug, Default)]
+struct DetailCache {
+    state: Mutex<DetailReadings>,
+}
+
+#[derive(Debug, Default)]
+struct DetailReadings {
+    by_path: HashMap<String, (Instant, CgroupDetail)>,
+    /// When readings of gone cgroups were last dropped.
+    swept: Option<Instant>,
+}
+
+impl DetailCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DetailReadings> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The reading of `relative` younger than `period`.
+    fn fresh(&self, relative: &str, period: Duration) -> Option<CgroupDetail> {
+        self.lock()
+            .by_path
+            .get(relative)
+            .filter(|(at, _)| at.elapsed() < period)
+            .map(|(_, detail)| detail.clone())
+    }
+
+    /// Keep `detail` as `relative`'s reading; once a minute, readings not renewed for a
+    /// minute (cgroups gone with their pods) are dropped.
+    fn store(&self, relative: &str, detail: &CgroupDetail) {
+        let mut readings = self.lock();
+        let now = Instant::now();
+        if readings
+            .swept
+            .is_none_or(|swept| now.duration_since(swept) >= DETAIL_FORGOTTEN)
+        {
+            readings
+                .by_path
+                .retain(|_, (at, _)| now.duration_since(*at) < DETAIL_FORGOTTEN);
+            readings.swept = Some(now);
+        }
+        readings
+            .by_path
+            .insert(relative.to_owned(), (now, detail.clone()));
+    }
+}
+
+/// A cgroup's reading is forgotten this long after it was made.
+const DETAIL_FORGOTTEN: Duration = Duration::from_secs(60);
 
 fn read_error(path: &Path, source: io::Error) -> StatsError {
     StatsError::Read {
@@ -185,7 +245,16 @@ impl ProcfsNodeStats {
             layout,
             driver,
             device_names: Arc::default(),
+            detail_period: DETAIL_PERIOD,
+            details: Arc::default(),
         }
+    }
+
+    /// The finer counters reused for `period` (tests: zero reads them each time).
+    #[cfg(test)]
+    fn with_detail_period(mut self, period: Duration) -> Self {
+        self.detail_period = period;
+        self
     }
 
     pub fn layout(&self) -> Option<&CgroupLayout> {
@@ -197,6 +266,7 @@ impl ProcfsNodeStats {
         memory: Option<&Path>,
         pids: Option<&Path>,
         relative: &str,
+        detail: bool,
     ) -> Result<Option<CgroupStats>, StatsError> {
         let memory = memory.ok_or(StatsError::NoController {
             controller: "memory",
@@ -235,13 +305,21 @@ impl ProcfsNodeStats {
                 cache_bytes: stat_value(&stat, "total_cache"),
                 mapped_file_bytes: stat_value(&stat, "total_mapped_file"),
                 swap_bytes: stat_value(&stat, "total_swap"),
-                memory_failcnt: read_number(&dir.join("memory.failcnt"))?,
+                memory_failcnt: match detail {
+                    true => read_number(&dir.join("memory.failcnt"))?,
+                    false => None,
+                },
                 ..CgroupDetail::default()
             },
         }))
     }
 
-    fn cgroup_v2(&self, root: &Path, relative: &str) -> Result<Option<CgroupStats>, StatsError> {
+    fn cgroup_v2(
+        &self,
+        root: &Path,
+        relative: &str,
+        detail: bool,
+    ) -> Result<Option<CgroupStats>, StatsError> {
         let dir = dir_at(root, relative);
         if !dir.is_dir() {
             return Ok(None);
@@ -273,7 +351,17 @@ impl ProcfsNodeStats {
         let cpu = read_optional(&dir.join("cpu.stat"))?.unwrap_or_default();
         // cpu.stat counts microseconds.
         let cpu_nanos = |key: &str| stat_value(&cpu, key).map(|us| us.saturating_mul(1000));
-        let events = read_optional(&dir.join("memory.events"))?.unwrap_or_default();
+        // The files only the finer counters need, when asked.
+        let (events, swap, io) = match detail {
+            true => (
+                read_optional(&dir.join("memory.events"))?.unwrap_or_default(),
+                read_number(&dir.join("memory.swap.current"))?,
+                read_optional(&dir.join("io.stat"))?
+                    .map(|t| self.named(parse_io_stat(&t)))
+                    .unwrap_or_default(),
+            ),
+            false => (String::new(), None, Vec::new()),
+        };
         Ok(Some(CgroupStats {
             memory_usage_bytes: usage,
             inactive_file_bytes: stat_value(&stat, "inactive_file").unwrap_or(0),
@@ -291,11 +379,9 @@ impl ProcfsNodeStats {
                 cfs_throttled_nanos: cpu_nanos("throttled_usec"),
                 cache_bytes: stat_value(&stat, "file"),
                 mapped_file_bytes: stat_value(&stat, "file_mapped"),
-                swap_bytes: read_number(&dir.join("memory.swap.current"))?,
+                swap_bytes: swap,
                 memory_failcnt: stat_value(&events, "max"),
-                io: read_optional(&dir.join("io.stat"))?
-                    .map(|t| self.named(parse_io_stat(&t)))
-                    .unwrap_or_default(),
+                io,
             },
         }))
     }
@@ -422,7 +508,22 @@ pub fn directory_usage(root: &Path) -> Result<Option<FsUsage>, StatsError> {
 
 impl ProcfsNodeStats {
     /// The cgroup at `relative`, its path in the hierarchy in the driver's spelling.
+    /// The cgroup's usage, read now; its finer counters ([`CgroupDetail`]) read when the
+    /// last reading is older than the detail period, else that reading's.
     fn cgroup_at(&self, relative: &str) -> Result<Option<CgroupStats>, StatsError> {
+        let cached = self.details.fresh(relative, self.detail_period);
+        let stats = self.cgroup_read(relative, cached.is_none())?;
+        Ok(stats.map(|mut stats| {
+            match cached {
+                Some(detail) => stats.detail = detail,
+                None => self.details.store(relative, &stats.detail),
+            }
+            stats
+        }))
+    }
+
+    /// The cgroup's files; the finer counters' files too when `detail`.
+    fn cgroup_read(&self, relative: &str, detail: bool) -> Result<Option<CgroupStats>, StatsError> {
         match &self.layout {
             Some(CgroupLayout::V1 {
                 memory,
@@ -432,13 +533,19 @@ impl ProcfsNodeStats {
                 blkio,
             }) => {
                 let Some(mut stats) =
-                    self.cgroup_v1(memory.as_deref(), pids.as_deref(), relative)?
+                    self.cgroup_v1(memory.as_deref(), pids.as_deref(), relative, detail)?
                 else {
                     return Ok(None);
                 };
                 if let Some(mount) = cpuacct {
                     let dir = dir_at(mount, relative);
                     stats.cpu_usage_nanos = read_number(&dir.join("cpuacct.usage"))?;
+                }
+                if !detail {
+                    return Ok(Some(stats));
+                }
+                if let Some(mount) = cpuacct {
+                    let dir = dir_at(mount, relative);
                     // `user 12` and `system 3`, in clock ticks (USER_HZ, 100 on Linux).
                     let ticks = read_optional(&dir.join("cpuacct.stat"))?.unwrap_or_default();
                     let nanos = |key: &str| {
@@ -466,7 +573,7 @@ impl ProcfsNodeStats {
                 }
                 Ok(Some(stats))
             }
-            Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, relative),
+            Some(CgroupLayout::V2 { root }) => self.cgroup_v2(root, relative, detail),
             None => Err(StatsError::NoController {
                 controller: "memory",
             }),
@@ -781,6 +888,31 @@ mod tests {
                 },
                 ..CgroupStats::default()
             })
+        );
+        // Within the detail period the usage is read anew and the finer counters reused;
+        // past it (zero here) both are read.
+        write(&cg.join("kubepods/memory.current"), "3100000000\n");
+        write(
+            &cg.join("kubepods/cpu.stat"),
+            "usage_usec 2500\nuser_usec 2000\n",
+        );
+        let again = stats.cgroup(&name(&["kubepods"])).await?;
+        assert_eq!(
+            again.map(|s| (
+                s.memory_usage_bytes,
+                s.cpu_usage_nanos,
+                s.detail.cpu_user_nanos
+            )),
+            Some((3_100_000_000, Some(2_500_000), Some(1_000_000)))
+        );
+        let anew = stats
+            .clone()
+            .with_detail_period(Duration::ZERO)
+            .cgroup(&name(&["kubepods"]))
+            .await?;
+        assert_eq!(
+            anew.map(|s| (s.detail.cpu_user_nanos, s.detail.memory_failcnt)),
+            Some((Some(2_000_000), Some(5)))
         );
         let pod = stats
             .cgroup(&name(&["kubepods", "besteffort", "podabc"]))
