@@ -30,7 +30,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -44,7 +43,7 @@ use rkubelet::ports::runtime::RuntimeService;
 
 use cluster::Cluster;
 use common::bare_cri::BareCri;
-use common::{at_most, fail, rss_kib, verdict};
+use common::{at_most, fail, free_port, rss_kib, verdict};
 use containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -55,13 +54,6 @@ fn env_number(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -22,6 +22,8 @@
 //! the CRI calls for 30 s only, as the test does (no `/healthz` figure: the 3-minute wait
 //! is the long form's). Needs root, containerd and the
 //! control plane's binaries; fails, saying which is missing, without them.
+// The bench helpers and the tests' helpers both carry the port picker.
+#![allow(clippy::duplicate_mod)]
 
 use std::time::Duration;
 

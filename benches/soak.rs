@@ -9,6 +9,8 @@
 //! wave, default 250), with what the runtime and the node keep
 //! counted after the last wave (sandboxes, containers, shims, folders, cgroups, mounts:
 //! goal 0).
+// The bench helpers and the tests' helpers both carry the port picker.
+#![allow(clippy::duplicate_mod)]
 
 use std::time::Duration;
 
@@ -67,9 +69,10 @@ fn on_containerd() {
         below(f.slope_kib_per_pod, 1.0, " KiB a pod")
     );
     println!(
-        "soak on containerd: file descriptors {:?}, threads {:?}; left after the last wave: {left:?} ({})",
+        "soak on containerd: file descriptors {:?}, threads outside the blocking pool {:?}, the blocking pool at most {}; left after the last wave: {left:?} ({})",
         f.fds,
         f.threads,
+        f.pool_threads,
         at_most(left.total() as f64, 0.0, " things left")
     );
 }
@@ -107,13 +110,15 @@ fn simulated() {
     let fds = f.fds.1.saturating_sub(f.fds.0);
     let threads = f.threads.1.saturating_sub(f.threads.0);
     println!(
-        "soak: file descriptors {} -> {} ({}); threads {} -> {} ({}); pod folders left {} ({})",
+        "soak: file descriptors {} -> {} ({}); threads outside the blocking pool {} -> {} ({}); the blocking pool at most {} threads (its bound {}); pod folders left {} ({})",
         f.fds.0,
         f.fds.1,
         at_most(fds as f64, 0.0, " gained"),
         f.threads.0,
         f.threads.1,
         at_most(threads as f64, 0.0, " gained"),
+        f.pool_threads,
+        rkubelet::app::compose::MAX_BLOCKING_THREADS,
         f.pod_dirs_left,
         at_most(f.pod_dirs_left as f64, 0.0, "")
     );

@@ -80,28 +80,7 @@ pub fn pss_kib(pid: u32) -> Option<u64> {
     proc_kib(pid, "smaps_rollup", "Pss:")
 }
 
-/// A TCP port free on 127.0.0.1 now (the kernel's choice), for a server a benchmark
-/// starts; 0 when none can be had.
-#[allow(dead_code)] // not every benchmark starts a server
-pub fn free_port() -> u16 {
-    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    // Never the same port twice: a server binds it only later, and a taken port stops
-    // rkubelet at start.
-    for _ in 0..1000 {
-        let Ok(port) = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-        else {
-            return 0;
-        };
-        if HANDED_OUT
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(port)
-        {
-            return port;
-        }
-    }
-    0
-}
+#[path = "../../tests/common/ports.rs"]
+pub mod ports;
+#[allow(unused_imports)] // not every benchmark starts a server
+pub use ports::free_port;

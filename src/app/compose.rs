@@ -184,11 +184,19 @@ pub fn kubelet_api_deps(node: &NodeConfig) -> Option<crate::app::bootstrap::Kube
     })
 }
 
+/// Threads for blocking work (file system calls, folder walks, mounts). Tokio's default
+/// (512) lets a burst of pods start a thread per call, and an idle pool never shrinks
+/// while work keeps arriving: each new task wakes the longest-idle thread, so none stays
+/// idle the 10 s that retires it. Blocking tasks here are short, so a small pool queues
+/// them briefly instead.
+pub const MAX_BLOCKING_THREADS: usize = 8;
+
 /// The single-threaded tokio runtime the binaries run on; `None` (reported on
 /// stderr) when it cannot start.
 pub fn async_runtime() -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => Some(runtime),

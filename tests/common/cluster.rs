@@ -3,12 +3,8 @@
 //! `cluster-down.sh BASE` when the guard is dropped. Each instance has its own base
 //! directory, CA and ports, so tests run in parallel. A missing binary (etcd, the Kubernetes
 //! binaries) fails the test: there is no skip.
-//!
-//! Ports come from the OS, or from `RKUBELET_TEST_PORTS=LOW-HIGH` when set (a range reserved
-//! for this user of the machine).
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -16,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::env_file;
+use crate::common::ports::{free_port, free_port_pair};
 
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env")
@@ -39,42 +36,6 @@ pub struct Cluster {
     down: bool,
 }
 
-/// A free TCP port on 127.0.0.1 (and, for etcd, the next one free too), from
-/// `RKUBELET_TEST_PORTS` when set.
-pub fn pick_port(pair: bool) -> u16 {
-    let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-    if let Ok(range) = std::env::var("RKUBELET_TEST_PORTS") {
-        let (low, high) = range
-            .split_once('-')
-            .and_then(|(l, h)| Some((l.parse::<u16>().ok()?, h.parse::<u16>().ok()?)))
-            .unwrap_or_else(|| panic!("RKUBELET_TEST_PORTS={range}: expected LOW-HIGH"));
-        let span = u32::from(high.saturating_sub(low)).max(1);
-        // Start at a point that differs between test processes, so parallel tests rarely race.
-        let seed = std::process::id().wrapping_mul(2_654_435_761)
-            ^ std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0);
-        for i in 0..span {
-            let port = low + u16::try_from((seed.wrapping_add(i)) % span).unwrap_or(0);
-            if free(port) && (!pair || (port < high && free(port + 1))) {
-                return port;
-            }
-        }
-        panic!("no free port in RKUBELET_TEST_PORTS={range}");
-    }
-    for _ in 0..100 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        if !pair || port.checked_add(1).is_some_and(free) {
-            return port;
-        }
-    }
-    panic!("no pair of free ports");
-}
-
 impl Cluster {
     /// Start a control plane named after the test; panics (the test fails) when it cannot.
     pub fn start(name: &str) -> Cluster {
@@ -92,8 +53,8 @@ impl Cluster {
         let mut command = Command::new(scripts().join("cluster-up.sh"));
         command
             .arg(&base)
-            .env("APORT", pick_port(false).to_string())
-            .env("ETCD_PORT", pick_port(true).to_string())
+            .env("APORT", free_port().to_string())
+            .env("ETCD_PORT", free_port_pair().to_string())
             .env("NODES", options.nodes.join(" "));
         if options.scheduler {
             command.env("SCHEDULER", "1");
@@ -195,7 +156,7 @@ impl Cluster {
     /// the first is stopped: what kubectl does through it reaches etcd unseen by a node
     /// whose API server is down. Returns its port; `stop_component("side-door")` ends it.
     pub fn open_side_door(&self) -> u16 {
-        let port = pick_port(false);
+        let port = free_port();
         let out = Command::new(scripts().join("cluster-up.sh"))
             .arg(&self.base)
             .args(["side-door", &port.to_string()])

@@ -100,6 +100,23 @@ impl Proc {
     pub fn threads(self) -> Option<u64> {
         status_field(self.0, "Threads:")
     }
+
+    /// Threads apart from tokio's blocking pool, and the pool's threads (named
+    /// `tokio-rt-worker`; rkubelet's runtime has no worker threads, so every such thread
+    /// is the pool's).
+    pub fn threads_and_pool(self) -> Option<(u64, u64)> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.0)).ok()?;
+        let (mut others, mut pool) = (0, 0);
+        for task in tasks.flatten() {
+            let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if name.trim_end() == "tokio-rt-worker" {
+                pool += 1;
+            } else {
+                others += 1;
+            }
+        }
+        Some((others, pool))
+    }
 }
 
 fn status_field(pid: i32, field: &str) -> Option<u64> {

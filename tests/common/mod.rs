@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,31 +15,13 @@ pub mod env_file;
 pub mod faults;
 pub mod kubelet_api;
 pub mod node;
+pub mod ports;
 pub mod systemd;
 pub mod upstream;
 
+pub use ports::free_port;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
-
-/// The ports `free_port` handed out in this process.
-static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-/// A port free now (the kernel's choice), never one this process was handed before: a
-/// server binds it only later, the kernel may offer a released port again, and a taken
-/// port stops rkubelet at start.
-pub fn free_port() -> u16 {
-    for _ in 0..1000 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-        if handed.insert(port) {
-            return port;
-        }
-    }
-    panic!("no port the kernel offered was new to this process")
-}
 
 /// `GET path` on 127.0.0.1:port: the status code and the body.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {

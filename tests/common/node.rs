@@ -336,6 +336,13 @@ impl Drop for Node {
         if let Some(mut daemon) = self.daemon.take() {
             let _ = daemon.terminate_within(Duration::from_secs(10));
         }
+        // rkubelet leaves running pods' volumes mounted when it stops (as upstream): the
+        // test's folders go only once their tmpfs mounts (secrets, tokens) are gone.
+        let mut mounts = super::faults::mounts_below(self._dirs.path());
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for mount in mounts {
+            let _ = nix::mount::umount2(mount.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
     }
 }
 

@@ -171,7 +171,7 @@ async fn each_port_works_as_the_node_identity_and_errors_name_their_cause() {
 
     // Unreachable: nothing listens; the error says so within the timeout.
     let closed = cluster.base.join("closed.kubeconfig");
-    let port = common::cluster::pick_port(false);
+    let port = common::free_port();
     std::fs::write(
         &closed,
         text.replace(&cluster.server(), &format!("https://127.0.0.1:{port}")),

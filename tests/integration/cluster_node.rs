@@ -279,7 +279,7 @@ fn tls_bootstrap_then_rotation_before_expiry() {
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrotateCertificates: true\nserverTLSBootstrap: true\n",
     )
     .expect("config");
-    let port = common::cluster::pick_port(false);
+    let port = common::free_port();
     let args = vec![
         format!("--config={}", config.display()),
         format!(
@@ -610,7 +610,7 @@ fn bad_kubeconfigs_are_reported_and_static_pods_run() {
     let b64 = |p: &Path| {
         base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("read"))
     };
-    let port = common::cluster::pick_port(false);
+    let port = common::free_port();
     let unreachable = write(
         "unreachable",
         &good.replace(&cluster.server(), &format!("https://127.0.0.1:{port}")),

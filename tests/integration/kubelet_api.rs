@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::cluster::{pick_port, Cluster};
+use crate::common::cluster::Cluster;
+use crate::common::free_port;
 use crate::common::kubelet_api::{host_ip, proxy, text, wait_for};
 use crate::common::node::{container, pod, Node, NODE};
 
@@ -185,7 +186,7 @@ fn foreign_client_cert(dir: &Path) -> (PathBuf, PathBuf) {
 async fn logs_through_the_api_server_and_the_doors_stay_shut() {
     let cluster = Cluster::start("kapi");
     let mut node = Node::start("kapi");
-    let port = pick_port(false);
+    let port = free_port();
     let pki = node.root.join("pki");
     let busybox = node.busybox.clone();
     node.write(
@@ -586,7 +587,7 @@ fn kubectl_streaming(
 async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     let cluster = Cluster::start("kapik");
     let mut node = Node::start("kapik");
-    let port = pick_port(false);
+    let port = free_port();
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);
     node.kubelet_with(&[
         &format!("--kubeconfig={}", kubeconfig.display()),
@@ -610,7 +611,7 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     });
 
     // kubectl port-forward to httpd: a page fetched through the local port.
-    let local = pick_port(false);
+    let local = free_port();
     let mut forward = Command::new(cluster.var("KUBECTL"))
         .env("KUBECONFIG", cluster.admin_kubeconfig())
         .args(["port-forward", "pod/streams", &format!("{local}:8080")])
@@ -757,7 +758,7 @@ fn standalone_args(dir: &Path, port: u16, extra: &[String]) -> Vec<String> {
 #[test]
 fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (port, read_only) = (pick_port(false), pick_port(false));
+    let (port, read_only) = (free_port(), free_port());
     let args = standalone_args(
         dir.path(),
         port,
@@ -816,10 +817,10 @@ fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
     drop(daemon);
 
     // The kubelet API's port taken: the start fails, in upstream's words.
-    let taken_port = pick_port(false);
+    let taken_port = free_port();
     let _taken = std::net::TcpListener::bind(("0.0.0.0", taken_port)).expect("a port");
     let mut args = standalone_args(dir.path(), taken_port, &[]);
-    args.push(format!("--healthz-port={}", pick_port(false)));
+    args.push(format!("--healthz-port={}", free_port()));
     let mut child = Command::new(crate::common::BIN)
         .args(&args)
         .env_remove("NOTIFY_SOCKET")
@@ -879,7 +880,7 @@ fn http2_tls_min_version_and_cipher_suites_on_the_kubelet_api() {
         "--authorization-mode=AlwaysAllow".to_owned(),
     ];
     let serve = |extra: &[&str]| {
-        let port = pick_port(false);
+        let port = free_port();
         let mut flags = open.to_vec();
         flags.extend(extra.iter().map(|f| (*f).to_owned()));
         let daemon = crate::common::start_daemon(&standalone_args(dir.path(), port, &flags), false);
@@ -935,7 +936,7 @@ async fn server_tls_bootstrap_serves_the_approved_certificate() {
     use base64::Engine;
     let cluster = Cluster::start("kapis");
     let mut node = Node::start("kapis");
-    let port = pick_port(false);
+    let port = free_port();
     let pki = node.root.join("pki");
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);
     let ip = host_ip();
@@ -1048,7 +1049,7 @@ async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations
     use std::io::Read as _;
 
     let mut node = Node::start("klrot");
-    let port = pick_port(false);
+    let port = free_port();
     let busybox = node.busybox.clone();
     // About 10 KB/s: a 16 KiB log is full at every 3-second round.
     node.write(

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::cluster::{pick_port, Cluster};
+use crate::common::cluster::Cluster;
+use crate::common::free_port;
 use crate::common::kubelet_api::{host_ip, proxy, text, wait_for};
 use crate::common::node::{container, pod, Node, NODE};
 
@@ -151,7 +152,7 @@ fn within(actual: u64, expected: u64, share: f64) -> bool {
 async fn summary_and_metrics_through_the_api_server() {
     let cluster = Cluster::start("kstats");
     let mut node = Node::start("kstats");
-    let port = pick_port(false);
+    let port = free_port();
     let pki = node.root.join("pki");
     let busybox = node.busybox.clone();
     node.write(

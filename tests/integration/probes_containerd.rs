@@ -240,10 +240,7 @@ async fn probes_and_hooks_on_containerd() {
     );
     // 9. A host-network pod: its sandbox has no IP, so an HTTP probe without a host goes
     //    to the node (the local system standalone), on a port free on the host.
-    let host_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free host port");
+    let host_port = crate::common::free_port();
     node.write(
         "hostweb.yaml",
         &manifest(

@@ -26,7 +26,10 @@ pub(crate) struct SoakFigures {
     /// (least squares).
     pub slope_kib_per_pod: f64,
     pub fds: (usize, usize),
+    /// Threads outside the blocking pool after the warm-up and at the end.
     pub threads: (u64, u64),
+    /// The most threads the blocking pool had after any wave.
+    pub pool_threads: u64,
     /// Pod folders left after the last wave.
     pub pod_dirs_left: usize,
     /// The slowest wave (every pod running, then every pod gone).
@@ -84,15 +87,16 @@ fn slope_after_warm_up(rss_kib: &[u64], pods: usize) -> f64 {
     slope(&xs, &ys)
 }
 
-/// The thread count once the runtime's idle blocking threads have gone (they linger
-/// 10 s after their last task): a count that does not settle back to `baseline` within
-/// 15 s is a leak.
+/// The threads outside the blocking pool once a thread that ends with its work (a pod's
+/// teardown) has had 15 s to end: a count that does not settle back to `baseline` is a
+/// leak.
 fn settled_threads(proc: crate::common::faults::Proc, baseline: u64) -> u64 {
+    let others = || proc.threads_and_pool().map_or(0, |(others, _)| others);
     let settle = Instant::now() + Duration::from_secs(15);
-    let mut threads = proc.threads().unwrap_or(0);
+    let mut threads = others();
     while threads > baseline && Instant::now() < settle {
         std::thread::sleep(Duration::from_millis(250));
-        threads = proc.threads().unwrap_or(0);
+        threads = others();
     }
     threads
 }
@@ -109,6 +113,7 @@ struct Waves {
     rss: Vec<u64>,
     slowest: Duration,
     after_warm_up: (usize, u64),
+    pool_threads: u64,
 }
 
 impl Waves {
@@ -123,6 +128,7 @@ impl Waves {
             rss: Vec::new(),
             slowest: Duration::ZERO,
             after_warm_up: (0, 0),
+            pool_threads: 0,
         }
     }
 
@@ -137,11 +143,10 @@ impl Waves {
     fn finished(&mut self, began: Instant) {
         self.slowest = self.slowest.max(began.elapsed());
         self.rss.push(self.proc.rss_kib().unwrap_or(0));
+        let (others, pool) = self.proc.threads_and_pool().unwrap_or((0, 0));
+        self.pool_threads = self.pool_threads.max(pool);
         if self.done == 1 {
-            self.after_warm_up = (
-                self.proc.fd_count().unwrap_or(0),
-                self.proc.threads().unwrap_or(0),
-            );
+            self.after_warm_up = (self.proc.fd_count().unwrap_or(0), others);
         }
         self.done += 1;
     }
@@ -155,6 +160,7 @@ impl Waves {
             rss_kib: self.rss,
             fds: (fds, self.proc.fd_count().unwrap_or(0)),
             threads: (threads, settled_threads(self.proc, threads)),
+            pool_threads: self.pool_threads,
             pod_dirs_left,
             slowest_wave: self.slowest,
         }
@@ -242,26 +248,21 @@ fn a_short_soak_of_250_pods_in_waves_leaks_nothing() {
         .unwrap_or(6);
     let f = soak_simulated(250, waves, Duration::from_secs(3600));
     println!(
-        "FIGURE soak: {} waves of 250 pods ({} churned), slowest wave {:.1} s; resident KiB after each wave {:?}; slope after the warm-up {:.2} KiB a pod; fds {:?}; threads {:?}",
+        "FIGURE soak: {} waves of 250 pods ({} churned), slowest wave {:.1} s; resident KiB after each wave {:?}; slope after the warm-up {:.2} KiB a pod; fds {:?}; threads {:?}; blocking pool at most {}",
         f.waves,
         f.pods_churned,
         f.slowest_wave.as_secs_f64(),
         f.rss_kib,
         f.slope_kib_per_pod,
         f.fds,
-        f.threads
+        f.threads,
+        f.pool_threads
     );
     println!("COUNT soak pod folders left: {}", f.pod_dirs_left);
     assert_eq!(f.waves, waves);
     assert_eq!(f.pod_dirs_left, 0);
     assert!(f.fds.1 <= f.fds.0 + 2, "file descriptors grew: {:?}", f.fds);
-    // The blocking pool sizes itself to the load (11 to 30 threads seen); a leak would grow
-    // with every wave.
-    assert!(
-        f.threads.1 <= f.threads.0 + 10,
-        "threads grew: {:?}",
-        f.threads
-    );
+    assert_threads_held(&f);
     assert!(
         f.slope_kib_per_pod < 4.0,
         "memory grew {:.2} KiB a pod: {:?}",
@@ -408,21 +409,32 @@ pub(crate) async fn soak_containerd(
 async fn a_short_soak_on_containerd_leaks_nothing() {
     let (f, left) = soak_containerd("soakctrd", 30, 5, Duration::from_secs(3600)).await;
     println!(
-        "FIGURE soak on containerd: {} waves of 30 pods ({} churned), slowest wave {:.1} s; resident KiB after each wave {:?}; fds {:?}; threads {:?}",
+        "FIGURE soak on containerd: {} waves of 30 pods ({} churned), slowest wave {:.1} s; resident KiB after each wave {:?}; fds {:?}; threads {:?}; blocking pool at most {}",
         f.waves,
         f.pods_churned,
         f.slowest_wave.as_secs_f64(),
         f.rss_kib,
         f.fds,
-        f.threads
+        f.threads,
+        f.pool_threads
     );
     println!("COUNT soak on containerd things left: {}", left.total());
     assert_eq!(f.waves, 5);
     assert_eq!(left.total(), 0, "{left:?}");
     assert!(f.fds.1 <= f.fds.0 + 2, "file descriptors grew: {:?}", f.fds);
+    assert_threads_held(&f);
+}
+
+/// No thread gained outside the blocking pool, and the pool within its bound.
+fn assert_threads_held(f: &SoakFigures) {
     assert!(
-        f.threads.1 <= f.threads.0 + 10,
-        "threads grew: {:?}",
+        f.threads.1 <= f.threads.0,
+        "threads outside the blocking pool grew: {:?}",
         f.threads
+    );
+    assert!(
+        f.pool_threads <= rkubelet::app::compose::MAX_BLOCKING_THREADS as u64,
+        "the blocking pool grew to {} threads",
+        f.pool_threads
     );
 }
