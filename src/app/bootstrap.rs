@@ -756,10 +756,6 @@ async fn start_kubelet_api(
     Ok(tasks)
 }
 
-/// How often the stats provider samples when nobody scrapes (cAdvisor's housekeeping),
-/// so CPU rates have an earlier sample.
-const STATS_HOUSEKEEPING: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// The stats provider of `/stats/summary` and `/metrics*`, reading through the eviction
 /// manager's ports (cgroup files, statfs, the CRI), with its housekeeping loop.
 fn stats_provider(
@@ -788,10 +784,12 @@ fn stats_provider(
         Arc::clone(&deps.clock),
         node.node_name.to_string(),
     ));
-    let housekeeping = Arc::clone(&provider);
+    // Sampled every housekeeping interval when nobody scrapes (cAdvisor's housekeeping),
+    // so CPU rates have an earlier sample.
+    let (housekeeping, period) = (Arc::clone(&provider), node.eviction.monitoring_period);
     let stop = shutdown.clone();
     tasks.push(tokio::spawn(async move {
-        housekeeping.run(STATS_HOUSEKEEPING, stop).await;
+        housekeeping.run(period, stop).await;
         Ok(())
     }));
     Some(provider)

@@ -286,11 +286,14 @@ pub fn eviction_ports(node: &NodeConfig) -> Result<EvictionPorts, RuntimeError> 
             notifier: Arc::new(FakeMemoryNotifier::unsupported()),
         }),
         RuntimeEndpoint::Cri(uri) => {
+            // A cgroup's slower files are read once a housekeeping interval, as
+            // cAdvisor's housekeeping reads them.
             let stats = ProcfsNodeStats::detect(
                 Path::new("/proc"),
                 Path::new(CGROUP_MOUNT_ROOT),
                 node.cgroup_driver,
-            );
+            )
+            .with_detail_period(node.eviction.monitoring_period);
             let notifier = MemcgThresholdNotifier::new(stats.layout(), node.cgroup_driver);
             Ok(EvictionPorts {
                 node: Arc::new(stats),

@@ -99,16 +99,42 @@ pub struct ProcfsNodeStats {
     driver: CgroupDriver,
     /// Block devices' nodes by `major:minor`, read once each.
     device_names: Arc<Mutex<HashMap<String, Option<String>>>>,
-    /// How long a cgroup's finer counters are reused (cAdvisor's housekeeping period in
-    /// the kubelet): they cost a handful of files per cgroup, and scrapes come often.
+    /// How long a cgroup's limit, process count and finer counters are reused (the
+    /// housekeeping interval): they cost a handful of files per cgroup, and scrapes
+    /// come often.
     detail_period: Duration,
     details: Arc<DetailCache>,
 }
 
-/// cAdvisor's housekeeping interval in the kubelet (`--housekeeping_interval`).
-const DETAIL_PERIOD: Duration = Duration::from_secs(10);
+/// The detail period unless told: the default housekeeping interval.
+const DETAIL_PERIOD: Duration = crate::domain::config::options::DEFAULT_HOUSEKEEPING_INTERVAL;
 
-/// The finer counters of each cgroup path as last read, and when.
+/// What a cgroup's slower files said: its limit, its process count and the finer
+/// counters, kept between their readings.
+#[derive(Debug, Clone, Default)]
+struct SlowReading {
+    memory_limit_bytes: Option<u64>,
+    tasks: Option<u64>,
+    detail: CgroupDetail,
+}
+
+impl SlowReading {
+    fn of(stats: &CgroupStats) -> Self {
+        SlowReading {
+            memory_limit_bytes: stats.memory_limit_bytes,
+            tasks: stats.tasks,
+            detail: stats.detail.clone(),
+        }
+    }
+
+    fn apply_to(self, stats: &mut CgroupStats) {
+        stats.memory_limit_bytes = self.memory_limit_bytes;
+        stats.tasks = self.tasks;
+        stats.detail = self.detail;
+    }
+}
+
+/// The slower files' reading of each cgroup path as last made, and when.
 #[derive(Debug, Default)]
 struct DetailCache {
     state: Mutex<DetailReadings>,
@@ -116,7 +142,7 @@ struct DetailCache {
 
 #[derive(Debug, Default)]
 struct DetailReadings {
-    by_path: HashMap<String, (Instant, CgroupDetail)>,
+    by_path: HashMap<String, (Instant, SlowReading)>,
     /// When readings of gone cgroups were last dropped.
     swept: Option<Instant>,
 }
@@ -129,17 +155,17 @@ impl DetailCache {
     }
 
     /// The reading of `relative` younger than `period`.
-    fn fresh(&self, relative: &str, period: Duration) -> Option<CgroupDetail> {
+    fn fresh(&self, relative: &str, period: Duration) -> Option<SlowReading> {
         self.lock()
             .by_path
             .get(relative)
             .filter(|(at, _)| at.elapsed() < period)
-            .map(|(_, detail)| detail.clone())
+            .map(|(_, reading)| reading.clone())
     }
 
-    /// Keep `detail` as `relative`'s reading; once a minute, readings not renewed for a
-    /// minute (cgroups gone with their pods) are dropped.
-    fn store(&self, relative: &str, detail: &CgroupDetail) {
+    /// Keep `reading` as `relative`'s; once a minute, readings not renewed for a minute
+    /// (cgroups gone with their pods) are dropped.
+    fn store(&self, relative: &str, reading: SlowReading) {
         let mut readings = self.lock();
         let now = Instant::now();
         if readings
@@ -151,9 +177,7 @@ impl DetailCache {
                 .retain(|_, (at, _)| now.duration_since(*at) < DETAIL_FORGOTTEN);
             readings.swept = Some(now);
         }
-        readings
-            .by_path
-            .insert(relative.to_owned(), (now, detail.clone()));
+        readings.by_path.insert(relative.to_owned(), (now, reading));
     }
 }
 
@@ -176,10 +200,66 @@ fn parse_error(path: &Path, detail: impl Into<String>) -> StatsError {
 
 /// The file's text; `None` when it does not exist.
 fn read_optional(path: &Path) -> Result<Option<String>, StatsError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
+    match std::fs::File::open(path) {
+        Ok(file) => read_text(file).map(Some).map_err(|e| read_error(path, e)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_error(path, e)),
+    }
+}
+
+/// The whole text of an open kernel file. Through `Take`, not `File::read_to_string`:
+/// that one sizes its buffer with a `statx` and an `lseek` first, two calls more per file
+/// for a size the kernel's files do not report anyway.
+fn read_text(file: std::fs::File) -> io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(512);
+    file.take(u64::MAX).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// A cgroup's folder, opened once for the files read from it: each file is then opened
+/// relative to it, a name looked up rather than the hierarchy's whole path walked again
+/// (most of what opening a cgroup file costs the kernel).
+struct Folder {
+    fd: std::os::fd::OwnedFd,
+    path: PathBuf,
+}
+
+impl Folder {
+    /// The folder at `path`; `None` when it does not exist.
+    fn open(path: PathBuf) -> Result<Option<Folder>, StatsError> {
+        use nix::fcntl::OFlag;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        match nix::fcntl::open(&path, flags, nix::sys::stat::Mode::empty()) {
+            Ok(fd) => Ok(Some(Folder { fd, path })),
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => Ok(None),
+            Err(e) => Err(read_error(&path, e.into())),
+        }
+    }
+
+    /// The text of the file `name` in this folder; `None` when it does not exist.
+    fn read(&self, name: &str) -> Result<Option<String>, StatsError> {
+        use nix::fcntl::OFlag;
+        let opened = nix::fcntl::openat(
+            &self.fd,
+            name,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        );
+        match opened {
+            Ok(fd) => read_text(std::fs::File::from(fd))
+                .map(Some)
+                .map_err(|e| read_error(&self.path.join(name), e)),
+            Err(nix::errno::Errno::ENOENT) => Ok(None),
+            Err(e) => Err(read_error(&self.path.join(name), e.into())),
+        }
+    }
+
+    /// The number the file `name` holds; `None` when it does not exist.
+    fn number(&self, name: &str) -> Result<Option<u64>, StatsError> {
+        self.read(name)?
+            .map(|text| parse_u64(&self.path.join(name), &text))
+            .transpose()
     }
 }
 
@@ -197,6 +277,28 @@ fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
     text.trim()
         .parse()
         .map_err(|_| parse_error(path, format!("not a number: {:?}", text.trim())))
+}
+
+/// The values of `keys` in a `memory.stat` (`key value` lines), in one pass: a v1
+/// `memory.stat` has some 70 lines, and 300 cgroups are read on a scrape at 100 pods.
+fn stat_values<const N: usize>(text: &str, keys: [&str; N]) -> [Option<u64>; N] {
+    let mut values = [None; N];
+    let mut left = N;
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(' ') else {
+            continue;
+        };
+        if let Some(i) = keys.iter().position(|key| *key == k) {
+            if values[i].is_none() {
+                values[i] = v.trim().parse().ok();
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    values
 }
 
 /// The value of `key` in a `memory.stat` (`key value` lines).
@@ -250,9 +352,9 @@ impl ProcfsNodeStats {
         }
     }
 
-    /// The finer counters reused for `period` (tests: zero reads them each time).
-    #[cfg(test)]
-    fn with_detail_period(mut self, period: Duration) -> Self {
+    /// How long a cgroup's limit, process count and finer counters are reused (zero
+    /// reads them each time).
+    pub fn with_detail_period(mut self, period: Duration) -> Self {
         self.detail_period = period;
         self
     }
@@ -271,19 +373,20 @@ impl ProcfsNodeStats {
         let memory = memory.ok_or(StatsError::NoController {
             controller: "memory",
         })?;
-        let dir = dir_at(memory, relative);
-        let usage_file = dir.join("memory.usage_in_bytes");
-        let Some(usage) = read_optional(&usage_file)? else {
+        let Some(dir) = Folder::open(dir_at(memory, relative))? else {
             return Ok(None);
         };
-        let stat_file = dir.join("memory.stat");
-        let stat = read_optional(&stat_file)?.unwrap_or_default();
-        let limit_file = dir.join("memory.limit_in_bytes");
-        let limit = match read_optional(&limit_file)? {
-            Some(text) => Some(parse_u64(&limit_file, &text)?).filter(|l| *l <= UNLIMITED_ABOVE),
-            None => None,
+        let Some(usage) = dir.number("memory.usage_in_bytes")? else {
+            return Ok(None);
         };
-        let tasks = match pids {
+        let stat = dir.read("memory.stat")?.unwrap_or_default();
+        let limit = match detail {
+            true => dir
+                .number("memory.limit_in_bytes")?
+                .filter(|l| *l <= UNLIMITED_ABOVE),
+            false => None,
+        };
+        let tasks = match pids.filter(|_| detail) {
             Some(mount) => {
                 let file = dir_at(mount, relative).join("pids.current");
                 read_optional(&file)?
@@ -292,21 +395,33 @@ impl ProcfsNodeStats {
             }
             None => None,
         };
+        let [inactive_file, rss, pgfault, pgmajfault, cache, mapped_file, swap] = stat_values(
+            &stat,
+            [
+                "total_inactive_file",
+                "total_rss",
+                "total_pgfault",
+                "total_pgmajfault",
+                "total_cache",
+                "total_mapped_file",
+                "total_swap",
+            ],
+        );
         Ok(Some(CgroupStats {
-            memory_usage_bytes: parse_u64(&usage_file, &usage)?,
-            inactive_file_bytes: stat_value(&stat, "total_inactive_file").unwrap_or(0),
+            memory_usage_bytes: usage,
+            inactive_file_bytes: inactive_file.unwrap_or(0),
             memory_limit_bytes: limit,
             tasks,
             cpu_usage_nanos: None,
-            rss_bytes: stat_value(&stat, "total_rss"),
-            page_faults: stat_value(&stat, "total_pgfault"),
-            major_page_faults: stat_value(&stat, "total_pgmajfault"),
+            rss_bytes: rss,
+            page_faults: pgfault,
+            major_page_faults: pgmajfault,
             detail: CgroupDetail {
-                cache_bytes: stat_value(&stat, "total_cache"),
-                mapped_file_bytes: stat_value(&stat, "total_mapped_file"),
-                swap_bytes: stat_value(&stat, "total_swap"),
+                cache_bytes: cache,
+                mapped_file_bytes: mapped_file,
+                swap_bytes: swap,
                 memory_failcnt: match detail {
-                    true => read_number(&dir.join("memory.failcnt"))?,
+                    true => dir.number("memory.failcnt")?,
                     false => None,
                 },
                 ..CgroupDetail::default()
@@ -320,13 +435,11 @@ impl ProcfsNodeStats {
         relative: &str,
         detail: bool,
     ) -> Result<Option<CgroupStats>, StatsError> {
-        let dir = dir_at(root, relative);
-        if !dir.is_dir() {
+        let Some(dir) = Folder::open(dir_at(root, relative))? else {
             return Ok(None);
-        }
-        let current = dir.join("memory.current");
-        let usage = match read_optional(&current)? {
-            Some(text) => parse_u64(&current, &text)?,
+        };
+        let usage = match dir.number("memory.current")? {
+            Some(usage) => usage,
             // The root has no memory.current.
             None if relative.trim_matches('/').is_empty() => {
                 let meminfo = self.proc.join("meminfo");
@@ -340,45 +453,60 @@ impl ProcfsNodeStats {
                 })
             }
         };
-        let stat = read_optional(&dir.join("memory.stat"))?.unwrap_or_default();
-        let max_file = dir.join("memory.max");
-        let limit = match read_optional(&max_file)? {
-            Some(text) if text.trim() == "max" => None,
-            Some(text) => Some(parse_u64(&max_file, &text)?),
-            None => None,
+        let stat = dir.read("memory.stat")?.unwrap_or_default();
+        let (limit, tasks) = match detail {
+            true => (
+                match dir.read("memory.max")? {
+                    Some(text) if text.trim() == "max" => None,
+                    Some(text) => Some(parse_u64(&dir.path.join("memory.max"), &text)?),
+                    None => None,
+                },
+                dir.number("pids.current")?,
+            ),
+            false => (None, None),
         };
-        let tasks = read_number(&dir.join("pids.current"))?;
-        let cpu = read_optional(&dir.join("cpu.stat"))?.unwrap_or_default();
+        let cpu = dir.read("cpu.stat")?.unwrap_or_default();
         // cpu.stat counts microseconds.
         let cpu_nanos = |key: &str| stat_value(&cpu, key).map(|us| us.saturating_mul(1000));
         // The files only the finer counters need, when asked.
         let (events, swap, io) = match detail {
             true => (
-                read_optional(&dir.join("memory.events"))?.unwrap_or_default(),
-                read_number(&dir.join("memory.swap.current"))?,
-                read_optional(&dir.join("io.stat"))?
+                dir.read("memory.events")?.unwrap_or_default(),
+                dir.number("memory.swap.current")?,
+                dir.read("io.stat")?
                     .map(|t| self.named(parse_io_stat(&t)))
                     .unwrap_or_default(),
             ),
             false => (String::new(), None, Vec::new()),
         };
+        let [inactive_file, anon, pgfault, pgmajfault, file, file_mapped] = stat_values(
+            &stat,
+            [
+                "inactive_file",
+                "anon",
+                "pgfault",
+                "pgmajfault",
+                "file",
+                "file_mapped",
+            ],
+        );
         Ok(Some(CgroupStats {
             memory_usage_bytes: usage,
-            inactive_file_bytes: stat_value(&stat, "inactive_file").unwrap_or(0),
+            inactive_file_bytes: inactive_file.unwrap_or(0),
             memory_limit_bytes: limit,
             tasks,
             cpu_usage_nanos: cpu_nanos("usage_usec"),
-            rss_bytes: stat_value(&stat, "anon"),
-            page_faults: stat_value(&stat, "pgfault"),
-            major_page_faults: stat_value(&stat, "pgmajfault"),
+            rss_bytes: anon,
+            page_faults: pgfault,
+            major_page_faults: pgmajfault,
             detail: CgroupDetail {
                 cpu_user_nanos: cpu_nanos("user_usec"),
                 cpu_system_nanos: cpu_nanos("system_usec"),
                 cfs_periods: stat_value(&cpu, "nr_periods"),
                 cfs_throttled_periods: stat_value(&cpu, "nr_throttled"),
                 cfs_throttled_nanos: cpu_nanos("throttled_usec"),
-                cache_bytes: stat_value(&stat, "file"),
-                mapped_file_bytes: stat_value(&stat, "file_mapped"),
+                cache_bytes: file,
+                mapped_file_bytes: file_mapped,
                 swap_bytes: swap,
                 memory_failcnt: stat_value(&events, "max"),
                 io,
@@ -508,21 +636,24 @@ pub fn directory_usage(root: &Path) -> Result<Option<FsUsage>, StatsError> {
 
 impl ProcfsNodeStats {
     /// The cgroup at `relative`, its path in the hierarchy in the driver's spelling.
-    /// The cgroup's usage, read now; its finer counters ([`CgroupDetail`]) read when the
-    /// last reading is older than the detail period, else that reading's.
+    /// The cgroup's usage, read now; its limit, process count and finer counters
+    /// ([`CgroupDetail`]) read when their last reading is older than the detail period,
+    /// else that reading's (as cAdvisor's housekeeping refreshes them): at 100 pods,
+    /// two files fewer for each of 300 cgroups on every scrape.
     fn cgroup_at(&self, relative: &str) -> Result<Option<CgroupStats>, StatsError> {
         let cached = self.details.fresh(relative, self.detail_period);
         let stats = self.cgroup_read(relative, cached.is_none())?;
         Ok(stats.map(|mut stats| {
             match cached {
-                Some(detail) => stats.detail = detail,
-                None => self.details.store(relative, &stats.detail),
+                Some(reading) => reading.apply_to(&mut stats),
+                None => self.details.store(relative, SlowReading::of(&stats)),
             }
             stats
         }))
     }
 
-    /// The cgroup's files; the finer counters' files too when `detail`.
+    /// The cgroup's files; the limit's, the process count's and the finer counters'
+    /// too when `detail`.
     fn cgroup_read(&self, relative: &str, detail: bool) -> Result<Option<CgroupStats>, StatsError> {
         match &self.layout {
             Some(CgroupLayout::V1 {
@@ -689,7 +820,7 @@ impl NodeStats for ProcfsNodeStats {
 fn first_pid(dir: &Path) -> Option<u32> {
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
-        if let Ok(text) = std::fs::read_to_string(d.join("cgroup.procs")) {
+        if let Ok(Some(text)) = read_optional(&d.join("cgroup.procs")) {
             if let Some(pid) = text.lines().find_map(|l| l.trim().parse().ok()) {
                 return Some(pid);
             }
@@ -889,21 +1020,31 @@ mod tests {
                 ..CgroupStats::default()
             })
         );
-        // Within the detail period the usage is read anew and the finer counters reused;
-        // past it (zero here) both are read.
+        // Within the detail period the usage is read anew and the limit, process count
+        // and finer counters reused; past it (zero here) all are read.
         write(&cg.join("kubepods/memory.current"), "3100000000\n");
         write(
             &cg.join("kubepods/cpu.stat"),
             "usage_usec 2500\nuser_usec 2000\n",
         );
+        write(&cg.join("kubepods/memory.max"), "7000000000\n");
+        write(&cg.join("kubepods/pids.current"), "43\n");
         let again = stats.cgroup(&name(&["kubepods"])).await?;
         assert_eq!(
             again.map(|s| (
                 s.memory_usage_bytes,
                 s.cpu_usage_nanos,
-                s.detail.cpu_user_nanos
+                s.detail.cpu_user_nanos,
+                s.memory_limit_bytes,
+                s.tasks
             )),
-            Some((3_100_000_000, Some(2_500_000), Some(1_000_000)))
+            Some((
+                3_100_000_000,
+                Some(2_500_000),
+                Some(1_000_000),
+                Some(6_000_000_000),
+                Some(42)
+            ))
         );
         let anew = stats
             .clone()
@@ -911,8 +1052,13 @@ mod tests {
             .cgroup(&name(&["kubepods"]))
             .await?;
         assert_eq!(
-            anew.map(|s| (s.detail.cpu_user_nanos, s.detail.memory_failcnt)),
-            Some((Some(2_000_000), Some(5)))
+            anew.map(|s| (
+                s.detail.cpu_user_nanos,
+                s.detail.memory_failcnt,
+                s.memory_limit_bytes,
+                s.tasks
+            )),
+            Some((Some(2_000_000), Some(5), Some(7_000_000_000), Some(43)))
         );
         let pod = stats
             .cgroup(&name(&["kubepods", "besteffort", "podabc"]))
