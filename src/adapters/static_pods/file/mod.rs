@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -70,6 +69,7 @@ pub struct FileSource {
     clock: Arc<dyn Clock>,
     watcher: Option<Watcher>,
     last: Option<Snapshot>,
+    decoded: Decoded,
     next_check: Instant,
 }
 
@@ -90,6 +90,7 @@ impl FileSource {
             clock,
             watcher: None,
             last: None,
+            decoded: Decoded::default(),
             next_check: Instant::now(),
         }
     }
@@ -159,10 +160,11 @@ impl FileSource {
         }
     }
 
-    /// Reads and decodes every manifest under the path.
-    async fn scan(&self) -> Snapshot {
+    /// Reads every manifest under the path and decodes those that changed.
+    async fn scan(&mut self) -> Snapshot {
         let seen = rfc3339_nanos(self.clock.now_unix_nanos());
-        let (pods, errors) = read_manifests_once(&self.path, &self.node_name, &seen).await;
+        let (pods, errors) =
+            read_manifests(&self.path, &self.node_name, &seen, &mut self.decoded).await;
         Snapshot { pods, errors }
     }
 }
@@ -177,27 +179,63 @@ pub async fn read_manifests_once(
     node_name: &str,
     seen_rfc3339: &str,
 ) -> (Vec<Pod>, Vec<ManifestError>) {
+    read_manifests(path, node_name, seen_rfc3339, &mut Decoded::default()).await
+}
+
+/// What each manifest file decoded to, by file, with a digest of the bytes it was
+/// decoded from: a check that finds the same bytes reuses the result instead of decoding
+/// again (most of what a periodic check of unchanged manifests cost).
+#[derive(Default)]
+pub struct Decoded {
+    /// Random keys: a manifest cannot be written to collide with another's digest.
+    keys: std::hash::RandomState,
+    by_file: std::collections::HashMap<PathBuf, (u64, Result<Vec<Pod>, ManifestError>)>,
+}
+
+/// Like [`read_manifests_once`], decoding only the manifests whose bytes `decoded` has
+/// not seen; `decoded` then holds the files read this time.
+async fn read_manifests(
+    path: &Path,
+    node_name: &str,
+    seen_rfc3339: &str,
+    decoded: &mut Decoded,
+) -> (Vec<Pod>, Vec<ManifestError>) {
+    use std::hash::BuildHasher;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
-    for file in manifest_files(path).await {
+    let mut kept = std::collections::HashMap::new();
+    for (file, read) in read_manifest_files(path).await {
         let origin = manifest_origin(path, &file);
-        let decoded = match read_manifest(&file).await {
+        let result = match read {
             Ok(Manifest::Bytes(bytes)) => {
-                // Decoding is CPU work (a 10 MiB manifest or 100,000 env entries take a
-                // second): off the async thread, which keeps serving and syncing pods.
-                let (origin, node, seen) = (
-                    origin.clone(),
-                    node_name.to_owned(),
-                    seen_rfc3339.to_owned(),
-                );
-                let decoding = decode_off_thread(move || {
-                    decode_static_pods(&origin, &bytes, &node, PodSourceKind::File, &seen)
-                });
-                match decoding.await {
-                    Ok(decoded) => decoded,
-                    Err(error) => {
-                        warn!(file = %file.display(), %error, "decoding a manifest stopped; skipping it");
-                        continue;
+                let digest = decoded.keys.hash_one(&bytes);
+                match decoded.by_file.remove(&file) {
+                    Some((seen_digest, result)) if seen_digest == digest => {
+                        kept.insert(file, (digest, result.clone()));
+                        result
+                    }
+                    _ => {
+                        // Decoding is CPU work (a 10 MiB manifest or 100,000 env entries
+                        // take a second): off the async thread, which keeps serving and
+                        // syncing pods.
+                        let (origin, node, seen) = (
+                            origin.clone(),
+                            node_name.to_owned(),
+                            seen_rfc3339.to_owned(),
+                        );
+                        let decoding = decode_off_thread(move || {
+                            decode_static_pods(&origin, &bytes, &node, PodSourceKind::File, &seen)
+                        });
+                        match decoding.await {
+                            Ok(result) => {
+                                kept.insert(file, (digest, result.clone()));
+                                result
+                            }
+                            Err(error) => {
+                                warn!(file = %file.display(), %error, "decoding a manifest stopped; skipping it");
+                                continue;
+                            }
+                        }
                     }
                 }
             }
@@ -211,11 +249,12 @@ pub async fn read_manifests_once(
                 continue;
             }
         };
-        match decoded {
+        match result {
             Ok(found) => pods.extend(found),
             Err(error) => errors.push(error),
         }
     }
+    decoded.by_file = kept;
     (pods, errors)
 }
 
@@ -281,8 +320,31 @@ fn manifest_origin(path: &Path, file: &Path) -> String {
     }
 }
 
-async fn manifest_files(path: &Path) -> Vec<PathBuf> {
-    let metadata = match tokio::fs::metadata(path).await {
+/// Every manifest file under `path` and what reading it gave, in one pass on the
+/// blocking pool: a hundred manifests checked every second are one hop off the async
+/// thread, not four per file.
+async fn read_manifest_files(path: &Path) -> Vec<(PathBuf, Result<Manifest, FileSourceError>)> {
+    let path = path.to_path_buf();
+    let reading = tokio::task::spawn_blocking(move || {
+        manifest_files(&path)
+            .into_iter()
+            .map(|file| {
+                let read = read_manifest(&file);
+                (file, read)
+            })
+            .collect()
+    });
+    match reading.await {
+        Ok(files) => files,
+        Err(error) => {
+            warn!(%error, "reading the manifests stopped");
+            Vec::new()
+        }
+    }
+}
+
+fn manifest_files(path: &Path) -> Vec<PathBuf> {
+    let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             debug!(path = %path.display(), "manifest path does not exist; ignoring");
@@ -300,7 +362,7 @@ async fn manifest_files(path: &Path) -> Vec<PathBuf> {
     if !metadata.is_dir() {
         return vec![path.to_path_buf()];
     }
-    match list_manifests(path).await {
+    match list_manifests(path) {
         Ok(files) => files,
         Err(source) => {
             let error = FileSourceError::List {
@@ -362,10 +424,10 @@ impl PodSource for FileSource {
 }
 
 /// The visible `.yaml`, `.yml` and `.json` regular files of `dir`, sorted.
-async fn list_manifests(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut entries = tokio::fs::read_dir(dir).await?;
+fn list_manifests(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    while let Some(entry) = entries.next_entry().await? {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
             debug!(file = ?name, "ignoring manifest with a non-UTF-8 name");
@@ -377,7 +439,7 @@ async fn list_manifests(dir: &Path) -> io::Result<Vec<PathBuf>> {
         }
         let path = entry.path();
         // Follows symlinks, as upstream does; folders are skipped.
-        match tokio::fs::metadata(&path).await {
+        match std::fs::metadata(&path) {
             Ok(metadata) if metadata.is_file() => files.push(path),
             Ok(_) => debug!(file = name, "ignoring entry that is not a file"),
             Err(e) => debug!(file = name, error = %Chain(&e), "ignoring entry gone while listing"),
@@ -393,13 +455,14 @@ enum Manifest {
 }
 
 /// Reads one manifest, refusing one over the size limit without reading it all.
-async fn read_manifest(path: &Path) -> Result<Manifest, FileSourceError> {
+fn read_manifest(path: &Path) -> Result<Manifest, FileSourceError> {
+    use std::io::Read;
     let fail = |source: io::Error| FileSourceError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let file = tokio::fs::File::open(path).await.map_err(fail)?;
-    let size = file.metadata().await.map_err(fail)?.len();
+    let file = std::fs::File::open(path).map_err(fail)?;
+    let size = file.metadata().map_err(fail)?.len();
     let size = usize::try_from(size).unwrap_or(usize::MAX);
     if size > MAX_MANIFEST_BYTES {
         return Ok(Manifest::TooLarge(size));
@@ -409,7 +472,6 @@ async fn read_manifest(path: &Path) -> Result<Manifest, FileSourceError> {
     let mut bytes = Vec::with_capacity(size);
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .await
         .map_err(fail)?;
     if bytes.len() > MAX_MANIFEST_BYTES {
         return Ok(Manifest::TooLarge(bytes.len()));

@@ -158,3 +158,48 @@ fn event_masks_walk_every_event() {
     let masks: Vec<_> = event_masks(&buf).collect();
     assert_eq!(masks, [AddWatchFlags::IN_CREATE, AddWatchFlags::IN_IGNORED]);
 }
+
+/// A check that finds a manifest's bytes unchanged reuses what they decoded to (its
+/// first-seen stamp shows it); changed bytes are decoded anew, and a file gone is
+/// forgotten.
+#[tokio::test]
+async fn unchanged_manifests_are_not_decoded_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join("a.yaml"), manifest("a", "img/a")).expect("write");
+    fs::write(dir.path().join("b.yaml"), manifest("b", "img/b")).expect("write");
+    fs::write(dir.path().join("broken.yaml"), "kind: [unclosed").expect("write");
+    let mut decoded = Decoded::default();
+    let seen = |pods: &[Pod]| -> Vec<String> {
+        pods.iter()
+            .map(|p| {
+                p.metadata
+                    .annotations
+                    .get(CONFIG_SEEN_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+
+    let (pods, errors) = read_manifests(dir.path(), NODE, "T1", &mut decoded).await;
+    assert_eq!(seen(&pods), ["T1", "T1"]);
+    assert_eq!(errors.len(), 1);
+
+    // The same bytes written again, and b changed.
+    fs::write(dir.path().join("a.yaml"), manifest("a", "img/a")).expect("write");
+    fs::write(dir.path().join("b.yaml"), manifest("b", "img/b2")).expect("write");
+    let (pods, errors) = read_manifests(dir.path(), NODE, "T2", &mut decoded).await;
+    assert_eq!(seen(&pods), ["T1", "T2"]);
+    assert_eq!(pods[1].spec.containers[0].image, "img/b2");
+    assert_eq!(errors.len(), 1, "the broken manifest is still reported");
+
+    fs::remove_file(dir.path().join("b.yaml")).expect("remove");
+    let (pods, _) = read_manifests(dir.path(), NODE, "T3", &mut decoded).await;
+    assert_eq!(seen(&pods), ["T1"]);
+    let mut files: Vec<_> = decoded.by_file.keys().cloned().collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [dir.path().join("a.yaml"), dir.path().join("broken.yaml")]
+    );
+}
