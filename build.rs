@@ -6,6 +6,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
     let file = proto_dir.join("runtime/v1/api.proto");
     println!("cargo:rerun-if-changed={}", file.display());
+    // Read by the linker wrapper (scripts/link/cc-hot-first): a new list links anew.
+    println!("cargo:rerun-if-changed=packaging/hot-functions.txt");
 
     let fds = protox::compile([&file], [&proto_dir])?;
     tonic_prost_build::configure()

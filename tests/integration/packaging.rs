@@ -117,3 +117,66 @@ fn make_install_places_the_binary_and_the_units() {
         );
     }
 }
+
+/// The linker wrapper of optimized builds (scripts/link/cc-hot-first) places the listed
+/// functions first, matching them by demangled name, and leaves every other link as `cc`
+/// makes it. Linked for real, with the lld that rustc links with.
+#[test]
+fn the_linker_wrapper_places_the_hot_functions_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("prog.c");
+    std::fs::write(
+        &source,
+        "int cold_one(int x) { return x * 3 + 1; }\n\
+         int cold_two(int x) { return x * 5 + 2; }\n\
+         int hot_one(int x) { return x * 7 + 3; }\n\
+         int main(int argc, char **argv) { (void)argv; return cold_one(argc) + cold_two(argc) + hot_one(argc); }\n",
+    )
+    .expect("write source");
+    let hot = dir.path().join("hot-functions.txt");
+    std::fs::write(&hot, "hot_one\nnot_in_the_binary\n").expect("write list");
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .expect("rustc runs");
+    let gcc_ld = Path::new(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld");
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/link/cc-hot-first");
+    let address_of = |out: &Path, name: &str| -> u64 {
+        let nm = Command::new("nm").arg(out).output().expect("nm runs");
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .find_map(|line| {
+                let mut parts = line.split_whitespace();
+                let address = parts.next()?;
+                (parts.nth(1)? == name).then(|| u64::from_str_radix(address, 16).ok())?
+            })
+            .unwrap_or_else(|| panic!("{name} not in {}", out.display()))
+    };
+    let link = |out: &Path| {
+        std::fs::create_dir_all(out.parent().expect("parent")).expect("mkdir");
+        let status = Command::new(&wrapper)
+            .args(["-O1", "-ffunction-sections", "-fuse-ld=lld"])
+            .arg(format!("-B{}", gcc_ld.display()))
+            .arg(&source)
+            .arg("-o")
+            .arg(out)
+            .env("RKUBELET_HOT_FUNCTIONS", &hot)
+            .status()
+            .expect("the wrapper runs");
+        assert!(status.success(), "linking {} failed", out.display());
+    };
+
+    let ordered = dir.path().join("target/release/deps/rkubelet-0123");
+    link(&ordered);
+    assert!(
+        address_of(&ordered, "hot_one") < address_of(&ordered, "cold_one"),
+        "the listed function comes first in an optimized rkubelet build"
+    );
+    let untouched = dir.path().join("target/debug/deps/rkubelet-0123");
+    link(&untouched);
+    assert!(
+        address_of(&untouched, "hot_one") > address_of(&untouched, "cold_one"),
+        "any other link keeps the source's order"
+    );
+}

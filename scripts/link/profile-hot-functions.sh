@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Makes packaging/hot-functions.txt, the functions a running node executes, which the
+# linker places together (scripts/link/cc-hot-first). Runs the release binary under
+# valgrind's callgrind, which counts every function any thread runs, in three scenarios:
+#   1. a simulated node (fake://), standalone, with 30 static pods;
+#   2. a standalone node on a private containerd with 30 static pods;
+#   3. a node on that containerd, connected to a private control plane: 10 static pods,
+#      5 API pods with exec and HTTP probes, logs, exec and scrapes of the kubelet API
+#      through the API server, a pod deleted.
+# Their functions' names, demangled without hashes, replace the list, grouped by the
+# scenarios that ran them so that each scenario's functions lie side by side: the
+# simulated node's own first, then those of the simulated and containerd nodes, those of
+# all three, of both containerd nodes, of the containerd node alone, of the connected
+# node alone. Run it as root
+# when the node's code paths change much (a stale list costs resident memory, not
+# correctness: the startup, pods and upstream benches print the resident memory).
+#
+# Usage: scripts/link/profile-hot-functions.sh   (root, valgrind, containerd, the control
+# plane binaries as for the tests)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+[[ "$(id -u)" == 0 ]] || { echo "profile-hot-functions.sh: must run as root" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "profile-hot-functions.sh: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
+
+cargo build --release --locked --bin rkubelet
+bin="${CARGO_TARGET_DIR:-target}/release/rkubelet"
+work=$(mktemp -d /tmp/rkubelet-hot.XXXXXX)
+ctrd="$work/containerd"
+cluster="$work/cluster"
+cleanup() {
+    pkill -INT -f -- "--root-dir=$work/" 2>/dev/null || true
+    sleep 2
+    "$repo/scripts/test-env/cluster-down.sh" "$cluster" >/dev/null 2>&1 || true
+    "$repo/scripts/test-env/containerd-down.sh" "$ctrd" >/dev/null 2>&1 || true
+    umount -R -l "$work" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+static_pods() { # DIR COUNT
+    mkdir -p "$1"
+    for i in $(seq 1 "$2"); do
+        printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: s%s\nspec:\n  containers:\n  - name: c\n    image: %s\n    command: ["sleep", "3600"]\n' \
+            "$i" "${BUSYBOX_IMAGE:-busybox}" > "$1/s$i.yaml"
+    done
+}
+
+# Runs rkubelet under callgrind with ARGS for SECS, while DRIVER (a function) runs.
+profile() { # NAME SECS DRIVER ARGS...
+    local name=$1 secs=$2 driver=$3
+    shift 3
+    mkdir -p "$work/$name/root"
+    valgrind --tool=callgrind --demangle=no --compress-strings=no --dump-instr=no \
+        --callgrind-out-file="$work/$name.callgrind" "$bin" --root-dir="$work/$name/root" \
+        "$@" > "$work/$name.log" 2>&1 &
+    local pid=$!
+    "$driver" "$name" || true
+    sleep "$secs"
+    kill -INT "$pid"
+    wait "$pid" || true
+    echo "profile-hot-functions: $name: $(grep -c '^fn=' "$work/$name.callgrind") functions"
+}
+
+nothing() { :; }
+
+echo "== 1. simulated node, 30 static pods"
+static_pods "$work/fake/manifests" 30
+profile fake 60 nothing --container-runtime-endpoint=fake:// \
+    --pod-manifest-path="$work/fake/manifests" --hostname-override=hot-fake \
+    --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/fake/logs"
+
+echo "== 2. containerd, standalone, 30 static pods"
+"$repo/scripts/test-env/containerd-up.sh" "$ctrd" >/dev/null
+# shellcheck disable=SC1091
+. "$ctrd/env"
+static_pods "$work/containerd/manifests" 30
+profile containerd 90 nothing --container-runtime-endpoint="$CRI_ENDPOINT" \
+    --cgroup-root="$RKUBELET_CGROUP_ROOT" --pod-manifest-path="$work/containerd/manifests" \
+    --hostname-override=hot-ctrd --healthz-port="$(port)" --port="$(port)" \
+    --pod-logs-dir="$work/containerd/logs"
+# Its pods go with it, so that the connected node starts on a clean runtime.
+"$repo/scripts/test-env/containerd-down.sh" "$ctrd" >/dev/null 2>&1
+"$repo/scripts/test-env/containerd-up.sh" "$ctrd" >/dev/null
+# shellcheck disable=SC1091
+. "$ctrd/env"
+
+echo "== 3. containerd, connected"
+NODES=hot-node "$repo/scripts/test-env/cluster-up.sh" "$cluster" >/dev/null
+# shellcheck disable=SC1091
+. "$cluster/env"
+export KUBECONFIG
+static_pods "$work/connected/manifests" 10
+
+api_pods() {
+    sleep 20
+    for i in 1 2 3 4 5; do
+        cat <<YAML | "$KUBECTL" apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: a$i
+spec:
+  nodeName: hot-node
+  automountServiceAccountToken: false
+  containers:
+  - name: web
+    image: $BUSYBOX_IMAGE
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && httpd -f -p 8080 -h /www"]
+    readinessProbe:
+      exec: {command: ["cat", "/www/index.html"]}
+      periodSeconds: 2
+    livenessProbe:
+      httpGet: {path: /index.html, port: 8080}
+      periodSeconds: 2
+YAML
+    done
+    sleep 60
+    local raw
+    for raw in metrics metrics/cadvisor metrics/resource stats/summary pods; do
+        "$KUBECTL" get --raw "/api/v1/nodes/hot-node/proxy/$raw" >/dev/null || true
+    done
+    "$KUBECTL" logs a1 >/dev/null || true
+    "$KUBECTL" exec a1 -- true || true
+    "$KUBECTL" delete pod a5 --wait=false >/dev/null || true
+}
+
+profile connected 90 api_pods --container-runtime-endpoint="$CRI_ENDPOINT" \
+    --kubeconfig="$("$repo/scripts/test-env/cluster-up.sh" "$cluster" node hot-node)" \
+    --client-ca-file="$CA_CERT" --cgroup-root="$RKUBELET_CGROUP_ROOT" \
+    --pod-manifest-path="$work/connected/manifests" --hostname-override=hot-node \
+    --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/connected/logs"
+
+# Every function each scenario ran, demangled as the linker wrapper demangles the
+# binary's.
+for name in fake containerd connected; do
+    sed -n 's/^fn=//p' "$work/$name.callgrind" | grep -v '^0x' | sed -E 's/\.llvm\.[0-9]+$//' \
+        | c++filt | sed -E 's/\[[0-9a-f]{16}\]//g; s/::h[0-9a-f]{16}$//' | sort -u > "$work/$name.names"
+done
+# Grouped by the scenarios that ran them (fake, containerd, connected: 1 each), in the
+# order above; alphabetical within a group.
+for group in 100 110 111 011 010 001 101; do
+    awk -v group="$group" '
+        FNR == 1 { file++ }
+        !($0 in mask) { mask[$0] = "000" }
+        { mask[$0] = substr(mask[$0], 1, file - 1) "1" substr(mask[$0], file + 1) }
+        END { for (name in mask) if (mask[name] == group) print name }' \
+        "$work/fake.names" "$work/containerd.names" "$work/connected.names" | LC_ALL=C sort
+done > packaging/hot-functions.txt
+echo "profile-hot-functions: $(wc -l < packaging/hot-functions.txt) functions in packaging/hot-functions.txt"
