@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes packaging/hot-functions.txt, the functions a running node executes, which the
-# linker places together (scripts/link/cc-hot-first). Runs the release binary under
-# valgrind's callgrind, which counts every function any thread runs, in three scenarios:
+# linker places together (scripts/link/cc-hot-first). Runs the `release` and
+# `release-unwind` binaries (their inlining differs, so do the functions left to call)
+# under valgrind's callgrind, which counts every function any thread runs, in three scenarios:
 #   1. a simulated node (fake://), standalone, with 30 static pods;
 #   2. a standalone node on a private containerd with 30 static pods;
 #   3. a node on that containerd, connected to a private control plane: 10 static pods,
@@ -17,14 +18,20 @@
 #
 # Usage: scripts/link/profile-hot-functions.sh   (root, valgrind, containerd, the control
 # plane binaries as for the tests)
+# Env:   RKUBELET_HOT_BINARIES  the rkubelet binaries to profile instead of building both
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 [[ "$(id -u)" == 0 ]] || { echo "profile-hot-functions.sh: must run as root" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "profile-hot-functions.sh: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 
-cargo build --release --locked --bin rkubelet
-bin="${CARGO_TARGET_DIR:-target}/release/rkubelet"
+binaries=${RKUBELET_HOT_BINARIES:-}
+if [[ -z "$binaries" ]]; then
+    for build in release release-unwind; do
+        cargo build --profile "$build" --locked --bin rkubelet
+        binaries+=" ${CARGO_TARGET_DIR:-target}/$build/rkubelet"
+    done
+fi
 work=$(mktemp -d /tmp/rkubelet-hot.XXXXXX)
 ctrd="$work/containerd"
 cluster="$work/cluster"
@@ -47,7 +54,7 @@ static_pods() { # DIR COUNT
     done
 }
 
-# Runs rkubelet under callgrind with ARGS for SECS, while DRIVER (a function) runs.
+# Runs $bin under callgrind with ARGS for SECS, while DRIVER (a function) runs.
 profile() { # NAME SECS DRIVER ARGS...
     local name=$1 secs=$2 driver=$3
     shift 3
@@ -65,44 +72,29 @@ profile() { # NAME SECS DRIVER ARGS...
 
 nothing() { :; }
 
-echo "== 1. simulated node, 30 static pods"
-static_pods "$work/fake/manifests" 30
-profile fake 60 nothing --container-runtime-endpoint=fake:// \
-    --pod-manifest-path="$work/fake/manifests" --hostname-override=hot-fake \
-    --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/fake/logs"
-
-echo "== 2. containerd, standalone, 30 static pods"
 "$repo/scripts/test-env/containerd-up.sh" "$ctrd" >/dev/null
 # shellcheck disable=SC1091
 . "$ctrd/env"
-static_pods "$work/containerd/manifests" 30
-profile containerd 90 nothing --container-runtime-endpoint="$CRI_ENDPOINT" \
-    --cgroup-root="$RKUBELET_CGROUP_ROOT" --pod-manifest-path="$work/containerd/manifests" \
-    --hostname-override=hot-ctrd --healthz-port="$(port)" --port="$(port)" \
-    --pod-logs-dir="$work/containerd/logs"
-# Its pods go with it, so that the connected node starts on a clean runtime.
-"$repo/scripts/test-env/containerd-down.sh" "$ctrd" >/dev/null 2>&1
-"$repo/scripts/test-env/containerd-up.sh" "$ctrd" >/dev/null
-# shellcheck disable=SC1091
-. "$ctrd/env"
-
-echo "== 3. containerd, connected"
-NODES=hot-node "$repo/scripts/test-env/cluster-up.sh" "$cluster" >/dev/null
+"$repo/scripts/test-env/cluster-up.sh" "$cluster" >/dev/null
 # shellcheck disable=SC1091
 . "$cluster/env"
 export KUBECONFIG
-static_pods "$work/connected/manifests" 10
+# The containerd node and the connected one each start on a clean runtime.
+fresh_containerd() {
+    "$repo/scripts/test-env/containerd-down.sh" "$ctrd" >/dev/null 2>&1
+    "$repo/scripts/test-env/containerd-up.sh" "$ctrd" >/dev/null
+}
 
-api_pods() {
+api_pods() { # NAME (the scenario's; its node is hot-NAME)
     sleep 20
     for i in 1 2 3 4 5; do
         cat <<YAML | "$KUBECTL" apply -f - >/dev/null
 apiVersion: v1
 kind: Pod
 metadata:
-  name: a$i
+  name: $1-a$i
 spec:
-  nodeName: hot-node
+  nodeName: hot-$1
   automountServiceAccountToken: false
   containers:
   - name: web
@@ -119,24 +111,45 @@ YAML
     sleep 60
     local raw
     for raw in metrics metrics/cadvisor metrics/resource stats/summary pods; do
-        "$KUBECTL" get --raw "/api/v1/nodes/hot-node/proxy/$raw" >/dev/null || true
+        "$KUBECTL" get --raw "/api/v1/nodes/hot-$1/proxy/$raw" >/dev/null || true
     done
-    "$KUBECTL" logs a1 >/dev/null || true
-    "$KUBECTL" exec a1 -- true || true
-    "$KUBECTL" delete pod a5 --wait=false >/dev/null || true
+    "$KUBECTL" logs "$1-a1" >/dev/null || true
+    "$KUBECTL" exec "$1-a1" -- true || true
+    "$KUBECTL" delete pod "$1-a5" --wait=false >/dev/null || true
 }
 
-profile connected 90 api_pods --container-runtime-endpoint="$CRI_ENDPOINT" \
-    --kubeconfig="$("$repo/scripts/test-env/cluster-up.sh" "$cluster" node hot-node)" \
-    --client-ca-file="$CA_CERT" --cgroup-root="$RKUBELET_CGROUP_ROOT" \
-    --pod-manifest-path="$work/connected/manifests" --hostname-override=hot-node \
-    --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/connected/logs"
+n=0
+for bin in $binaries; do
+    n=$((n + 1))
+    echo "== $bin: 1. simulated node, 30 static pods"
+    static_pods "$work/b$n-fake/manifests" 30
+    profile "b$n-fake" 60 nothing --container-runtime-endpoint=fake:// \
+        --pod-manifest-path="$work/b$n-fake/manifests" --hostname-override="hot-b$n-fake" \
+        --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/b$n-fake/logs"
+
+    echo "== $bin: 2. containerd, standalone, 30 static pods"
+    fresh_containerd
+    static_pods "$work/b$n-containerd/manifests" 30
+    profile "b$n-containerd" 90 nothing --container-runtime-endpoint="$CRI_ENDPOINT" \
+        --cgroup-root="$RKUBELET_CGROUP_ROOT" --pod-manifest-path="$work/b$n-containerd/manifests" \
+        --hostname-override="hot-b$n-containerd" --healthz-port="$(port)" --port="$(port)" \
+        --pod-logs-dir="$work/b$n-containerd/logs"
+
+    echo "== $bin: 3. containerd, connected"
+    fresh_containerd
+    static_pods "$work/b$n-connected/manifests" 10
+    profile "b$n-connected" 90 api_pods --container-runtime-endpoint="$CRI_ENDPOINT" \
+        --kubeconfig="$("$repo/scripts/test-env/cluster-up.sh" "$cluster" node "hot-b$n-connected")" \
+        --client-ca-file="$CA_CERT" --cgroup-root="$RKUBELET_CGROUP_ROOT" \
+        --pod-manifest-path="$work/b$n-connected/manifests" --hostname-override="hot-b$n-connected" \
+        --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/b$n-connected/logs"
+done
 
 # Every function each scenario ran, demangled as the linker wrapper demangles the
 # binary's.
 for name in fake containerd connected; do
-    sed -n 's/^fn=//p' "$work/$name.callgrind" | grep -v '^0x' | sed -E 's/\.llvm\.[0-9]+$//' \
-        | c++filt | sed -E 's/\[[0-9a-f]{16}\]//g; s/::h[0-9a-f]{16}$//' | sort -u > "$work/$name.names"
+    cat "$work"/b*-"$name".callgrind | sed -n 's/^fn=//p' | grep -v '^0x' | sed -E 's/\.llvm\.[0-9]+$//' \
+        | c++filt | sed -E 's/\[[0-9a-f]{8,16}\]//g; s/::h[0-9a-f]{16}$//' | sort -u > "$work/$name.names"
 done
 # Grouped by the scenarios that ran them (fake, containerd, connected: 1 each), in the
 # order above; alphabetical within a group.
