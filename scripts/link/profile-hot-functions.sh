@@ -145,11 +145,10 @@ for bin in $binaries; do
         --healthz-port="$(port)" --port="$(port)" --pod-logs-dir="$work/b$n-connected/logs"
 done
 
-# Every function each scenario ran, demangled as the linker wrapper demangles the
-# binary's.
+# Every function each scenario ran, named as the linker wrapper names the binary's.
 for name in fake containerd connected; do
-    cat "$work"/b*-"$name".callgrind | sed -n 's/^fn=//p' | grep -v '^0x' | sed -E 's/\.llvm\.[0-9]+$//' \
-        | c++filt | sed -E 's/\[[0-9a-f]{8,16}\]//g; s/::h[0-9a-f]{16}$//' | sort -u > "$work/$name.names"
+    cat "$work"/b*-"$name".callgrind | sed -n 's/^fn=//p' | grep -v '^0x' \
+        | "$repo/scripts/link/hot-names" | sort -u > "$work/$name.names"
 done
 # Grouped by the scenarios that ran them (fake, containerd, connected: 1 each), in the
 # order above; alphabetical within a group.
