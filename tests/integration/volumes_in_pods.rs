@@ -584,11 +584,20 @@ async fn pull_secrets_reach_pull_image_on_the_wire_as_the_registrys_auth_config(
     cluster.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: private\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  imagePullSecrets:\n  - name: regcred\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: Always\n"
     ));
-    let pulls = eventually(60, "a PullImage call through the proxy", || {
-        Some(proxy.captured("PullImage")).filter(|c| !c.is_empty())
-    });
-    let request = cri_wire::PullImageRequest::decode(pulls[0].as_slice())
-        .expect("a PullImageRequest on the wire");
+    // The API server's node authorizer learns that the node may read the secret only
+    // after the pod is bound: a first sync before that pulls without it, with upstream's
+    // "Unable to retrieve some image pull secrets" warning, and the retry carries it.
+    let request = eventually(
+        90,
+        "a PullImage call with an AuthConfig through the proxy",
+        || {
+            proxy
+                .captured("PullImage")
+                .iter()
+                .filter_map(|call| cri_wire::PullImageRequest::decode(call.as_slice()).ok())
+                .find(|request| request.auth.is_some())
+        },
+    );
     assert_eq!(
         request.image.map(|i| i.image).as_deref(),
         Some(image),
