@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
-use super::stream::{running_container, stream, Kind};
+use super::stream::{instances_of, running_container, stream, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
     decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
@@ -34,6 +34,7 @@ use crate::domain::kubelet_api::logs::{
 };
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
+use crate::domain::kuberuntime::runtime::ContainerState;
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
@@ -333,7 +334,8 @@ impl KubeletApi {
             state_of(&status, container),
             Some(ApiContainerState::Waiting(_))
         );
-        let Some(restart) = instance_to_read(&restarts, options.previous, waiting) else {
+        let live = live_instances(self.runtime.as_ref(), &pod.metadata.uid, container).await;
+        let Some(restart) = instance_to_read(&restarts, &live, options.previous, waiting) else {
             let message = if options.previous {
                 format!(
                     "previous terminated container {container:?} in pod {pod_name:?} not found\n"
@@ -381,6 +383,19 @@ fn state_of<'a>(status: &'a ApiPodStatus, name: &str) -> Option<&'a ApiContainer
         .chain(&status.init_container_statuses)
         .find(|c| c.name == name)
         .map(|c| &c.state)
+}
+
+/// The restart counts of the container's instances the runtime has created or running;
+/// none when the runtime does not answer (the status alone then decides).
+async fn live_instances(runtime: &dyn RuntimeService, pod_uid: &str, container: &str) -> Vec<u32> {
+    let Ok(containers) = instances_of(runtime, pod_uid, container, None).await else {
+        return Vec::new();
+    };
+    containers
+        .into_iter()
+        .filter(|c| c.status.state != ContainerState::Exited)
+        .map(|c| c.status.attempt)
+        .collect()
 }
 
 /// The restart counts of the `<n>.log` files in a container's log folder.

@@ -16,10 +16,10 @@ use super::api::Body;
 use crate::domain::kubelet_api::logs::query_pairs;
 use crate::domain::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::domain::kuberuntime::runtime::{
-    ContainerFilter, ContainerState, SandboxFilter, SandboxState,
+    ContainerEntry, ContainerFilter, ContainerState, SandboxFilter, SandboxState,
 };
 use crate::ports::error::Chain;
-use crate::ports::runtime::{RuntimeService, StreamRequest};
+use crate::ports::runtime::{RuntimeError, RuntimeService, StreamRequest};
 
 /// Which streaming call a path asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,17 +99,29 @@ pub async fn running_container(
     pod_uid: &str,
     container: &str,
 ) -> Option<String> {
+    let containers = instances_of(runtime, pod_uid, container, Some(ContainerState::Running))
+        .await
+        .ok()?;
+    containers.into_iter().next().map(|c| c.status.id)
+}
+
+/// The runtime's instances of the pod's container `container`, in `state` when given.
+pub async fn instances_of(
+    runtime: &dyn RuntimeService,
+    pod_uid: &str,
+    container: &str,
+    state: Option<ContainerState>,
+) -> Result<Vec<ContainerEntry>, RuntimeError> {
     let labels = BTreeMap::from([
         (POD_UID_LABEL.to_owned(), pod_uid.to_owned()),
         (CONTAINER_NAME_LABEL.to_owned(), container.to_owned()),
     ]);
     let filter = ContainerFilter {
-        state: Some(ContainerState::Running),
+        state,
         labels,
         ..ContainerFilter::default()
     };
-    let containers = runtime.list_containers(&filter).await.ok()?;
-    containers.into_iter().next().map(|c| c.status.id)
+    runtime.list_containers(&filter).await
 }
 
 /// Answers a streaming request for the pod `pod_uid` (found by the caller).

@@ -270,13 +270,22 @@ pub fn restart_of_log_file(name: &str) -> Option<u32> {
 /// Which instance's log a request reads, among the restart counts whose live log is on
 /// disk, as upstream picks the container: the newest instance; with `previous`, the last
 /// terminated one, which is the newest itself while the container waits to restart
-/// (crash-loop back-off), else the one before the newest.
-pub fn instance_to_read(restarts: &[u32], previous: bool, waiting: bool) -> Option<u32> {
+/// (crash-loop back-off), else the one before the newest. `live` holds the instances the
+/// runtime has created or running: a status that still says "waiting" once the newest
+/// instance is live is older than the runtime, and the newest is then not the previous.
+pub fn instance_to_read(
+    restarts: &[u32],
+    live: &[u32],
+    previous: bool,
+    waiting: bool,
+) -> Option<u32> {
     let mut sorted = restarts.to_vec();
     sorted.sort_unstable();
+    let newest = sorted.last().copied()?;
+    let waiting = waiting && !live.contains(&newest);
     match (previous, waiting) {
         (true, false) => sorted.iter().rev().nth(1).copied(),
-        _ => sorted.last().copied(),
+        _ => Some(newest),
     }
 }
 
@@ -287,14 +296,22 @@ mod tests {
     #[test]
     fn the_previous_log_is_the_last_terminated_instances() {
         // Running instance 3, instance 2 dead and kept.
-        assert_eq!(instance_to_read(&[3, 2], false, false), Some(3));
-        assert_eq!(instance_to_read(&[2, 3], true, false), Some(2));
+        assert_eq!(instance_to_read(&[3, 2], &[3], false, false), Some(3));
+        assert_eq!(instance_to_read(&[2, 3], &[3], true, false), Some(2));
         // In back-off after instance 3 died (2's log removed with it): 3 is the previous.
-        assert_eq!(instance_to_read(&[3], true, true), Some(3));
-        assert_eq!(instance_to_read(&[3], false, true), Some(3));
+        assert_eq!(instance_to_read(&[3], &[], true, true), Some(3));
+        assert_eq!(instance_to_read(&[3], &[], false, true), Some(3));
         // Ran once and ended: no previous instance.
-        assert_eq!(instance_to_read(&[0], true, false), None);
-        assert_eq!(instance_to_read(&[], false, false), None);
+        assert_eq!(instance_to_read(&[0], &[], true, false), None);
+        assert_eq!(instance_to_read(&[], &[], false, false), None);
+    }
+
+    #[test]
+    fn a_waiting_status_older_than_the_runtimes_new_instance_reads_the_one_before() {
+        // The status still says back-off, but instance 4 is already created (its log is
+        // still empty): the previous instance is 3, the current one 4.
+        assert_eq!(instance_to_read(&[3, 4], &[4], true, true), Some(3));
+        assert_eq!(instance_to_read(&[3, 4], &[4], false, true), Some(4));
     }
 
     #[test]
