@@ -888,6 +888,11 @@ pub async fn run(
         Ok(false) => {}
         Err(e) => warn!(error = %Chain(&e), "failed to notify systemd"),
     }
+    // Ends on shutdown; nothing waits for it.
+    drop(tokio::spawn(crate::app::code_pages::release_code_pages(
+        Arc::clone(&deps.host),
+        shutdown_rx.clone(),
+    )));
     let contention = async {
         match started.contention {
             Some(wait) => {

@@ -1,6 +1,7 @@
 //! The CLI, the start-up flow, the loops and the HTTP endpoints.
 pub mod bootstrap;
 pub mod cli;
+pub mod code_pages;
 pub mod compose;
 pub mod container_logs;
 pub mod container_manager;

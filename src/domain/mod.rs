@@ -17,10 +17,12 @@
 //!   kills probes and hooks call for, the handlers' targets.
 //! - `status`: the pod status as the API shows it.
 //! - `eviction`: thresholds and signals.
+//! - `code_pages`: which of its own executable's pages the process gives back, and when.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
 //!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
 pub mod admission;
 pub mod cgroup;
+pub mod code_pages;
 pub mod config;
 pub mod events;
 pub mod eviction;

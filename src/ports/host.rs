@@ -50,6 +50,22 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// Reading the process's own mappings (`/proc/self/smaps`, `/proc/self/exe`) failed.
+    #[error("failed to read {}", path.display())]
+    ReadMappings {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel refused to drop a mapping's pages.
+    #[error("failed to release the pages of {path} at {start:#x}-{end:#x}")]
+    ReleasePages {
+        path: String,
+        start: u64,
+        end: u64,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("invalid NOTIFY_SOCKET {socket:?}: {detail}")]
     NotifySocketInvalid { socket: String, detail: String },
     #[error("failed to notify the service manager at {socket:?}")]
@@ -162,4 +178,12 @@ pub trait Host: Send + Sync {
     /// # Errors
     /// [`HostError::CreateDir`].
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError>;
+
+    /// Drops from this process the resident pages of its executable's mappings whose
+    /// pages equal the file's (`domain::code_pages::releasable`); the kernel maps them
+    /// back from the page cache when they run again. Returns the KiB that were resident.
+    ///
+    /// # Errors
+    /// [`HostError::ReadMappings`], [`HostError::ReleasePages`].
+    fn release_code_pages(&self) -> Result<u64, HostError>;
 }

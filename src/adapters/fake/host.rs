@@ -30,6 +30,7 @@ struct State {
     notify_socket: bool,
     ready_notifications: usize,
     created_dirs: Vec<PathBuf>,
+    code_page_releases: usize,
 }
 
 /// An in-memory host: scripted identity, recorded side effects.
@@ -78,6 +79,7 @@ impl FakeHost {
                 notify_socket: false,
                 ready_notifications: 0,
                 created_dirs: Vec::new(),
+                code_page_releases: 0,
             })),
             contention: watch::channel(false).0,
         }
@@ -149,6 +151,11 @@ impl FakeHost {
     /// How many times READY=1 was sent.
     pub fn ready_notifications(&self) -> usize {
         self.state().ready_notifications
+    }
+
+    /// How many times the code pages were released.
+    pub fn code_page_releases(&self) -> usize {
+        self.state().code_page_releases
     }
 
     /// Directories `create_dir_all` was called on, in order.
@@ -241,6 +248,11 @@ impl Host for FakeHost {
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError> {
         self.state().created_dirs.push(path.to_owned());
         Ok(())
+    }
+
+    fn release_code_pages(&self) -> Result<u64, HostError> {
+        self.state().code_page_releases += 1;
+        Ok(0)
     }
 }
 

@@ -12,9 +12,11 @@ use async_trait::async_trait;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::mman::{madvise, MmapAdvise};
 use tokio::net::unix::pipe;
 use tracing::{debug, info};
 
+use crate::domain::code_pages;
 use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};
 
 /// The real host.
@@ -56,6 +58,27 @@ impl SystemHost {
 fn first_event_mask(buf: &[u8]) -> Option<AddWatchFlags> {
     let bytes: [u8; 4] = buf.get(4..8)?.try_into().ok()?;
     Some(AddWatchFlags::from_bits_truncate(u32::from_ne_bytes(bytes)))
+}
+
+/// Drops the resident pages of `mapping`, one of this process's own.
+#[allow(unsafe_code)]
+fn release(mapping: &code_pages::Mapping) -> Result<(), HostError> {
+    let failed = |source: io::Error| HostError::ReleasePages {
+        path: mapping.path.clone(),
+        start: mapping.start,
+        end: mapping.end,
+        source,
+    };
+    let invalid = || failed(io::Error::from(io::ErrorKind::InvalidInput));
+    let start = usize::try_from(mapping.start).map_err(|_| invalid())?;
+    let length = usize::try_from(mapping.end - mapping.start).map_err(|_| invalid())?;
+    let address = std::ptr::NonNull::new(start as *mut std::ffi::c_void).ok_or_else(invalid)?;
+    // SAFETY: the range is one whole mapping of this process, listed by the kernel a
+    // moment ago: a private, read-only mapping of the executable file without a page
+    // written to it (`releasable`). No Rust value lives there, and MADV_DONTNEED on such
+    // a mapping only unmaps pages equal to the file's, which the next access maps back.
+    unsafe { madvise(address, length, MmapAdvise::MADV_DONTNEED) }
+        .map_err(|errno| failed(errno.into()))
 }
 
 fn notify_address(socket: &OsString) -> Result<SocketAddr, HostError> {
@@ -192,6 +215,23 @@ impl Host for SystemHost {
         sock.send_to_addr(b"READY=1", &addr).map_err(fail)?;
         debug!(socket = ?socket, "notified service manager: READY=1");
         Ok(true)
+    }
+
+    fn release_code_pages(&self) -> Result<u64, HostError> {
+        let me = self.proc_root.join("self");
+        let read_error = |path: PathBuf| move |source| HostError::ReadMappings { path, source };
+        let exe_link = me.join("exe");
+        let executable = std::fs::read_link(&exe_link).map_err(read_error(exe_link))?;
+        let smaps_path = me.join("smaps");
+        let smaps = std::fs::read_to_string(&smaps_path).map_err(read_error(smaps_path))?;
+        let mappings = code_pages::parse_smaps(&smaps);
+        let executable = executable.to_string_lossy();
+        let mut released = 0;
+        for mapping in code_pages::releasable(&mappings, &executable) {
+            release(mapping)?;
+            released += mapping.rss_kib;
+        }
+        Ok(released)
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError> {
@@ -375,6 +415,24 @@ mod tests {
             }
             other => panic!("expected LockWatch, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn released_code_pages_leave_the_process_running() -> Result<(), Box<dyn std::error::Error>> {
+        let host = host_without_socket();
+        assert!(
+            host.release_code_pages()? > 0,
+            "the test binary's pages were resident"
+        );
+        // Code not run since is mapped back as it runs (other tests' threads run
+        // beside this one, so the resident counts are not compared here; the startup,
+        // pods and cluster benches print the node's).
+        assert_eq!(
+            host.hostname()?,
+            nix::unistd::gethostname()?.to_string_lossy()
+        );
+        host.release_code_pages()?;
+        Ok(())
     }
 
     #[test]
