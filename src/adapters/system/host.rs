@@ -218,7 +218,9 @@ impl Host for SystemHost {
     }
 
     fn release_code_pages(&self) -> Result<u64, HostError> {
-        let me = self.proc_root.join("self");
+        // Always this process's own procfs entry, never `proc_root`'s (a test fixture's):
+        // the ranges released are addresses in this process.
+        let me = Path::new("/proc/self");
         let read_error = |path: PathBuf| move |source| HostError::ReadMappings { path, source };
         let exe_link = me.join("exe");
         let executable = std::fs::read_link(&exe_link).map_err(read_error(exe_link))?;
