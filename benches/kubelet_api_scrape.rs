@@ -3,8 +3,9 @@
 //! without a control plane), rkubelet side by side with the upstream kubelet v1.26.1, one
 //! after the other, each on a private containerd with `RKUBELET_BENCH_SCRAPE_PODS` (100)
 //! static busybox pods. Per endpoint `RKUBELET_BENCH_SCRAPES` (10) scrapes, 1.1 s apart
-//! (as a scraper's interval does: rkubelet reuses a sample for 1 s, so each scrape here
-//! reads the cgroups and the runtime anew), each by its own curl: the median latency
+//! (as a scraper's interval does: rkubelet reuses a whole sample for 1 s, so each scrape
+//! here reads the node's cgroups anew and serves the pods of housekeeping's last reading,
+//! as upstream serves cAdvisor's), each by its own curl: the median latency
 //! (`time_total`, TLS handshake included for both), and the kubelet's CPU per scrape
 //! (its CPU time over the scrapes less its idle rate, measured over twice as long before
 //! and after all the scrapes, over as long). Goal: at most half of

@@ -1,7 +1,9 @@
 //! The soak's long form (tests/integration/soak.rs, issue 17): 250 static pods created
 //! and deleted in waves on a simulated node (`fake://`) for `RKUBELET_BENCH_SOAK_SECS`
 //! (default 600; the issue's full run is 1800). Figures: waves and pods churned, the
-//! resident memory's slope after the warm-up (goal < 1 KiB a pod churned), file
+//! anonymous resident memory's slope after the warm-up (`RssAnon`, goal < 1 KiB a pod
+//! churned; the resident total's is printed beside it, and drops at each release of
+//! start-up's code pages), file
 //! descriptors and threads gained (goal 0), pod folders left (goal 0).
 //!
 //! Then the same churn on the private containerd for `RKUBELET_BENCH_CONTAINERD_SOAK_SECS`
@@ -63,10 +65,12 @@ fn on_containerd() {
         f.slowest_wave.as_secs_f64()
     );
     println!(
-        "soak on containerd: resident KiB after each wave {:?}; slope after the warm-up {:.3} KiB a pod churned ({})",
+        "soak on containerd: resident KiB after each wave {:?}, anonymous {:?}; slope after the warm-up {:.3} KiB a pod churned anonymous ({}), {:.3} resident",
         f.rss_kib,
+        f.anon_kib,
         f.slope_kib_per_pod,
-        below(f.slope_kib_per_pod, 1.0, " KiB a pod")
+        below(f.slope_kib_per_pod, 1.0, " KiB a pod"),
+        f.rss_slope_kib_per_pod
     );
     println!(
         "soak on containerd: file descriptors {:?}, threads outside the blocking pool {:?}, the blocking pool at most {}; left after the last wave: {left:?} ({})",
@@ -91,10 +95,13 @@ fn simulated() {
     );
     let first = f.rss_kib.get(2).copied().unwrap_or(0);
     let last = f.rss_kib.last().copied().unwrap_or(0);
+    let anon_first = f.anon_kib.get(2).copied().unwrap_or(0);
+    let anon_last = f.anon_kib.last().copied().unwrap_or(0);
     println!(
-        "soak: resident memory after the warm-up {first} KiB, at the end {last} KiB; slope {:.3} KiB a pod churned ({})",
+        "soak: resident memory after the warm-up {first} KiB, at the end {last} KiB (anonymous {anon_first} and {anon_last} KiB); slope {:.3} KiB a pod churned anonymous ({}), {:.3} resident",
         f.slope_kib_per_pod,
-        below(f.slope_kib_per_pod, 1.0, " KiB a pod")
+        below(f.slope_kib_per_pod, 1.0, " KiB a pod"),
+        f.rss_slope_kib_per_pod
     );
     // The curve, not only its ends: a plateau (the allocator's high-water mark) and a
     // leak look alike at the two ends.
@@ -104,7 +111,10 @@ fn simulated() {
         .iter()
         .enumerate()
         .filter(|(w, _)| w % tenth == 0 || *w + 1 == f.rss_kib.len())
-        .map(|(w, kib)| format!("wave {}: {} KiB", w + 1, kib))
+        .map(|(w, kib)| {
+            let anon = f.anon_kib.get(w).copied().unwrap_or(0);
+            format!("wave {}: {kib} KiB ({anon} anonymous)", w + 1)
+        })
         .collect();
     println!("soak: resident memory along the run: {}", curve.join(", "));
     let fds = f.fds.1.saturating_sub(f.fds.0);

@@ -774,19 +774,23 @@ fn stats_provider(
         }
     };
     let requests = RequestContext::from_config(&started.resolved, ResolvConf::default());
-    let provider = Arc::new(crate::app::stats::StatsProvider::new(
-        ports.node,
-        ports.runtime,
-        started.containers.tree().cloned(),
-        node.cgroup_driver,
-        &requests,
-        store.clone(),
-        Arc::clone(&deps.clock),
-        node.node_name.to_string(),
-    ));
-    // Sampled every housekeeping interval when nobody scrapes (cAdvisor's housekeeping),
-    // so CPU rates have an earlier sample.
-    let (housekeeping, period) = (Arc::clone(&provider), node.eviction.monitoring_period);
+    // Sampled every housekeeping interval (cAdvisor's housekeeping), so CPU rates have
+    // an earlier sample and scrapes between serve its pods.
+    let period = node.eviction.monitoring_period;
+    let provider = Arc::new(
+        crate::app::stats::StatsProvider::new(
+            ports.node,
+            ports.runtime,
+            started.containers.tree().cloned(),
+            node.cgroup_driver,
+            &requests,
+            store.clone(),
+            Arc::clone(&deps.clock),
+            node.node_name.to_string(),
+        )
+        .with_housekeeping_period(period),
+    );
+    let housekeeping = Arc::clone(&provider);
     let stop = shutdown.clone();
     tasks.push(tokio::spawn(async move {
         housekeeping.run(period, stop).await;

@@ -84,6 +84,12 @@ impl Proc {
         status_field(self.0, "VmRSS:")
     }
 
+    /// Anonymous resident memory in KiB (`RssAnon`): the heap and stacks, which the
+    /// release of start-up's code pages does not move.
+    pub fn anon_kib(self) -> Option<u64> {
+        status_field(self.0, "RssAnon:")
+    }
+
     /// The resident memory's high-water mark, KiB.
     pub fn peak_rss_kib(self) -> Option<u64> {
         status_field(self.0, "VmHWM:")

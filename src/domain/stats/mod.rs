@@ -223,6 +223,28 @@ pub fn sample_lists_the_runtime<'a>(
     }
 }
 
+/// Whether a scrape may serve the pods of the last full reading, taken at `read_at`,
+/// rather than read their cgroups anew (as upstream's summary serves the stats cAdvisor's
+/// housekeeping keeps): when that reading is younger than `max_age_nanos` and holds
+/// exactly the `active` pods (uid and status), each with every container its status says
+/// is running.
+pub fn pods_reading_serves(
+    now: i64,
+    read_at: i64,
+    max_age_nanos: i64,
+    reading: &[PodSample],
+    active: &[(&str, &ApiPodStatus)],
+) -> bool {
+    now.saturating_sub(read_at) < max_age_nanos
+        && reading.len() == active.len()
+        && active.iter().all(|(uid, status)| {
+            reading.iter().find(|p| p.uid == *uid).is_some_and(|read| {
+                running_container_ids(status)
+                    .all(|id| read.containers.iter().any(|c| c.stats.id == id))
+            })
+        })
+}
+
 /// A pod's containers measured from their own cgroups (`(directory name, usage)` under the
 /// pod's cgroup), each named from the pod's `status`; a cgroup of no known container (the
 /// sandbox's) is left out. `layers` holds the writable layers the runtime last listed.
@@ -370,6 +392,9 @@ pub struct ContainerSample {
 /// One pod in a sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodSample {
+    /// When its cgroups were read (a scrape may serve an earlier reading's pods); 0 for
+    /// the sample's own time.
+    pub time_unix_nanos: i64,
     pub name: String,
     pub namespace: String,
     pub uid: String,
@@ -715,11 +740,23 @@ pub fn summary(
     current: &StatsSample,
     previous: Option<&StatsSample>,
 ) -> Summary {
+    Summary {
+        node: node_summary(node_name, node_start_time, current, previous),
+        pods: pod_summaries(current, previous),
+    }
+}
+
+/// The node's part of [`summary`].
+pub fn node_summary(
+    node_name: &str,
+    node_start_time: &str,
+    current: &StatsSample,
+    previous: Option<&StatsSample>,
+) -> NodeSummary {
     let t = current.time_unix_nanos;
     let time = rfc3339_seconds(t);
     let before_t = previous.map(|p| p.time_unix_nanos);
     let node_fs = current.node_fs.as_ref();
-    let image_fs = current.image_fs.as_ref().map(|(fs, _)| fs);
     let mut system_containers = Vec::new();
     if let Some((_, pods)) = &current.kubepods {
         let before = previous.and_then(|p| p.kubepods.as_ref());
@@ -736,7 +773,7 @@ pub fn summary(
             logs: None,
         });
     }
-    let node = NodeSummary {
+    NodeSummary {
         node_name: node_name.to_owned(),
         system_containers,
         start_time: node_start_time.to_owned(),
@@ -771,12 +808,29 @@ pub fn summary(
             maxpid: Some(p.max),
             curproc: Some(p.running),
         }),
+    }
+}
+
+/// The pods' part of [`summary`], each at the time its cgroups were read, with CPU rates
+/// against its reading in `previous`.
+pub fn pod_summaries(current: &StatsSample, previous: Option<&StatsSample>) -> Vec<PodSummary> {
+    let node_fs = current.node_fs.as_ref();
+    let image_fs = current.image_fs.as_ref().map(|(fs, _)| fs);
+    let read_at = |pod: &PodSample, sample: &StatsSample| match pod.time_unix_nanos {
+        0 => sample.time_unix_nanos,
+        t => t,
     };
-    let pods = current
+    current
         .pods
         .iter()
         .map(|pod| {
-            let before = previous.and_then(|p| p.pods.iter().find(|b| b.uid == pod.uid));
+            let t = read_at(pod, current);
+            let time = rfc3339_seconds(t);
+            let (before, before_t) =
+                match previous.and_then(|p| Some((p.pods.iter().find(|b| b.uid == pod.uid)?, p))) {
+                    Some((b, p)) => (Some(b), Some(read_at(b, p))),
+                    None => (None, None),
+                };
             let containers: Vec<ContainerSummary> = pod
                 .containers
                 .iter()
@@ -846,8 +900,7 @@ pub fn summary(
                 }),
             }
         })
-        .collect();
-    Summary { node, pods }
+        .collect()
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
         }),
         node_network: Vec::new(),
         pods: vec![PodSample {
+            time_unix_nanos: 0,
             network: Vec::new(),
             name: "web".into(),
             namespace: "default".into(),
@@ -306,4 +307,65 @@ fn containers_measured_from_cgroups_are_the_pods_known_ones() {
     assert_eq!(measured[0].pod_uid, "uid-1");
     assert_eq!(measured[0].writable_layer, Some(layer));
     assert_eq!(runtime_id("containerd://c1"), "c1");
+}
+
+#[test]
+fn a_pods_rates_come_from_the_times_its_cgroups_were_read() {
+    // Pods read at 1 s and 5 s, served by samples taken at 2 s and 6 s: the pod's rate
+    // is over the 4 s between its readings, and its time is its reading's.
+    let mut first = sample(2_000_000_000, 1_000_000_000);
+    first.pods[0].time_unix_nanos = 1_000_000_000;
+    let mut second = sample(6_000_000_000, 3_000_000_000);
+    second.pods[0].time_unix_nanos = 5_000_000_000;
+    let pods = pod_summaries(&second, Some(&first));
+    // (1.5 s - 0.5 s of pod CPU) over 4 s.
+    assert_eq!(
+        pods[0].cpu.as_ref().and_then(|c| c.usage_nano_cores),
+        Some(250_000_000)
+    );
+    assert_eq!(
+        pods[0].memory.as_ref().map(|m| m.time.as_str()),
+        Some("1970-01-01T00:00:05Z")
+    );
+    // The node's part is at the sample's own time.
+    let node = node_summary("n1", "", &second, Some(&first));
+    assert_eq!(
+        node.cpu.as_ref().and_then(|c| c.usage_nano_cores),
+        Some(500_000_000)
+    );
+    assert_eq!(
+        node.cpu.map(|c| c.time),
+        Some("1970-01-01T00:00:06Z".into())
+    );
+    // The same reading twice gives no rate rather than a wrong one.
+    assert_eq!(
+        pod_summaries(&second, Some(&second))[0]
+            .cpu
+            .as_ref()
+            .and_then(|c| c.usage_nano_cores),
+        None
+    );
+}
+
+#[test]
+fn a_scrape_serves_a_reading_only_while_it_holds_every_active_pod_and_running_container() {
+    let reading = sample(1_000_000_000, 0).pods;
+    let running = status_with(&[("c", "abc", true)]);
+    let age = 15_000_000_000;
+    let at = |now: i64, active: &[(&str, &ApiPodStatus)]| {
+        pods_reading_serves(now, 1_000_000_000, age, &reading, active)
+    };
+    assert!(at(2_000_000_000, &[("u1", &running)]));
+    // Too old: housekeeping has not read the pods for a period and a half.
+    assert!(!at(16_000_000_000, &[("u1", &running)]));
+    // A pod added or gone since.
+    assert!(!at(2_000_000_000, &[("u1", &running), ("u2", &running)]));
+    assert!(!at(2_000_000_000, &[]));
+    assert!(!at(2_000_000_000, &[("u2", &running)]));
+    // A container started since (a restart's new instance).
+    let restarted = status_with(&[("c", "def", true)]);
+    assert!(!at(2_000_000_000, &[("u1", &restarted)]));
+    // A container that is not running needs no reading.
+    let waiting = status_with(&[("c", "def", false)]);
+    assert!(at(2_000_000_000, &[("u1", &waiting)]));
 }
