@@ -388,19 +388,31 @@ impl StatsProvider {
             (answers, began.elapsed())
         };
         let pods = self.pods.active_pods();
+        let statuses: Vec<_> = pods
+            .iter()
+            .map(|p| self.pods.status_of(&p.metadata.uid).unwrap_or_default())
+            .collect();
         let from_node = async {
             let parts = self.node_parts().await;
             let mut pod_cgroups = Vec::with_capacity(pods.len());
-            for pod in &pods {
+            for (pod, status) in pods.iter().zip(&statuses) {
                 pod_cgroups.push(match &self.tree {
                     Some(tree) => {
                         let name = tree.pod(pod).name;
                         // Read on a listing sample too: the runtime's stats lack the
                         // finer counters cAdvisor's series need, and scrapes between
-                        // serve this reading.
+                        // serve this reading. Only the status's containers: the
+                        // sandbox's cgroup names none.
+                        let ids: Vec<&str> = status
+                            .container_statuses
+                            .iter()
+                            .chain(&status.init_container_statuses)
+                            .map(|s| runtime_id(&s.container_id))
+                            .filter(|id| !id.is_empty())
+                            .collect();
                         let containers = logged(
                             "a pod's container cgroups",
-                            self.stats.child_cgroups(&name).await,
+                            self.stats.child_cgroups(&name, &ids).await,
                         )
                         .unwrap_or_default();
                         (
@@ -455,10 +467,6 @@ impl StatsProvider {
         for c in listed.into_iter().flatten() {
             by_pod.entry(c.pod_uid.clone()).or_default().push(c);
         }
-        let statuses: Vec<_> = pods
-            .iter()
-            .map(|p| self.pods.status_of(&p.metadata.uid).unwrap_or_default())
-            .collect();
         let mut pod_cgroups = pod_cgroups;
         let wanted: Vec<usize> = pod_cgroups
             .iter()

@@ -71,14 +71,16 @@ pub trait NodeStats: Send + Sync {
     /// [`StatsError::Read`]/[`StatsError::Parse`] for an unreadable or malformed file.
     async fn cgroup(&self, cgroup: &CgroupName) -> Result<Option<CgroupStats>, StatsError>;
 
-    /// The cgroups directly below `cgroup` (a pod's containers), by directory name; empty
-    /// when `cgroup` does not exist.
+    /// The cgroups directly below `cgroup` of the containers with these runtime `ids` (a
+    /// pod's, its sandbox's left unread), by directory name in any runtime's spelling
+    /// (`<id>`, `cri-containerd-<id>.scope`); empty when `cgroup` does not exist.
     /// # Errors
     /// As [`NodeStats::cgroup`], and [`StatsError::Read`] when the directory cannot be
     /// listed.
     async fn child_cgroups(
         &self,
         cgroup: &CgroupName,
+        ids: &[&str],
     ) -> Result<Vec<(String, CgroupStats)>, StatsError>;
 
     /// The filesystem holding `path`.

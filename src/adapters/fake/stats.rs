@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 
 use crate::domain::cgroup::CgroupName;
 use crate::domain::eviction::signals::{FsUsage, PidStats};
+use crate::domain::stats::container_id_of_cgroup;
 use crate::ports::stats::{
     CgroupStats, FilesystemInfo, InterfaceStats, MemoryThresholdNotifier, NodeStats, StatsError,
     ThresholdCrossings,
@@ -88,6 +89,7 @@ impl NodeStats for FakeNodeStats {
     async fn child_cgroups(
         &self,
         cgroup: &CgroupName,
+        ids: &[&str],
     ) -> Result<Vec<(String, CgroupStats)>, StatsError> {
         Ok(self
             .state()
@@ -95,6 +97,7 @@ impl NodeStats for FakeNodeStats {
             .iter()
             .filter(|(name, _)| !name.is_root() && name.parent() == *cgroup)
             .filter_map(|(name, stats)| Some((name.components().last()?.clone(), stats.clone())))
+            .filter(|(dir, _)| ids.contains(&container_id_of_cgroup(dir)))
             .collect())
     }
 

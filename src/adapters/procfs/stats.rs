@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use crate::domain::cgroup::mounts::parse_mountinfo;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
-use crate::domain::stats::{parse_blkio, parse_io_stat, parse_net_dev, CgroupDetail, DeviceIo};
+use crate::domain::stats::{
+    container_id_of_cgroup, parse_blkio, parse_io_stat, parse_net_dev, CgroupDetail, DeviceIo,
+};
 use crate::ports::stats::{
     CgroupStats, FilesystemInfo, InterfaceStats, NodeStats, OwnProcess, StatsError,
 };
@@ -721,6 +723,7 @@ impl NodeStats for ProcfsNodeStats {
     async fn child_cgroups(
         &self,
         cgroup: &CgroupName,
+        ids: &[&str],
     ) -> Result<Vec<(String, CgroupStats)>, StatsError> {
         let mount = match &self.layout {
             Some(CgroupLayout::V1 { memory, .. }) => memory.as_ref(),
@@ -745,6 +748,9 @@ impl NodeStats for ProcfsNodeStats {
                 continue;
             }
             let name = entry.file_name().to_string_lossy().into_owned();
+            if !ids.contains(&container_id_of_cgroup(&name)) {
+                continue;
+            }
             let child = format!("{}/{name}", relative.trim_end_matches('/'));
             // A container that ends meanwhile leaves no directory: skipped.
             if let Some(stats) = self.cgroup_at(&child)? {
@@ -1170,8 +1176,14 @@ mod tests {
                 .join("cpuacct.usage"),
             "99\n",
         );
+        // The sandbox's cgroup beside it is no container asked for: left unread.
+        write(
+            &dir.join("cri-containerd-pause.scope")
+                .join("memory.usage_in_bytes"),
+            "1\n",
+        );
         let children = stats
-            .child_cgroups(&name(&["kubepods", "burstable"]))
+            .child_cgroups(&name(&["kubepods", "burstable"]), &["abc", "def"])
             .await?;
         assert_eq!(
             children
@@ -1181,7 +1193,9 @@ mod tests {
             vec![(scope, 300, Some(99))]
         );
         assert_eq!(
-            stats.child_cgroups(&name(&["kubepods", "gone"])).await?,
+            stats
+                .child_cgroups(&name(&["kubepods", "gone"]), &["abc"])
+                .await?,
             vec![]
         );
         write(&dir.join("memory.usage_in_bytes"), "lots\n");
