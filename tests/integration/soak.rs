@@ -106,6 +106,18 @@ fn settled_threads(proc: crate::common::faults::Proc, baseline: u64) -> u64 {
     threads
 }
 
+/// Open file descriptors, the fewest of ten readings 100 ms apart: a descriptor held for
+/// a moment (a cgroup or manifest read, housekeeping's) is no leak, and a leaked one
+/// stays in every reading.
+fn settled_fds(proc: crate::common::faults::Proc) -> usize {
+    let mut fewest = proc.fd_count().unwrap_or(0);
+    for _ in 1..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        fewest = fewest.min(proc.fd_count().unwrap_or(0));
+    }
+    fewest
+}
+
 /// The waves' bookkeeping both soaks share: how many, how long, the memory after each,
 /// the descriptors and threads after the warm-up, and the figures at the end.
 struct Waves {
@@ -154,7 +166,7 @@ impl Waves {
         let (others, pool) = self.proc.threads_and_pool().unwrap_or((0, 0));
         self.pool_threads = self.pool_threads.max(pool);
         if self.done == 1 {
-            self.after_warm_up = (self.proc.fd_count().unwrap_or(0), others);
+            self.after_warm_up = (settled_fds(self.proc), others);
         }
         self.done += 1;
     }
@@ -168,7 +180,7 @@ impl Waves {
             rss_slope_kib_per_pod: slope_after_warm_up(&self.rss, self.pods),
             rss_kib: self.rss,
             anon_kib: self.anon,
-            fds: (fds, self.proc.fd_count().unwrap_or(0)),
+            fds: (fds, settled_fds(self.proc)),
             threads: (threads, settled_threads(self.proc, threads)),
             pool_threads: self.pool_threads,
             pod_dirs_left,
