@@ -1090,6 +1090,17 @@ async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations
         found
     });
 
+    // The pod is known to the API and its log has lines (the status may still lag the
+    // runtime by a relist: the follow must go on regardless).
+    wait_for(30, "the counter's log through the API", || {
+        let (code, body) = curl(
+            port,
+            &format!("/containerLogs/default/counter-{NODE}/c"),
+            &[],
+        );
+        (code == 200 && !counted(&body).is_empty()).then_some(())
+    });
+
     // Followed from before the first rotation, for 16 s.
     let url =
         format!("https://127.0.0.1:{port}/containerLogs/default/counter-{NODE}/c?follow=true");
@@ -1184,10 +1195,12 @@ async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations
             .first()
             .is_some_and(|n| *n < kept_numbers[0])
             && followed_numbers.last().is_some_and(|n| *n >= live_first),
-        "follow spans the rotations: followed {:?}..{:?}, kept from {}, live from {live_first}",
+        "follow spans the rotations: followed {:?}..{:?}, kept from {}, live from {live_first}; \
+         followed text begins {:?}",
         followed_numbers.first(),
         followed_numbers.last(),
-        kept_numbers[0]
+        kept_numbers[0],
+        followed.chars().take(300).collect::<String>()
     );
     assert_eq!(gaps(&followed_numbers), [], "follow lost or repeated lines");
     node.finish();

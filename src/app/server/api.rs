@@ -30,7 +30,7 @@ use super::stream::{instances_of, running_container, stream, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
     decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
-    restart_of_log_file, scan_newlines_back, LogOptions, LogWriter,
+    restart_of_log_file, scan_newlines_back, status_shows_instance_running, LogOptions, LogWriter,
 };
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
@@ -347,15 +347,14 @@ impl KubeletApi {
         };
         let (tx, rx) = mpsc::channel::<Bytes>(8);
         let follow = options.follow && !options.previous;
-        let store = self.pods.clone();
-        let (ns, name, cname) = (namespace.clone(), pod_name.clone(), container.clone());
-        let still_running = move || {
-            store.find(&ns, &name).is_some_and(|(_, status)| {
-                matches!(
-                    state_of(&status, &cname),
-                    Some(ApiContainerState::Running(_))
-                )
-            })
+        let still_running = FollowedInstance {
+            store: self.pods.clone(),
+            runtime: Arc::clone(&self.runtime),
+            namespace: namespace.clone(),
+            pod_name: pod_name.clone(),
+            pod_uid: pod.metadata.uid.clone(),
+            container: container.clone(),
+            instance: restart,
         };
         tokio::spawn(async move {
             let file = dir.join(format!("{restart}.log"));
@@ -372,6 +371,45 @@ impl KubeletApi {
         resp.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
         resp
+    }
+}
+
+/// Whether a followed log's writer still runs.
+trait StillRunning {
+    async fn still_running(&self) -> bool;
+}
+
+/// The container instance whose log a follow reads.
+struct FollowedInstance {
+    store: PodStatusStore,
+    runtime: Arc<dyn RuntimeService>,
+    namespace: String,
+    pod_name: String,
+    pod_uid: String,
+    container: String,
+    instance: u32,
+}
+
+impl StillRunning for FollowedInstance {
+    async fn still_running(&self) -> bool {
+        let running_restart =
+            self.store
+                .find(&self.namespace, &self.pod_name)
+                .and_then(|(_, status)| {
+                    status
+                        .container_statuses
+                        .iter()
+                        .chain(&status.init_container_statuses)
+                        .find(|c| c.name == self.container)
+                        .filter(|c| matches!(c.state, ApiContainerState::Running(_)))
+                        .map(|c| c.restart_count)
+                });
+        if status_shows_instance_running(running_restart, self.instance) {
+            return true;
+        }
+        live_instances(self.runtime.as_ref(), &self.pod_uid, &self.container)
+            .await
+            .contains(&self.instance)
     }
 }
 
@@ -450,7 +488,7 @@ async fn stream_log(
     options: &LogOptions,
     follow: bool,
     tx: mpsc::Sender<Bytes>,
-    still_running: impl Fn() -> bool,
+    writer_state: impl StillRunning,
 ) -> io::Result<()> {
     let mut file = tokio::fs::File::open(path).await?;
     let len = file.metadata().await?.len();
@@ -475,7 +513,7 @@ async fn stream_log(
             if !follow || tx.is_closed() {
                 return Ok(());
             }
-            if !still_running() {
+            if !writer_state.still_running().await {
                 // One last read for lines written just before the container stopped.
                 let n = file.read(&mut block).await?;
                 if n == 0 {
@@ -648,6 +686,12 @@ mod tests {
 
     use super::*;
 
+    impl StillRunning for Arc<AtomicBool> {
+        async fn still_running(&self) -> bool {
+            self.load(Ordering::SeqCst)
+        }
+    }
+
     fn line(text: &str) -> String {
         format!("2026-11-24T17:00:00.000000000Z stdout F {text}\n")
     }
@@ -695,12 +739,7 @@ mod tests {
         };
         let reader = {
             let (path, running) = (path.clone(), Arc::clone(&running));
-            tokio::spawn(async move {
-                stream_log(&path, &options, true, tx, move || {
-                    running.load(Ordering::SeqCst)
-                })
-                .await
-            })
+            tokio::spawn(async move { stream_log(&path, &options, true, tx, running).await })
         };
         let mut text = String::new();
         received_until(&mut rx, &mut text, "one\n").await;

@@ -289,6 +289,14 @@ pub fn instance_to_read(
     }
 }
 
+/// Whether a followed log's instance is known to run from the pod's status alone: the
+/// status shows the container running as that instance (`running_restart` is the running
+/// container's restart count). Otherwise the runtime is asked, since the status lags it by
+/// a relist: a container started a moment ago still reads as waiting.
+pub fn status_shows_instance_running(running_restart: Option<u32>, instance: u32) -> bool {
+    running_restart == Some(instance)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +320,15 @@ mod tests {
         // still empty): the previous instance is 3, the current one 4.
         assert_eq!(instance_to_read(&[3, 4], &[4], true, true), Some(3));
         assert_eq!(instance_to_read(&[3, 4], &[4], false, true), Some(4));
+    }
+
+    #[test]
+    fn a_followed_instance_runs_by_the_status_only_when_it_is_the_running_one() {
+        assert!(status_shows_instance_running(Some(2), 2));
+        // Restarted since: the old instance is asked of the runtime.
+        assert!(!status_shows_instance_running(Some(3), 2));
+        // Waiting (just created, or stopped): asked of the runtime.
+        assert!(!status_shows_instance_running(None, 0));
     }
 
     #[test]
