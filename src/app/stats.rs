@@ -28,13 +28,13 @@ use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::config::options::DEFAULT_HOUSEKEEPING_INTERVAL;
 use crate::domain::eviction::rank::is_local_ephemeral;
-use crate::domain::eviction::signals::FsUsage;
-use crate::domain::eviction::signals::{FsStats, PidStats};
+use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
 use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
-    containers_from_cgroups, node_summary, pods_reading_serves, running_container_ids, runtime_id,
-    runtime_network_of, sample_lists_the_runtime, summary, wants_runtime_network, CgroupStats,
-    ContainerSample, InterfaceStats, PodSample, StatsSample, Summary, VolumeSample, WritableLayers,
+    containers_from_cgroups, named_containers, node_summary, pods_reading_serves,
+    running_container_ids, runtime_id, runtime_network_of, sample_lists_the_runtime, summary,
+    wants_runtime_network, CgroupStats, ContainerSample, InterfaceStats, PodSample, StatsSample,
+    Summary, VolumeSample, WritableLayers,
 };
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
@@ -403,13 +403,7 @@ impl StatsProvider {
                         // finer counters cAdvisor's series need, and scrapes between
                         // serve this reading. Only the status's containers: the
                         // sandbox's cgroup names none.
-                        let ids: Vec<&str> = status
-                            .container_statuses
-                            .iter()
-                            .chain(&status.init_container_statuses)
-                            .map(|s| runtime_id(&s.container_id))
-                            .filter(|id| !id.is_empty())
-                            .collect();
+                        let ids: Vec<&str> = named_containers(status).map(|(id, _)| id).collect();
                         let containers = logged(
                             "a pod's container cgroups",
                             self.stats.child_cgroups(&name, &ids).await,

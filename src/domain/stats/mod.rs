@@ -248,6 +248,17 @@ pub fn pods_reading_serves(
 /// A pod's containers measured from their own cgroups (`(directory name, usage)` under the
 /// pod's cgroup), each named from the pod's `status`; a cgroup of no known container (the
 /// sandbox's) is left out. `layers` holds the writable layers the runtime last listed.
+/// The runtime ids of the containers `status` names (init containers too), each with its
+/// name: the containers whose cgroups a reading takes.
+pub fn named_containers(status: &ApiPodStatus) -> impl Iterator<Item = (&str, &str)> {
+    status
+        .container_statuses
+        .iter()
+        .chain(&status.init_container_statuses)
+        .map(|s| (runtime_id(&s.container_id), s.name.as_str()))
+        .filter(|(id, _)| !id.is_empty())
+}
+
 pub fn containers_from_cgroups(
     pod_uid: &str,
     status: &ApiPodStatus,
@@ -259,14 +270,10 @@ pub fn containers_from_cgroups(
         .iter()
         .filter_map(|(dir, stats)| {
             let id = container_id_of_cgroup(dir);
-            let known = status
-                .container_statuses
-                .iter()
-                .chain(&status.init_container_statuses)
-                .find(|s| runtime_id(&s.container_id) == id)?;
+            let (_, name) = named_containers(status).find(|(known, _)| *known == id)?;
             Some(RuntimeContainerStats::from_cgroup(
                 id,
-                &known.name,
+                name,
                 pod_uid,
                 stats,
                 time_unix_nanos,
