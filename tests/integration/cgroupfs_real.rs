@@ -239,3 +239,74 @@ async fn real_v1_pod_cgroup_lifecycle() {
     }
     drop(cleanup);
 }
+
+/// The memory threshold notifier on the kernel's `cgroup.event_control`: a usage rising
+/// past the threshold is reported, and so is a usage already past it when it is set (the
+/// kernel itself fires on crossings only).
+#[tokio::test]
+#[ignore = "needs root and cgroup v1: run by scripts/test.sh"]
+async fn memory_thresholds_report_crossings_and_a_usage_already_past() {
+    use rkubelet::adapters::procfs::{CgroupLayout, MemcgThresholdNotifier};
+    use rkubelet::domain::cgroup::CgroupDriver;
+    use rkubelet::ports::stats::MemoryThresholdNotifier;
+    use std::time::Duration;
+
+    require_root_and_cgroup_v1();
+    let memory = Path::new(MOUNT_ROOT).join("memory");
+    let root = format!("rk-notify-{}", std::process::id());
+    let dir = memory.join(&root);
+    std::fs::create_dir(&dir).expect("memory cgroup made");
+    let mut cleanup = Cleanup {
+        mounts: vec![memory.clone()],
+        root: root.clone(),
+        child: None,
+    };
+    let layout = CgroupLayout::V1 {
+        memory: Some(memory),
+        pids: None,
+        cpuacct: None,
+        cpu: None,
+        blkio: None,
+    };
+    let notifier = MemcgThresholdNotifier::new(Some(&layout), CgroupDriver::Cgroupfs);
+    let name = CgroupName::new(&CgroupName::root(), &[root.as_str()]).expect("a cgroup name");
+    let threshold = 4 << 20;
+    let mut rising = notifier.arm(&name, threshold).await.expect("armed");
+
+    // A shell in the cgroup builds an 8 MB string and waits.
+    let procs = dir.join("cgroup.procs");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && x=$(head -c 8000000 /dev/zero | tr '\\0' a) && echo built && sleep 60",
+            procs.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    cleanup.child = Some(child);
+    tokio::time::timeout(Duration::from_secs(20), rising.crossed())
+        .await
+        .expect("the usage rising past 4 MiB is reported")
+        .expect("a crossing, not an error");
+
+    // Once the string is built the usage stays past the threshold: one set now reports
+    // at once.
+    let mut built = String::new();
+    if let Some(out) = cleanup.child.as_mut().and_then(|c| c.stdout.as_mut()) {
+        use std::io::BufRead;
+        let _ = std::io::BufReader::new(out).read_line(&mut built);
+    }
+    assert_eq!(built.trim(), "built");
+    let usage: u64 = read(&dir.join("memory.usage_in_bytes"))
+        .trim()
+        .parse()
+        .expect("a usage");
+    assert!(usage >= threshold, "usage {usage}");
+    let mut past = notifier.arm(&name, threshold).await.expect("armed again");
+    tokio::time::timeout(Duration::from_secs(5), past.crossed())
+        .await
+        .expect("a usage already past the threshold is reported when it is set")
+        .expect("a crossing, not an error");
+    drop((rising, past));
+}

@@ -130,6 +130,15 @@ impl MemoryThresholdNotifier for MemcgThresholdNotifier {
         let eventfd = Arc::new(eventfd);
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, events) = mpsc::unbounded_channel();
+        // The kernel fires on a crossing only: a usage already past the threshold when it
+        // is set (it rose while the stats were read) is a crossing now.
+        let past = std::fs::read_to_string(&usage_path)
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .is_some_and(|now| now >= usage_bytes);
+        if past {
+            let _ = tx.send(Ok(()));
+        }
         let (fd, flag) = (Arc::clone(&eventfd), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("memcg-notify".into())

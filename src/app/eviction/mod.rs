@@ -30,7 +30,9 @@ use crate::domain::eviction::manager::{
     choose_pod, reclaim_sufficient, synchronize, Eviction, EvictionConfig, EvictionState,
 };
 use crate::domain::eviction::signals::NodeSummary;
-use crate::domain::eviction::thresholds::{memcg_usage_threshold, PressureCondition};
+use crate::domain::eviction::thresholds::{
+    memcg_usage_threshold, notifiers_due, PressureCondition,
+};
 use crate::domain::eviction::{Signal, Threshold};
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
@@ -45,9 +47,6 @@ use observe::Observer;
 /// `podCleanupTimeout`) and how often it looks.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
 const CLEANUP_POLL: Duration = Duration::from_millis(100);
-/// How often kernel thresholds are set again from fresh stats (upstream's
-/// `notifierRefreshInterval`).
-const NOTIFIER_REFRESH_NANOS: i64 = 10_000_000_000;
 
 /// What one cycle did.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +75,8 @@ pub struct EvictionManager {
     armed: Vec<JoinHandle<()>>,
     notifiers_set_at: Option<i64>,
     notifiers_unavailable: bool,
+    /// The cycle running was woken by a kernel notification.
+    crossed: bool,
     crossings_tx: mpsc::Sender<String>,
     crossings: mpsc::Receiver<String>,
 }
@@ -130,6 +131,7 @@ impl EvictionManager {
             armed: Vec::new(),
             notifiers_set_at: None,
             notifiers_unavailable: false,
+            crossed: false,
             crossings_tx,
             crossings,
         }
@@ -257,15 +259,12 @@ impl EvictionManager {
         }
     }
 
-    /// Sets the kernel thresholds again from fresh stats, at most every 10 s.
+    /// Sets the kernel thresholds again from fresh stats when due ([`notifiers_due`]).
     async fn refresh_notifiers(&mut self, summary: &NodeSummary, now: i64) {
         if !self.settings.kernel_memcg_notification || self.notifiers_unavailable {
             return;
         }
-        if self
-            .notifiers_set_at
-            .is_some_and(|at| now.saturating_sub(at) < NOTIFIER_REFRESH_NANOS)
-        {
+        if !notifiers_due(self.notifiers_set_at, now, self.crossed) {
             return;
         }
         self.notifiers_set_at = Some(now);
@@ -358,11 +357,14 @@ impl EvictionManager {
                     _ = ticker.tick() => {}
                     Some(description) = self.crossings.recv() => {
                         info!("eviction manager: {description} crossed");
+                        self.crossed = true;
                     }
                 }
             }
             again = false;
-            if let CycleOutcome::Evicted(evicted) = self.cycle().await {
+            let outcome = self.cycle().await;
+            self.crossed = false;
+            if let CycleOutcome::Evicted(evicted) = outcome {
                 info!(pods = ?evicted.iter().map(|e| e.pod.as_str()).collect::<Vec<_>>(), "Eviction manager: pods evicted, waiting for pod to be cleaned up");
                 self.wait_for_cleanup(&evicted, &mut stop).await;
                 again = true;

@@ -315,6 +315,26 @@ pub fn memcg_usage_threshold(threshold: &Threshold, memory: &MemoryStats) -> Opt
     )
 }
 
+/// How often the kernel memory thresholds are set again from fresh stats (upstream's
+/// `notifierRefreshInterval`).
+pub const NOTIFIER_REFRESH_NANOS: i64 = 10_000_000_000;
+/// After a crossing, the least time since the last setting before they are set again.
+pub const NOTIFIER_REARM_AFTER_CROSSING_NANOS: i64 = 1_000_000_000;
+
+/// Whether the kernel memory thresholds are set again now: when never set, every
+/// [`NOTIFIER_REFRESH_NANOS`], and after a crossing (`crossed`) once
+/// [`NOTIFIER_REARM_AFTER_CROSSING_NANOS`] have passed. A crossing fires once: the
+/// threshold counts the inactive file of its setting, so when the cycle it woke finds the
+/// working set still under the threshold (the inactive file grew meanwhile), only a
+/// threshold set from that cycle's stats fires again as the usage goes on rising.
+pub fn notifiers_due(set_at: Option<i64>, now: i64, crossed: bool) -> bool {
+    let Some(at) = set_at else {
+        return true;
+    };
+    let since = now.saturating_sub(at);
+    since >= NOTIFIER_REFRESH_NANOS || (crossed && since >= NOTIFIER_REARM_AFTER_CROSSING_NANOS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::signals::SignalObservation;
@@ -688,5 +708,17 @@ mod tests {
                 .to_string(),
             "1Gi"
         );
+    }
+
+    #[test]
+    fn notifiers_are_set_again_every_refresh_and_soon_after_a_crossing() {
+        let s = 1_000_000_000;
+        assert!(notifiers_due(None, 0, false));
+        assert!(!notifiers_due(Some(0), 9 * s, false));
+        assert!(notifiers_due(Some(0), 10 * s, false));
+        // A crossing sets them again from the stats it woke a cycle for...
+        assert!(notifiers_due(Some(0), 5 * s, true));
+        // ...but not more than once a second, however often the usage crosses.
+        assert!(!notifiers_due(Some(0), s / 2, true));
     }
 }
