@@ -245,9 +245,6 @@ pub fn pods_reading_serves(
         })
 }
 
-/// A pod's containers measured from their own cgroups (`(directory name, usage)` under the
-/// pod's cgroup), each named from the pod's `status`; a cgroup of no known container (the
-/// sandbox's) is left out. `layers` holds the writable layers the runtime last listed.
 /// The runtime ids of the containers `status` names (init containers too), each with its
 /// name: the containers whose cgroups a reading takes.
 pub fn named_containers(status: &ApiPodStatus) -> impl Iterator<Item = (&str, &str)> {
@@ -259,6 +256,9 @@ pub fn named_containers(status: &ApiPodStatus) -> impl Iterator<Item = (&str, &s
         .filter(|(id, _)| !id.is_empty())
 }
 
+/// A pod's containers measured from their own cgroups (`(directory name, usage)` under the
+/// pod's cgroup), each named from the pod's `status`; a cgroup of no known container (the
+/// sandbox's) is left out. `layers` holds the writable layers the runtime last listed.
 pub fn containers_from_cgroups(
     pod_uid: &str,
     status: &ApiPodStatus,
