@@ -321,11 +321,11 @@ pub fn encode_kubelet_metrics(state: &ScrapeState<'_>) -> String {
         running_pods,
     );
     let containers = Family::<Labels, Gauge>::default();
-    for status in state.pods.iter().flat_map(|p| {
-        p.container_statuses
-            .iter()
-            .chain(&p.init_container_statuses)
-    }) {
+    for status in state
+        .pods
+        .iter()
+        .flat_map(ApiPodStatus::all_container_statuses)
+    {
         containers
             .get_or_create(&vec![(
                 "container_state",

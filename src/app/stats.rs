@@ -500,11 +500,7 @@ impl StatsProvider {
             let mut containers = Vec::new();
             for spec in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
                 // The instance running now (a restarted container leaves dead ones).
-                let current = status
-                    .container_statuses
-                    .iter()
-                    .chain(&status.init_container_statuses)
-                    .find(|s| s.name == spec.name);
+                let current = status.container_status(&spec.name);
                 let running_id = current
                     .map(|s| runtime_id(&s.container_id))
                     .unwrap_or_default();

@@ -35,7 +35,7 @@ use crate::domain::kubelet_api::logs::{
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
 use crate::domain::kuberuntime::runtime::ContainerState;
-use crate::domain::status::{ApiContainerState, ApiPodStatus};
+use crate::domain::status::ApiContainerState;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
@@ -331,7 +331,7 @@ impl KubeletApi {
         let dir = pod_log_dir_in(&self.pod_logs_dir, &pod).join(container);
         let restarts = log_files(&dir).await;
         let waiting = matches!(
-            state_of(&status, container),
+            status.container_status(container).map(|c| &c.state),
             Some(ApiContainerState::Waiting(_))
         );
         let live = live_instances(self.runtime.as_ref(), &pod.metadata.uid, container).await;
@@ -397,10 +397,7 @@ impl StillRunning for FollowedInstance {
                 .find(&self.namespace, &self.pod_name)
                 .and_then(|(_, status)| {
                     status
-                        .container_statuses
-                        .iter()
-                        .chain(&status.init_container_statuses)
-                        .find(|c| c.name == self.container)
+                        .container_status(&self.container)
                         .filter(|c| matches!(c.state, ApiContainerState::Running(_)))
                         .map(|c| c.restart_count)
                 });
@@ -411,16 +408,6 @@ impl StillRunning for FollowedInstance {
             .await
             .contains(&self.instance)
     }
-}
-
-/// The state the pod's status gives the container (or init container) `name`.
-fn state_of<'a>(status: &'a ApiPodStatus, name: &str) -> Option<&'a ApiContainerState> {
-    status
-        .container_statuses
-        .iter()
-        .chain(&status.init_container_statuses)
-        .find(|c| c.name == name)
-        .map(|c| &c.state)
 }
 
 /// The restart counts of the container's instances the runtime has created or running;

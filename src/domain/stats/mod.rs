@@ -200,9 +200,7 @@ pub fn runtime_id(container_id: &str) -> &str {
 /// The runtime ids of the containers (init ones too) `status` says are running.
 pub fn running_container_ids(status: &ApiPodStatus) -> impl Iterator<Item = &str> {
     status
-        .container_statuses
-        .iter()
-        .chain(&status.init_container_statuses)
+        .all_container_statuses()
         .filter(|s| matches!(s.state, ApiContainerState::Running(_)))
         .map(|s| runtime_id(&s.container_id))
 }
@@ -249,9 +247,7 @@ pub fn pods_reading_serves(
 /// name: the containers whose cgroups a reading takes.
 pub fn named_containers(status: &ApiPodStatus) -> impl Iterator<Item = (&str, &str)> {
     status
-        .container_statuses
-        .iter()
-        .chain(&status.init_container_statuses)
+        .all_container_statuses()
         .map(|s| (runtime_id(&s.container_id), s.name.as_str()))
         .filter(|(id, _)| !id.is_empty())
 }

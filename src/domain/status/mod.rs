@@ -317,6 +317,18 @@ pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
 }
 
 impl ApiPodStatus {
+    /// The statuses of the regular containers, then of the init containers.
+    pub fn all_container_statuses(&self) -> impl Iterator<Item = &ApiContainerStatus> {
+        self.container_statuses
+            .iter()
+            .chain(&self.init_container_statuses)
+    }
+
+    /// The status of the container (or init container) called `name`.
+    pub fn container_status(&self, name: &str) -> Option<&ApiContainerStatus> {
+        self.all_container_statuses().find(|c| c.name == name)
+    }
+
     /// Failed or Succeeded: the kubelet runs nothing more of the pod.
     pub fn is_terminal(&self) -> bool {
         self.phase == PHASE_FAILED || self.phase == "Succeeded"
