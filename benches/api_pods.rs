@@ -11,7 +11,8 @@
 //! and deletes of pods and events); its resident memory with those pods. The baseline, on
 //! the same containerd before the kubelet starts: the bare CRI calls (RunPodSandbox,
 //! CreateContainer, StartContainer) for one pod, and for all of them at once (median of as
-//! many rounds). Goals: the latencies at most half of upstream's, all pods within 1.2x of
+//! many rounds); printed beside it, no goal, the same pods' requests as rkubelet sends them
+//! (built by the domain functions its sync uses), issued bare at once. Goals: the latencies at most half of upstream's, all pods within 1.2x of
 //! the bare calls, writes per pod no more than upstream's. Needs root, containerd, the
 //! control plane and the upstream kubelet; fails, saying which is missing, without them.
 
@@ -41,16 +42,18 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use rkubelet::adapters::apiserver::KubeConnector;
 use rkubelet::adapters::cri::CriRuntime;
+use rkubelet::domain::kuberuntime::requests::RequestContext;
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState, SandboxFilter};
 use rkubelet::ports::api::{ApiConnector, PodApi, PodWatchEvent};
 use rkubelet::ports::runtime::RuntimeService;
 
 use cluster::Cluster;
-use common::bare_cri::BareCri;
+use common::bare_cri::{BareCri, BareKubeletCri};
 use common::{at_most, fail, free_port, rss_kib, rss_parts, verdict};
 use containerd::Containerd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
+const CLUSTER_DNS_IP: &str = "10.0.0.10";
 const CLUSTER_DNS: &str = "--cluster-dns=10.0.0.10";
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -88,6 +91,8 @@ struct Figures {
     /// The bare CRI calls on the same containerd: one pod (median), all pods at once.
     bare_single: Vec<f64>,
     bare_many: Vec<f64>,
+    /// The requests rkubelet sends for those pods, issued bare at once, one per round.
+    bare_kubelet_many: Vec<f64>,
 }
 
 fn pod_object(name: &str, node: &str, image: &str) -> Result<Pod, String> {
@@ -347,6 +352,14 @@ fn measure(
         busybox: image.clone(),
         logs: PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT")),
     };
+    let mut requests = RequestContext::under_root(&dir.path().join("bare-root"));
+    requests.pod_logs_dir = PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT"));
+    requests.cluster_dns = vec![CLUSTER_DNS_IP.to_owned()];
+    let bare_kubelet = BareKubeletCri {
+        cri: cri.clone(),
+        busybox: image.clone(),
+        requests,
+    };
     rt.block_on(async {
         bare.run(999).await?; // warms containerd up as the kubelets' first pods do
         for i in 0..env_number("RKUBELET_BENCH_SINGLE_RUNS", 3) {
@@ -356,6 +369,12 @@ fn measure(
             figures
                 .bare_many
                 .push(bare.concurrent(count).await?.as_secs_f64());
+        }
+        if kind == Kubelet::Rkubelet {
+            for _ in 0..rounds {
+                let t = bare_kubelet.concurrent(count).await?;
+                figures.bare_kubelet_many.push(t.as_secs_f64());
+            }
         }
         Ok::<(), String>(())
     })?;
@@ -565,6 +584,16 @@ fn main() {
         secs(median(&up.many_running)),
         secs(b),
         rounds(&ours.bare_many)
+    );
+    let k = median(&ours.bare_kubelet_many);
+    let ratio = match (o, k) {
+        (Some(o), Some(k)) if k > 0.0 => format!("{:.2}x", o / k),
+        _ => "unavailable".into(),
+    };
+    println!(
+        "api pods: the same {count} pods' requests as rkubelet sends them (upstream's sandbox security context, DNS, /etc/hosts and termination-message mounts, PodSandboxStatus), issued bare at once: {} ({} s); rkubelet takes {ratio} of it",
+        secs(k),
+        rounds(&ours.bare_kubelet_many)
     );
     let writes = match (ours.writes_per_pod, up.writes_per_pod) {
         (Some(o), Some(u)) => format!(

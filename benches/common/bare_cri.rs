@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
-use rkubelet::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
+use rkubelet::domain::kuberuntime::hosts::{etc_hosts_file, HostsFile};
+use rkubelet::domain::kuberuntime::requests::{
+    container_config, pod_dir, sandbox_config, ContainerConfig, RequestContext, SandboxConfig,
+};
 use rkubelet::domain::kuberuntime::runtime::SandboxFilter;
+use rkubelet::domain::kuberuntime::termination::message_mount;
+use rkubelet::domain::pod::api::decode_api_pod;
 use rkubelet::ports::runtime::RuntimeService;
 
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -116,4 +121,108 @@ async fn bare_pod(
         .map_err(fail)?;
     cri.start_container(&ctr).await.map_err(fail)?;
     Ok(name)
+}
+
+/// The requests rkubelet itself sends for a pod, issued bare: what the runtime alone takes
+/// for a pod as a kubelet starts it, with upstream's security context on the sandbox, the
+/// pod's DNS, the managed `/etc/hosts` and the termination-message file mounted (both
+/// written first, as the kubelet does), and the `PodSandboxStatus` call that gives the
+/// hosts file its IP. The requests come from the domain functions rkubelet's sync uses.
+#[allow(dead_code)] // the API pods' bench alone compares with it
+#[derive(Clone)]
+pub struct BareKubeletCri {
+    pub cri: CriRuntime,
+    pub busybox: String,
+    pub requests: RequestContext,
+}
+
+#[allow(dead_code)]
+impl BareKubeletCri {
+    /// `n` pods' calls at once: the time until all containers are started; the pods are
+    /// removed again.
+    pub async fn concurrent(&self, n: usize) -> Result<Duration, String> {
+        let t = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let bare = self.clone();
+            set.spawn(async move { bare.run_kept(i).await });
+        }
+        let mut names = Vec::new();
+        while let Some(done) = set.join_next().await {
+            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
+        }
+        let elapsed = t.elapsed();
+        let remover = BareCri {
+            cri: self.cri.clone(),
+            busybox: self.busybox.clone(),
+            logs: self.requests.pod_logs_dir.clone(),
+        };
+        for name in names {
+            remover.remove_pod(&name).await?;
+        }
+        Ok(elapsed)
+    }
+
+    async fn run_kept(&self, i: usize) -> Result<String, String> {
+        let (name, uid) = (
+            format!("bare-kubelet{i}"),
+            format!("bench-bare-kubelet-{i}"),
+        );
+        let value = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {
+                "automountServiceAccountToken": false,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{
+                    "name": "app",
+                    "image": self.busybox,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "3600"],
+                }],
+            },
+        });
+        let pod = decode_api_pod(&value)
+            .map_err(|e| format!("the bare pod: {e:?}"))?
+            .pod;
+        let ctx = &self.requests;
+        let sandbox = sandbox_config(ctx, &pod, 0, "");
+        for dir in [
+            PathBuf::from(&sandbox.log_directory),
+            pod_dir(ctx, &pod.metadata.uid),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("bare CRI run: {e}");
+        let sb = self.cri.run_pod_sandbox(&sandbox).await.map_err(fail)?;
+        let ip = self.cri.pod_sandbox_status(&sb).await.map_err(fail)?.ip;
+        if let Some(file) = HostsFile::of(ctx, &pod, &ip, &sandbox.hostname) {
+            let path = etc_hosts_file(ctx, &pod.metadata.uid);
+            std::fs::write(&path, file.content(""))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let container = pod
+            .spec
+            .containers
+            .first()
+            .ok_or("the bare pod's container")?;
+        if let Some(mount) = message_mount(ctx, &pod, container, 0) {
+            let path = Path::new(&mount.host_path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            std::fs::write(path, "").map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let config = container_config(ctx, &pod, container, 0, 0)
+            .map_err(|e| format!("the bare container's request: {e}"))?;
+        let ctr = self
+            .cri
+            .create_container(&sb, &config, &sandbox)
+            .await
+            .map_err(fail)?;
+        self.cri.start_container(&ctr).await.map_err(fail)?;
+        Ok(name)
+    }
 }
