@@ -290,17 +290,22 @@ impl Drop for Running {
     }
 }
 
-/// Removes the round's pods from the API (force, grace 0) and waits until the kubelet has
-/// removed their sandboxes from the runtime, so the next round starts on an empty node.
-fn clear_pods(c: &Cluster, rt: &tokio::runtime::Runtime, cri: &CriRuntime) -> Result<(), String> {
-    let out = c.kubectl(&[
+/// Deletes every pod in the API at once (force, grace 0), without waiting for the kubelet.
+fn delete_all_pods(c: &Cluster) -> std::process::Output {
+    c.kubectl(&[
         "delete",
         "pods",
         "--all",
         "--force",
         "--grace-period=0",
         "--wait=false",
-    ]);
+    ])
+}
+
+/// Removes the round's pods from the API and waits until the kubelet has removed their
+/// sandboxes from the runtime, so the next round starts on an empty node.
+fn clear_pods(c: &Cluster, rt: &tokio::runtime::Runtime, cri: &CriRuntime) -> Result<(), String> {
+    let out = delete_all_pods(c);
     if !out.status.success() {
         return Err(format!(
             "kubectl delete pods: {}",
@@ -491,14 +496,7 @@ fn measure(
         }
     }
     // Remove the pods from the API before the kubelet goes, so nothing waits on it.
-    let _ = c.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--force",
-        "--grace-period=0",
-        "--wait=false",
-    ]);
+    let _ = delete_all_pods(c);
     drop(running);
     Ok(figures)
 }
