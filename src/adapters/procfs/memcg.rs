@@ -8,7 +8,7 @@
 //! notifier is disabled too.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,10 +131,13 @@ impl MemoryThresholdNotifier for MemcgThresholdNotifier {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, events) = mpsc::unbounded_channel();
         // The kernel fires on a crossing only: a usage already past the threshold when it
-        // is set (it rose while the stats were read) is a crossing now.
-        let past = std::fs::read_to_string(&usage_path)
+        // is set (it rose while the stats were read) is a crossing now. The file registered
+        // is still open and unread, so it is read from its start.
+        let mut now = String::new();
+        let past = (&usage)
+            .read_to_string(&mut now)
             .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
+            .and_then(|_| now.trim().parse::<u64>().ok())
             .is_some_and(|now| now >= usage_bytes);
         if past {
             let _ = tx.send(Ok(()));
