@@ -24,6 +24,7 @@ took() { echo "-- $1: $((SECONDS - step_started)) s"; step_started=$SECONDS; }
 
 echo "== installing test dependencies"
 ./scripts/test-env/install-deps.sh
+./scripts/test-env/sweep-leftovers.sh
 took "dependencies"
 
 echo "== format and lints"
