@@ -18,13 +18,22 @@ fn problem(path: &Path, text: impl Into<String>) -> ConnectError {
 }
 
 fn read(path: &Path) -> Result<Kubeconfig, ConnectError> {
-    // Read the file ourselves first: kube's message for a missing file is vaguer.
-    if let Err(e) = std::fs::metadata(path) {
-        return Err(ConnectError::Kubeconfig {
-            path: path.to_path_buf(),
-            problem: format!("cannot read it: {e}"),
-            source: Some(Box::new(e)),
-        });
+    // Read the file ourselves first: kube's message for a missing file is vaguer, and
+    // kube-client 5 panics on a UTF-16 byte-order mark followed by an odd number of bytes
+    // (it decodes two bytes at a time without checking); the fuzz bench found it.
+    let bytes = std::fs::read(path).map_err(|e| ConnectError::Kubeconfig {
+        path: path.to_path_buf(),
+        problem: format!("cannot read it: {e}"),
+        source: Some(Box::new(e)),
+    })?;
+    if let [0xFF, 0xFE, rest @ ..] | [0xFE, 0xFF, rest @ ..] = bytes.as_slice() {
+        if rest.len() % 2 == 1 {
+            return Err(ConnectError::Kubeconfig {
+                path: path.to_path_buf(),
+                problem: "not a valid kubeconfig: invalid UTF-16 (an odd number of bytes after its byte-order mark)".into(),
+                source: None,
+            });
+        }
     }
     Kubeconfig::read_from(path).map_err(|e| ConnectError::Kubeconfig {
         path: path.to_path_buf(),
@@ -186,6 +195,10 @@ current-context: ctx
             )),
             "{err}"
         );
+        let odd_utf16 = dir.path().join("utf16");
+        std::fs::write(&odd_utf16, [0xFF, 0xFE, b'a']).expect("written");
+        let err = inspect(&odd_utf16).expect_err("odd UTF-16");
+        assert!(err.to_string().contains("invalid UTF-16"), "{err}");
         let not_yaml = write(dir.path(), "junk", "{{{ not: [yaml");
         let err = inspect(&not_yaml).expect_err("junk");
         assert!(err.to_string().contains("not a valid kubeconfig"), "{err}");
