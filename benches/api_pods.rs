@@ -52,7 +52,6 @@ use common::bare_cri::{BareCri, BareKubeletCri};
 use common::{at_most, fail, free_port, rss_kib, rss_parts, verdict};
 use containerd::Containerd;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const CLUSTER_DNS_IP: &str = "10.0.0.10";
 const CLUSTER_DNS: &str = "--cluster-dns=10.0.0.10";
 
@@ -390,7 +389,7 @@ fn measure(
             std::fs::create_dir_all(&root).map_err(|e| format!("root dir: {e}"))?;
             let log = File::create(dir.path().join("rkubelet.log"))
                 .map_err(|e| format!("log file: {e}"))?;
-            let child = Command::new(BIN)
+            let child = Command::new(common::rkubelet_bin())
                 .args([
                     format!("--kubeconfig={}", kubeconfig.display()),
                     format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),

@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 use common::{pss_kib, rss_kib, verdict};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
-
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -82,7 +80,7 @@ fn main() {
         };
         let root = dir.path().join(format!("{i}"));
         std::fs::create_dir_all(&root).expect("root");
-        let child = Command::new(BIN)
+        let child = Command::new(common::rkubelet_bin())
             .args([
                 format!("--kubeconfig={}", kubeconfig.display()),
                 "--container-runtime-endpoint=fake://".into(),

@@ -42,7 +42,6 @@ use containerd::Containerd;
 
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const MI: u64 = 1 << 20;
 const PODS: usize = 250;
 const PASSES: usize = 200;
@@ -214,7 +213,7 @@ fn reaction_secs(
     let reserved_mi = total * 1024 / MI - 1024;
     let cgroup_root = ctrd.var("RKUBELET_CGROUP_ROOT");
     let log = dir.join(format!("rkubelet-{tag}.log"));
-    let child = Command::new(BIN)
+    let child = Command::new(common::rkubelet_bin())
         .args([
             format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),
             format!("--pod-manifest-path={}", manifests.display()),

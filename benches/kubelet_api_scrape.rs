@@ -36,7 +36,6 @@ use rkubelet::ports::runtime::RuntimeService;
 use common::{at_most, cpu_secs, fail, free_port};
 use containerd::Containerd;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const BENCH: &str = "kubelet_api_scrape";
 const PATHS: [&str; 2] = ["/stats/summary", "/metrics/cadvisor"];
 
@@ -163,7 +162,7 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
             std::fs::create_dir_all(&root).map_err(|e| format!("root dir: {e}"))?;
             let log = File::create(dir.path().join("rkubelet.log"))
                 .map_err(|e| format!("log file: {e}"))?;
-            let child = Command::new(BIN)
+            let child = Command::new(common::rkubelet_bin())
                 .args([
                     format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),
                     format!("--pod-manifest-path={}", manifests.display()),

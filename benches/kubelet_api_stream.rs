@@ -33,8 +33,6 @@ use cluster::Cluster;
 use common::{fail, free_port, verdict};
 use containerd::Containerd;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
-
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -139,7 +137,7 @@ fn measure(kind: Kubelet, c: &Cluster, bins: &Path, mib: usize) -> Result<Figure
                 "--eviction-hard=".into(),
             ];
             args.extend(common.iter().cloned());
-            let child = Command::new(BIN)
+            let child = Command::new(common::rkubelet_bin())
                 .args(&args)
                 .env_remove("NOTIFY_SOCKET")
                 .stdout(Stdio::null())

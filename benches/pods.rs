@@ -34,7 +34,6 @@ use containerd::Containerd;
 
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const NODE: &str = "n1";
 const RUNS: usize = 5;
 
@@ -160,7 +159,7 @@ impl Kubelet {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         let t = Instant::now();
-        let child = Command::new(BIN)
+        let child = Command::new(common::rkubelet_bin())
             .args(&args)
             .env_remove("NOTIFY_SOCKET")
             .stdout(Stdio::null())

@@ -43,7 +43,6 @@ use containerd::Containerd;
 
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const NODE: &str = "probebench";
 /// The bench's HTTP server: first free port from here (this bench's range).
 const HTTP_PORTS: std::ops::Range<u16> = 26500..26600;
@@ -320,7 +319,7 @@ async fn run(dir: &Path) -> Result<(), String> {
     }
     let start = |log_name: &str| -> Result<Rkubelet, String> {
         let log = File::create(dir.join(log_name)).map_err(|e| e.to_string())?;
-        Command::new(BIN)
+        Command::new(common::rkubelet_bin())
             .args([
                 format!("--container-runtime-endpoint={endpoint}"),
                 format!("--pod-manifest-path={}", manifests.display()),

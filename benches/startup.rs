@@ -12,8 +12,6 @@ mod common;
 
 use common::{below, fail, free_port, rss_kib, rss_parts, unmeasured};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
-
 fn healthz_ok(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -30,7 +28,7 @@ fn healthz_ok(port: u16) -> bool {
 }
 
 fn spawn(port: u16, root: &std::path::Path) -> std::io::Result<Child> {
-    Command::new(BIN)
+    Command::new(common::rkubelet_bin())
         .args([
             "--container-runtime-endpoint=fake://",
             &format!("--healthz-port={port}"),

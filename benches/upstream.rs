@@ -41,7 +41,6 @@ use cluster::Cluster;
 use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, rss_parts, verdict};
 use containerd::Containerd;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const PODS: usize = 30;
 const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 /// A cluster DNS address, as every cluster node has: without one upstream writes a
@@ -242,7 +241,7 @@ fn measure(
             std::fs::create_dir_all(&root).map_err(|e| format!("root dir: {e}"))?;
             let log = File::create(dir.path().join("rkubelet.log"))
                 .map_err(|e| format!("log file: {e}"))?;
-            let child = Command::new(BIN)
+            let child = Command::new(common::rkubelet_bin())
                 .args([
                     format!("--kubeconfig={}", kubeconfig.display()),
                     format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),

@@ -41,7 +41,6 @@ use cluster::Cluster;
 use common::{below, fail, free_port};
 use containerd::Containerd;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 const NODE: &str = "benchvp";
 const SYNC_SECS: u64 = 5;
 
@@ -180,7 +179,7 @@ fn main() {
     let kubeconfig = c.node_kubeconfig(NODE, 30);
     let log = std::fs::File::create(dir.path().join("rkubelet.log"))
         .unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(common::rkubelet_bin())
         .args([
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--container-runtime-endpoint={}", ctrd.var("CRI_ENDPOINT")),

@@ -15,8 +15,8 @@
 # root folder, the pod logs and the file. Each run starts with fresh ones.
 #
 # The build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
-# on panic; scripts/test.sh builds the benchmarks with it, so each command reuses what
-# the other built. `make install` builds the packaged binary (release, abort on panic).
+# on panic; scripts/test.sh builds the binary the benchmarks start with it, so each
+# command reuses what the other built. `make install` builds the packaged binary (release, abort on panic).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -2,6 +2,7 @@
 //! (RunPodSandbox + CreateContainer + StartContainer), made directly with rkubelet's CRI
 //! client and nothing else.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -44,42 +45,55 @@ impl BareCri {
     /// `n` pods' calls at once (as a kubelet with one worker per pod issues them): the
     /// time until all containers are started; the pods are removed again.
     pub async fn concurrent(&self, n: usize) -> Result<Duration, String> {
-        let t = Instant::now();
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..n {
-            let bare = self.clone();
-            set.spawn(async move { bare.run_kept(1000 + i).await });
-        }
-        let mut names = Vec::new();
-        while let Some(done) = set.join_next().await {
-            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
-        }
-        let elapsed = t.elapsed();
-        for name in names {
-            self.remove_pod(&name).await?;
-        }
-        Ok(elapsed)
+        let bare = self.clone();
+        timed_at_once(&self.cri, n, move |i| {
+            let bare = bare.clone();
+            async move { bare.run_kept(1000 + i).await }
+        })
+        .await
     }
 
     /// Stops and removes every sandbox (with its containers) of the pod called `pod`.
     pub async fn remove_pod(&self, pod: &str) -> Result<(), String> {
-        let filter = SandboxFilter {
-            labels: [(POD_NAME_LABEL.to_string(), pod.to_string())].into(),
-            ..Default::default()
-        };
-        let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("removing {pod}: {e}");
-        for sb in self.cri.list_pod_sandboxes(&filter).await.map_err(fail)? {
-            self.cri
-                .stop_pod_sandbox(&sb.status.id)
-                .await
-                .map_err(fail)?;
-            self.cri
-                .remove_pod_sandbox(&sb.status.id)
-                .await
-                .map_err(fail)?;
-        }
-        Ok(())
+        remove_pod(&self.cri, pod).await
     }
+}
+
+/// `n` pods started at once by `start` (given 0..n, returning the pod's name): the time
+/// until all are started; the pods are removed again.
+async fn timed_at_once<F, Fut>(cri: &CriRuntime, n: usize, start: F) -> Result<Duration, String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<String, String>> + Send + 'static,
+{
+    let t = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        set.spawn(start(i));
+    }
+    let mut names = Vec::new();
+    while let Some(done) = set.join_next().await {
+        names.push(done.map_err(|e| format!("bare run task: {e}"))??);
+    }
+    let elapsed = t.elapsed();
+    for name in names {
+        remove_pod(cri, &name).await?;
+    }
+    Ok(elapsed)
+}
+
+/// Stops and removes every sandbox (with its containers) of the pod called `pod`.
+async fn remove_pod(cri: &CriRuntime, pod: &str) -> Result<(), String> {
+    let filter = SandboxFilter {
+        labels: [(POD_NAME_LABEL.to_string(), pod.to_string())].into(),
+        ..Default::default()
+    };
+    let fail = |e: rkubelet::ports::runtime::RuntimeError| format!("removing {pod}: {e}");
+    for sb in cri.list_pod_sandboxes(&filter).await.map_err(fail)? {
+        cri.stop_pod_sandbox(&sb.status.id).await.map_err(fail)?;
+        cri.remove_pod_sandbox(&sb.status.id).await.map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// RunPodSandbox + CreateContainer + StartContainer for pod `bare<i>`; returns its name.
@@ -141,26 +155,12 @@ impl BareKubeletCri {
     /// `n` pods' calls at once: the time until all containers are started; the pods are
     /// removed again.
     pub async fn concurrent(&self, n: usize) -> Result<Duration, String> {
-        let t = Instant::now();
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..n {
-            let bare = self.clone();
-            set.spawn(async move { bare.run_kept(i).await });
-        }
-        let mut names = Vec::new();
-        while let Some(done) = set.join_next().await {
-            names.push(done.map_err(|e| format!("bare run task: {e}"))??);
-        }
-        let elapsed = t.elapsed();
-        let remover = BareCri {
-            cri: self.cri.clone(),
-            busybox: self.busybox.clone(),
-            logs: self.requests.pod_logs_dir.clone(),
-        };
-        for name in names {
-            remover.remove_pod(&name).await?;
-        }
-        Ok(elapsed)
+        let bare = self.clone();
+        timed_at_once(&self.cri, n, move |i| {
+            let bare = bare.clone();
+            async move { bare.run_kept(i).await }
+        })
+        .await
     }
 
     async fn run_kept(&self, i: usize) -> Result<String, String> {

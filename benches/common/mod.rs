@@ -4,6 +4,13 @@
 
 pub mod bare_cri;
 
+/// The rkubelet binary a bench starts: `RKUBELET_BENCH_BIN` when set (scripts/test.sh
+/// points it at the `release-unwind` build, linked as the release is), else the one cargo
+/// built beside this bench.
+pub fn rkubelet_bin() -> std::ffi::OsString {
+    std::env::var_os("RKUBELET_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_rkubelet").into())
+}
+
 /// `goal < {limit}{unit}: met`, or `NOT MET` when `value` is not below `limit`.
 pub fn below(value: f64, limit: f64, unit: &str) -> String {
     format!("goal < {limit}{unit}: {}", verdict(value < limit))

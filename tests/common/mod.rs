@@ -84,6 +84,16 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows what rkubelet said, which its assertion alone cannot.
+        if std::thread::panicking() {
+            let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(80)..];
+            eprintln!(
+                "--- rkubelet log (last {} lines) ---\n{}",
+                tail.len(),
+                tail.join("\n")
+            );
+        }
     }
 }
 

@@ -347,34 +347,43 @@ fn tls_bootstrap_then_rotation_before_expiry() {
     });
     let serving_issued = Instant::now();
 
-    // Rotation: the node asks again as itself before its 2-minute certificate expires.
+    // Rotation: the node asks again as itself before its certificate expires. The signer
+    // backdates by 5 minutes, so the certificate lives 7 minutes from its NotBefore and
+    // 70-90 % of that falls between 6 s before and 78 s after its issue: a renewal can
+    // come right after the bootstrap, even in the same second (when its pair's file name,
+    // which has upstream's one-second stamp, is the bootstrap's). So the renewal is told
+    // by the current certificate's serial, not by a count of pair files.
+    let bootstrap_serial = {
+        use base64::Engine;
+        let pem = bootstrap_csr["status"]["certificate"]
+            .as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .expect("the bootstrap CSR's certificate");
+        serial_of_pem(&pem).expect("the bootstrap certificate's serial")
+    };
     let issued = Instant::now();
-    eventually(150, "a renewal CSR from the node", || {
+    let renewal_csr = eventually(150, "a renewal CSR from the node", || {
         let csrs = cluster.get_json(&["csr"])?;
         csrs["items"]
             .as_array()?
             .iter()
             .find(|c| c["spec"]["username"] == user && c["spec"]["signerName"] == CLIENT_SIGNER)
-            .map(|_| ())
+            .cloned()
     });
-    println!(
-        "FIGURE rotation requested {:.0} s after the bootstrap certificate (2 m signing duration)",
-        issued.elapsed().as_secs_f64()
-    );
-    let pairs = |d: &Path| {
-        std::fs::read_dir(d)
-            .map(|r| {
-                r.filter_map(Result::ok)
-                    .filter(|e| {
-                        let n = e.file_name().to_string_lossy().into_owned();
-                        n.starts_with("kubelet-client-2") && n.ends_with(".pem")
-                    })
-                    .count()
-            })
-            .unwrap_or(0)
+    let created = |csr: &Value| {
+        csr["metadata"]["creationTimestamp"]
+            .as_str()
+            .and_then(parse_rfc3339)
+            .map_or(0.0, |n| n as f64 / 1e9)
     };
-    eventually(60, "a second pair", || {
-        (pairs(&cert_dir) >= 2).then_some(())
+    println!(
+        "FIGURE rotation requested {:.0} s after the bootstrap request (2 m signing duration, backdated 5 m by the signer)",
+        created(&renewal_csr) - created(&bootstrap_csr)
+    );
+    eventually(60, "a renewed client certificate in use", || {
+        serial_of(&link)
+            .filter(|s| *s != bootstrap_serial)
+            .map(|_| ())
     });
     // Past the first certificate's expiry the node still works: lease updates succeed
     // with no 401 in between.
@@ -454,6 +463,21 @@ fn served_serial(port: u16) -> Option<String> {
         ))
         .output()
         .ok()?;
+    let serial = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && serial.starts_with("serial=")).then_some(serial)
+}
+
+/// The serial of the first certificate in `pem`.
+fn serial_of_pem(pem: &[u8]) -> Option<String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    child.stdin.take()?.write_all(pem).ok()?;
+    let out = child.wait_with_output().ok()?;
     let serial = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (out.status.success() && serial.starts_with("serial=")).then_some(serial)
 }
