@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::{below, fail};
 use rkubelet::adapters::apiserver::{ClientSettings, KubeConnector};
-use rkubelet::adapters::system::SystemClock;
+use rkubelet::adapters::system::{SystemClock, SystemPodFiles};
 use rkubelet::app::pods::volume_manager::VolumeManager;
 use rkubelet::domain::kuberuntime::requests::RequestContext;
 use rkubelet::domain::pod::Pod;
@@ -83,7 +83,7 @@ fn main() {
             .connect(&c.admin_kubeconfig())
             .await
             .unwrap_or_else(|e| fail("volumes", &e.to_string()));
-        let vm = VolumeManager::standalone(Arc::new(SystemClock::new()))
+        let vm = VolumeManager::standalone(Arc::new(SystemClock::new()), Arc::new(SystemPodFiles))
             .with_api(clients.objects.clone())
             .with_cache_ttl(Duration::ZERO);
         let ctx = requests(&dir.path().join("kubelet"));

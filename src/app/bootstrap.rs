@@ -121,6 +121,8 @@ pub struct Deps {
     pub prober: Arc<dyn crate::ports::prober::Prober>,
     /// The host's default-route address, for the node's IP without `--node-ip`.
     pub host_facts: Arc<dyn crate::ports::host_facts::HostFacts>,
+    /// The volumes' files and subpaths, where a container can reach them.
+    pub pod_files: Arc<dyn crate::ports::pod_files::PodFiles>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -507,9 +509,12 @@ fn sync_context(
     )
     .with_prober(Arc::clone(&deps.prober))
     .with_events(events);
-    if let Some(volumes) = volumes {
-        ctx = ctx.with_volumes(volumes);
-    }
+    ctx = ctx.with_volumes(volumes.unwrap_or_else(|| {
+        Arc::new(VolumeManager::standalone(
+            Arc::clone(&deps.clock),
+            Arc::clone(&deps.pod_files),
+        ))
+    }));
     Ok(Arc::new(ctx))
 }
 
@@ -656,11 +661,15 @@ pub struct PodLinks {
 
 impl PodLinks {
     /// `cache_ttl`: how long a ConfigMap or Secret read is used.
-    pub fn new(clock: Arc<dyn crate::ports::clock::Clock>, cache_ttl: Duration) -> Self {
+    pub fn new(
+        clock: Arc<dyn crate::ports::clock::Clock>,
+        files: Arc<dyn crate::ports::pod_files::PodFiles>,
+        cache_ttl: Duration,
+    ) -> Self {
         PodLinks {
             events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).0,
-            volumes: Arc::new(VolumeManager::standalone(clock).with_cache_ttl(cache_ttl)),
+            volumes: Arc::new(VolumeManager::standalone(clock, files).with_cache_ttl(cache_ttl)),
         }
     }
 }
@@ -838,7 +847,11 @@ pub async fn run(
             .config_map_and_secret_change_detection_strategy
             .as_deref(),
     ));
-    let links = PodLinks::new(Arc::clone(&deps.clock), cache_ttl);
+    let links = PodLinks::new(
+        Arc::clone(&deps.clock),
+        Arc::clone(&deps.pod_files),
+        cache_ttl,
+    );
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
     let (pod_loop, pleg) = start_pod_loop(

@@ -19,7 +19,7 @@ use crate::adapters::procfs::{
 };
 use crate::adapters::static_pods::file::FileSource;
 use crate::adapters::static_pods::http::HttpSource;
-use crate::adapters::system::{FileCertStore, SystemHostFacts};
+use crate::adapters::system::{FileCertStore, SystemHostFacts, SystemPodFiles};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::adapters::systemd::{CgroupMount, SystemdManager};
 use crate::app::bootstrap::Deps;
@@ -160,6 +160,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         clock: Arc::new(SystemClock::new()),
         prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
         host_facts: Arc::new(SystemHostFacts),
+        pod_files: Arc::new(SystemPodFiles),
     }
 }
 

@@ -44,6 +44,7 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
         clock: Arc::new(FakeClock::new(0)),
         prober: Arc::new(crate::ports::prober::NoProber),
         host_facts: Arc::new(crate::adapters::fake::FakeHostFacts::default()),
+        pod_files: Arc::new(crate::adapters::fake::FakePodFiles::default()),
     }
 }
 

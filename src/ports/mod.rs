@@ -9,6 +9,7 @@ pub mod host;
 pub mod host_facts;
 pub mod machine;
 pub mod pki;
+pub mod pod_files;
 pub mod pod_source;
 pub mod prober;
 pub mod runtime;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;
 use rkubelet::adapters::apiserver::KubeConnector;
-use rkubelet::adapters::system::SystemClock;
+use rkubelet::adapters::system::{SystemClock, SystemPodFiles};
 use rkubelet::app::pods::volume_manager::VolumeManager;
 use rkubelet::domain::kuberuntime::requests::RequestContext;
 use rkubelet::domain::pod::Pod;
@@ -173,7 +173,7 @@ spec:
     // The volume manager: both volumes set up under the pod's folder.
     let root = work.path().join("kubelet");
     let ctx = requests(&root);
-    let vm = VolumeManager::standalone(Arc::new(SystemClock::new()))
+    let vm = VolumeManager::standalone(Arc::new(SystemClock::new()), Arc::new(SystemPodFiles))
         .with_api(objects.clone())
         .with_cache_ttl(Duration::ZERO);
     let started = Instant::now();

@@ -1094,6 +1094,7 @@ mod tests {
             mounts: vec![Mount {
                 container_path: "/data".into(),
                 host_path: "/srv/data".into(),
+                sub_path: None,
                 readonly: true,
             }],
             linux: LinuxResources {

@@ -33,6 +33,8 @@ struct State {
     now: i64,
     sandboxes: BTreeMap<String, SandboxEntry>,
     containers: BTreeMap<String, ContainerEntry>,
+    /// The host paths each container was created with (not kept without a journal).
+    mounts: BTreeMap<String, Vec<String>>,
     images: BTreeMap<String, ImageInfo>,
     /// Every call that changes something, in order (`RunPodSandbox web`, ...).
     journal: Vec<String>,
@@ -200,6 +202,11 @@ impl FakeRuntime {
     }
 
     /// Makes the image present, as if imported.
+    /// The host paths the container `id` was created with.
+    pub fn container_mounts(&self, id: &str) -> Vec<String> {
+        self.state().mounts.get(id).cloned().unwrap_or_default()
+    }
+
     pub fn add_image(&self, image: &str) {
         let mut s = self.state();
         let id = format!("sha256:{:064x}", s.images.len() + 1);
@@ -369,6 +376,10 @@ impl RuntimeService for FakeRuntime {
         status.kill_spec = crate::domain::kuberuntime::runtime::KillSpec::from_annotations(|k| {
             config.annotations.get(k).map(String::as_str)
         });
+        if !self.no_journal {
+            let paths = config.mounts.iter().map(|m| m.host_path.clone()).collect();
+            s.mounts.insert(id.clone(), paths);
+        }
         s.containers.insert(
             id.clone(),
             ContainerEntry {

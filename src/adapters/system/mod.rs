@@ -4,8 +4,10 @@ mod cert_store;
 mod clock;
 mod facts;
 mod host;
+mod pod_files;
 
 pub use cert_store::FileCertStore;
 pub use clock::SystemClock;
 pub use facts::SystemHostFacts;
 pub use host::SystemHost;
+pub use pod_files::SystemPodFiles;

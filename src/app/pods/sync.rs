@@ -26,7 +26,7 @@ use crate::domain::kuberuntime::plan::{
     ImageFacts, SandboxCreation, SyncInputs, RETRY_AFTER_ERROR,
 };
 use crate::domain::kuberuntime::requests::{
-    pod_dir, pod_log_dir, pod_log_dir_of, RequestContext, SandboxConfig,
+    pod_dir, pod_log_dir, pod_log_dir_of, ContainerConfig, RequestContext, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
@@ -87,7 +87,11 @@ impl SyncContext {
             containers,
             prober: Arc::new(NoProber),
             events: PodEventSink::new(),
-            volumes: Arc::new(super::volume_manager::VolumeManager::standalone(clock)),
+            // Refuses every file operation until `with_volumes` gives the real one.
+            volumes: Arc::new(super::volume_manager::VolumeManager::standalone(
+                clock,
+                Arc::new(crate::ports::pod_files::NoPodFiles),
+            )),
         }
     }
 
@@ -663,6 +667,9 @@ async fn carry_out(
             }
         }
     }
+    bind_sub_paths(ctx, &step.name, config).await.inspect_err(|held| {
+        record(pod_events::container_error(&held.waiting.message));
+    })?;
     let id = match ctx
         .runtime
         .create_container(sandbox_id, config, sandbox)
@@ -690,6 +697,38 @@ async fn carry_out(
             .map_err(|message| failed(&step.name, "PostStartHookError", message))?;
     }
     Ok(())
+}
+
+/// Binds the container's volume subpaths, each opened under its volume without
+/// following a link out of it, before the runtime mounts them.
+async fn bind_sub_paths(
+    ctx: &SyncContext,
+    container: &str,
+    config: &ContainerConfig,
+) -> Result<(), Held> {
+    let subs: Vec<_> = config
+        .mounts
+        .iter()
+        .filter_map(|m| m.sub_path.clone())
+        .collect();
+    if subs.is_empty() {
+        return Ok(());
+    }
+    let files = ctx.volumes.files();
+    let bound = tokio::task::spawn_blocking(move || {
+        subs.into_iter()
+            .try_for_each(|sub| files.bind_sub_path(&sub).map_err(|e| (sub, e)))
+    })
+    .await;
+    let failure = match bound {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err((sub, error))) => {
+            warn!(container, volume = %sub.volume, error = %Chain(&error), "Failed to prepare subPath for volumeMount of the container");
+            sub.failure_message(container)
+        }
+        Err(error) => format!("subpath task failed: {error}"),
+    };
+    Err(failed(container, "CreateContainerConfigError", failure))
 }
 
 fn spec_of<'a>(

@@ -28,6 +28,7 @@ pub(super) struct World {
     pub(super) cgroups: Arc<FakeCgroupManager>,
     pub(super) clock: Arc<FakeClock>,
     pub(super) ctx: Arc<SyncContext>,
+    pub(super) files: crate::adapters::fake::FakePodFiles,
     _dir: tempfile::TempDir,
 }
 
@@ -51,25 +52,35 @@ pub(super) fn world() -> World {
         security: Default::default(),
     };
     let cgroups = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
+    let files = crate::adapters::fake::FakePodFiles::default();
     let node = crate::app::test_support::resolved(&[]).node;
     let containers = Arc::new(ContainerManager::new(
         cgroups.clone(),
         node.cgroup_tree,
         node.node,
     ));
-    let ctx = Arc::new(SyncContext::new(
-        runtime.clone(),
-        runtime.clone(),
-        clock.clone(),
-        requests,
-        "fake".into(),
-        containers,
-    ));
+    let ctx = Arc::new(
+        SyncContext::new(
+            runtime.clone(),
+            runtime.clone(),
+            clock.clone(),
+            requests,
+            "fake".into(),
+            containers,
+        )
+        .with_volumes(Arc::new(
+            crate::app::pods::volume_manager::VolumeManager::standalone(
+                clock.clone(),
+                Arc::new(files.clone()),
+            ),
+        )),
+    );
     World {
         runtime,
         cgroups,
         clock,
         ctx,
+        files,
         _dir: dir,
     }
 }
@@ -675,7 +686,7 @@ async fn a_finished_pod_is_not_started_again_when_its_dead_container_is_removed(
 /// most specific first); an image of another registry is pulled anonymously.
 #[tokio::test]
 async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
-    use crate::adapters::fake::FakeObjects;
+    use crate::adapters::fake::{FakeObjects, FakePodFiles};
     use crate::app::pods::volume_manager::VolumeManager;
     use crate::domain::pod::LocalObjectReference;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
@@ -697,7 +708,8 @@ async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
         node.cgroup_tree,
         node.node,
     ));
-    let volumes = VolumeManager::standalone(clock.clone()).with_api(Arc::new(objects));
+    let volumes = VolumeManager::standalone(clock.clone(), Arc::new(FakePodFiles::default()))
+        .with_api(Arc::new(objects));
     let ctx = SyncContext::new(
         runtime.clone(),
         runtime.clone(),
@@ -799,4 +811,52 @@ async fn a_container_that_exits_at_once_reports_its_termination_message_in_the_f
         }
         other => panic!("not terminated: {other:?}"),
     }
+}
+
+/// A subpath is bound through the pod files port before its container is created, and
+/// the runtime is given the bind, never `<volume>/<subPath>`; a bind refused (a link out
+/// of the volume) holds the container with upstream's reason and message, and nothing
+/// is created.
+#[tokio::test]
+async fn a_sub_path_is_bound_before_the_container_and_a_refused_one_holds_it() {
+    use crate::domain::pod::{EmptyDirVolume, Volume, VolumeMount};
+    let w = world();
+    w.runtime.add_image(IMAGE);
+    let mut p = pod("sub", RestartPolicy::Always, IMAGE);
+    p.spec.volumes = vec![Volume {
+        name: "v".into(),
+        empty_dir: Some(EmptyDirVolume::default()),
+        ..Volume::default()
+    }];
+    p.spec.containers[0].volume_mounts = vec![VolumeMount {
+        name: "v".into(),
+        mount_path: "/data".into(),
+        sub_path: "evil".into(),
+        ..VolumeMount::default()
+    }];
+    w.files.refuse_sub_paths();
+    let outcome = sync_pod(&w.ctx, &p).await;
+    let waiting = outcome.waiting.get("app").map(|w| (w.reason.clone(), w.message.clone()));
+    assert_eq!(
+        waiting,
+        Some((
+            "CreateContainerConfigError".into(),
+            "failed to prepare subPath for volumeMount \"v\" of container \"app\"".into()
+        ))
+    );
+    assert!(containers(&w.runtime).await.is_empty());
+
+    let w = world();
+    w.runtime.add_image(IMAGE);
+    sync_pod(&w.ctx, &p).await;
+    let bound = w.files.bound();
+    assert_eq!(bound.len(), 1);
+    assert_eq!(bound[0].path, "evil");
+    let created = containers(&w.runtime).await;
+    assert_eq!(created.len(), 1);
+    let host_paths = w.runtime.container_mounts(&created[0].id);
+    assert!(
+        host_paths.contains(&bound[0].target.display().to_string()),
+        "{host_paths:?}"
+    );
 }

@@ -25,6 +25,7 @@ use crate::domain::volumes::{
 use crate::ports::api::{PodObjectsApi, TokenRequest};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::pod_files::PodFiles;
 
 /// How long a fetched ConfigMap or Secret is used before it is read again (upstream's
 /// TTL cache strategy; its default is a minute).
@@ -64,19 +65,27 @@ pub struct VolumeManager {
     /// The node's IP and allocatable, for the downward API.
     facts: Mutex<PodFacts>,
     caches: Mutex<Caches>,
+    /// Where the volumes' files are written and their subpaths bound.
+    files: Arc<dyn PodFiles>,
 }
 
 impl VolumeManager {
     /// Without an API server (standalone): references to API objects fail as upstream's
     /// "no kubeClient defined".
-    pub fn standalone(clock: Arc<dyn Clock>) -> VolumeManager {
+    pub fn standalone(clock: Arc<dyn Clock>, files: Arc<dyn PodFiles>) -> VolumeManager {
         VolumeManager {
             api: Mutex::new(None),
             clock,
             cache_ttl: DEFAULT_CACHE_TTL,
             facts: Mutex::new(PodFacts::default()),
             caches: Mutex::new(Caches::default()),
+            files,
         }
+    }
+
+    /// The pod files port the volumes are set up through.
+    pub fn files(&self) -> Arc<dyn PodFiles> {
+        self.files.clone()
     }
 
     pub fn with_api(self, api: Arc<dyn PodObjectsApi>) -> VolumeManager {
@@ -359,12 +368,13 @@ impl VolumeManager {
             });
         }
         let stamp = timestamp(self.clock.now_unix_nanos());
+        let files = self.files.clone();
         let result = tokio::task::spawn_blocking(move || {
             let mut failed = Vec::new();
             for plan in plans {
                 let outcome = match plan.action {
                     Err(e) => Err(e.to_string()),
-                    Ok(action) => carry_out(&action, &stamp).map_err(|message| {
+                    Ok(action) => carry_out(files.as_ref(), &action, &stamp).map_err(|message| {
                         format!(
                             "MountVolume.SetUp failed for volume {:?} : {message}",
                             plan.name
@@ -401,7 +411,7 @@ impl VolumeManager {
     }
 }
 
-fn carry_out(action: &VolumeAction, stamp: &str) -> Result<(), String> {
+fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result<(), String> {
     let chain = |e: &dyn std::error::Error| Chain(e).to_string();
     match action {
         VolumeAction::EmptyDir {
@@ -425,7 +435,8 @@ fn carry_out(action: &VolumeAction, stamp: &str) -> Result<(), String> {
             if *tmpfs {
                 volumes::mount_tmpfs(dir, None, 0o755).map_err(|e| chain(&e))?;
             }
-            volumes::write_atomically(dir, payload, stamp)
+            files
+                .write_atomically(dir, payload, stamp)
                 .map(|_| ())
                 .map_err(|e| chain(&e))
         }
@@ -460,7 +471,7 @@ pub fn timestamp(unix_nanos: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::fake::{FakeClock, FakeObjects};
+    use crate::adapters::fake::{FakeClock, FakeObjects, FakePodFiles};
     use crate::domain::kuberuntime::requests::pod_dir;
 
     fn requests(root: &std::path::Path) -> RequestContext {
@@ -498,7 +509,7 @@ mod tests {
             cluster_ip: "10.0.0.7".into(),
             ports: Vec::new(),
         });
-        let vm = VolumeManager::standalone(clock.clone())
+        let vm = VolumeManager::standalone(clock.clone(), Arc::new(FakePodFiles::default()))
             .with_api(Arc::new(api.clone()))
             .with_cache_ttl(Duration::from_secs(60));
         let now = |c: &FakeClock| Duration::from_nanos(c.monotonic_nanos());
@@ -526,7 +537,8 @@ mod tests {
         let api = FakeObjects::default();
         api.set_now(1000);
         api.put_config_map("ns", "cfg", &[("a", "1")]);
-        let vm = VolumeManager::standalone(clock.clone())
+        let files = FakePodFiles::default();
+        let vm = VolumeManager::standalone(clock.clone(), Arc::new(files.clone()))
             .with_api(Arc::new(api.clone()))
             .with_cache_ttl(Duration::from_secs(60));
         let p = pod();
@@ -542,8 +554,13 @@ mod tests {
         only_cfg.spec.volumes.truncate(1);
         let ctx = requests(dir.path());
         assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
-        let file = pod_dir(&ctx, "u1").join("volumes/kubernetes.io~configmap/cfg/a");
-        assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("1"));
+        let dir = pod_dir(&ctx, "u1").join("volumes/kubernetes.io~configmap/cfg");
+        let file_a = |files: &FakePodFiles| {
+            files
+                .written(&dir)
+                .and_then(|p| p.get("a").map(|f| String::from_utf8_lossy(&f.data).into_owned()))
+        };
+        assert_eq!(file_a(&files).as_deref(), Some("1"));
 
         // Cached within the TTL: no call, old content.
         api.put_config_map("ns", "cfg", &[("a", "2")]);
@@ -554,7 +571,7 @@ mod tests {
         let inputs = vm.inputs(&p).await;
         assert_eq!(api.calls(), 3);
         assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
-        assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("2"));
+        assert_eq!(file_a(&files).as_deref(), Some("2"));
 
         // At 80 % of the token's 600 s the next sync asks for a new one.
         clock.set_unix_nanos((1000 + 480) * 1_000_000_000);

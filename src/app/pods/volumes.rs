@@ -68,14 +68,9 @@ fn walk(path: &Path, gid: u32, readonly: bool) -> Result<(), VolumeSetupError> {
     Ok(())
 }
 
-// ---- Files, tmpfs and hostPaths (issue 13) ----
+// ---- tmpfs and hostPaths (issue 13); the files are `ports::pod_files`' ----
 
-use crate::domain::volumes::payload::{payload_change, top_level_entries, FileProjection, Payload};
 use crate::domain::volumes::plan::{check_host_path, FileKind, HostPathStep, HostPathType};
-
-/// The `..data` link the atomic writer swaps.
-const DATA_DIR: &str = "..data";
-const DATA_TMP: &str = "..data_tmp";
 
 /// Is `dir` a mount point (its device differs from its parent's)?
 pub fn is_mount_point(dir: &Path) -> bool {
@@ -190,100 +185,6 @@ pub fn prepare_host_path(path: &Path, kind: HostPathType) -> Result<(), HostPath
     }
 }
 
-/// The files under the folder `..data` points to, with their modes.
-fn read_current(dir: &Path) -> Payload {
-    let mut out = Payload::new();
-    let data = dir.join(DATA_DIR);
-    fn walk(base: &Path, rel: &str, out: &mut Payload) {
-        let Ok(entries) = std::fs::read_dir(base.join(rel)) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel_path = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                walk(base, &rel_path, out);
-            } else if let Ok(data) = std::fs::read(entry.path()) {
-                out.insert(
-                    rel_path,
-                    FileProjection {
-                        data,
-                        mode: meta.mode() & 0o7777,
-                    },
-                );
-            }
-        }
-    }
-    walk(&data, "", &mut out);
-    out
-}
-
-/// Upstream's `AtomicWriter.Write`: when the files differ from what `..data` shows, they
-/// are written into a new timestamped folder (`..2026_11_23_19_40_12.<n>`), `..data` is
-/// swapped to it with one rename, the user-visible links (`<key> -> ..data/<key>`) are
-/// made, links no longer wanted removed, and the old folder deleted. A reader sees the
-/// old set or the new one, never a mix. Returns whether anything was written.
-pub fn write_atomically(
-    dir: &Path,
-    payload: &Payload,
-    stamp: &str,
-) -> Result<bool, VolumeSetupError> {
-    std::fs::create_dir_all(dir).map_err(at("create", dir))?;
-    let data_link = dir.join(DATA_DIR);
-    let old_ts = std::fs::read_link(&data_link).ok();
-    let current = if old_ts.is_some() {
-        read_current(dir)
-    } else {
-        Payload::new()
-    };
-    let change = payload_change(&current, payload);
-    if old_ts.is_some() && !change.changed {
-        return Ok(false);
-    }
-    let ts_name = format!("..{stamp}");
-    let ts_dir = dir.join(&ts_name);
-    std::fs::create_dir(&ts_dir).map_err(at("create", &ts_dir))?;
-    std::fs::set_permissions(&ts_dir, std::fs::Permissions::from_mode(0o755))
-        .map_err(at("chmod", &ts_dir))?;
-    for (rel, file) in payload {
-        let path = ts_dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(at("create", parent))?;
-        }
-        std::fs::write(&path, &file.data).map_err(at("write", &path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file.mode))
-            .map_err(at("chmod", &path))?;
-    }
-    let tmp_link = dir.join(DATA_TMP);
-    let _ = std::fs::remove_file(&tmp_link);
-    std::os::unix::fs::symlink(&ts_name, &tmp_link).map_err(at("link", &tmp_link))?;
-    std::fs::rename(&tmp_link, &data_link).map_err(at("rename", &data_link))?;
-    let wanted = top_level_entries(payload);
-    for entry in &wanted {
-        let link = dir.join(entry);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new(DATA_DIR).join(entry), &link)
-                .map_err(at("link", &link))?;
-        }
-    }
-    for entry in top_level_entries(&current).difference(&wanted) {
-        let link = dir.join(entry);
-        let _ = std::fs::remove_file(&link);
-    }
-    if let Some(old) = old_ts {
-        let old = dir.join(old);
-        if old != ts_dir {
-            let _ = std::fs::remove_dir_all(&old);
-        }
-    }
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,52 +230,6 @@ mod tests {
 #[cfg(test)]
 mod writer_tests {
     use super::*;
-    use crate::domain::volumes::payload::FileProjection;
-
-    fn file(d: &str, mode: u32) -> FileProjection {
-        FileProjection {
-            data: d.as_bytes().to_vec(),
-            mode,
-        }
-    }
-
-    #[test]
-    fn the_atomic_writer_swaps_data_in_one_rename_as_upstream() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let vol = dir.path().join("vol");
-        let first = Payload::from([
-            ("a".into(), file("1", 0o644)),
-            ("sub/b".into(), file("2", 0o400)),
-        ]);
-        assert!(write_atomically(&vol, &first, "2026_01_01_00_00_00.1").expect("write"));
-        assert_eq!(
-            std::fs::read_link(vol.join("..data")).ok(),
-            Some(PathBuf::from("..2026_01_01_00_00_00.1"))
-        );
-        assert_eq!(
-            std::fs::read_link(vol.join("a")).ok(),
-            Some(PathBuf::from("..data/a"))
-        );
-        assert_eq!(
-            std::fs::read_to_string(vol.join("sub/b")).ok().as_deref(),
-            Some("2")
-        );
-        let mode = std::fs::metadata(vol.join("sub/b"))
-            .map(|m| m.mode() & 0o777)
-            .ok();
-        assert_eq!(mode, Some(0o400));
-        // The same files: nothing written.
-        assert!(!write_atomically(&vol, &first, "2026_01_01_00_00_01.2").expect("same"));
-        // An update: new folder, old one gone, removed key's link gone.
-        let second = Payload::from([("a".into(), file("9", 0o644))]);
-        assert!(write_atomically(&vol, &second, "2026_01_01_00_00_02.3").expect("update"));
-        assert_eq!(
-            std::fs::read_to_string(vol.join("a")).ok().as_deref(),
-            Some("9")
-        );
-        assert!(!vol.join("..2026_01_01_00_00_00.1").exists());
-        assert!(std::fs::symlink_metadata(vol.join("sub")).is_err());
-    }
 
     #[test]
     fn host_paths_are_created_or_refused_as_their_type_says() {

@@ -7,7 +7,7 @@
 //! types, the fake runtime keeps them as they are.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::domain::cgroup::{self, cfs};
 use crate::domain::config::ResolvedConfig;
@@ -85,6 +85,9 @@ pub struct Mount {
     pub container_path: String,
     pub host_path: String,
     pub readonly: bool,
+    /// A volume's subpath: `host_path` is its bind target, which the kubelet binds
+    /// before the container is created (`ports::pod_files::PodFiles::bind_sub_path`).
+    pub sub_path: Option<crate::domain::volumes::subpath::SubPath>,
 }
 
 /// The Linux resource settings of one container (cgroup values as the
@@ -237,13 +240,12 @@ pub enum RequestError {
     /// `runAsNonRoot` cannot hold; upstream's message.
     #[error("{0}")]
     RunAsNonRoot(String),
-    #[error("container {container:?}: volumeMount {mount_path:?} of volume {volume:?} has subPath {sub_path:?}, which must be relative and must not contain \"..\"")]
-    InvalidSubPath {
-        container: String,
-        mount_path: String,
-        volume: String,
-        sub_path: String,
-    },
+    /// A `subPath` or `subPathExpr` refused before any I/O; upstream's message.
+    #[error(transparent)]
+    SubPath(#[from] crate::domain::volumes::subpath::SubPathError),
+    /// The expanded command line and environment would not fit `execve`.
+    #[error("container {container:?}: its command, args and environment expand to more than {limit} bytes, the most the kernel passes to a process")]
+    ArgumentsTooLong { container: String, limit: usize },
 }
 
 /// The node settings the requests depend on.
@@ -541,8 +543,26 @@ pub fn container_config_and_skipped_env(
     let envs = environment.vars;
     let env_map: BTreeMap<&str, &str> =
         envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let expand_all =
-        |items: &[String]| -> Vec<String> { items.iter().map(|s| expand(s, &env_map)).collect() };
+    // What execve is handed: the environment, then the command line within what is left.
+    let mut budget = crate::domain::volumes::env::EXEC_ARGS_MAX_BYTES
+        .saturating_sub(crate::domain::volumes::env::exec_size(&envs));
+    let too_long = || RequestError::ArgumentsTooLong {
+        container: container.name.clone(),
+        limit: crate::domain::volumes::env::EXEC_ARGS_MAX_BYTES,
+    };
+    let mut expand_all = |items: &[String]| -> Result<Vec<String>, RequestError> {
+        items
+            .iter()
+            .map(|s| {
+                let expanded = expand_within(s, |name| env_map.get(name).copied(), budget)
+                    .ok_or_else(too_long)?;
+                budget = budget.saturating_sub(expanded.len() + 1);
+                Ok(expanded)
+            })
+            .collect()
+    };
+    let command = expand_all(&container.command)?;
+    let args = expand_all(&container.args)?;
     let labels = BTreeMap::from([
         (CONTAINER_NAME_LABEL.to_string(), container.name.clone()),
         (POD_NAME_LABEL.to_string(), m.name.clone()),
@@ -595,8 +615,8 @@ pub fn container_config_and_skipped_env(
         name: container.name.clone(),
         attempt: restart_count,
         image: container.image.clone(),
-        command: expand_all(&container.command),
-        args: expand_all(&container.args),
+        command,
+        args,
         working_dir: container.working_dir.clone(),
         labels,
         annotations,
@@ -606,7 +626,7 @@ pub fn container_config_and_skipped_env(
             super::log_rotation::live_log_name(restart_count)
         ),
         mounts: {
-            let mut all = mounts(ctx, pod, container)?;
+            let mut all = mounts(ctx, pod, container, &env_map)?;
             let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);
             all.extend(super::hosts::hosts_mount(ctx, pod, container, ip));
             all.extend(super::termination::message_mount(
@@ -635,9 +655,24 @@ pub fn expand(input: &str, vars: &BTreeMap<&str, &str>) -> String {
 
 /// [`expand`] with the defined names answered by `lookup`.
 pub fn expand_with<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> String {
-    let mut out = String::with_capacity(input.len());
+    // Without a limit every expansion fits.
+    expand_within(input, lookup, usize::MAX).unwrap_or_default()
+}
+
+/// [`expand_with`], given up (`None`) as soon as the result passes `limit` bytes: a
+/// chain of variables that each repeat the one before doubles at every step, and
+/// its last value would take gigabytes.
+pub fn expand_within<'a>(
+    input: &str,
+    lookup: impl Fn(&str) -> Option<&'a str>,
+    limit: usize,
+) -> Option<String> {
+    let mut out = String::with_capacity(input.len().min(limit));
     let mut rest = input;
     while let Some(at) = rest.find('$') {
+        if out.len() > limit {
+            return None;
+        }
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
         if let Some(tail) = after.strip_prefix('$') {
@@ -648,6 +683,9 @@ pub fn expand_with<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) ->
                 Some(close) => {
                     let name = &body[..close];
                     match lookup(name) {
+                        Some(value) if out.len().saturating_add(value.len()) > limit => {
+                            return None
+                        }
                         Some(value) => out.push_str(value),
                         None => {
                             out.push_str("$(");
@@ -668,18 +706,22 @@ pub fn expand_with<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) ->
         }
     }
     out.push_str(rest);
-    out
+    (out.len() <= limit).then_some(out)
 }
 
 fn mounts(
     ctx: &RequestContext,
     pod: &Pod,
     container: &Container,
+    env: &BTreeMap<&str, &str>,
 ) -> Result<Vec<Mount>, RequestError> {
+    use crate::domain::volumes::subpath::{bind_target, checked_sub_path, SubPath};
+    use crate::domain::volumes::VolumeKind;
     container
         .volume_mounts
         .iter()
-        .map(|vm| {
+        .enumerate()
+        .map(|(index, vm)| {
             let volume = pod
                 .spec
                 .volumes
@@ -701,28 +743,34 @@ fn mounts(
                     volume: vm.name.clone(),
                 });
             };
-            let host_path = if vm.sub_path.is_empty() {
-                source
-            } else {
-                // A subPath must stay inside its volume.
-                let sub = Path::new(&vm.sub_path);
-                if !sub
-                    .components()
-                    .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-                {
-                    return Err(RequestError::InvalidSubPath {
-                        container: container.name.clone(),
-                        mount_path: vm.mount_path.clone(),
-                        volume: vm.name.clone(),
-                        sub_path: vm.sub_path.clone(),
-                    });
-                }
-                source.join(sub)
-            };
+            let sub_path = checked_sub_path(&vm.name, &vm.sub_path, &vm.sub_path_expr, |name| {
+                env.get(name).copied()
+            })?
+            .map(|path| SubPath {
+                volume: vm.name.clone(),
+                target: bind_target(&pod_dir(ctx, &pod.metadata.uid), &vm.name, &container.name, index),
+                volume_path: source.clone(),
+                path,
+            });
+            // Volumes of API data are the writer's alone (upstream mounts them read-only
+            // whatever the pod says): a container that could swap their `..data` link
+            // would steer the writer's next update (CVE-2017-1002102).
+            let must_mount_read_only = matches!(
+                VolumeKind::of(volume),
+                VolumeKind::ConfigMap
+                    | VolumeKind::Secret
+                    | VolumeKind::DownwardApi
+                    | VolumeKind::Projected
+            );
             Ok(Mount {
                 container_path: vm.mount_path.clone(),
-                host_path: host_path.display().to_string(),
-                readonly: vm.read_only,
+                host_path: sub_path
+                    .as_ref()
+                    .map_or(source, |s| s.target.clone())
+                    .display()
+                    .to_string(),
+                readonly: vm.read_only || must_mount_read_only,
+                sub_path,
             })
         })
         .collect()

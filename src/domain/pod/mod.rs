@@ -488,6 +488,9 @@ pub struct VolumeMount {
     pub read_only: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub sub_path: String,
+    /// `subPath` with `$(VAR)` from the container's environment.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path_expr: String,
 }
 
 /// A volume. The sources the kubelet sets up itself are modelled; a volume of another

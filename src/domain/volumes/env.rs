@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::downward::{self, DownwardError};
 use super::{ConfigMapData, Fetched, PodFacts, PodObjects, SecretData};
-use crate::domain::kuberuntime::requests::expand_with;
+use crate::domain::kuberuntime::requests::expand_within;
 use crate::domain::pod::{Container, Pod};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +39,20 @@ pub enum EnvError {
     },
     #[error("{0}")]
     Downward(#[from] DownwardError),
+    /// The environment would not fit `execve`: refused before it is built, so a chain of
+    /// self-doubling variables costs no memory.
+    #[error("environment variable {name:?}: the container's environment would take more than {limit} bytes, the most the kernel passes to a process")]
+    TooLong { name: String, limit: usize },
+}
+
+/// The most bytes a container's environment, command and arguments may take together:
+/// what the kernel's `execve` accepts with the usual 8 MiB stack (a quarter of it).
+/// More could never start; expanding it would only cost the kubelet memory.
+pub const EXEC_ARGS_MAX_BYTES: usize = 2 * 1024 * 1024;
+
+/// The bytes `vars` take in a process's environment (`NAME=value` and a NUL each).
+pub fn exec_size(vars: &[(String, String)]) -> usize {
+    vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum()
 }
 
 /// `envFrom` keys skipped as invalid variable names: upstream's
@@ -93,10 +107,26 @@ pub fn is_env_var_name(name: &str) -> bool {
 struct Vars {
     list: Vec<(String, String)>,
     at: HashMap<String, usize>,
+    /// [`exec_size`] of `list`, kept as it changes.
+    bytes: usize,
 }
 
 impl Vars {
-    fn set(&mut self, name: &str, value: String) {
+    /// Sets `name`, refused when the environment would pass [`EXEC_ARGS_MAX_BYTES`].
+    fn set(&mut self, name: &str, value: String) -> Result<(), EnvError> {
+        let replaced = self
+            .at
+            .get(name)
+            .and_then(|&i| self.list.get(i))
+            .map_or(0, |(k, v)| k.len() + v.len() + 2);
+        let bytes = (self.bytes - replaced).saturating_add(name.len() + value.len() + 2);
+        if bytes > EXEC_ARGS_MAX_BYTES {
+            return Err(EnvError::TooLong {
+                name: name.to_owned(),
+                limit: EXEC_ARGS_MAX_BYTES,
+            });
+        }
+        self.bytes = bytes;
         match self.at.get(name) {
             Some(&i) => {
                 if let Some(slot) = self.list.get_mut(i) {
@@ -108,6 +138,12 @@ impl Vars {
                 self.list.push((name.to_owned(), value));
             }
         }
+        Ok(())
+    }
+
+    /// How many more bytes a value may take before the environment is too large.
+    fn room(&self) -> usize {
+        EXEC_ARGS_MAX_BYTES.saturating_sub(self.bytes)
     }
 
     fn get(&self, name: &str) -> Option<&str> {
@@ -195,7 +231,7 @@ pub fn resolve_environment(
         for (key, value) in entries {
             let key = format!("{}{key}", from.prefix);
             if is_env_var_name(&key) {
-                vars.set(&key, value);
+                vars.set(&key, value)?;
             } else {
                 invalid.push(key);
             }
@@ -213,10 +249,18 @@ pub fn resolve_environment(
     for var in &container.env {
         let value = if !var.value.is_empty() {
             // The container's own variables first, then the services'.
-            expand_with(&var.value, |name| {
-                vars.get(name)
-                    .or_else(|| service_env.get(name).map(String::as_str))
-            })
+            expand_within(
+                &var.value,
+                |name| {
+                    vars.get(name)
+                        .or_else(|| service_env.get(name).map(String::as_str))
+                },
+                vars.room(),
+            )
+            .ok_or_else(|| EnvError::TooLong {
+                name: var.name.clone(),
+                limit: EXEC_ARGS_MAX_BYTES,
+            })?
         } else if let Some(from) = &var.value_from {
             if let Some(field) = &from.field_ref {
                 downward::field_value(pod, &field.field_path, facts)?
@@ -260,11 +304,11 @@ pub fn resolve_environment(
         } else {
             String::new()
         };
-        vars.set(&var.name, value);
+        vars.set(&var.name, value)?;
     }
     for (k, v) in service_env {
         if vars.get(k).is_none() {
-            vars.set(k, v.clone());
+            vars.set(k, v.clone())?;
         }
     }
     out.vars = vars.list;

@@ -12,6 +12,7 @@ pub mod env;
 pub mod payload;
 pub mod plan;
 pub mod services;
+pub mod subpath;
 pub mod token;
 
 use std::collections::BTreeMap;

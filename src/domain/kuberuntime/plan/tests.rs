@@ -429,6 +429,7 @@ fn a_config_that_cannot_be_built_holds_the_container_without_a_pull() {
         mount_path: "/x".into(),
         read_only: false,
         sub_path: String::new(),
+        sub_path_expr: String::new(),
     }];
     let runtime = status(vec![], vec![]);
     let absent = BTreeMap::from([(IMAGE.to_owned(), ImagePresence::Absent)]);

@@ -2,6 +2,8 @@
 //! mounts, resources, and the context from the configuration.
 
 use super::*;
+use crate::domain::volumes::subpath::{SubPath, SubPathError};
+use std::path::Path;
 use crate::domain::pod::{
     ContainerPort, EmptyDirVolume, EnvVar, HostPathVolume, ObjectMeta, PodSpec,
     ResourceRequirements, Volume, VolumeMount,
@@ -387,6 +389,7 @@ fn vm(name: &str, path: &str, read_only: bool, sub: &str) -> VolumeMount {
         mount_path: path.into(),
         read_only,
         sub_path: sub.into(),
+        sub_path_expr: String::new(),
     }
 }
 
@@ -404,23 +407,34 @@ fn mounts_resolve_volumes() {
                 container_path: "/data".into(),
                 host_path: "/srv/data".into(),
                 readonly: true,
+                sub_path: None,
             },
             Mount {
                 container_path: "/tmp/s".into(),
                 host_path: "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/scratch"
                     .into(),
                 readonly: false,
+                sub_path: None,
             },
+            // A subpath: the runtime mounts the kubelet's bind of it (upstream's folder),
+            // never `<volume>/<subPath>` as text.
             Mount {
                 container_path: "/conf".into(),
-                host_path: "/srv/data/app/conf".into(),
+                host_path: "/var/lib/kubelet/pods/uid-1/volume-subpaths/data/app/2".into(),
                 readonly: false,
+                sub_path: Some(SubPath {
+                    volume: "data".into(),
+                    volume_path: "/srv/data".into(),
+                    path: "app/conf".into(),
+                    target: "/var/lib/kubelet/pods/uid-1/volume-subpaths/data/app/2".into(),
+                }),
             },
             // The instance's termination message file (upstream's).
             Mount {
                 container_path: "/dev/termination-log".into(),
                 host_path: "/var/lib/kubelet/pods/uid-1/containers/app/0".into(),
                 readonly: false,
+                sub_path: None,
             },
         ]
     );
@@ -447,21 +461,11 @@ fn mount_errors_name_container_mount_and_volume() {
         ),
         (
             vm("data", "/d", false, "../etc"),
-            RequestError::InvalidSubPath {
-                container: "app".into(),
-                mount_path: "/d".into(),
-                volume: "data".into(),
-                sub_path: "../etc".into(),
-            },
+            RequestError::SubPath(SubPathError::Backsteps("../etc".into())),
         ),
         (
             vm("data", "/d", false, "/etc"),
-            RequestError::InvalidSubPath {
-                container: "app".into(),
-                mount_path: "/d".into(),
-                volume: "data".into(),
-                sub_path: "/etc".into(),
-            },
+            RequestError::SubPath(SubPathError::Absolute("/etc".into())),
         ),
     ];
     for (mount, want) in cases {
@@ -583,4 +587,98 @@ fn context_from_config() {
     assert!(c.cpu_cfs_quota);
     assert_eq!(c.cpu_cfs_quota_period_us, 100_000);
     assert_eq!(c.memory_capacity_bytes, facts.machine.memory_capacity_bytes);
+}
+
+#[test]
+fn volumes_of_api_data_are_mounted_read_only_whatever_the_pod_says() {
+    // CVE-2017-1002102: a container that could write a ConfigMap, Secret, downwardAPI
+    // or projected volume could swap the writer's `..data` link.
+    let mut p = volume_pod(vec![
+        vm("cfg", "/etc/cfg", false, ""),
+        vm("scratch", "/tmp/s", false, ""),
+    ]);
+    p.spec.volumes.push(
+        serde_json::from_value(serde_json::json!({"name": "cfg", "configMap": {"name": "cfg"}}))
+            .unwrap_or_else(|e| panic!("volume: {e}")),
+    );
+    let mounts = build(&p, 0, 0).mounts;
+    let read_only: Vec<(&str, bool)> = mounts
+        .iter()
+        .map(|m| (m.container_path.as_str(), m.readonly))
+        .collect();
+    assert_eq!(
+        read_only,
+        [
+            ("/etc/cfg", true),
+            ("/tmp/s", false),
+            ("/dev/termination-log", false)
+        ]
+    );
+}
+
+#[test]
+fn a_sub_path_expr_is_expanded_from_the_environment_and_checked() {
+    let mut mount = vm("scratch", "/logs", false, "");
+    mount.sub_path_expr = "logs/$(POD_NAME)".into();
+    let mut p = volume_pod(vec![mount]);
+    p.spec.containers[0].env = vec![EnvVar {
+        name: "POD_NAME".into(),
+        value: "web-1".into(),
+        ..EnvVar::default()
+    }];
+    let sub = build(&p, 0, 0).mounts[0].sub_path.clone();
+    assert_eq!(sub.map(|s| s.path), Some("logs/web-1".into()));
+    // An expression that expands out of the volume is refused, not given the volume.
+    for (value, want) in [
+        ("../../etc", SubPathError::Backsteps("logs/../../etc".into())),
+        ("", SubPathError::MissingValue(vec!["POD_NAME".into()])),
+    ] {
+        p.spec.containers[0].env[0].value = value.into();
+        let got = container_config(&ctx(), &p, &p.spec.containers[0], 0, 0);
+        assert_eq!(got, Err(RequestError::SubPath(want)));
+    }
+}
+
+#[test]
+fn a_self_doubling_environment_is_refused_before_it_grows() {
+    // 26 variables each `$(PREV)$(PREV)`: the last would be 64 MiB, all of them 128 MiB.
+    let mut c = container("app");
+    c.env = vec![EnvVar {
+        name: "V0".into(),
+        value: "xx".into(),
+        ..EnvVar::default()
+    }];
+    for i in 1..=26 {
+        c.env.push(EnvVar {
+            name: format!("V{i}"),
+            value: format!("$(V{})$(V{})", i - 1, i - 1),
+            ..EnvVar::default()
+        });
+    }
+    let p = pod_with(vec![c]);
+    let got = container_config(&ctx(), &p, &p.spec.containers[0], 0, 0);
+    assert_eq!(
+        got.map(|_| ()).map_err(|e| e.to_string()),
+        Err(format!(
+            "environment variable \"V19\": the container's environment would take more than {} bytes, the most the kernel passes to a process",
+            crate::domain::volumes::env::EXEC_ARGS_MAX_BYTES
+        ))
+    );
+    // The command line counts with the environment.
+    let mut c = container("app");
+    c.env = vec![EnvVar {
+        name: "BIG".into(),
+        value: "y".repeat(1 << 20),
+        ..EnvVar::default()
+    }];
+    c.args = vec!["$(BIG)".into(), "$(BIG)".into()];
+    let p = pod_with(vec![c]);
+    let got = container_config(&ctx(), &p, &p.spec.containers[0], 0, 0);
+    assert_eq!(
+        got.map(|_| ()),
+        Err(RequestError::ArgumentsTooLong {
+            container: "app".into(),
+            limit: crate::domain::volumes::env::EXEC_ARGS_MAX_BYTES
+        })
+    );
 }
