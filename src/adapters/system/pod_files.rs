@@ -165,7 +165,10 @@ fn bound_to(target: &Path, opened: &FileStat) -> bool {
 }
 
 fn is_mount_point(path: &Path) -> bool {
-    match (std::fs::symlink_metadata(path), path.parent().map(std::fs::metadata)) {
+    match (
+        std::fs::symlink_metadata(path),
+        path.parent().map(std::fs::metadata),
+    ) {
         (Ok(me), Some(Ok(parent))) => me.dev() != parent.dev(),
         _ => false,
     }
@@ -191,7 +194,9 @@ impl PodFiles for SystemPodFiles {
                     .rev()
                     .find_map(|n| {
                         let prefix: PathBuf = parts[..n].iter().collect();
-                        std::fs::canonicalize(base.join(&prefix)).ok().map(|p| (n, p))
+                        std::fs::canonicalize(base.join(&prefix))
+                            .ok()
+                            .map(|p| (n, p))
                     })
                     .ok_or_else(|| PodFilesError::OutsideVolume {
                         path: full.clone(),
@@ -342,7 +347,11 @@ impl PodFiles for SystemPodFiles {
         let wanted = top_level_entries(payload);
         for entry in wanted.iter().filter(|e| is_plain_name(e)) {
             let link = dir.join(entry);
-            match fstatat(&dir_fd, entry.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            match fstatat(
+                &dir_fd,
+                entry.as_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
                 Ok(_) => {}
                 Err(Errno::ENOENT) => {
                     let points_to = Path::new(DATA_DIR).join(entry);
@@ -356,8 +365,12 @@ impl PodFiles for SystemPodFiles {
             // Only the writer's own user-visible links go; a plain name, unlinked
             // relative to the folder, so nothing outside it is ever reached.
             if is_plain_name(entry)
-                && fstatat(&dir_fd, entry.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                    .is_ok_and(|s| is_link(&s))
+                && fstatat(
+                    &dir_fd,
+                    entry.as_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|s| is_link(&s))
             {
                 let _ = unlinkat(&dir_fd, entry.as_str(), UnlinkatFlags::NoRemoveDir);
             }

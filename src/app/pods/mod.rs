@@ -484,17 +484,11 @@ impl PodLoop {
         for uid in crate::domain::kuberuntime::gc::orphaned_pod_dirs(&found, &keep) {
             let dir = pods_dir.join(&uid);
             info!(%uid, dir = %dir.display(), "removing the folder of an orphaned pod");
-            let result = tokio::task::spawn_blocking(move || {
-                let errors = volumes::unmount_under(&dir);
-                (errors, std::fs::remove_dir_all(&dir))
-            })
-            .await;
-            if let Ok((errors, removed)) = result {
+            let result =
+                tokio::task::spawn_blocking(move || volumes::unmount_and_remove(&dir)).await;
+            if let Ok(Err(errors)) = result {
                 for error in errors {
-                    warn!(%uid, error = %Chain(&error), "failed to unmount a volume of an orphaned pod");
-                }
-                if let Err(error) = removed {
-                    warn!(%uid, %error, "failed to remove the folder of an orphaned pod");
+                    warn!(%uid, error = %Chain(&error), "failed to remove the folder of an orphaned pod");
                 }
             }
         }

@@ -667,9 +667,11 @@ async fn carry_out(
             }
         }
     }
-    bind_sub_paths(ctx, &step.name, config).await.inspect_err(|held| {
-        record(pod_events::container_error(&held.waiting.message));
-    })?;
+    bind_sub_paths(ctx, &step.name, config)
+        .await
+        .inspect_err(|held| {
+            record(pod_events::container_error(&held.waiting.message));
+        })?;
     let id = match ctx
         .runtime
         .create_container(sandbox_id, config, sandbox)
@@ -1010,20 +1012,19 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
         }
     }
     let volumes_root = pod_dir(&ctx.requests, uid);
-    // tmpfs volumes (memory emptyDirs, secrets) are unmounted before the folder goes.
-    if let Ok(errors) =
-        tokio::task::spawn_blocking(move || super::volumes::unmount_under(&volumes_root)).await
+    // tmpfs volumes (memory emptyDirs, secrets) and subpath binds are unmounted before
+    // the folder goes; with one left, the folder stays.
+    if let Ok(Err(errors)) =
+        tokio::task::spawn_blocking(move || super::volumes::unmount_and_remove(&volumes_root)).await
     {
         for error in errors {
-            warn!(error = %Chain(&error), "failed to unmount a pod volume");
+            warn!(error = %Chain(&error), "failed to remove the pod's folder");
         }
+        clean = false;
     }
     ctx.volumes.forget(uid);
-    let mut dirs = vec![pod_dir(&ctx.requests, uid)];
     if let Some(pod) = pod {
-        dirs.push(pod_log_dir(&ctx.requests, pod));
-    }
-    for dir in dirs {
+        let dir = pod_log_dir(&ctx.requests, pod);
         match tokio::fs::remove_dir_all(&dir).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1031,8 +1032,6 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
                 warn!(dir = %dir.display(), error = %Chain(&error), "failed to remove pod folder")
             }
         }
-    }
-    if let Some(pod) = pod {
         let mut backoff = lock(&ctx.image_backoff);
         for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
             backoff.reset(&image_pull_key(uid, &c.image));

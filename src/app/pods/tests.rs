@@ -836,7 +836,10 @@ async fn a_sub_path_is_bound_before_the_container_and_a_refused_one_holds_it() {
     }];
     w.files.refuse_sub_paths();
     let outcome = sync_pod(&w.ctx, &p).await;
-    let waiting = outcome.waiting.get("app").map(|w| (w.reason.clone(), w.message.clone()));
+    let waiting = outcome
+        .waiting
+        .get("app")
+        .map(|w| (w.reason.clone(), w.message.clone()));
     assert_eq!(
         waiting,
         Some((

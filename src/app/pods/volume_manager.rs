@@ -556,9 +556,10 @@ mod tests {
         assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
         let dir = pod_dir(&ctx, "u1").join("volumes/kubernetes.io~configmap/cfg");
         let file_a = |files: &FakePodFiles| {
-            files
-                .written(&dir)
-                .and_then(|p| p.get("a").map(|f| String::from_utf8_lossy(&f.data).into_owned()))
+            files.written(&dir).and_then(|p| {
+                p.get("a")
+                    .map(|f| String::from_utf8_lossy(&f.data).into_owned())
+            })
         };
         assert_eq!(file_a(&files).as_deref(), Some("1"));
 

@@ -106,18 +106,51 @@ pub fn mount_tmpfs(dir: &Path, size_bytes: Option<i64>, mode: u32) -> Result<(),
     })
 }
 
-/// Unmounts every mount under `dir` (deepest first), so the folder can be removed
-/// (tmpfs volumes, also those left by a killed kubelet).
-pub fn unmount_under(dir: &Path) -> Vec<VolumeSetupError> {
+/// The mount points at or under `dir`, from this process's mountinfo.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
-    let mut points: Vec<PathBuf> = info
-        .lines()
+    info.lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(|p| PathBuf::from(p.replace("\\040", " ")))
         .filter(|p| p.starts_with(dir))
-        .collect();
+        .collect()
+}
+
+/// Unmounts everything under a pod's folder, then removes it; a folder with a mount
+/// left in it is kept, since removing it would remove what the mount shows (a
+/// hostPath's subpath is the host's own folder).
+pub fn unmount_and_remove(dir: &Path) -> Result<(), Vec<VolumeSetupError>> {
+    let mut errors = unmount_under(dir);
+    let left = mounts_under(dir);
+    if !left.is_empty() {
+        errors.extend(left.into_iter().map(|path| VolumeSetupError {
+            action: "remove the pod folder: still mounted:",
+            path,
+            source: io::Error::from(io::ErrorKind::ResourceBusy),
+        }));
+        return Err(errors);
+    }
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => errors.push(VolumeSetupError {
+            action: "remove",
+            path: dir.to_owned(),
+            source: e,
+        }),
+        _ => {}
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// Unmounts every mount under `dir` (deepest first), so the folder can be removed
+/// (tmpfs volumes and subpath binds, also those left by a killed kubelet).
+pub fn unmount_under(dir: &Path) -> Vec<VolumeSetupError> {
+    let mut points = mounts_under(dir);
     points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     points.dedup();
     points

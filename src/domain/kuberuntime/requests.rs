@@ -748,7 +748,12 @@ fn mounts(
             })?
             .map(|path| SubPath {
                 volume: vm.name.clone(),
-                target: bind_target(&pod_dir(ctx, &pod.metadata.uid), &vm.name, &container.name, index),
+                target: bind_target(
+                    &pod_dir(ctx, &pod.metadata.uid),
+                    &vm.name,
+                    &container.name,
+                    index,
+                ),
                 volume_path: source.clone(),
                 path,
             });

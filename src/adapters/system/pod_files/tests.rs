@@ -45,7 +45,9 @@ impl Volume {
             .unwrap_or_default();
         assert_eq!(names, [std::ffi::OsString::from("sentinel")]);
         assert_eq!(
-            std::fs::read_to_string(self.host.join("sentinel")).ok().as_deref(),
+            std::fs::read_to_string(self.host.join("sentinel"))
+                .ok()
+                .as_deref(),
             Some("host")
         );
     }
@@ -203,7 +205,11 @@ fn a_data_link_swapped_to_a_host_folder_is_refused_and_the_host_folder_kept() {
     assert!(matches!(written, Ok(true)), "{written:?}");
     // CVE-2017-1002102: the container replaces `..data` with a link to a host folder;
     // the next update must neither read nor remove it.
-    for target in [v.host.display().to_string(), "../../../../host".into(), "..x".into()] {
+    for target in [
+        v.host.display().to_string(),
+        "../../../../host".into(),
+        "..x".into(),
+    ] {
         let _ = std::fs::remove_file(dir.join("..data"));
         symlink(&target, dir.join("..data")).unwrap_or_else(|e| panic!("link: {e}"));
         let second = Payload::from([("a".into(), file("2"))]);
@@ -228,7 +234,14 @@ fn a_data_link_swapped_to_a_host_folder_is_refused_and_the_host_folder_kept() {
 fn writer_folder_names_are_upstreams_time_stamps_only() {
     assert!(is_writer_folder("..2026_11_23_19_40_12.123456789"));
     assert!(is_writer_folder("..2019_01_01_00_00_00.981519434"));
-    for bad in ["..data", "/etc", "..", "..2026_11_23_19_40_12.", "..2026_11_23_19_40_12.1/..", "2026_11_23_19_40_12.1"] {
+    for bad in [
+        "..data",
+        "/etc",
+        "..",
+        "..2026_11_23_19_40_12.",
+        "..2026_11_23_19_40_12.1/..",
+        "2026_11_23_19_40_12.1",
+    ] {
         assert!(!is_writer_folder(bad), "{bad}");
     }
 }

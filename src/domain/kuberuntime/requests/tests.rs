@@ -2,13 +2,13 @@
 //! mounts, resources, and the context from the configuration.
 
 use super::*;
-use crate::domain::volumes::subpath::{SubPath, SubPathError};
-use std::path::Path;
 use crate::domain::pod::{
     ContainerPort, EmptyDirVolume, EnvVar, HostPathVolume, ObjectMeta, PodSpec,
     ResourceRequirements, Volume, VolumeMount,
 };
 use crate::domain::units::quantity::Quantity;
+use crate::domain::volumes::subpath::{SubPath, SubPathError};
+use std::path::Path;
 
 const GIB: u64 = 1 << 30;
 
@@ -630,7 +630,10 @@ fn a_sub_path_expr_is_expanded_from_the_environment_and_checked() {
     assert_eq!(sub.map(|s| s.path), Some("logs/web-1".into()));
     // An expression that expands out of the volume is refused, not given the volume.
     for (value, want) in [
-        ("../../etc", SubPathError::Backsteps("logs/../../etc".into())),
+        (
+            "../../etc",
+            SubPathError::Backsteps("logs/../../etc".into()),
+        ),
         ("", SubPathError::MissingValue(vec!["POD_NAME".into()])),
     ] {
         p.spec.containers[0].env[0].value = value.into();
