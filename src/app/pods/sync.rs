@@ -166,6 +166,7 @@ impl SyncOutcome {
     }
 
     fn hold(&mut self, container: &str, held: Held) {
+        self.failed |= held.is_error();
         self.waiting.insert(container.to_owned(), held.waiting);
         self.retry(held.retry_after);
     }

@@ -863,3 +863,18 @@ async fn a_sub_path_is_bound_before_the_container_and_a_refused_one_holds_it() {
         "{host_paths:?}"
     );
 }
+
+/// A container held by an error (here `InvalidImageName`) fails the sync, so the worker
+/// backs off to upstream's 10 s instead of logging and eventing it every 2 s; a
+/// back-off hold (crash loop, image pull) keeps its own wait.
+#[tokio::test]
+async fn a_container_held_by_an_error_fails_the_sync_so_the_worker_backs_off() {
+    let w = world();
+    let p = pod("bad-image", RestartPolicy::Always, "Not A Valid Image!");
+    let outcome = sync_pod(&w.ctx, &p).await;
+    assert_eq!(
+        outcome.waiting.get("app").map(|w| w.reason.as_str()),
+        Some("InvalidImageName")
+    );
+    assert!(outcome.failed, "{outcome:?}");
+}

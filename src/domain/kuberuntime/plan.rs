@@ -107,6 +107,15 @@ pub struct Held {
     pub retry_after: Duration,
 }
 
+impl Held {
+    /// Held by an error rather than a back-off (which has its own wait): upstream's sync
+    /// returns the error and its pod worker backs off, so the error is not logged and
+    /// evented again every 2 s.
+    pub fn is_error(&self) -> bool {
+        self.retry_after == RETRY_AFTER_ERROR
+    }
+}
+
 /// A container instance to create and start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartContainer {
