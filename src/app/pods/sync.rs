@@ -720,12 +720,13 @@ async fn bind_sub_paths(
     let files = ctx.volumes.files();
     let bound = tokio::task::spawn_blocking(move || {
         subs.into_iter()
-            .try_for_each(|sub| files.bind_sub_path(&sub).map_err(|e| (sub, e)))
+            .try_for_each(|sub| files.bind_sub_path(&sub).map_err(|e| Box::new((sub, e))))
     })
     .await;
     let failure = match bound {
         Ok(Ok(())) => return Ok(()),
-        Ok(Err((sub, error))) => {
+        Ok(Err(failure)) => {
+            let (sub, error) = *failure;
             warn!(container, volume = %sub.volume, error = %Chain(&error), "Failed to prepare subPath for volumeMount of the container");
             sub.failure_message(container)
         }
