@@ -300,6 +300,18 @@ pub struct ContainerStart {
     pub reason: String,
     /// The security settings the container would be created with.
     pub security: ContainerSecurityPlan,
+    /// The volume subpaths bound before it is created.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sub_paths: Vec<SubPathBind>,
+}
+
+/// A subpath opened under its volume and bound where the runtime mounts it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubPathBind {
+    pub volume: String,
+    pub path: String,
+    pub target: String,
 }
 
 /// A container's security settings as the CRI request carries them (before the image's
@@ -657,6 +669,17 @@ fn start(step: &ContainerPlan) -> Option<ContainerStart> {
             image: step.image.clone(),
             reason: step.reason.clone(),
             security: security_plan(&start.config.security),
+            sub_paths: start
+                .config
+                .mounts
+                .iter()
+                .filter_map(|m| m.sub_path.as_ref())
+                .map(|s| SubPathBind {
+                    volume: s.volume.clone(),
+                    path: s.path.clone(),
+                    target: s.target.display().to_string(),
+                })
+                .collect(),
         }),
         ContainerAction::Held(_) => None,
     }

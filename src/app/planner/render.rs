@@ -288,6 +288,13 @@ pub fn render_text(plan: &Plan) -> String {
                 start.name, start.image
             );
             let _ = writeln!(out, "      security: {}", security_line(&start.security));
+            for sub in &start.sub_paths {
+                let _ = writeln!(
+                    out,
+                    "      bind subPath {:?} of volume {} at {}",
+                    sub.path, sub.volume, sub.target
+                );
+            }
         }
         for start in &a.start_containers {
             let _ = writeln!(
@@ -296,6 +303,13 @@ pub fn render_text(plan: &Plan) -> String {
                 start.name, start.image, start.reason
             );
             let _ = writeln!(out, "      security: {}", security_line(&start.security));
+            for sub in &start.sub_paths {
+                let _ = writeln!(
+                    out,
+                    "      bind subPath {:?} of volume {} at {}",
+                    sub.path, sub.volume, sub.target
+                );
+            }
         }
         for held in &a.held_containers {
             let _ = writeln!(

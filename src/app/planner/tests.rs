@@ -237,6 +237,29 @@ fn the_text_form_names_each_decision() {
 }
 
 #[test]
+fn the_plan_shows_each_subpath_bind_before_its_container() {
+    let mut a = pod("a", "ua", &[("app", "busybox")]);
+    a.spec.volumes = vec![
+        serde_json::from_value(serde_json::json!({"name": "v", "emptyDir": {}}))
+            .unwrap_or_else(|e| panic!("volume: {e}")),
+    ];
+    a.spec.containers[0].volume_mounts = vec![crate::domain::pod::VolumeMount {
+        name: "v".into(),
+        mount_path: "/data".into(),
+        sub_path: "logs".into(),
+        ..Default::default()
+    }];
+    let plan = compute_plan(&inputs(resolved(&[]), vec![a], Vec::new()));
+    let text = render::render_text(&plan);
+    assert!(
+        text.contains(
+            "bind subPath \"logs\" of volume v at /var/lib/kubelet/pods/ua/volume-subpaths/v/app/0"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn accepted_but_not_implemented_flags_are_listed() {
     let plan = compute_plan(&inputs(
         resolved(&["--pod-infra-container-image=pause:3.10"]),
