@@ -237,6 +237,9 @@ pub enum RequestError {
     /// `runAsNonRoot` cannot hold; upstream's message.
     #[error("{0}")]
     RunAsNonRoot(String),
+    /// The security context cannot be honoured; upstream's message.
+    #[error(transparent)]
+    SecurityContext(#[from] securitycontext::SecurityContextError),
     #[error("container {container:?}: volumeMount {mount_path:?} of volume {volume:?} has subPath {sub_path:?}, which must be relative and must not contain \"..\"")]
     InvalidSubPath {
         container: String,
@@ -618,7 +621,7 @@ pub fn container_config_and_skipped_env(
             all
         },
         linux: linux_resources(ctx, pod, container),
-        security: securitycontext::container_security(&ctx.security, pod, container),
+        security: securitycontext::container_security(&ctx.security, pod, container)?,
         stdin: container.stdin,
         tty: container.tty,
         envs,
