@@ -11,9 +11,13 @@
 #   registry.rkubelet.test/gc-big-a:1, gc-big-b:1 -> $CACHE/gc-big-{a,b}.oci.tar (8 MiB of
 #                                    random bytes each, so that they weigh on a small image
 #                                    filesystem; built once per cache, --gc-big-images)
+#   registry.rkubelet.test/busybox-user:1 -> $CACHE/busybox-user.oci.tar (busybox whose
+#                                    config sets "User": "1000:1000"; the CVE regression
+#                                    tests only, built and imported with --user-image)
 #
 # Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>]
-#                        [--gc-big-images <containerd-socket>] [--force]
+#                        [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>]
+#                        [--force]
 # Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
 #
 # Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
@@ -30,14 +34,16 @@ BUSYBOX_BIN=/bin/busybox
 import_sock=
 gc_sock=
 gc_big_sock=
+user_sock=
 force=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --import) import_sock=${2:?--import needs a socket path}; shift 2 ;;
         --gc-images) gc_sock=${2:?--gc-images needs a socket path}; shift 2 ;;
         --gc-big-images) gc_big_sock=${2:?--gc-big-images needs a socket path}; shift 2 ;;
+        --user-image) user_sock=${2:?--user-image needs a socket path}; shift 2 ;;
         --force) force=1; shift ;;
-        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--force]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>] [--force]" >&2; exit 2 ;;
     esac
 done
 
@@ -174,4 +180,24 @@ if [ -n "$gc_big_sock" ]; then
         ctr --address "$gc_big_sock" -n k8s.io images import "$CACHE/$t.oci.tar" >/dev/null
     done
     echo "build-images.sh: imported registry.rkubelet.test/gc-big-a:1 and gc-big-b:1 into $gc_big_sock"
+fi
+
+# busybox with a non-root USER in its config (uid 1000, named in /etc/passwd), for the
+# check that a container without runAsUser runs as the image's user, restarts included.
+if [ -n "$user_sock" ]; then
+    if [ ! -s "$CACHE/busybox-user.oci.tar" ]; then
+        work=$(mktemp -d "$CACHE/.work.XXXXXX")
+        rootfs=$work/rootfs
+        mkdir -p "$rootfs"/{bin,etc,tmp,proc,sys,dev}
+        install -m 0755 "$BUSYBOX_BIN" "$rootfs/bin/busybox"
+        for applet in sh id sleep cat echo dd; do ln -sfn busybox "$rootfs/bin/$applet"; done
+        chmod 1777 "$rootfs/tmp"
+        printf 'root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/tmp:/bin/sh\n' > "$rootfs/etc/passwd"
+        printf 'root:x:0:\nuser:x:1000:\n' > "$rootfs/etc/group"
+        make_image "$rootfs" "registry.rkubelet.test/busybox-user:1" "$CACHE/busybox-user.oci.tar" \
+            '{"Cmd":["sh"],"Env":["PATH=/bin"],"User":"1000:1000","WorkingDir":"/"}'
+        rm -rf "$work"
+    fi
+    ctr --address "$user_sock" -n k8s.io images import "$CACHE/busybox-user.oci.tar" >/dev/null
+    echo "build-images.sh: imported registry.rkubelet.test/busybox-user:1 into $user_sock"
 fi

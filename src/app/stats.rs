@@ -29,6 +29,7 @@ use crate::domain::cgroup::{CgroupDriver, CgroupName};
 use crate::domain::config::options::DEFAULT_HOUSEKEEPING_INTERVAL;
 use crate::domain::eviction::rank::is_local_ephemeral;
 use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
+use crate::domain::kuberuntime::hosts::etc_hosts_file_in;
 use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
     containers_from_cgroups, named_containers, node_summary, pods_reading_serves,
@@ -80,6 +81,8 @@ struct NodeParts {
 #[derive(Default)]
 struct PodDiskUsage {
     volumes: Vec<VolumeSample>,
+    /// Its managed `/etc/hosts`.
+    etc_hosts: Option<FsUsage>,
     logs: BTreeMap<String, FsUsage>,
 }
 
@@ -222,6 +225,7 @@ impl StatsProvider {
                 continue;
             };
             pod.volumes = disk.volumes.clone();
+            pod.etc_hosts = disk.etc_hosts;
             for c in &mut pod.containers {
                 c.logs = disk.logs.get(&c.name).copied();
             }
@@ -340,7 +344,21 @@ impl StatsProvider {
                     local_ephemeral: is_local_ephemeral(volume),
                 });
             }
-            usage.insert(uid.clone(), PodDiskUsage { volumes, logs });
+            let etc_hosts = logged(
+                "a pod's /etc/hosts",
+                self.stats
+                    .directory_usage(&etc_hosts_file_in(&self.root_dir, uid))
+                    .await,
+            )
+            .flatten();
+            usage.insert(
+                uid.clone(),
+                PodDiskUsage {
+                    volumes,
+                    etc_hosts,
+                    logs,
+                },
+            );
         }
         usage
     }
@@ -542,6 +560,7 @@ impl StatsProvider {
                 containers,
                 network,
                 volumes: Vec::new(),
+                etc_hosts: None,
             });
         }
         let sample = StatsSample {

@@ -20,6 +20,7 @@ mod cgroups_containerd;
 mod cli;
 mod cluster_node;
 mod cri_containerd;
+mod cve_regressions;
 mod escapes;
 mod eviction_containerd;
 mod faults;

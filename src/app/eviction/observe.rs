@@ -15,6 +15,7 @@ use crate::domain::eviction::rank::is_local_ephemeral;
 use crate::domain::eviction::signals::{
     ContainerStats, FsStats, MemoryStats, NodeSummary, PodStats, VolumeStats,
 };
+use crate::domain::kuberuntime::hosts::etc_hosts_file;
 use crate::domain::kuberuntime::requests::{empty_dir_path, pod_log_dir, RequestContext};
 use crate::domain::pod::Pod;
 use crate::ports::error::Chain;
@@ -166,6 +167,14 @@ impl Observer {
                 });
             }
         }
+        // Written by the containers too: counted in the pod's ephemeral storage.
+        let etc_hosts = logged(
+            "the pod's /etc/hosts",
+            self.stats
+                .directory_usage(&etc_hosts_file(&self.requests, &pod.metadata.uid))
+                .await,
+        )
+        .flatten();
         PodStats {
             uid: pod.metadata.uid.clone(),
             memory_working_set_bytes: cgroup.as_ref().map(|c| {
@@ -175,6 +184,7 @@ impl Observer {
             process_count: cgroup.and_then(|c| c.tasks),
             containers,
             volumes,
+            etc_hosts,
         }
     }
 }

@@ -641,6 +641,7 @@ fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
         process_count: None,
         containers: Vec::new(),
         volumes: Vec::new(),
+        etc_hosts: None,
     };
     given.eviction = Some(Observation {
         summary: NodeSummary {

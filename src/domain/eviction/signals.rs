@@ -109,11 +109,17 @@ pub struct PodStats {
     pub containers: Vec<ContainerStats>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeStats>,
+    /// The kubelet-managed `/etc/hosts` of the pod (`<pod-dir>/etc-hosts`), which its
+    /// containers may write (CVE-2020-8557).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etc_hosts: Option<FsUsage>,
 }
 
 impl PodStats {
     /// The pod's ephemeral storage (upstream's `calcEphemeralStorage`): its containers'
-    /// writable layers and logs, and its volumes on the node's disk.
+    /// writable layers and logs, its volumes on the node's disk, and its managed
+    /// `/etc/hosts` (upstream's fix of CVE-2020-8557: writes there count, so a pod cannot
+    /// fill the node's disk through it past its `ephemeral-storage` limit).
     pub fn ephemeral_storage(&self) -> FsUsage {
         let containers = self
             .containers
@@ -123,6 +129,7 @@ impl PodStats {
         let volumes = self.volumes.iter().map(|v| v.usage);
         containers
             .chain(volumes)
+            .chain(self.etc_hosts)
             .fold(FsUsage::default(), FsUsage::plus)
     }
 }
@@ -349,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn ephemeral_storage_sums_layers_logs_and_volumes() {
+    fn ephemeral_storage_sums_layers_logs_volumes_and_etc_hosts() {
         let u = |b| FsUsage {
             used_bytes: b,
             inodes_used: 1,
@@ -373,13 +380,14 @@ mod tests {
                 name: "scratch".into(),
                 usage: u(100),
             }],
+            etc_hosts: Some(u(1000)),
             ..PodStats::default()
         };
         assert_eq!(
             pod.ephemeral_storage(),
             FsUsage {
-                used_bytes: 116,
-                inodes_used: 4
+                used_bytes: 1116,
+                inodes_used: 5
             }
         );
     }

@@ -5,7 +5,7 @@
 //! subdomain), and the `hostAliases`; a host-network pod gets the node's file and the
 //! aliases.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::requests::{pod_dir, RequestContext};
 use crate::domain::pod::{HostAlias, Pod};
@@ -16,8 +16,15 @@ const MANAGED_HEADER_HOST_NETWORK: &str = "# Kubernetes-managed hosts file (host
 
 /// `<root-dir>/pods/<uid>/etc-hosts`
 pub fn etc_hosts_file(ctx: &RequestContext, pod_uid: &str) -> PathBuf {
-    pod_dir(ctx, pod_uid).join("etc-hosts")
+    pod_dir(ctx, pod_uid).join(ETC_HOSTS_FILE)
 }
+
+/// [`etc_hosts_file`] from the root directory alone.
+pub fn etc_hosts_file_in(root_dir: &Path, pod_uid: &str) -> PathBuf {
+    root_dir.join("pods").join(pod_uid).join(ETC_HOSTS_FILE)
+}
+
+const ETC_HOSTS_FILE: &str = "etc-hosts";
 
 fn alias_entries(aliases: &[HostAlias]) -> String {
     if aliases.is_empty() {

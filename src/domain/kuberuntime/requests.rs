@@ -246,6 +246,9 @@ pub enum RequestError {
     /// The expanded command line and environment would not fit `execve`.
     #[error("container {container:?}: its command, args and environment expand to more than {limit} bytes, the most the kernel passes to a process")]
     ArgumentsTooLong { container: String, limit: usize },
+    /// The security context cannot be honoured; upstream's message.
+    #[error(transparent)]
+    SecurityContext(#[from] securitycontext::SecurityContextError),
 }
 
 /// The node settings the requests depend on.
@@ -638,7 +641,7 @@ pub fn container_config_and_skipped_env(
             all
         },
         linux: linux_resources(ctx, pod, container),
-        security: securitycontext::container_security(&ctx.security, pod, container),
+        security: securitycontext::container_security(&ctx.security, pod, container)?,
         stdin: container.stdin,
         tty: container.tty,
         envs,

@@ -7,7 +7,40 @@ use serde_json::{json, Map, Value};
 
 use super::labels::MetadataChanges;
 use super::model::{NodeStatus, ResourceList};
-use super::status::status_changed;
+use super::status::{compute_status, status_changed, NodeEvent, StatusInputs};
+
+/// One status period's decision, made on the Node the API server holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusReport {
+    /// The status computed on the held one (its transition times kept where a condition's
+    /// status did not change).
+    pub status: NodeStatus,
+    /// The events the transitions from the held status record.
+    pub events: Vec<NodeEvent>,
+    /// The patch to send, `None` when the held status is current and the report frequency
+    /// has not passed.
+    pub patch: Option<Value>,
+}
+
+/// Upstream's `tryUpdateNodeStatus` after its GET: the status is computed on the status the
+/// API server holds (`held`), not on the one last sent, and compared with it; so a
+/// condition someone else changed (the node controller's `Unknown` after an outage) is
+/// corrected at the next period, not after `report_frequency`.
+pub fn report_status(
+    held: &NodeStatus,
+    inputs: &StatusInputs,
+    since_last_report: Option<Duration>,
+    report_frequency: Duration,
+) -> StatusReport {
+    let update = compute_status(held, inputs);
+    let patch = should_report(held, &update.status, since_last_report, report_frequency)
+        .then(|| status_patch(held, &update.status));
+    StatusReport {
+        status: update.status,
+        events: update.events,
+        patch,
+    }
+}
 
 /// Upstream's `tryUpdateNodeStatus` decision: send when the status changed beyond heartbeat
 /// times, or when `report_frequency` has passed since the last report (`None`: never
@@ -95,8 +128,7 @@ pub fn metadata_patch(changes: &MetadataChanges) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::node_status::model::{NodeAddress, Time};
-    use crate::domain::node_status::status::{compute_status, StatusInputs};
+    use crate::domain::node_status::model::{ConditionStatus, NodeAddress, Time};
     use crate::domain::units::quantity::Quantity;
 
     fn inputs(now: i64) -> StatusInputs {
@@ -131,6 +163,70 @@ mod tests {
         changed.not_ready = vec!["container runtime is down".into()];
         let not_ready = compute_status(&later, &changed).status;
         assert!(should_report(&first, &not_ready, Some(MINUTE), REPORT));
+    }
+
+    /// The node controller's mark after a silence: every condition `Unknown`.
+    fn marked_unknown(status: &NodeStatus, at: i64) -> NodeStatus {
+        let mut marked = status.clone();
+        for c in &mut marked.conditions {
+            c.status = ConditionStatus::Unknown;
+            c.reason = "NodeStatusUnknown".into();
+            c.message = "Kubelet stopped posting node status.".into();
+            c.last_transition_time = Some(Time(at));
+        }
+        marked
+    }
+
+    #[test]
+    fn a_condition_changed_by_someone_else_is_corrected_at_once() {
+        let sent = compute_status(&NodeStatus::default(), &inputs(0)).status;
+        // A minute later, nothing changed: only heartbeats, not sent.
+        let quiet = report_status(&sent, &inputs(60), Some(MINUTE), REPORT);
+        assert_eq!(quiet.patch, None);
+        assert!(quiet.events.is_empty());
+        // The node controller marked the node Unknown meanwhile: sent at the next period,
+        // well before the report frequency, with fresh transition times and events.
+        let held = marked_unknown(&sent, 100);
+        let report = report_status(&held, &inputs(110), Some(Duration::from_secs(110)), REPORT);
+        let patch = report.patch.expect("sent");
+        let ready = report
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("Ready");
+        assert_eq!(ready.status, ConditionStatus::True);
+        assert_eq!(ready.reason, "KubeletReady");
+        assert_eq!(ready.last_transition_time, Some(Time(110)));
+        let conditions = patch["status"]["conditions"]
+            .as_array()
+            .expect("conditions");
+        assert_eq!(conditions.len(), 4);
+        assert!(
+            conditions
+                .iter()
+                .all(|c| c["status"] != "Unknown"
+                    && c["lastTransitionTime"] == "1970-01-01T00:01:50Z")
+        );
+        let mut reasons: Vec<&str> = report.events.iter().map(|e| e.reason.as_str()).collect();
+        reasons.sort_unstable();
+        assert_eq!(
+            reasons,
+            [
+                "NodeHasNoDiskPressure",
+                "NodeHasSufficientMemory",
+                "NodeHasSufficientPID",
+                "NodeReady"
+            ]
+        );
+        // Once the API holds the corrected status, nothing more is sent.
+        let after = report_status(
+            &report.status,
+            &inputs(120),
+            Some(Duration::from_secs(10)),
+            REPORT,
+        );
+        assert_eq!(after.patch, None);
     }
 
     /// A heartbeat-only patch carries the conditions and nothing else.

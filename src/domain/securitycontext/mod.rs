@@ -23,6 +23,16 @@ use crate::domain::pod::{format_pod, Container, Pod, SecurityContext};
 #[cfg(test)]
 mod tests;
 
+/// Why a container's security context cannot be given to the runtime (the container
+/// waits with `CreateContainerConfigError` and this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecurityContextError {
+    /// A `Localhost` seccomp profile without a name: upstream's message since the fix of
+    /// CVE-2023-2431 (before it, such a container ran `Unconfined`).
+    #[error("localhostProfile must be set if seccompProfile type is Localhost.")]
+    EmptyLocalhostSeccomp,
+}
+
 /// What a non-privileged container cannot see of the host's `/proc` and `/sys`
 /// (upstream's list, kept in step with Docker's).
 pub const DEFAULT_MASKED_PATHS: [&str; 9] = [
@@ -191,24 +201,33 @@ fn pod_supplemental_groups(pod: &Pod) -> Vec<i64> {
 }
 
 /// Upstream's `fieldSeccompProfile`: `RuntimeDefault`, a `Localhost` file below the
-/// profile root, else `Unconfined` (a `Localhost` without a name too).
-fn seccomp_of(profile: &SeccompProfile, root: &std::path::Path) -> SecurityProfile {
+/// profile root, else `Unconfined`; a `Localhost` without a name is refused
+/// (CVE-2023-2431), never `Unconfined`.
+fn seccomp_of(
+    profile: &SeccompProfile,
+    root: &std::path::Path,
+) -> Result<SecurityProfile, SecurityContextError> {
     match (profile.kind, profile.localhost_profile.as_deref()) {
-        (Some(ProfileType::RuntimeDefault), _) => SecurityProfile::RuntimeDefault,
-        (Some(ProfileType::Localhost), Some(name)) if !name.is_empty() => {
-            SecurityProfile::Localhost(root.join(name).display().to_string())
-        }
-        _ => SecurityProfile::Unconfined,
+        (Some(ProfileType::RuntimeDefault), _) => Ok(SecurityProfile::RuntimeDefault),
+        (Some(ProfileType::Localhost), Some(name)) if !name.is_empty() => Ok(
+            SecurityProfile::Localhost(root.join(name).display().to_string()),
+        ),
+        (Some(ProfileType::Localhost), _) => Err(SecurityContextError::EmptyLocalhostSeccomp),
+        _ => Ok(SecurityProfile::Unconfined),
     }
 }
 
 /// The container's seccomp profile: its own, else the pod's, else `RuntimeDefault`
 /// with `seccompDefault` and `Unconfined` without (upstream v1.26's default).
+///
+/// # Errors
+/// [`SecurityContextError::EmptyLocalhostSeccomp`] when the profile that applies is a
+/// `Localhost` one without a name.
 pub fn seccomp_profile(
     settings: &SecuritySettings,
     pod: &Pod,
     container: &Container,
-) -> SecurityProfile {
+) -> Result<SecurityProfile, SecurityContextError> {
     let own = container
         .security_context
         .as_ref()
@@ -220,8 +239,8 @@ pub fn seccomp_profile(
         .and_then(|sc| sc.seccomp_profile.as_ref());
     match own.or(pods) {
         Some(profile) => seccomp_of(profile, &settings.seccomp_profile_root),
-        None if settings.seccomp_default => SecurityProfile::RuntimeDefault,
-        None => SecurityProfile::Unconfined,
+        None if settings.seccomp_default => Ok(SecurityProfile::RuntimeDefault),
+        None => Ok(SecurityProfile::Unconfined),
     }
 }
 
@@ -255,11 +274,14 @@ pub fn apparmor_profile(pod: &Pod, container: &Container) -> Option<SecurityProf
 
 /// The container's CRI security context before the image is known (upstream's
 /// `determineEffectiveSecurityContext`); [`apply_image_user`] completes it.
+///
+/// # Errors
+/// What upstream refuses to give the runtime (see [`SecurityContextError`]).
 pub fn container_security(
     settings: &SecuritySettings,
     pod: &Pod,
     container: &Container,
-) -> ContainerSecurity {
+) -> Result<ContainerSecurity, SecurityContextError> {
     let effective = effective_security_context(pod, container);
     let unmasked = effective.proc_mount == Some(ProcMountType::Unmasked);
     let paths = |defaults: &[&str]| -> Vec<String> {
@@ -269,7 +291,7 @@ pub fn container_security(
             defaults.iter().map(|p| (*p).to_owned()).collect()
         }
     };
-    ContainerSecurity {
+    Ok(ContainerSecurity {
         capabilities: effective.capabilities.as_ref().map(|c| Capability {
             add: c.add.clone(),
             drop: c.drop.clone(),
@@ -286,9 +308,9 @@ pub fn container_security(
         no_new_privs: effective.allow_privilege_escalation == Some(false),
         masked_paths: paths(&DEFAULT_MASKED_PATHS),
         readonly_paths: paths(&DEFAULT_READONLY_PATHS),
-        seccomp: seccomp_profile(settings, pod, container),
+        seccomp: seccomp_profile(settings, pod, container)?,
         apparmor: apparmor_profile(pod, container),
-    }
+    })
 }
 
 /// Without a `runAsUser`, the container runs as the image's user: its uid, or its

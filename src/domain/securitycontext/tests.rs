@@ -58,11 +58,15 @@ fn no_new_privs_only_with_allow_privilege_escalation_false() {
             allow_privilege_escalation: allow,
             ..Default::default()
         }));
-        let s = container_security(&settings(), &pod(vec![c.clone()]), &c);
+        let s = container_security(&settings(), &pod(vec![c.clone()]), &c).expect("valid");
         assert_eq!(s.no_new_privs, want, "allowPrivilegeEscalation {allow:?}");
     }
     let c = container(None);
-    assert!(!container_security(&settings(), &pod(vec![c.clone()]), &c).no_new_privs);
+    assert!(
+        !container_security(&settings(), &pod(vec![c.clone()]), &c)
+            .expect("valid")
+            .no_new_privs
+    );
 }
 
 #[test]
@@ -86,13 +90,13 @@ fn masked_and_readonly_paths_follow_proc_mount() {
             proc_mount,
             ..Default::default()
         }));
-        let s = container_security(&settings(), &pod(vec![c.clone()]), &c);
+        let s = container_security(&settings(), &pod(vec![c.clone()]), &c).expect("valid");
         assert_eq!(s.masked_paths, masked, "{proc_mount:?}");
         assert_eq!(s.readonly_paths, readonly, "{proc_mount:?}");
     }
     // A container without a security context gets the defaults.
     let c = container(None);
-    let s = container_security(&settings(), &pod(vec![c.clone()]), &c);
+    let s = container_security(&settings(), &pod(vec![c.clone()]), &c).expect("valid");
     assert_eq!(s.masked_paths.len(), 9);
     assert!(s.masked_paths.contains(&"/proc/kcore".to_owned()));
     assert!(s.readonly_paths.contains(&"/proc/sysrq-trigger".to_owned()));
@@ -307,20 +311,6 @@ fn seccomp_profiles_as_upstream_chooses_them() {
             local("filename"),
         ),
         (
-            "pod localhost without name",
-            seccomp(Localhost, None),
-            None,
-            SecurityProfile::Unconfined,
-            SecurityProfile::Unconfined,
-        ),
-        (
-            "container localhost without name",
-            None,
-            seccomp(Localhost, None),
-            SecurityProfile::Unconfined,
-            SecurityProfile::Unconfined,
-        ),
-        (
             "container localhost",
             None,
             seccomp(Localhost, Some("filename2")),
@@ -354,17 +344,94 @@ fn seccomp_profiles_as_upstream_chooses_them() {
             },
             c.clone(),
         );
-        assert_eq!(seccomp_profile(&settings(), &p, &c), want, "{desc}");
+        assert_eq!(seccomp_profile(&settings(), &p, &c), Ok(want), "{desc}");
         let with_default = SecuritySettings {
             seccomp_default: true,
             ..settings()
         };
         assert_eq!(
             seccomp_profile(&with_default, &p, &c),
-            want_with_default,
+            Ok(want_with_default),
             "{desc} with seccompDefault"
         );
     }
+}
+
+/// CVE-2023-2431: a `Localhost` profile without a name (absent or empty), on the pod or
+/// the container, is refused with upstream's message; it never runs `Unconfined`. A
+/// container's own valid profile still wins over the pod's empty one.
+#[test]
+fn a_localhost_seccomp_profile_without_a_name_is_refused() {
+    use ProfileType::*;
+    let empty = || {
+        Some(SeccompProfile {
+            kind: Some(Localhost),
+            localhost_profile: Some(String::new()),
+        })
+    };
+    let cases: Vec<(&str, Option<SeccompProfile>, Option<SeccompProfile>)> = vec![
+        ("pod localhost without name", seccomp(Localhost, None), None),
+        ("pod localhost with an empty name", empty(), None),
+        (
+            "container localhost without name",
+            None,
+            seccomp(Localhost, None),
+        ),
+        ("container localhost with an empty name", None, empty()),
+        (
+            "container empty over pod runtime default",
+            seccomp(RuntimeDefault, None),
+            empty(),
+        ),
+    ];
+    for (desc, pod_profile, container_profile) in cases {
+        let c = container(Some(SecurityContext {
+            seccomp_profile: container_profile,
+            ..Default::default()
+        }));
+        let p = with_pod_sc(
+            PodSecurityContext {
+                seccomp_profile: pod_profile,
+                ..Default::default()
+            },
+            c.clone(),
+        );
+        for seccomp_default in [false, true] {
+            let settings = SecuritySettings {
+                seccomp_default,
+                ..settings()
+            };
+            let refused = seccomp_profile(&settings, &p, &c);
+            assert_eq!(
+                refused,
+                Err(SecurityContextError::EmptyLocalhostSeccomp),
+                "{desc}"
+            );
+            let whole = container_security(&settings, &p, &c);
+            assert_eq!(
+                whole.map_err(|e| e.to_string()),
+                Err("localhostProfile must be set if seccompProfile type is Localhost.".into()),
+                "{desc}"
+            );
+        }
+    }
+    let named = container(Some(SecurityContext {
+        seccomp_profile: seccomp(Localhost, Some("own.json")),
+        ..Default::default()
+    }));
+    let p = with_pod_sc(
+        PodSecurityContext {
+            seccomp_profile: empty(),
+            ..Default::default()
+        },
+        named.clone(),
+    );
+    assert_eq!(
+        seccomp_profile(&settings(), &p, &named),
+        Ok(SecurityProfile::Localhost(
+            "/var/lib/kubelet/seccomp/own.json".into()
+        ))
+    );
 }
 
 #[test]
@@ -393,7 +460,7 @@ fn namespaces_for_pod_as_upstream() {
 #[test]
 fn a_default_container_gets_upstreams_hardening() {
     let c = container(None);
-    let s = container_security(&settings(), &pod(vec![c.clone()]), &c);
+    let s = container_security(&settings(), &pod(vec![c.clone()]), &c).expect("valid");
     assert_eq!(
         s,
         ContainerSecurity {
@@ -450,7 +517,7 @@ fn every_field_reaches_the_container_request() {
         c.clone(),
     );
     p.spec.host_ipc = true;
-    let s = container_security(&settings(), &p, &c);
+    let s = container_security(&settings(), &p, &c).expect("valid");
     assert_eq!((s.run_as_user, s.run_as_group), (Some(1000), Some(2000)));
     assert_eq!(s.supplemental_groups, [3000, 4000, 5000], "fsGroup first");
     assert_eq!(

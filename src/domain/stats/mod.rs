@@ -410,6 +410,9 @@ pub struct PodSample {
     pub network: Vec<InterfaceStats>,
     /// Its volumes kept under the root directory.
     pub volumes: Vec<VolumeSample>,
+    /// Its kubelet-managed `/etc/hosts` (`<pod-dir>/etc-hosts`), which its containers may
+    /// write (CVE-2020-8557).
+    pub etc_hosts: Option<FsUsage>,
 }
 
 /// One volume's usage (`du` of its folder) and the filesystem it is on.
@@ -845,8 +848,8 @@ pub fn pod_summaries(current: &StatsSample, previous: Option<&StatsSample>) -> V
                     container((&time, t), c, b, (image_fs, node_fs))
                 })
                 .collect();
-            // Upstream's `calcEphemeralStorage`: the writable layers, the logs and the
-            // local ephemeral volumes.
+            // Upstream's `calcEphemeralStorage`: the writable layers, the logs, the
+            // local ephemeral volumes and the managed `/etc/hosts`.
             let parts: Vec<FsUsage> = pod
                 .containers
                 .iter()
@@ -858,6 +861,7 @@ pub fn pod_summaries(current: &StatsSample, previous: Option<&StatsSample>) -> V
                         .filter(|v| v.local_ephemeral)
                         .map(|v| v.usage),
                 )
+                .chain(pod.etc_hosts)
                 .collect();
             let ephemeral = (!parts.is_empty()).then(|| {
                 let total = parts.iter().fold(FsUsage::default(), |a, u| FsUsage {

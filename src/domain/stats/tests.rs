@@ -72,6 +72,10 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
                 }),
                 local_ephemeral: true,
             }],
+            etc_hosts: Some(FsUsage {
+                used_bytes: 4096,
+                inodes_used: 1,
+            }),
         }],
     }
 }
@@ -120,10 +124,11 @@ fn the_summary_holds_working_sets_and_rates() {
             .and_then(|c| c.usage_nano_cores),
         Some(125_000_000)
     );
-    // Upstream's ephemeral storage: writable layer, logs and the disk-backed emptyDir.
+    // Upstream's ephemeral storage: writable layer, logs, the disk-backed emptyDir and
+    // the managed /etc/hosts (CVE-2020-8557).
     assert_eq!(
         pod.ephemeral_storage.as_ref().and_then(|e| e.used_bytes),
-        Some(8 + 100 + 4096)
+        Some(8 + 100 + 4096 + 4096)
     );
     let logs = pod.containers[0].logs.as_ref();
     assert_eq!(logs.and_then(|l| l.used_bytes), Some(100));

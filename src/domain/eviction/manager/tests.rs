@@ -989,6 +989,52 @@ fn usage(used: &str) -> FsUsage {
     }
 }
 
+/// CVE-2020-8557: the pod's managed `/etc/hosts` counts in its ephemeral storage, so a
+/// pod that fills it past its `ephemeral-storage` limit is evicted (the container's own
+/// limit, writable layer and logs only, is not what catches it).
+#[test]
+fn writes_to_etc_hosts_count_against_the_pods_ephemeral_storage_limit() {
+    let hosts = pod(
+        "hosts",
+        0,
+        vec![container(
+            "main",
+            resources("", "", ""),
+            resources("", "", "1Mi"),
+        )],
+        vec![],
+    );
+    let stats = |etc_hosts: Option<FsUsage>| NodeSummary {
+        pods: vec![PodStats {
+            uid: "hosts".into(),
+            containers: vec![super::super::signals::ContainerStats {
+                name: "main".into(),
+                rootfs: Some(usage("4Ki")),
+                logs: Some(usage("4Ki")),
+                ..Default::default()
+            }],
+            etc_hosts,
+            ..PodStats::default()
+        }],
+        ..NodeSummary::default()
+    };
+    let pods = [hosts];
+    let (evicted, _) = local_storage_evictions(&pods, &stats(Some(usage("4Ki"))), false);
+    assert!(evicted.is_empty(), "{evicted:?}");
+    let (evicted, _) = local_storage_evictions(&pods, &stats(Some(usage("5Mi"))), false);
+    let got: Vec<(&str, &str)> = evicted
+        .iter()
+        .map(|e| (e.pod_uid.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "hosts",
+            "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "
+        )]
+    );
+}
+
 #[test]
 fn local_storage_limits() {
     let mut c = config(vec![]);
