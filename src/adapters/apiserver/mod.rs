@@ -315,6 +315,16 @@ impl NodeApi for KubeClients {
         self.node_call("get", name, api.get(name)).await
     }
 
+    async fn get_node_from_cache(&self, name: &str) -> Result<NodeObject, NodesError> {
+        let api = self.nodes();
+        self.node_call(
+            "get",
+            name,
+            api.get_with(name, &kube::api::GetParams::any()),
+        )
+        .await
+    }
+
     async fn create_node(&self, node: &NodeObject) -> Result<NodeObject, NodesError> {
         let name = node.metadata.name.as_str();
         let kube_node: KubeNode =

@@ -47,7 +47,7 @@ pub async fn sync_status(agent: &Agent, state: &mut StatusState) -> Result<bool,
             .node_uid
             .send_replace(Some(registered.node().metadata.uid.clone()));
     }
-    let held = api.get_node(&name).await.inspect_err(|e| {
+    let held = api.get_node_from_cache(&name).await.inspect_err(|e| {
         if matches!(e, NodesError::NotFound { .. }) {
             info!(node = %name, "Node is gone; registering it again");
             state.reregister = agent.settings.register_node;

@@ -38,6 +38,15 @@ pub trait NodeApi: Send + Sync {
     /// [`NodesError::NotFound`] when there is no such Node; [`NodesError::Call`] otherwise.
     async fn get_node(&self, name: &str) -> Result<NodeObject, NodesError>;
 
+    /// The Node as the API server's watch cache holds it (`resourceVersion=0`, upstream's
+    /// `FromApiserverCache`): the status loop's read every period, which spares etcd. It
+    /// may lag a write by moments; the next period sees it.
+    /// # Errors
+    /// As [`NodeApi::get_node`].
+    async fn get_node_from_cache(&self, name: &str) -> Result<NodeObject, NodesError> {
+        self.get_node(name).await
+    }
+
     /// Create the Node; the answer is the stored object (with its uid).
     /// # Errors
     /// [`NodesError::AlreadyExists`] when a Node of that name exists.
