@@ -51,18 +51,9 @@ async fn pod_dir(node: &Node, pod: &str) -> PathBuf {
 
 /// The events of `object` in the default namespace, as (reason, message).
 fn events_of(cluster: &Cluster, object: &str) -> Vec<(String, String)> {
-    let selector = format!("involvedObject.name={object}");
-    cluster
-        .get_json(&["events", "--field-selector", &selector])
-        .and_then(|list| list["items"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or_default().to_string(),
-                e["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
+    crate::common::api_pods::events_of(cluster, object)
+        .into_iter()
+        .map(|(_, reason, message)| (reason, message))
         .collect()
 }
 
