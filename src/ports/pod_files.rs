@@ -127,14 +127,14 @@ pub trait PodFiles: Send + Sync {
     fn create_dir_all(&self, path: &Path, mode: Option<u32>) -> Result<(), PodFilesError>;
 
     /// Creates `path` as an empty file when it is missing (what it holds is kept) and
-    /// gives it `mode`. Its folder must exist.
+    /// gives it `mode`. Its folder must exist; a link at `path` is refused, not followed.
     ///
     /// # Errors
     /// [`PodFilesError::Io`].
     fn create_file(&self, path: &Path, mode: u32) -> Result<(), PodFilesError>;
 
     /// Replaces what `path` holds with `data` (created, `0644` less the umask, when it is
-    /// missing). Its folder must exist.
+    /// missing). Its folder must exist; a link at `path` is refused, not followed.
     ///
     /// # Errors
     /// [`PodFilesError::Io`].
