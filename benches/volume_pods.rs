@@ -306,7 +306,11 @@ fn main() {
     let _ = child.kill();
     let _ = child.wait();
     drop(ctrd);
-    let _ = rkubelet::app::pods::volumes::unmount_under(&root);
+    // Its mounts (tmpfs volumes, subpath binds) go with the folder, which is temporary.
+    let _ = rkubelet::ports::pod_files::PodFiles::remove_pod_dir(
+        &rkubelet::adapters::system::SystemPodFiles,
+        &root,
+    );
     if let Err(e) = outcome {
         fail("volume_pods", &e);
     }

@@ -136,7 +136,7 @@ fn main() {
         );
         for pod in &pods {
             let pod_dir = ctx.root_dir.join("pods").join(&pod.metadata.uid);
-            let _ = rkubelet::app::pods::volumes::unmount_under(&pod_dir);
+            let _ = rkubelet::ports::pod_files::PodFiles::remove_pod_dir(&SystemPodFiles, &pod_dir);
         }
         if updated != PODS {
             fail("volumes", "not every pod saw the update");

@@ -1,5 +1,7 @@
-//! The pod's files where a container can reach them: its volumes' subpaths and the
-//! files the kubelet writes into ConfigMap, Secret, downwardAPI and projected volumes.
+//! The pod's files and mounts: its folders and volumes (emptyDir folders with their
+//! mode and `fsGroup` ownership, tmpfs mounts, hostPaths), its volumes' subpaths, the
+//! files the kubelet writes into ConfigMap, Secret, downwardAPI and projected volumes,
+//! `/etc/hosts`, termination-message files, log folders, and the tear-down of all of it.
 //! A container controls its volumes' contents, symlinks included, so an adapter
 //! resolves every path under the volume's root without following a link out of it
 //! and acts on what it opened, never on a path a container could have changed since.
@@ -9,7 +11,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::domain::securitycontext::VolumeSetup;
 use crate::domain::volumes::payload::Payload;
+use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 
 /// Why a pod file operation failed: the call, the path it was on, and the cause.
@@ -32,6 +36,11 @@ pub enum PodFilesError {
     /// volume is not written.
     #[error("{} points to {target:?}, not a folder of the atomic writer", link.display())]
     ForeignDataLink { link: PathBuf, target: String },
+    /// A mount under a pod folder that could not be unmounted: the folder is kept, since
+    /// removing it would remove what the mount shows (a hostPath subpath is the host's own
+    /// folder).
+    #[error("cannot remove the pod folder: still mounted: {}", path.display())]
+    StillMounted { path: PathBuf },
     #[error("no pod files adapter configured")]
     Unavailable,
 }
@@ -73,6 +82,97 @@ pub trait PodFiles: Send + Sync {
         payload: &Payload,
         stamp: &str,
     ) -> Result<bool, PodFilesError>;
+
+    /// Sets up an emptyDir folder as the domain decided: created once with `setup.mode`
+    /// (an existing one keeps its content and mode), then with an `fsGroup` every file in
+    /// it given to the group with the group permissions of `fs_group_mode` (upstream's
+    /// `SetVolumeOwnership`), unless `on_root_mismatch` and `volume_root_matches` find
+    /// the root already right. The walk follows no link and acts on what it opened: a
+    /// container controls the folder's contents.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn set_up_empty_dir(&self, setup: &VolumeSetup) -> Result<(), PodFilesError>;
+
+    /// Mounts a tmpfs on `dir` (created first) unless something is mounted there already;
+    /// `size_bytes` `None` or 0: the kernel's default size.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn mount_tmpfs(
+        &self,
+        dir: &Path,
+        size_bytes: Option<i64>,
+        mode: u32,
+    ) -> Result<(), PodFilesError>;
+
+    /// Unmounts every mount at or under the pod folder `dir` (deepest first: tmpfs
+    /// volumes and subpath binds, also those a killed kubelet left), then removes the
+    /// folder. A missing folder is already removed.
+    ///
+    /// # Errors
+    /// Every failure: [`PodFilesError::Io`], and [`PodFilesError::StillMounted`] for
+    /// each mount left, in which case the folder is kept.
+    fn remove_pod_dir(&self, dir: &Path) -> Result<(), Vec<PodFilesError>>;
+
+    /// What is at `path`, its links followed (a hostPath's type check); `None` when
+    /// nothing can be found there.
+    fn file_kind(&self, path: &Path) -> Option<FileKind>;
+
+    /// Creates the folder `path` and its missing parents; a folder this call made gets
+    /// `mode` when one is given (the umask narrowed what was made).
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn create_dir_all(&self, path: &Path, mode: Option<u32>) -> Result<(), PodFilesError>;
+
+    /// Creates `path` as an empty file when it is missing (what it holds is kept) and
+    /// gives it `mode`. Its folder must exist; a link at `path` is refused, not followed.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn create_file(&self, path: &Path, mode: u32) -> Result<(), PodFilesError>;
+
+    /// Replaces what `path` holds with `data` (created, `0644` less the umask, when it is
+    /// missing). Its folder must exist; a link at `path` is refused, not followed.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn write_file(&self, path: &Path, data: &[u8]) -> Result<(), PodFilesError>;
+
+    /// The first `limit` bytes of the file at `path`; `None` when there is none.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn read_at_most(&self, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, PodFilesError>;
+
+    /// The whole file at `path`; `None` when there is none.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn read(&self, path: &Path) -> Result<Option<Vec<u8>>, PodFilesError> {
+        self.read_at_most(path, u64::MAX)
+    }
+
+    /// The names in the folder `dir` (not sorted; a name that is not UTF-8 with its bad
+    /// bytes replaced); none when the folder is missing.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>, PodFilesError>;
+
+    /// Removes the file (or link) `path`; a missing one is already removed.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn remove_file(&self, path: &Path) -> Result<(), PodFilesError>;
+
+    /// Removes the folder `dir` and everything in it, following no link; a missing one
+    /// is already removed.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError>;
 }
 
 /// Refuses every operation: the default until a real adapter is given.
@@ -89,6 +189,55 @@ impl PodFiles for NoPodFiles {
         _payload: &Payload,
         _stamp: &str,
     ) -> Result<bool, PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn set_up_empty_dir(&self, _setup: &VolumeSetup) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn mount_tmpfs(
+        &self,
+        _dir: &Path,
+        _size_bytes: Option<i64>,
+        _mode: u32,
+    ) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn remove_pod_dir(&self, _dir: &Path) -> Result<(), Vec<PodFilesError>> {
+        Err(vec![PodFilesError::Unavailable])
+    }
+
+    fn file_kind(&self, _path: &Path) -> Option<FileKind> {
+        None
+    }
+
+    fn create_dir_all(&self, _path: &Path, _mode: Option<u32>) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn create_file(&self, _path: &Path, _mode: u32) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn write_file(&self, _path: &Path, _data: &[u8]) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn read_at_most(&self, _path: &Path, _limit: u64) -> Result<Option<Vec<u8>>, PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn list_dir(&self, _dir: &Path) -> Result<Vec<String>, PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn remove_file(&self, _path: &Path) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn remove_dir_all(&self, _dir: &Path) -> Result<(), PodFilesError> {
         Err(PodFilesError::Unavailable)
     }
 }

@@ -239,9 +239,9 @@ spec:
 
     // Teardown leaves no mount behind.
     let pod_dir = root.join("pods").join(&pod.metadata.uid);
-    let errors = rkubelet::app::pods::volumes::unmount_under(&pod_dir);
-    assert!(errors.is_empty(), "{errors:?}");
-    std::fs::remove_dir_all(&pod_dir).expect("pod folder removed");
+    let removed = rkubelet::ports::pod_files::PodFiles::remove_pod_dir(&SystemPodFiles, &pod_dir);
+    assert!(removed.is_ok(), "{removed:?}");
+    assert!(!pod_dir.exists(), "pod folder removed");
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     assert!(!mountinfo.contains(&pod_dir.display().to_string()));
 }

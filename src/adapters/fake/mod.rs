@@ -25,6 +25,6 @@ pub use host_facts::FakeHostFacts;
 pub use machine::FakeMachine;
 pub use objects::FakeObjects;
 pub use pki::FakePki;
-pub use pod_files::FakePodFiles;
+pub use pod_files::{FakeEntry, FakePodFiles};
 pub use runtime_status::FakeRuntimeStatus;
 pub use stats::{FakeMemoryNotifier, FakeNodeStats};

@@ -3,7 +3,8 @@
 //! `openat` with `O_NOFOLLOW` a component at a time where the kernel lacks it) and
 //! bind-mounted from the descriptor (`/proc/self/fd/N`), so a link swapped in after the
 //! check changes nothing (CVE-2021-25741); the atomic writer acting on its folder's
-//! descriptor and removing only names of its own forms (CVE-2017-1002102).
+//! descriptor and removing only names of its own forms (CVE-2017-1002102). The pod's
+//! folders, mounts and plain files are in `folders`.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -16,9 +17,13 @@ use nix::fcntl::{openat, openat2, readlinkat, renameat, OFlag, OpenHow, ResolveF
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
+use crate::domain::securitycontext::VolumeSetup;
 use crate::domain::volumes::payload::{payload_change, top_level_entries, FileProjection, Payload};
+use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
+
+mod folders;
 
 /// The `..data` link the atomic writer swaps, and its temporary name.
 const DATA_DIR: &str = "..data";
@@ -380,6 +385,55 @@ impl PodFiles for SystemPodFiles {
             let _ = std::fs::remove_dir_all(dir.join(old));
         }
         Ok(true)
+    }
+
+    fn set_up_empty_dir(&self, setup: &VolumeSetup) -> Result<(), PodFilesError> {
+        folders::set_up_empty_dir(setup)
+    }
+
+    fn mount_tmpfs(
+        &self,
+        dir: &Path,
+        size_bytes: Option<i64>,
+        mode: u32,
+    ) -> Result<(), PodFilesError> {
+        folders::mount_tmpfs(dir, size_bytes, mode)
+    }
+
+    fn remove_pod_dir(&self, dir: &Path) -> Result<(), Vec<PodFilesError>> {
+        folders::remove_pod_dir(dir)
+    }
+
+    fn file_kind(&self, path: &Path) -> Option<FileKind> {
+        folders::file_kind(path)
+    }
+
+    fn create_dir_all(&self, path: &Path, mode: Option<u32>) -> Result<(), PodFilesError> {
+        folders::create_dir_all(path, mode)
+    }
+
+    fn create_file(&self, path: &Path, mode: u32) -> Result<(), PodFilesError> {
+        folders::create_file(path, mode)
+    }
+
+    fn write_file(&self, path: &Path, data: &[u8]) -> Result<(), PodFilesError> {
+        folders::write_file(path, data)
+    }
+
+    fn read_at_most(&self, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, PodFilesError> {
+        folders::read_at_most(path, limit)
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>, PodFilesError> {
+        folders::list_dir(dir)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<(), PodFilesError> {
+        folders::remove_file(path)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError> {
+        folders::remove_dir_all(dir)
     }
 }
 

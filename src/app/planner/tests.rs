@@ -382,7 +382,13 @@ mod through_the_fake_runtime {
             requests,
             "fake".into(),
             containers,
-        );
+        )
+        .with_volumes(Arc::new(
+            crate::app::pods::volume_manager::VolumeManager::standalone(
+                clock.clone(),
+                Arc::clone(&deps.pod_files),
+            ),
+        ));
         sync_pod(&ctx, &crash).await;
         fake.exit_container(&newest_running(&fake).await, 1);
         assert!(

@@ -5,7 +5,8 @@
 //!
 //! Rooms: `manager` (the sources' sets merged), `worker` (one per pod), `pleg`
 //! (container events), `runtime_state` (what the runtime holds, relists), `sync`
-//! (one sync carried out), `volumes` (emptyDir folders and `fsGroup`), `status` (the
+//! (one sync carried out), `volume_manager` (the objects volumes hold, their set-up),
+//! `volumes` (the pod files port off the async runtime, hostPath checks), `status` (the
 //! status manager behind `/pods`), `probes` (probes and lifecycle hooks), `run_once`,
 //! `events` (pod events to the log and the recorder), `mirror` (mirror pods in the API).
 
@@ -467,14 +468,19 @@ impl PodLoop {
     /// set-up and its sandbox, or during its teardown): their mounts (tmpfs volumes) are
     /// unmounted and the folders removed (upstream's `cleanupOrphanedPodDirs`).
     async fn remove_orphaned_pod_dirs<V>(&self, runtime: &std::collections::BTreeMap<String, V>) {
-        let pods_dir = self.shared.ctx.requests.root_dir.join("pods");
-        let Ok(mut entries) = tokio::fs::read_dir(&pods_dir).await else {
-            return;
+        let ctx = &self.shared.ctx;
+        let pods_dir = ctx.requests.root_dir.join("pods");
+        let found = {
+            let pods_dir = pods_dir.clone();
+            volumes::off_runtime(&ctx.volumes.files(), move |f| f.list_dir(&pods_dir)).await
         };
-        let mut found = Vec::new();
-        while let Ok(Some(entry)) = entries.next_entry().await {
-            found.push(entry.file_name().to_string_lossy().into_owned());
-        }
+        let found = match found {
+            Ok(found) => found,
+            Err(error) => {
+                debug!(error = %Chain(&error), "cannot list the pod folders");
+                return;
+            }
+        };
         let keep: BTreeSet<String> = runtime
             .keys()
             .cloned()
@@ -484,12 +490,8 @@ impl PodLoop {
         for uid in crate::domain::kuberuntime::gc::orphaned_pod_dirs(&found, &keep) {
             let dir = pods_dir.join(&uid);
             info!(%uid, dir = %dir.display(), "removing the folder of an orphaned pod");
-            let result =
-                tokio::task::spawn_blocking(move || volumes::unmount_and_remove(&dir)).await;
-            if let Ok(Err(errors)) = result {
-                for error in errors {
-                    warn!(%uid, error = %Chain(&error), "failed to remove the folder of an orphaned pod");
-                }
+            if !sync::remove_pod_dir(ctx, dir).await {
+                warn!(%uid, "failed to remove the folder of an orphaned pod");
             }
         }
     }

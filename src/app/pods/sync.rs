@@ -5,6 +5,7 @@
 //! Also termination.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::events::PodEventSink;
 use super::probes;
+use super::volumes::{off_runtime, FilesError};
 use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view, PodRuntimeView};
 use crate::domain::events as pod_events;
@@ -500,34 +502,37 @@ async fn write_hosts_file(
     let Some(file) = HostsFile::of(&ctx.requests, pod, ip, &sandbox.hostname) else {
         return;
     };
+    let files = ctx.volumes.files();
     let node_hosts = match &file {
-        HostsFile::FromNode { .. } => tokio::fs::read_to_string(ETC_HOSTS_PATH)
-            .await
-            .unwrap_or_else(|error| {
-                warn!(%error, "cannot read the node's /etc/hosts for a host-network pod");
-                String::new()
-            }),
+        HostsFile::FromNode { .. } => {
+            match off_runtime(&files, |f| f.read(Path::new(ETC_HOSTS_PATH))).await {
+                Ok(Some(data)) => String::from_utf8_lossy(&data).into_owned(),
+                Ok(None) => {
+                    warn!("cannot read the node's /etc/hosts for a host-network pod: missing");
+                    String::new()
+                }
+                Err(error) => {
+                    warn!(error = %Chain(&error), "cannot read the node's /etc/hosts for a host-network pod");
+                    String::new()
+                }
+            }
+        }
         HostsFile::Managed(_) => String::new(),
     };
     let path = etc_hosts_file(&ctx.requests, &pod.metadata.uid);
-    if let Err(error) = tokio::fs::write(&path, file.content(&node_hosts)).await {
-        warn!(path = %path.display(), %error, "cannot write the pod's hosts file");
+    let content = file.content(&node_hosts);
+    if let Err(error) = off_runtime(&files, move |f| f.write_file(&path, content.as_bytes())).await
+    {
+        warn!(error = %Chain(&error), "cannot write the pod's hosts file");
     }
 }
 
 /// Why a pod's sandbox was not created.
 #[derive(Debug, thiserror::Error)]
 enum SandboxError {
-    #[error("cannot create {}", path.display())]
-    Directory {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the pod's volumes were not set up")]
-    VolumeTask(#[source] tokio::task::JoinError),
+    /// Its folders or emptyDir volumes.
     #[error(transparent)]
-    Volume(#[from] super::volumes::VolumeSetupError),
+    Files(#[from] FilesError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
 }
@@ -540,19 +545,15 @@ async fn create_sandbox(
     for warning in &creation.dns_warnings {
         warn!(%warning, "pod DNS configuration");
     }
-    for dir in &creation.directories {
-        tokio::fs::create_dir_all(dir)
-            .await
-            .map_err(|source| SandboxError::Directory {
-                path: dir.clone(),
-                source,
-            })?;
-    }
+    let directories = creation.directories.clone();
     let volumes = creation.volumes.clone();
-    tokio::task::spawn_blocking(move || volumes.iter().try_for_each(super::volumes::set_up))
-        .await
-        .map_err(SandboxError::VolumeTask)?
-        .map_err(SandboxError::Volume)?;
+    off_runtime(&ctx.volumes.files(), move |files| {
+        for dir in &directories {
+            files.create_dir_all(dir, None)?;
+        }
+        volumes.iter().try_for_each(|v| files.set_up_empty_dir(v))
+    })
+    .await?;
     Ok(ctx.runtime.run_pod_sandbox(sandbox).await?)
 }
 
@@ -661,8 +662,8 @@ async fn carry_out(
             termination::message_mount(&ctx.requests, target.pod, spec, config.attempt)
         {
             // The message file is a bind-mounted file: it exists, writable by any user.
-            if let Err(e) = create_message_file(std::path::Path::new(&mount.host_path)).await {
-                let message = format!("cannot create {}: {e}", mount.host_path);
+            if let Err(e) = create_message_file(ctx, Path::new(&mount.host_path)).await {
+                let message = format!("cannot create {}: {}", mount.host_path, io_cause(&e));
                 record(pod_events::container_error(&message));
                 return Err(failed(&step.name, "CreateContainerError", message));
             }
@@ -746,17 +747,17 @@ fn spec_of<'a>(
     }
 }
 
-async fn create_message_file(path: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .await?;
-    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).await
+/// Creates the instance's termination message file (its folder first), writable by any
+/// user: the container may run as any.
+async fn create_message_file(ctx: &SyncContext, path: &Path) -> Result<(), FilesError> {
+    let path = path.to_owned();
+    off_runtime(&ctx.volumes.files(), move |files| {
+        if let Some(parent) = path.parent() {
+            files.create_dir_all(parent, None)?;
+        }
+        files.create_file(&path, 0o666)
+    })
+    .await
 }
 
 /// Fills the message of the pod's exited instances with what they wrote to their
@@ -767,6 +768,7 @@ async fn read_termination_messages(
     containers: &mut [ContainerStatus],
 ) {
     use termination::{log_tail, termination_message, Message, MessageFile};
+    let files = ctx.volumes.files();
     for c in containers
         .iter_mut()
         .filter(|c| c.state == ContainerState::Exited)
@@ -781,12 +783,17 @@ async fn read_termination_messages(
             continue;
         };
         let path = termination::message_file(&ctx.requests, &pod.metadata.uid, &c.name, c.attempt);
-        let file = match read_at_most(&path, termination::MAX_MESSAGE_BYTES).await {
-            Ok(data) => MessageFile::Read(data),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MessageFile::Missing,
+        let limit = termination::MAX_MESSAGE_BYTES as u64;
+        let read = {
+            let path = path.clone();
+            off_runtime(&files, move |f| f.read_at_most(&path, limit)).await
+        };
+        let file = match read {
+            Ok(Some(data)) => MessageFile::Read(data),
+            Ok(None) => MessageFile::Missing,
             Err(e) => MessageFile::Failed {
                 path: path.display().to_string(),
-                error: e.to_string(),
+                error: io_cause(&e),
             },
         };
         let text = match termination_message(spec, c.exit_code, &c.reason, &file) {
@@ -795,7 +802,9 @@ async fn read_termination_messages(
                 let log = pod_log_dir(&ctx.requests, pod)
                     .join(&c.name)
                     .join(format!("{}.log", c.attempt));
-                log_tail(&tokio::fs::read(&log).await.unwrap_or_default())
+                // No log (yet) or an unreadable one: no tail, as upstream's.
+                let data = off_runtime(&files, move |f| f.read(&log)).await;
+                log_tail(&data.ok().flatten().unwrap_or_default())
             }
         };
         if !text.is_empty() && !c.message.ends_with(&text) {
@@ -807,12 +816,14 @@ async fn read_termination_messages(
     }
 }
 
-async fn read_at_most(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
-    let file = tokio::fs::File::open(path).await?;
-    let mut data = Vec::new();
-    file.take(limit as u64).read_to_end(&mut data).await?;
-    Ok(data)
+/// The innermost cause of a failed file operation (the I/O error itself): the domain
+/// words the rest of the message.
+fn io_cause(error: &FilesError) -> String {
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// Pulls `image`; a failure is recorded in the pull back-off (upstream's
@@ -1013,26 +1024,17 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             clean = false;
         }
     }
-    let volumes_root = pod_dir(&ctx.requests, uid);
     // tmpfs volumes (memory emptyDirs, secrets) and subpath binds are unmounted before
     // the folder goes; with one left, the folder stays.
-    if let Ok(Err(errors)) =
-        tokio::task::spawn_blocking(move || super::volumes::unmount_and_remove(&volumes_root)).await
-    {
-        for error in errors {
-            warn!(error = %Chain(&error), "failed to remove the pod's folder");
-        }
+    if !remove_pod_dir(ctx, pod_dir(&ctx.requests, uid)).await {
         clean = false;
     }
     ctx.volumes.forget(uid);
     if let Some(pod) = pod {
         let dir = pod_log_dir(&ctx.requests, pod);
-        match tokio::fs::remove_dir_all(&dir).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => {
-                warn!(dir = %dir.display(), error = %Chain(&error), "failed to remove pod folder")
-            }
+        if let Err(error) = off_runtime(&ctx.volumes.files(), move |f| f.remove_dir_all(&dir)).await
+        {
+            warn!(error = %Chain(&error), "failed to remove pod folder");
         }
         let mut backoff = lock(&ctx.image_backoff);
         for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
@@ -1043,22 +1045,48 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
     clean
 }
 
+/// Unmounts what is mounted under a pod's folder and removes it (kept with a mount left
+/// in it); whether it went. Every failure is logged.
+pub(super) async fn remove_pod_dir(ctx: &SyncContext, dir: PathBuf) -> bool {
+    let files = ctx.volumes.files();
+    let removed = tokio::task::spawn_blocking(move || files.remove_pod_dir(&dir)).await;
+    match removed {
+        Ok(Ok(())) => true,
+        Ok(Err(errors)) => {
+            for error in errors {
+                warn!(error = %Chain(&error), "failed to remove the pod's folder");
+            }
+            false
+        }
+        Err(error) => {
+            warn!(error = %Chain(&error), "failed to remove the pod's folder");
+            false
+        }
+    }
+}
+
 /// Removes a removed instance's log and its rotated files (upstream's `Clean`): a
 /// crash-looping container would otherwise leave one log per restart until its pod goes.
-async fn remove_instance_logs(dir: &std::path::Path, attempt: u32) {
-    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
-        return;
-    };
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        let name = entry.file_name();
-        if name
-            .to_str()
-            .is_some_and(|n| belongs_to_instance(n, attempt))
-        {
-            if let Err(error) = tokio::fs::remove_file(entry.path()).await {
-                warn!(file = %entry.path().display(), %error, "failed to remove the log of a dead container");
+async fn remove_instance_logs(ctx: &SyncContext, dir: PathBuf, attempt: u32) {
+    let removed = off_runtime(&ctx.volumes.files(), move |files| {
+        // A failure on one file does not keep the others.
+        let mut failures = Vec::new();
+        for name in files.list_dir(&dir)? {
+            if belongs_to_instance(&name, attempt) {
+                if let Err(error) = files.remove_file(&dir.join(&name)) {
+                    failures.push(error);
+                }
             }
         }
+        Ok(failures)
+    })
+    .await;
+    let failures = match removed {
+        Ok(failures) => failures.into_iter().map(FilesError::Files).collect(),
+        Err(error) => vec![error],
+    };
+    for error in failures {
+        warn!(error = %Chain(&error), "failed to remove the log of a dead container");
     }
 }
 
@@ -1079,7 +1107,7 @@ async fn collect_dead(ctx: &SyncContext, view: &PodRuntimeView) {
                     &status.uid,
                 )
                 .join(&c.name);
-                remove_instance_logs(&dir, c.attempt).await;
+                remove_instance_logs(ctx, dir, c.attempt).await;
             }
             Err(error) => {
                 warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container")

@@ -28,20 +28,20 @@ pub(super) struct World {
     pub(super) cgroups: Arc<FakeCgroupManager>,
     pub(super) clock: Arc<FakeClock>,
     pub(super) ctx: Arc<SyncContext>,
+    /// The pod folders, logs and volumes, in memory (under `/node`).
     pub(super) files: crate::adapters::fake::FakePodFiles,
-    _dir: tempfile::TempDir,
 }
 
 pub(super) fn world() -> World {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let dir = std::path::Path::new("/node");
     let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
     // The runtime records exit times from the fake clock: crash-loop back-off counts
     // from them.
     let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
     runtime.add_image(IMAGE);
     let requests = RequestContext {
-        pod_logs_dir: dir.path().join("logs"),
-        root_dir: dir.path().join("root"),
+        pod_logs_dir: dir.join("logs"),
+        root_dir: dir.join("root"),
         host_dns: ResolvConf::default(),
         cluster_dns: Vec::new(),
         cluster_domain: String::new(),
@@ -81,7 +81,6 @@ pub(super) fn world() -> World {
         clock,
         ctx,
         files,
-        _dir: dir,
     }
 }
 
@@ -160,9 +159,8 @@ async fn a_crashing_container_restarts_with_growing_back_off() {
     let first = newest_running(&containers(&w.runtime).await).unwrap_or_default();
     // What the runtime would have written: a log per instance, the first one rotated.
     let logs = w.ctx.requests.pod_logs_dir.join("default_web-u2_u2/app");
-    std::fs::create_dir_all(&logs).unwrap_or_else(|e| panic!("mkdir: {e}"));
     for name in ["0.log", "0.log.20261124-170000.gz", "1.log", "2.log"] {
-        std::fs::write(logs.join(name), "x").unwrap_or_else(|e| panic!("write: {e}"));
+        w.files.put_file(logs.join(name), "x");
     }
 
     // First failure: restarted at once (restart count 1).
@@ -197,11 +195,7 @@ async fn a_crashing_container_restarts_with_growing_back_off() {
         .count();
     assert_eq!(exited, 1);
     // Their logs go with them; the newest dead one's stays for `kubectl logs -p`.
-    let left: Vec<String> = std::fs::read_dir(&logs)
-        .unwrap_or_else(|e| panic!("read_dir: {e}"))
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    assert_eq!(left, ["2.log"]);
+    assert_eq!(w.files.names(&logs), ["2.log"]);
 }
 
 /// The back-off is derived from the runtime's record: a kubelet started afresh (no
@@ -231,7 +225,8 @@ async fn a_restarted_kubelet_keeps_the_crash_loop_back_off() {
         w.ctx.requests.clone(),
         "fake".into(),
         w.ctx.containers.clone(),
-    );
+    )
+    .with_volumes(w.ctx.volumes.clone());
     let restarted = sync_pod(&fresh, &p).await;
     assert_eq!(restarted.waiting["app"].reason, "CrashLoopBackOff");
     assert_eq!(
@@ -414,6 +409,11 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
     // A pod left in the runtime by an earlier run that no source wants any more.
     let orphan = pod("orphan", RestartPolicy::Always, IMAGE);
     sync_pod(&w.ctx, &orphan).await;
+    // A folder left by a kubelet killed before the sandbox of its pod was made.
+    let left =
+        std::path::Path::new("/node/root/pods/left-behind/volumes/kubernetes.io~empty-dir/m");
+    crate::ports::pod_files::PodFiles::mount_tmpfs(&w.files, left, None, 0o777)
+        .unwrap_or_else(|e| panic!("mount: {e}"));
 
     let store = PodStatusStore::new();
     let (tx, rx) = mpsc::channel(4);
@@ -451,6 +451,9 @@ async fn the_loop_runs_added_pods_terminates_removed_ones_and_cleans_up_orphans(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(sandbox_names().await, ["web-a"], "the orphan is removed");
+    // The folder of a pod neither wanted nor in the runtime went, its mount first.
+    assert_eq!(w.files.entry("/node/root/pods/left-behind"), None);
+    assert!(w.files.mounts().is_empty(), "{:?}", w.files.mounts());
     let pod_cgroups = |w: &World| {
         w.cgroups
             .names()
@@ -632,7 +635,8 @@ async fn a_pods_cgroup_exists_before_its_sandbox_and_goes_only_after_its_contain
         RequestContext::from_config(&resolved, ResolvConf::default()),
         "fake".into(),
         containers,
-    );
+    )
+    .with_volumes(w.ctx.volumes.clone());
     let p = pod("order", RestartPolicy::Always, IMAGE);
     sync_pod(&ctx, &p).await;
     assert_eq!(w.runtime.journal()[0], "RunPodSandbox web-order");
@@ -689,7 +693,6 @@ async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
     use crate::adapters::fake::{FakeObjects, FakePodFiles};
     use crate::app::pods::volume_manager::VolumeManager;
     use crate::domain::pod::LocalObjectReference;
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
     let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
     let objects = FakeObjects::default();
@@ -714,7 +717,7 @@ async fn pull_secrets_reach_pull_image_as_the_registrys_auth_config() {
         runtime.clone(),
         runtime.clone(),
         clock.clone(),
-        RequestContext::under_root(dir.path()),
+        RequestContext::under_root(std::path::Path::new("/node")),
         "fake".into(),
         manager,
     )
@@ -769,7 +772,7 @@ async fn a_failed_mount_holds_the_pod_and_fails_the_sync() {
     held.spec.volumes = vec![Volume {
         name: "h".into(),
         host_path: Some(HostPathVolume {
-            path: w._dir.path().join("absent").display().to_string(),
+            path: "/node/absent".into(),
             kind: "File".into(),
         }),
         ..Volume::default()
@@ -796,9 +799,7 @@ async fn a_container_that_exits_at_once_reports_its_termination_message_in_the_f
     // What the process wrote before it ended, in its instance's message file.
     let file =
         crate::domain::kuberuntime::termination::message_file(&w.ctx.requests, "u-msg", "app", 0);
-    std::fs::create_dir_all(file.parent().unwrap_or(&file))
-        .unwrap_or_else(|e| panic!("message folder: {e}"));
-    std::fs::write(&file, "gone fishing").unwrap_or_else(|e| panic!("message file: {e}"));
+    w.files.put_file(&file, "gone fishing");
 
     let first = sync_pod(&w.ctx, &p).await;
     // The pod is terminal at once: this status is the one the API keeps.
@@ -877,4 +878,99 @@ async fn a_container_held_by_an_error_fails_the_sync_so_the_worker_backs_off() {
         Some("InvalidImageName")
     );
     assert!(outcome.failed, "{outcome:?}");
+}
+
+/// The pod's folders, its emptyDir (given to its `fsGroup`) and its `/etc/hosts` are
+/// made through the pod files port before its containers; a host-network pod's hosts
+/// file holds the node's.
+#[tokio::test]
+async fn a_pods_folders_volumes_and_hosts_file_are_made_through_the_port() {
+    use crate::adapters::fake::FakeEntry;
+    use crate::domain::pod::{EmptyDirVolume, PodSecurityContext, Volume};
+    let w = world();
+    let mut p = pod("files", RestartPolicy::Always, IMAGE);
+    p.spec.volumes = vec![Volume {
+        name: "cache".into(),
+        empty_dir: Some(EmptyDirVolume::default()),
+        ..Volume::default()
+    }];
+    p.spec.security_context = Some(PodSecurityContext {
+        fs_group: Some(2000),
+        ..PodSecurityContext::default()
+    });
+    w.files.put_file(
+        "/node/root/pods/files/volumes/kubernetes.io~empty-dir/cache/old",
+        "x",
+    );
+    sync_pod(&w.ctx, &p).await;
+    assert_eq!(containers(&w.runtime).await.len(), 1);
+    let pod_dir = std::path::Path::new("/node/root/pods/files");
+    let cache = pod_dir.join("volumes/kubernetes.io~empty-dir/cache");
+    assert_eq!(w.files.entry(&cache), Some(FakeEntry::Directory));
+    assert_eq!(w.files.group(cache.join("old")), Some(2000));
+    assert_eq!(w.files.mode(cache.join("old")), Some(0o664));
+    let hosts = w
+        .files
+        .file(pod_dir.join("etc-hosts"))
+        .map(|h| String::from_utf8_lossy(&h).into_owned())
+        .unwrap_or_default();
+    assert!(hosts.contains("10.88.0."), "{hosts}");
+    assert!(hosts.contains("web-files"), "{hosts}");
+
+    w.files.put_file("/etc/hosts", "127.0.0.1 the-node\n");
+    w.ctx
+        .volumes
+        .set_node_facts(crate::domain::volumes::PodFacts {
+            host_ip: "192.168.0.9".into(),
+            ..Default::default()
+        });
+    let mut host = pod("host", RestartPolicy::Always, IMAGE);
+    host.spec.host_network = true;
+    sync_pod(&w.ctx, &host).await;
+    let hosts = w
+        .files
+        .file("/node/root/pods/host/etc-hosts")
+        .map(|h| String::from_utf8_lossy(&h).into_owned())
+        .unwrap_or_default();
+    assert!(hosts.contains("\n127.0.0.1 the-node\n"), "{hosts}");
+}
+
+/// Terminating a pod unmounts and removes its folder and removes its logs; a mount that
+/// will not go keeps the folder (it may show the host's own), and the pod is not
+/// clean.
+#[tokio::test]
+async fn termination_removes_the_pods_folder_and_logs_unless_a_mount_stays() {
+    use crate::domain::pod::{EmptyDirVolume, Volume};
+    let w = world();
+    let mut p = pod("gone", RestartPolicy::Always, IMAGE);
+    p.spec.volumes = vec![Volume {
+        name: "mem".into(),
+        empty_dir: Some(EmptyDirVolume {
+            medium: "Memory".into(),
+            size_limit: None,
+        }),
+        ..Volume::default()
+    }];
+    sync_pod(&w.ctx, &p).await;
+    let pod_dir = std::path::Path::new("/node/root/pods/gone");
+    let mem = pod_dir.join("volumes/kubernetes.io~empty-dir/mem");
+    assert!(
+        w.files.mounts().contains_key(&mem),
+        "{:?}",
+        w.files.mounts()
+    );
+    let logs = w.ctx.requests.pod_logs_dir.join("default_web-gone_gone");
+    w.files.put_file(logs.join("app/0.log"), "x");
+    assert!(terminate_pod(&w.ctx, "gone", Some(&p)).await);
+    assert_eq!(w.files.entry(pod_dir), None);
+    assert_eq!(w.files.entry(&logs), None);
+    assert!(w.files.mounts().is_empty());
+
+    let q = pod("stuck", RestartPolicy::Always, IMAGE);
+    sync_pod(&w.ctx, &q).await;
+    let stuck_dir = std::path::Path::new("/node/root/pods/stuck");
+    w.files
+        .put_stuck_mount(stuck_dir.join("volume-subpaths/v/app/0"));
+    assert!(!terminate_pod(&w.ctx, "stuck", Some(&q)).await);
+    assert!(w.files.entry(stuck_dir).is_some());
 }

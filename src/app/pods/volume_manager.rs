@@ -419,13 +419,14 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
             tmpfs_size_bytes,
         } => {
             if let Some(size) = tmpfs_size_bytes {
-                volumes::mount_tmpfs(&setup.path, Some(*size), setup.mode)
+                files
+                    .mount_tmpfs(&setup.path, Some(*size), setup.mode)
                     .map_err(|e| chain(&e))?;
             }
-            volumes::set_up(setup).map_err(|e| chain(&e))
+            files.set_up_empty_dir(setup).map_err(|e| chain(&e))
         }
         VolumeAction::HostPath { path, kind } => {
-            volumes::prepare_host_path(path, *kind).map_err(|e| chain(&e))
+            volumes::prepare_host_path(files, path, *kind).map_err(|e| chain(&e))
         }
         VolumeAction::Files {
             dir,
@@ -433,7 +434,7 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
             tmpfs,
         } => {
             if *tmpfs {
-                volumes::mount_tmpfs(dir, None, 0o755).map_err(|e| chain(&e))?;
+                files.mount_tmpfs(dir, None, 0o755).map_err(|e| chain(&e))?;
             }
             files
                 .write_atomically(dir, payload, stamp)
@@ -532,7 +533,6 @@ mod tests {
 
     #[tokio::test]
     async fn objects_are_cached_tokens_refreshed_and_updates_reach_the_files() {
-        let dir = tempfile::tempdir().expect("tmp");
         let clock = Arc::new(FakeClock::new(1_000_000_000_000));
         let api = FakeObjects::default();
         api.set_now(1000);
@@ -549,10 +549,17 @@ mod tests {
         assert_eq!(token_request.pod_uid, "u1");
         assert_eq!(token_request.expiration_seconds, 600);
 
-        // The projected volume needs tmpfs (root): only the configMap is checked here.
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        // The projected volume's token is written on a tmpfs.
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        let projected =
+            pod_dir(&ctx, "u1").join("volumes/kubernetes.io~projected/kube-api-access-x");
+        assert!(files.mounts().contains_key(&projected));
+        assert!(files
+            .written(&projected)
+            .is_some_and(|p| p.contains_key("token")));
         let mut only_cfg = p.clone();
         only_cfg.spec.volumes.truncate(1);
-        let ctx = requests(dir.path());
         assert!(vm.set_up(&ctx, &only_cfg, &inputs).await.is_empty());
         let dir = pod_dir(&ctx, "u1").join("volumes/kubernetes.io~configmap/cfg");
         let file_a = |files: &FakePodFiles| {
