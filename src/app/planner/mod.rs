@@ -40,6 +40,7 @@ use crate::domain::kuberuntime::requests::{
     ContainerSecurity, NamespaceMode, RequestContext, SecurityProfile,
 };
 use crate::domain::kuberuntime::runtime::{ContainerState, ImageUser, PodRuntimeStatus};
+use crate::domain::kuberuntime::teardown::{self, Stopping};
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::node::{NodeNameSource, NodeSettings};
 use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
@@ -831,6 +832,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
 }
 
 fn removal(status: &PodRuntimeStatus) -> PodRemoval {
+    let removal = teardown::removal(status);
     let name = if status.name.is_empty() {
         status.uid.clone()
     } else {
@@ -846,14 +848,14 @@ fn removal(status: &PodRuntimeStatus) -> PodRemoval {
                 "The runtime holds pod {name} but no source wants it (its manifest was removed, or changed and so became a new pod); it will be stopped and removed."
             ),
         },
-        stop_containers: status
-            .containers
-            .iter()
-            .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created | ContainerState::Unknown))
+        // The spec is gone: the plan the termination would take with what the
+        // containers recorded (the same domain functions).
+        stop_containers: teardown::termination_plan(None, status, Stopping::Spec)
+            .stopped()
             .map(|c| c.id.clone())
             .collect(),
-        remove_containers: status.containers.iter().map(|c| c.id.clone()).collect(),
-        remove_sandboxes: status.sandboxes.iter().map(|s| s.id.clone()).collect(),
+        remove_containers: removal.containers,
+        remove_sandboxes: removal.sandboxes,
     }
 }
 

@@ -33,6 +33,7 @@ use crate::domain::kuberuntime::requests::{
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, PodRuntimeStatus, SandboxState, SandboxStatus,
 };
+use crate::domain::kuberuntime::teardown::{self, Stopping, TerminationPlan};
 use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
 use crate::domain::securitycontext::Rejection;
@@ -42,12 +43,6 @@ use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::prober::{NoProber, Prober};
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
-
-/// Grace period for pods whose spec is unknown (found in the runtime after a restart).
-const DEFAULT_GRACE_SECS: i64 = 30;
-/// Upstream's least grace period when the kubelet kills a container
-/// (`minimumGracePeriodInSeconds`).
-const MINIMUM_GRACE_SECS: i64 = 2;
 
 /// What a sync needs from the world, shared by every pod worker.
 pub struct SyncContext {
@@ -268,10 +263,11 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod) -> SyncOutcome {
         warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected");
         outcome.rejected = Some(rejection.clone());
     }
-    let grace = pod.spec.termination_grace_period();
+    let grace = teardown::grace_period(Some(pod), &view.status, Stopping::Spec);
     if let Some(reason) = &plan.kill_pod {
         info!(%reason, "killing pod");
-        stop_pod(ctx, Some(pod), &view.status, grace).await;
+        let stop = teardown::termination_plan(Some(pod), &view.status, Stopping::Spec);
+        stop_pod(ctx, Some(pod), &view.status, &stop).await;
     }
     for kill in &plan.kill_containers {
         info!(container = %kill.name, id = %kill.id, reason = %kill.reason, "killing container");
@@ -919,34 +915,31 @@ impl std::fmt::Display for PullErrors {
 
 impl std::error::Error for PullErrors {}
 
-/// Stops every live container (in parallel, each with its `preStop` hook and the
-/// grace period) and then every ready sandbox of the pod. `pod` is the spec when known.
+/// Carries out the domain's termination plan: each group of live containers stopped at
+/// once (each with its `preStop` hook within the grace period), then the ready
+/// sandboxes. `pod` is the spec when known.
 async fn stop_pod(
     ctx: &SyncContext,
     pod: Option<&Pod>,
     status: &PodRuntimeStatus,
-    grace_secs: i64,
+    plan: &TerminationPlan,
 ) {
     let ip = probes::kill_pod_ip(ctx, pod, status);
-    let kills: Vec<_> = status
-        .containers
-        .iter()
-        .filter(|c| c.state != ContainerState::Exited)
-        .map(|c| probes::stop_kill(&c.name, &c.id, grace_secs))
-        .collect();
-    futures_util::future::join_all(
-        kills
+    for group in &plan.stop_groups {
+        let kills: Vec<_> = group
             .iter()
-            .map(|kill| probes::kill_container(ctx, pod, kill, &ip)),
-    )
-    .await;
-    for s in status
-        .sandboxes
-        .iter()
-        .filter(|s| s.state == SandboxState::Ready)
-    {
-        if let Err(error) = ctx.runtime.stop_pod_sandbox(&s.id).await {
-            warn!(sandbox = %s.id, error = %Chain(&error), "failed to stop pod sandbox");
+            .map(|c| probes::stop_kill(&c.name, &c.id, plan.grace_secs))
+            .collect();
+        futures_util::future::join_all(
+            kills
+                .iter()
+                .map(|kill| probes::kill_container(ctx, pod, kill, &ip)),
+        )
+        .await;
+    }
+    for id in &plan.stop_sandboxes {
+        if let Err(error) = ctx.runtime.stop_pod_sandbox(id).await {
+            warn!(sandbox = %id, error = %Chain(&error), "failed to stop pod sandbox");
         }
     }
 }
@@ -963,9 +956,9 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, grace_secs: i64) -> PodRunti
             return PodRuntimeStatus::default();
         }
     };
-    let grace = grace_secs.max(MINIMUM_GRACE_SECS);
-    info!(grace_period_secs = grace, "killing pod");
-    stop_pod(ctx, Some(pod), &before, grace).await;
+    let plan = teardown::termination_plan(Some(pod), &before, Stopping::KilledWith(grace_secs));
+    info!(grace_period_secs = plan.grace_secs, "killing pod");
+    stop_pod(ctx, Some(pod), &before, &plan).await;
     match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
         Ok(view) => view.status,
         Err(_) => before,
@@ -990,30 +983,36 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
         .then(|| view.status.restored_pod())
         .filter(|p| !p.metadata.name.is_empty());
     let stopping = pod.or(restored.as_ref());
-    let grace = stopping.map_or(DEFAULT_GRACE_SECS, Pod::termination_grace_period);
+    let plan = teardown::termination_plan(stopping, &view.status, Stopping::Spec);
     info!(
-        grace_period_secs = grace,
+        grace_period_secs = plan.grace_secs,
         restored = restored.is_some(),
         "terminating pod"
     );
-    stop_pod(ctx, stopping, &view.status, grace).await;
+    stop_pod(ctx, stopping, &view.status, &plan).await;
     let mut clean = true;
-    for c in &view.status.containers {
-        let mut removed = ctx.runtime.remove_container(&c.id).await;
-        if removed.is_err() && c.state == ContainerState::Exited {
+    let removal = teardown::removal(&view.status);
+    for id in &removal.containers {
+        let mut removed = ctx.runtime.remove_container(id).await;
+        let exited = view
+            .status
+            .containers
+            .iter()
+            .any(|c| c.id == *id && c.state == ContainerState::Exited);
+        if removed.is_err() && exited {
             // A container listed as exited may still have a running task (rkubelet killed
             // while it started; found by fault test 1): stop it, then remove it.
-            let _ = ctx.runtime.stop_container(&c.id, 0).await;
-            removed = ctx.runtime.remove_container(&c.id).await;
+            let _ = ctx.runtime.stop_container(id, 0).await;
+            removed = ctx.runtime.remove_container(id).await;
         }
         if let Err(error) = removed {
-            warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove container");
+            warn!(%id, error = %Chain(&error), "failed to remove container");
             clean = false;
         }
     }
-    for s in &view.status.sandboxes {
-        if let Err(error) = ctx.runtime.remove_pod_sandbox(&s.id).await {
-            warn!(sandbox = %s.id, error = %Chain(&error), "failed to remove pod sandbox");
+    for id in &removal.sandboxes {
+        if let Err(error) = ctx.runtime.remove_pod_sandbox(id).await {
+            warn!(sandbox = %id, error = %Chain(&error), "failed to remove pod sandbox");
             clean = false;
         }
     }

@@ -974,3 +974,37 @@ async fn termination_removes_the_pods_folder_and_logs_unless_a_mount_stays() {
     assert!(!terminate_pod(&w.ctx, "stuck", Some(&q)).await);
     assert!(w.files.entry(stuck_dir).is_some());
 }
+
+/// The termination plan's order: the app's containers stop before the sidecar that
+/// serves them, and the sandbox after both.
+#[tokio::test]
+async fn a_terminated_pod_stops_its_sidecar_after_its_containers_and_the_sandbox_last() {
+    let w = world();
+    w.runtime.add_image(IMAGE);
+    let mut p = pod("side", RestartPolicy::Always, IMAGE);
+    let mut proxy = p.spec.containers[0].clone();
+    proxy.name = "proxy".into();
+    proxy.restart_policy = Some(RestartPolicy::Always);
+    p.spec.init_containers = vec![proxy];
+    sync_pod(&w.ctx, &p).await;
+    sync_pod(&w.ctx, &p).await;
+    let running = containers(&w.runtime).await;
+    let id_of = |name: &str| {
+        running
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.id.clone())
+            .unwrap_or_else(|| panic!("{name} not started: {running:?}"))
+    };
+    let (app, proxy) = (id_of("app"), id_of("proxy"));
+    assert!(terminate_pod(&w.ctx, "side", Some(&p)).await);
+    let journal = w.runtime.journal();
+    let at = |prefix: &str| {
+        journal
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {journal:?}"))
+    };
+    assert!(at(&format!("StopContainer {app}")) < at(&format!("StopContainer {proxy}")));
+    assert!(at(&format!("StopContainer {proxy}")) < at("StopPodSandbox"));
+}

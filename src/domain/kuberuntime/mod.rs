@@ -15,4 +15,5 @@ pub mod plan;
 pub mod pleg;
 pub mod requests;
 pub mod runtime;
+pub mod teardown;
 pub mod termination;
