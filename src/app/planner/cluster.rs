@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::admission::{admit_pod, NodeInfo};
+use crate::domain::admission::{admit_new_pods, NodeInfo};
 use crate::domain::node_status::labels::Registration;
 use crate::domain::node_status::model::NodeObject;
 use crate::domain::node_status::plan::{node_action, NodeAction};
@@ -84,14 +84,25 @@ pub fn api_pod_plans(
             }
         }
     }
-    decoded.sort_by(|a, b| {
-        a.metadata
-            .creation_timestamp
-            .cmp(&b.metadata.creation_timestamp)
-    });
-    let mut running: Vec<Pod> = admitted.to_vec();
+    // The pod loop's admission (the same domain function; no pressure is observed here).
+    let (deleting, candidates): (Vec<&Pod>, Vec<&Pod>) =
+        decoded.iter().partition(|p| p.is_being_deleted());
+    let verdicts = admit_new_pods(candidates, admitted, Some(node), &[]);
     let mut run = Vec::new();
-    for pod in decoded {
+    for pod in deleting {
+        plans.push(ApiPodPlan {
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            action: "delete".into(),
+            reason: Some(format!(
+                "being deleted: stopped with a grace period of {} s, then deleted in the API",
+                pod.termination_grace_period()
+            )),
+            message: None,
+        });
+    }
+    for (pod, verdict) in verdicts {
         let mut plan = ApiPodPlan {
             namespace: pod.metadata.namespace.clone(),
             name: pod.metadata.name.clone(),
@@ -100,19 +111,13 @@ pub fn api_pod_plans(
             reason: None,
             message: None,
         };
-        if pod.is_being_deleted() {
-            plan.action = "delete".into();
-            plan.reason = Some(format!(
-                "being deleted: stopped with a grace period of {} s, then deleted in the API",
-                pod.termination_grace_period()
-            ));
-        } else if let Err(rejection) = admit_pod(&pod, &running, node) {
-            plan.action = "reject".into();
-            plan.reason = Some(rejection.reason);
-            plan.message = Some(format!("Pod was rejected: {}", rejection.message));
-        } else {
-            running.push(pod.clone());
-            run.push(pod);
+        match verdict {
+            Err(rejection) => {
+                plan.action = "reject".into();
+                plan.reason = Some(rejection.reason);
+                plan.message = Some(format!("Pod was rejected: {}", rejection.message));
+            }
+            Ok(()) => run.push(pod.clone()),
         }
         plans.push(plan);
     }

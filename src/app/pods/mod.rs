@@ -34,9 +34,8 @@ use tracing::{debug, info, warn};
 
 use crate::app::node::ConnectedNode;
 use crate::app::server::shutdown_requested;
-use crate::domain::admission::{admit_pod, NodeInfo};
+use crate::domain::admission::{admit_new_pods, by_creation, NodeInfo, Rejection};
 use crate::domain::events as pod_events;
-use crate::domain::eviction::admission::admit;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::pod::{full_name, Pod};
@@ -183,15 +182,52 @@ impl PodLoop {
         }
     }
 
-    /// Upstream's node admission (resources, affinity, ports, taints, OS) for a pod not
-    /// seen before: refused, it gets a Failed status and no worker.
-    fn not_admitted(&mut self, pod: &Pod, admitted: &[Pod], node: Option<&NodeInfo>) -> bool {
-        let Some(node) = node else {
-            return false;
-        };
-        let Err(rejection) = admit_pod(pod, admitted, node) else {
-            return false;
-        };
+    /// The domain's admission of the pods not seen before (in creation order, the
+    /// pressure admission first, then the node's, beside the active pods); the verdict
+    /// of each by uid.
+    fn admit_new(&self, upserts: &[PodChange]) -> HashMap<String, Result<(), Rejection>> {
+        let new: Vec<&Pod> = upserts
+            .iter()
+            .filter_map(|c| match c {
+                PodChange::Upsert(pod) => Some(&**pod),
+                PodChange::Remove { .. } => None,
+            })
+            .filter(|p| {
+                let uid = &p.metadata.uid;
+                !p.is_being_deleted()
+                    && !self.workers.contains_key(uid)
+                    && !self.terminal.contains(uid)
+                    && !self.deleting.contains(uid)
+            })
+            .collect();
+        if new.is_empty() {
+            return HashMap::new();
+        }
+        let active: Vec<Pod> = self
+            .manager
+            .pods()
+            .into_iter()
+            .filter(|p| {
+                let uid = &p.metadata.uid;
+                self.workers.contains_key(uid)
+                    && !self.terminal.contains(uid)
+                    && !self.deleting.contains(uid)
+            })
+            .collect();
+        let pressure = self
+            .eviction
+            .as_ref()
+            .map(|hooks| hooks.conditions.borrow().clone())
+            .unwrap_or_default();
+        admit_new_pods(new, &active, self.node_info().as_ref(), &pressure)
+            .into_iter()
+            .map(|(pod, verdict)| (pod.metadata.uid.clone(), verdict))
+            .collect()
+    }
+
+    /// A pod refused admission: its event and Failed status; it stays so while its
+    /// source keeps it.
+    fn reject(&mut self, pod: &Pod, rejection: &Rejection) {
         self.shared.ctx.events.pod(
             pod,
             pod_events::refused_or_evicted(&rejection.reason, &rejection.message),
@@ -201,7 +237,6 @@ impl PodLoop {
             rejected_pod_status(&rejection.reason, &rejection.message),
         );
         self.terminal.insert(pod.metadata.uid.clone());
-        true
     }
 
     /// A pod being deleted in the API: terminated with the deletion's grace period, its
@@ -242,28 +277,6 @@ impl PodLoop {
     pub fn with_static_pods(mut self, tx: watch::Sender<Vec<crate::domain::pod::Pod>>) -> Self {
         self.static_pods = Some(tx);
         self
-    }
-
-    /// Upstream's eviction admission for a pod not seen before: refused under pressure,
-    /// it gets a Failed status and no worker.
-    fn refused(&mut self, pod: &Pod) -> bool {
-        let Some(hooks) = &self.eviction else {
-            return false;
-        };
-        let conditions = hooks.conditions.borrow().clone();
-        let Err(rejection) = admit(pod, &conditions) else {
-            return false;
-        };
-        self.shared.ctx.events.pod(
-            pod,
-            pod_events::refused_or_evicted(rejection.reason, &rejection.message),
-        );
-        self.shared.store.set(
-            pod,
-            rejected_pod_status(rejection.reason, &rejection.message),
-        );
-        self.terminal.insert(pod.metadata.uid.clone());
-        true
     }
 
     /// Hands an eviction to the pod's worker; the pod then stays Failed.
@@ -340,26 +353,12 @@ impl PodLoop {
         let (mut upserts, removals): (Vec<PodChange>, Vec<PodChange>) = changes
             .into_iter()
             .partition(|c| matches!(c, PodChange::Upsert(_)));
-        // New pods are admitted in the order they were created, as upstream's.
+        // Started in the order they were admitted.
         upserts.sort_by(|a, b| match (a, b) {
-            (PodChange::Upsert(a), PodChange::Upsert(b)) => a
-                .metadata
-                .creation_timestamp
-                .cmp(&b.metadata.creation_timestamp),
+            (PodChange::Upsert(a), PodChange::Upsert(b)) => by_creation(a, b),
             _ => std::cmp::Ordering::Equal,
         });
-        let node = self.node_info();
-        let mut admitted: Vec<Pod> = self
-            .manager
-            .pods()
-            .into_iter()
-            .filter(|p| {
-                let uid = &p.metadata.uid;
-                self.workers.contains_key(uid)
-                    && !self.terminal.contains(uid)
-                    && !self.deleting.contains(uid)
-            })
-            .collect();
+        let verdicts = self.admit_new(&upserts);
         for change in upserts.into_iter().chain(removals) {
             match change {
                 PodChange::Upsert(pod) => {
@@ -372,11 +371,9 @@ impl PodLoop {
                         debug!(%uid, "pod was evicted, refused or deleted; it stays so");
                         continue;
                     }
-                    if !self.workers.contains_key(&uid) {
-                        if self.refused(&pod) || self.not_admitted(&pod, &admitted, node.as_ref()) {
-                            continue;
-                        }
-                        admitted.push((*pod).clone());
+                    if let Some(Err(rejection)) = verdicts.get(&uid) {
+                        self.reject(&pod, rejection);
+                        continue;
                     }
                     self.dispatch(&uid, Desired::Run(pod));
                 }

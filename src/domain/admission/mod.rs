@@ -50,6 +50,42 @@ impl Rejection {
     }
 }
 
+/// The order pods are admitted and started in: oldest first (upstream sorts a batch of
+/// additions by creation time).
+pub fn by_creation(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    a.metadata
+        .creation_timestamp
+        .cmp(&b.metadata.creation_timestamp)
+}
+
+/// Upstream's `HandlePodAdditions` for pods not admitted before: in the order they
+/// were created, each through the pressure admission (`pressure`, the node's conditions)
+/// and then, when the node is known, [`admit_pod`] beside `active` and the pods of the
+/// batch admitted before it. The app's pod loop and the dry run both take this.
+pub fn admit_new_pods<'a>(
+    mut new: Vec<&'a Pod>,
+    active: &[Pod],
+    node: Option<&NodeInfo>,
+    pressure: &[crate::domain::eviction::thresholds::PressureCondition],
+) -> Vec<(&'a Pod, Result<(), Rejection>)> {
+    new.sort_by(|a, b| by_creation(a, b));
+    let mut admitted = active.to_vec();
+    new.into_iter()
+        .map(|pod| {
+            let verdict = crate::domain::eviction::admission::admit(pod, pressure)
+                .map_err(|r| Rejection {
+                    reason: r.reason.to_owned(),
+                    message: r.message,
+                })
+                .and_then(|()| node.map_or(Ok(()), |node| admit_pod(pod, &admitted, node)));
+            if verdict.is_ok() {
+                admitted.push(pod.clone());
+            }
+            (pod, verdict)
+        })
+        .collect()
+}
+
 /// Whether `pod` may run on `node` beside `admitted` (the active pods already admitted,
 /// `pod` not among them).
 pub fn admit_pod(pod: &Pod, admitted: &[Pod], node: &NodeInfo) -> Result<(), Rejection> {

@@ -381,3 +381,49 @@ fn api_pods_decode_selectors_affinity_tolerations_and_os() {
     );
     assert!(pod.spec.affinity.is_some());
 }
+
+#[test]
+fn new_pods_are_admitted_in_creation_order_each_beside_those_admitted_before_it() {
+    use crate::domain::eviction::thresholds::PressureCondition;
+    let stamped = |name: &str, cpu: &str, at: &str| {
+        let mut pod = api_pod(name, cpu, "1Gi");
+        pod.metadata.creation_timestamp = Some(at.into());
+        pod
+    };
+    // Listed out of order: the older `first` takes the CPU, the newer `second` is refused
+    // though it comes first in the list.
+    let second = stamped("second", "1500m", "2026-11-28T10:00:02Z");
+    let first = stamped("first", "1500m", "2026-11-28T10:00:01Z");
+    let small = stamped("small", "500m", "2026-11-28T10:00:03Z");
+    let verdicts = admit_new_pods(vec![&second, &first, &small], &[], Some(&node()), &[]);
+    let names: Vec<(&str, Option<&str>)> = verdicts
+        .iter()
+        .map(|(p, v)| {
+            (
+                p.metadata.name.as_str(),
+                v.as_ref().err().map(|r| r.reason.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("first", None),
+            ("second", Some("OutOfcpu")),
+            ("small", None)
+        ]
+    );
+    // Under memory pressure a BestEffort pod is refused before its resources are looked
+    // at (the eviction manager's admission comes first, as upstream's chain).
+    let best_effort = api_pod("be", "", "");
+    let verdicts = admit_new_pods(
+        vec![&best_effort],
+        &[],
+        None,
+        &[PressureCondition::MemoryPressure],
+    );
+    assert_eq!(
+        verdicts[0].1.as_ref().err().map(|r| r.reason.as_str()),
+        Some("Evicted")
+    );
+}
