@@ -10,8 +10,8 @@ use crate::domain::node_status::labels::Registration;
 use crate::domain::node_status::model::NodeObject;
 use crate::domain::node_status::plan::{node_action, NodeAction};
 use crate::domain::node_status::status::StatusInputs;
-use crate::domain::pod::api::decode_api_pod;
-use crate::domain::pod::{Pod, CONFIG_MIRROR_ANNOTATION};
+use crate::domain::pod::api::{classify_api_object, ApiObject};
+use crate::domain::pod::Pod;
 
 /// What the dry run observed of the cluster.
 #[derive(Debug, Clone)]
@@ -65,17 +65,13 @@ pub fn api_pod_plans(
             reason: None,
             message: None,
         };
-        if v["metadata"]["annotations"]
-            .get(CONFIG_MIRROR_ANNOTATION)
-            .is_some()
-        {
-            plan.action = "mirror".into();
-            plans.push(plan);
-            continue;
-        }
-        match decode_api_pod(v) {
-            Ok(api) => decoded.push(api.pod),
-            Err(invalid) => {
+        match classify_api_object(v) {
+            ApiObject::Mirror { .. } => {
+                plan.action = "mirror".into();
+                plans.push(plan);
+            }
+            ApiObject::Pod(api) => decoded.push(api.pod),
+            ApiObject::Invalid(invalid) => {
                 let status = invalid.status();
                 plan.action = "invalid".into();
                 plan.reason = Some(status.reason);

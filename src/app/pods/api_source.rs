@@ -20,8 +20,8 @@ use tracing::{debug, info, warn};
 use super::status::{PodStatusStore, StatusTarget};
 use crate::app::node::ConnectedNode;
 use crate::domain::kuberuntime::backoff::BackoffPolicy;
-use crate::domain::pod::api::{decode_api_pod, ApiPod, InvalidApiPod, API_SOURCE};
-use crate::domain::pod::{full_name, CONFIG_MIRROR_ANNOTATION};
+use crate::domain::pod::api::{classify_api_object, ApiObject, ApiPod, InvalidApiPod, API_SOURCE};
+use crate::domain::pod::full_name;
 use crate::domain::status::{stamp_status, status_patch, ApiPodStatus};
 use crate::ports::api::{PodApi, PodWatch, PodWatchEvent, PodsError};
 use crate::ports::error::Chain;
@@ -110,26 +110,26 @@ impl ApiPodSource {
                 return (uid, seen.clone());
             }
         }
-        let annotations = &value["metadata"]["annotations"];
-        if annotations.get(CONFIG_MIRROR_ANNOTATION).is_some() {
-            let (namespace, name) = (meta(value, "namespace"), meta(value, "name"));
-            let status = value
-                .get("status")
-                .and_then(|s| serde_json::from_value(s.clone()).ok());
-            let seen = Seen::Mirror {
-                static_full_name: format!("{name}_{namespace}"),
-                target: StatusTarget {
-                    namespace,
-                    name,
-                    uid: uid.clone(),
-                },
+        match classify_api_object(value) {
+            ApiObject::Mirror {
+                namespace,
+                name,
+                uid: _,
                 status,
-            };
-            return (uid, seen);
-        }
-        match decode_api_pod(value) {
-            Ok(pod) => (uid, Seen::Pod(Box::new(pod))),
-            Err(invalid) => {
+            } => {
+                let seen = Seen::Mirror {
+                    static_full_name: ApiObject::static_full_name(&namespace, &name),
+                    target: StatusTarget {
+                        namespace,
+                        name,
+                        uid: uid.clone(),
+                    },
+                    status,
+                };
+                (uid, seen)
+            }
+            ApiObject::Pod(pod) => (uid, Seen::Pod(pod)),
+            ApiObject::Invalid(invalid) => {
                 self.report_invalid(invalid);
                 (uid, Seen::Invalid)
             }
@@ -357,12 +357,10 @@ impl PodSource for ApiPodSource {
         let pods = list
             .items
             .iter()
-            .filter(|v| {
-                v["metadata"]["annotations"]
-                    .get(CONFIG_MIRROR_ANNOTATION)
-                    .is_none()
+            .filter_map(|v| match classify_api_object(v) {
+                ApiObject::Pod(p) => Some(p.pod),
+                ApiObject::Mirror { .. } | ApiObject::Invalid(_) => None,
             })
-            .filter_map(|v| decode_api_pod(v).ok().map(|p| p.pod))
             .collect();
         Ok(PodSetUpdate {
             source: API_SOURCE.to_owned(),

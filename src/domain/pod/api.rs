@@ -75,6 +75,54 @@ pub fn decode_api_pod(value: &Value) -> Result<ApiPod, InvalidApiPod> {
     Ok(ApiPod { pod, status })
 }
 
+/// What one object of the node's pod list or watch is to the kubelet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiObject {
+    /// A static pod's copy in the API (`kubernetes.io/config.mirror`): never run; the
+    /// static pod's status is written to it.
+    Mirror {
+        namespace: String,
+        name: String,
+        uid: String,
+        /// Its status as the API holds it.
+        status: Option<Box<ApiPodStatus>>,
+    },
+    /// A pod to run.
+    Pod(Box<ApiPod>),
+    /// A pod rkubelet cannot run: it is failed in the API.
+    Invalid(InvalidApiPod),
+}
+
+impl ApiObject {
+    /// The mirror's static pod, as `<name>_<namespace>`.
+    pub fn static_full_name(namespace: &str, name: &str) -> String {
+        format!("{name}_{namespace}")
+    }
+}
+
+/// Tells a mirror pod, a pod to run and an invalid pod apart (the pod loop's API
+/// source and the dry run both take this).
+pub fn classify_api_object(value: &Value) -> ApiObject {
+    if value["metadata"]["annotations"]
+        .get(super::CONFIG_MIRROR_ANNOTATION)
+        .is_some()
+    {
+        return ApiObject::Mirror {
+            namespace: text(value, "namespace"),
+            name: text(value, "name"),
+            uid: text(value, "uid"),
+            status: value
+                .get("status")
+                .and_then(|s| serde_json::from_value(s.clone()).ok())
+                .map(Box::new),
+        };
+    }
+    match decode_api_pod(value) {
+        Ok(pod) => ApiObject::Pod(Box::new(pod)),
+        Err(invalid) => ApiObject::Invalid(invalid),
+    }
+}
+
 /// Whether a pod carries the source annotation `api`.
 pub fn is_api_pod(pod: &Pod) -> bool {
     pod.metadata
