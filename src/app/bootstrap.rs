@@ -744,6 +744,7 @@ async fn start_kubelet_api(
         Arc::clone(&api_deps.pki),
         api_deps.authenticator.clone(),
         api_deps.authorizer.clone(),
+        Arc::clone(&deps.clock),
     ));
     tasks.push(tokio::spawn(serve_api(
         listener,
@@ -826,7 +827,7 @@ pub enum StopReason {
 }
 
 /// Run until `stop` resolves (a signal), the lock file is contended, or, with
-/// `--runonce`, one pass is done. Serves `/healthz` and `/configz` and tells systemd
+/// `--runonce`, one pass is done. Serves `/healthz` (and the kubelet API) and tells systemd
 /// it is ready.
 pub async fn run(
     started: Started,
@@ -889,17 +890,24 @@ pub async fn run(
                 address: address.clone(),
                 source,
             })?;
-        info!(%address, "serving /healthz and /configz");
-        Some(tokio::spawn(crate::app::server::serve_health(
-            listener,
-            endpoints.clone(),
-            shutdown_rx.clone(),
-        )))
+        Some((
+            address,
+            tokio::spawn(crate::app::server::serve_health(
+                listener,
+                Arc::clone(&endpoints.checks),
+                shutdown_rx.clone(),
+            )),
+        ))
     } else {
         None
     };
     let api_servers =
         start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await?;
+    // Said once every port listens: tests and operators take it as the ready signal.
+    let server = server.map(|(address, task)| {
+        info!(%address, "serving /healthz");
+        task
+    });
     match deps.host.notify_ready() {
         Ok(true) => info!("notified systemd: READY=1"),
         Ok(false) => {}

@@ -41,10 +41,52 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// `GET /pods` on the read-only port of a daemon started with `--read-only-port` (the
+/// healthz port serves `/healthz` only).
+pub fn pods_get(daemon: &Daemon) -> Option<(u16, String)> {
+    assert!(
+        daemon.read_only_port != 0,
+        "start the daemon with --read-only-port to read /pods without credentials"
+    );
+    http_get(daemon.read_only_port, "/pods")
+}
+
+/// `GET path` on the daemon's kubelet API (TLS, its self-signed certificate not checked,
+/// no credentials: the daemon must allow anonymous requests): the status and the body.
+/// Waits up to 20 s for the port to answer.
+pub fn api_get(daemon: &Daemon, path: &str) -> Option<(u16, String)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sk", "--max-time", "5", "-w", "\n%{http_code}"])
+            .arg(format!("https://127.0.0.1:{}{path}", daemon.api_port))
+            .output()
+            .ok()?;
+        let all = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = all.rsplit_once('\n').unwrap_or(("", &all));
+        match code.trim().parse::<u16>() {
+            Ok(code) if code != 0 => return Some((code, body.to_owned())),
+            _ if Instant::now() >= deadline => return None,
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// `--read-only-port=<a free port>`, for tests that read `/pods` without credentials.
+pub fn read_only_port_flag() -> String {
+    format!("--read-only-port={}", free_port())
+}
+
 /// A running rkubelet; killed on drop. `log` keeps every stderr line.
 pub struct Daemon {
     pub child: Child,
+    /// The healthz port: `/healthz` only.
     pub port: u16,
+    /// The kubelet API's TLS port (`--port`).
+    pub api_port: u16,
+    /// `--read-only-port` when the test gave one (0 otherwise): `/pods` without
+    /// authentication.
+    pub read_only_port: u16,
     pub log: Arc<Mutex<Vec<String>>>,
     /// The kubelet API's serving certificate folder when the test gave none.
     pub _cert_dir: Option<tempfile::TempDir>,
@@ -120,9 +162,17 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
     // The kubelet API: on a free port and with its self-signed
     // certificate in a folder of the test's own, so parallel tests (and the upstream
     // kubelet peers) never contend for 10250 or write /var/lib/kubelet/pki.
-    if !given("--port") {
-        all.push(format!("--port={}", free_port()));
-    }
+    let flag_value = |flag: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(flag))
+            .and_then(|v| v.parse::<u16>().ok())
+    };
+    let api_port = flag_value("--port=").unwrap_or_else(|| {
+        let port = free_port();
+        all.push(format!("--port={port}"));
+        port
+    });
+    let read_only_port = flag_value("--read-only-port=").unwrap_or(0);
     let cert_dir = if given("--cert-dir") {
         None
     } else {
@@ -162,6 +212,8 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
     let daemon = Daemon {
         child,
         port,
+        api_port,
+        read_only_port,
         log,
         _cert_dir: cert_dir,
     };

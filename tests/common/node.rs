@@ -147,6 +147,10 @@ impl Node {
             "--file-check-frequency=1s".to_string(),
         ];
         args.extend(extra.iter().map(|a| (*a).to_string()));
+        // `/pods` without credentials (the healthz port serves `/healthz` only).
+        if !extra.iter().any(|a| a.starts_with("--read-only-port=")) {
+            args.push(super::read_only_port_flag());
+        }
         self.daemon = Some(start_daemon(&args, false));
     }
 
@@ -180,8 +184,14 @@ impl Node {
         self.killed_logs.push(daemon.log_text());
     }
 
+    /// The healthz port.
     pub fn port(&self) -> u16 {
         self.daemon.as_ref().map_or(0, |d| d.port)
+    }
+
+    /// The read-only port, serving `/pods`.
+    pub fn pods_port(&self) -> u16 {
+        self.daemon.as_ref().map_or(0, |d| d.read_only_port)
     }
 
     pub fn log_text(&self) -> String {
@@ -260,7 +270,7 @@ impl Node {
 
     /// The pod called `pod` in rkubelet's `GET /pods`, if listed.
     pub fn pod_json(&self, pod: &str) -> Option<Value> {
-        let (code, body) = http_get(self.port(), "/pods")?;
+        let (code, body) = http_get(self.pods_port(), "/pods")?;
         if code != 200 {
             return None;
         }
@@ -273,7 +283,7 @@ impl Node {
     }
 
     pub fn pods_body(&self) -> String {
-        http_get(self.port(), "/pods")
+        http_get(self.pods_port(), "/pods")
             .map(|(code, body)| format!("{code} {body}"))
             .unwrap_or_else(|| "no answer".to_string())
     }

@@ -148,8 +148,14 @@ fn several_problems_are_reported_together() {
     }
 }
 
+/// A simulated node whose kubelet API lets anyone read `/configz` (the healthz port
+/// serves `/healthz` only).
 fn start_fake(extra: &[String], as_nobody: bool) -> Daemon {
-    let mut args = vec!["--container-runtime-endpoint=fake://".to_string()];
+    let mut args = vec![
+        "--container-runtime-endpoint=fake://".to_string(),
+        "--anonymous-auth=true".to_string(),
+        "--authorization-mode=AlwaysAllow".to_string(),
+    ];
     args.extend(extra.iter().cloned());
     start_daemon(&args, as_nobody)
 }
@@ -157,7 +163,12 @@ fn start_fake(extra: &[String], as_nobody: bool) -> Daemon {
 fn assert_serves_and_stops(mut daemon: Daemon, expect_simulation_warning: bool) {
     let (status, body) = http_get(daemon.port, "/healthz").expect("healthz answers");
     assert_eq!((status, body.as_str()), (200, "ok"));
-    let (status, body) = http_get(daemon.port, "/configz").expect("configz answers");
+    assert_eq!(
+        http_get(daemon.port, "/configz").map(|(status, _)| status),
+        Some(404),
+        "the healthz port serves /healthz only"
+    );
+    let (status, body) = crate::common::api_get(&daemon, "/configz").expect("configz answers");
     assert_eq!(status, 200);
     let json: serde_json::Value = serde_json::from_str(&body).expect("configz is JSON");
     let config = &json["kubeletconfig"];
@@ -165,7 +176,8 @@ fn assert_serves_and_stops(mut daemon: Daemon, expect_simulation_warning: bool) 
     assert_eq!(config["containerRuntimeEndpoint"], "fake://");
     assert_eq!(config["healthzPort"], daemon.port);
     assert_eq!(config["readOnlyPort"], 0);
-    assert_eq!(config["authentication"]["anonymous"]["enabled"], false);
+    assert_eq!(config["authentication"]["anonymous"]["enabled"], true);
+    assert_eq!(config["authorization"]["mode"], "AlwaysAllow");
     if expect_simulation_warning {
         assert!(
             daemon.log_text().contains("SIMULATED NODE"),
@@ -246,7 +258,7 @@ fn precedence_flag_over_drop_in_over_file_with_defaults_for_the_rest() {
         ],
         false,
     );
-    let (_, body) = http_get(daemon.port, "/configz").expect("configz answers");
+    let (_, body) = crate::common::api_get(&daemon, "/configz").expect("configz answers");
     let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     let config = &json["kubeletconfig"];
     assert_eq!(config["clusterDomain"], "flag.local", "flag beats drop-in");

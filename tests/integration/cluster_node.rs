@@ -780,6 +780,7 @@ fn bad_kubeconfigs_are_reported_and_static_pods_run() {
             "--hostname-override=bad-1".to_string(),
             format!("--root-dir={}", root.path().display()),
             format!("--pod-manifest-path={}", manifests.display()),
+            common::read_only_port_flag(),
         ];
         let daemon = start_daemon(&args, false);
         let line = eventually(15, "the error in the log", || {
@@ -790,7 +791,7 @@ fn bad_kubeconfigs_are_reported_and_static_pods_run() {
         });
         println!("{}: {line}", kubeconfig.display());
         let pods = eventually(15, "the static pod runs", || {
-            let (code, body) = common::http_get(daemon.port, "/pods")?;
+            let (code, body) = common::pods_get(&daemon)?;
             (code == 200 && body.contains("\"Running\"")).then_some(body)
         });
         assert!(pods.contains("steady-bad-1"), "{pods}");

@@ -1205,3 +1205,324 @@ async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations
     assert_eq!(gaps(&followed_numbers), [], "follow lost or repeated lines");
     node.finish();
 }
+
+/// `GET path` over TLS on rkubelet's API with `Authorization: Bearer token`, trusting its
+/// self-signed `served_cert`: the status code (0 when no HTTP answer).
+async fn tls_get(
+    config: std::sync::Arc<rustls::ClientConfig>,
+    port: u16,
+    path: &str,
+    token: &str,
+) -> u16 {
+    use rustls::pki_types::ServerName;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return 0;
+    };
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let Ok(name) = ServerName::try_from("localhost".to_owned()) else {
+        return 0;
+    };
+    let Ok(mut tls) = connector.connect(name, tcp).await else {
+        return 0;
+    };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    if tls.write_all(request.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw).await;
+    String::from_utf8_lossy(&raw)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The TCP connections process `pid` holds to `port` on the remote side: its socket
+/// descriptors matched against its network namespace's TCP tables.
+fn connections_to(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|target| {
+                    let text = target.display().to_string();
+                    text.strip_prefix("socket:[")
+                        .and_then(|s| s.strip_suffix(']'))
+                        .map(str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let wanted = format!("{port:04X}");
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let remote_port = fields.get(2).and_then(|r| r.rsplit(':').next());
+                    remote_port == Some(wanted.as_str())
+                        && fields.get(9).is_some_and(|inode| inodes.contains(*inode))
+                })
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .count()
+}
+
+/// Issue 30: a flood of requests with random bearer tokens is refused (401) while
+/// rkubelet keeps to a few connections to the API server: its TokenReviews share one
+/// HTTP/2 connection and at most 32 are in flight (before, ~500 TLS connections were
+/// opened, then kept idle for 90 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd) and root: run by scripts/test.sh"]
+async fn a_flood_of_random_tokens_is_refused_over_few_api_server_connections() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    const REQUESTS: usize = 500;
+    let cluster = Cluster::start("kflood");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let pki = dir.path().join("pki");
+    let kubeconfig = cluster.node_kubeconfig("flood-1", 30);
+    let args = standalone_args(
+        dir.path(),
+        port,
+        &[
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--hostname-override=flood-1".into(),
+            format!("--cert-dir={}", pki.display()),
+        ],
+    );
+    let daemon = crate::common::start_daemon(&args, false);
+    let pid = daemon.child.id();
+    let apiserver_port: u16 = cluster
+        .server()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("the API server's port");
+
+    let served_cert = pki.join("kubelet.crt");
+    wait_for(30, "kubelet.crt", || served_cert.exists().then_some(()));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(&served_cert).expect("serving cert") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    // The node is registered and its clients settled: the baseline.
+    wait_for(40, "the Node", || cluster.get_json(&["node", "flood-1"]));
+    std::thread::sleep(Duration::from_secs(2));
+    let before = connections_to(pid, apiserver_port);
+
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(before));
+    let sampler = {
+        let (sampling, most) = (sampling.clone(), most.clone());
+        std::thread::spawn(move || {
+            while sampling.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = connections_to(pid, apiserver_port);
+                most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let began = Instant::now();
+    let mut requests = tokio::task::JoinSet::new();
+    for i in 0..REQUESTS {
+        let config = config.clone();
+        let token = format!(
+            "flood{seed:x}.{i:04}{:016x}",
+            seed.wrapping_mul(i as u128 + 7)
+        );
+        requests.spawn(async move { tls_get(config, port, "/pods", &token).await });
+    }
+    let mut codes = std::collections::BTreeMap::new();
+    while let Some(code) = requests.join_next().await {
+        *codes.entry(code.unwrap_or(0)).or_insert(0usize) += 1;
+    }
+    let took = began.elapsed();
+    // A moment more: connections opened late would show now.
+    std::thread::sleep(Duration::from_millis(500));
+    sampling.store(false, std::sync::atomic::Ordering::SeqCst);
+    let _ = sampler.join();
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    let after = connections_to(pid, apiserver_port);
+    println!(
+        "FIGURE webhook_flood: {REQUESTS} concurrent requests with random bearer tokens answered {codes:?} in {:.2} s; rkubelet's connections to the API server: {before} before, at most {most} during, {after} after",
+        took.as_secs_f64()
+    );
+    assert_eq!(codes.get(&401), Some(&REQUESTS), "{codes:?}");
+    assert!(
+        most <= before + 2,
+        "rkubelet opened {} connections to the API server for the reviews (had {before}); log:\n{}",
+        most - before,
+        daemon.log_text()
+    );
+    assert!(!daemon.log_text().contains("panicked"));
+    drop(daemon);
+}
+
+/// Issue 30: the healthz port serves `/healthz` (and `/healthz/ping`) only, without
+/// authentication; `/pods` and `/configz` are on the authenticated API (and `/pods` on
+/// the read-only port when enabled); bad exec, attach and port-forward requests get
+/// upstream's 400; plain HTTP on the TLS port gets Go's 400.
+#[test]
+fn the_healthz_port_serves_healthz_only_and_bad_requests_get_upstreams_answers() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (port, read_only) = (free_port(), free_port());
+    let args = standalone_args(
+        dir.path(),
+        port,
+        &[
+            format!("--read-only-port={read_only}"),
+            "--anonymous-auth=true".into(),
+            "--authorization-mode=AlwaysAllow".into(),
+            "--manifest-url=http://127.0.0.1:9/secret".into(),
+            "--manifest-url-header=Authorization:Bearer very-secret".into(),
+        ],
+    );
+    let daemon = crate::common::start_daemon(&args, false);
+    let healthz = daemon.port;
+    for path in ["/healthz", "/healthz/ping"] {
+        assert_eq!(
+            crate::common::http_get(healthz, path),
+            Some((200, "ok".to_owned())),
+            "{path}"
+        );
+    }
+    for path in [
+        "/pods",
+        "/pods/",
+        "/configz",
+        "/metrics",
+        "/metrics/cadvisor",
+        "/metrics/probes",
+        "/metrics/resource",
+        "/stats/summary",
+        "/spec/",
+        "/debug/pprof/",
+        "/debug/pprof/heap",
+        "/runningpods/",
+        "/logs/",
+        "/containerLogs/default/p/c",
+        "/exec/default/p/c?command=ls&output=1",
+        "/healthz/syncloop",
+        "/",
+    ] {
+        assert_eq!(
+            crate::common::http_get(healthz, path),
+            Some((404, "404 page not found\n".to_owned())),
+            "{path} on the healthz port"
+        );
+    }
+    // The authenticated API has them (anonymous and AlwaysAllow here).
+    let configz = wait_for(20, "the kubelet API", || {
+        let answer = curl(port, "/configz", &[]);
+        (answer.0 != 0).then_some(answer)
+    });
+    assert_eq!(configz.0, 200, "{configz:?}");
+    assert!(configz.1.contains("very-secret"), "{}", configz.1);
+    assert_eq!(curl(port, "/pods", &[]).0, 200);
+    assert_eq!(
+        crate::common::http_get(read_only, "/pods").map(|(code, _)| code),
+        Some(200)
+    );
+
+    // Bad streaming requests: 400 with upstream's text, before the pod is looked up.
+    let no_stream = "you must specify at least 1 of stdin, stdout, stderr";
+    for (path, want) in [
+        ("/exec/default/nopod/c?command=ls", (400, no_stream)),
+        (
+            "/exec/default/nopod/c?command=ls&output=true",
+            (400, no_stream),
+        ),
+        (
+            "/exec/default/nopod/c?command=ls&error=1&tty=1",
+            (400, no_stream),
+        ),
+        ("/attach/default/nopod/c", (400, no_stream)),
+        ("/attach/default/nopod/uid/c?input=0", (400, no_stream)),
+        (
+            "/exec/default/nopod/c?command=ls&output=1",
+            (404, "pod does not exist"),
+        ),
+        (
+            "/attach/default/nopod/c?output=1",
+            (404, "pod does not exist"),
+        ),
+        ("/portForward/default/nopod", (404, "pod does not exist")),
+    ] {
+        let (code, body) = curl(port, path, &["-X", "POST"]);
+        assert_eq!((code, body.as_str()), want, "{path}");
+    }
+    // HTTP/1.1: over h2 (which curl and rkubelet agree on) there is no Upgrade header.
+    let websocket = [
+        "--http1.1",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
+        "-H",
+        "Sec-WebSocket-Version: 13",
+        "-H",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    ];
+    for (path, want) in [
+        (
+            "/portForward/default/nopod",
+            r#"query parameter "port" is required"#,
+        ),
+        (
+            "/portForward/default/nopod?port=",
+            r#"query parameter "port" cannot be empty"#,
+        ),
+        (
+            "/portForward/default/nopod?port=80,x",
+            r#"unable to parse "80,x" as a port: strconv.ParseUint: parsing "x": invalid syntax"#,
+        ),
+        (
+            "/portForward/default/nopod?port=0",
+            r#"port "0" must be > 0"#,
+        ),
+    ] {
+        let (code, body) = curl(port, path, &websocket);
+        assert_eq!((code, body.as_str()), (400, want), "{path}");
+    }
+
+    // Plain HTTP on the TLS port: Go's answer, byte for byte.
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the API port");
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    plain
+        .write_all(b"GET /pods HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("request sent");
+    let mut answer = String::new();
+    plain.read_to_string(&mut answer).expect("answer read");
+    assert_eq!(
+        answer,
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    );
+    assert!(!daemon.log_text().contains("panicked"));
+}

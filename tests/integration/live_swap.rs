@@ -19,7 +19,7 @@ use rkubelet::ports::runtime::RuntimeService;
 
 use crate::common::containerd::Containerd;
 use crate::common::upstream::{self, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
-use crate::common::{http_get, start_daemon, Daemon};
+use crate::common::{start_daemon, Daemon};
 
 const PODS: usize = 30;
 
@@ -218,7 +218,7 @@ async fn wait_rkubelet_synced(daemon: &Daemon) -> Duration {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
     loop {
-        let running = http_get(daemon.port, "/pods")
+        let running = crate::common::pods_get(daemon)
             .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
             .and_then(|list| {
                 let items = list["items"].as_array()?.clone();
@@ -253,6 +253,7 @@ fn start_rkubelet(ctrd: &Containerd, root: &Path, manifests: &Path) -> Daemon {
             format!("--cgroup-root={}", ctrd.var("RKUBELET_CGROUP_ROOT")),
             format!("--hostname-override={NODE}"),
             "--file-check-frequency=2s".into(),
+            crate::common::read_only_port_flag(),
         ],
         false,
     )

@@ -205,9 +205,11 @@ pub(crate) fn soak_simulated(pods: usize, waves: usize, length: Duration) -> Soa
         "--file-check-frequency=1s".to_string(),
         // Node admission counts pods against allocatable as upstream's: room for a wave.
         format!("--max-pods={}", pods + 50),
+        // `/pods` without credentials.
+        crate::common::read_only_port_flag(),
     ];
     let mut daemon = start_daemon(&args, false);
-    let port = daemon.port;
+    let port = daemon.read_only_port;
     let mut waves = Waves::new(daemon.proc(), pods, waves, length);
     let write = |dir: &Path, i: usize, wave: usize| {
         let name = format!("w{wave}-p{i:03}");
@@ -340,7 +342,7 @@ pub(crate) async fn soak_containerd(
     let max_pods = format!("--max-pods={}", pods + 50);
     node.kubelet_with(&[max_pods.as_str()]);
     let proc = node.daemon.as_ref().expect("rkubelet running").proc();
-    let port = node.port();
+    let port = node.pods_port();
     let mut waves = Waves::new(proc, pods, waves, length);
     while let Some((wave, began)) = waves.next() {
         for i in 0..pods {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use hyper::header::{
+    HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, UPGRADE, X_CONTENT_TYPE_OPTIONS,
+};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,16 +28,18 @@ use tracing::{debug, info, warn};
 
 use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
-use super::stream::{instances_of, running_container, stream, Kind};
+use super::stream::{instances_of, running_container, stream, Asked, Kind};
 use crate::app::pods::PodStatusStore;
 use crate::domain::kubelet_api::logs::{
     decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
     restart_of_log_file, scan_newlines_back, status_shows_instance_running, LogOptions, LogWriter,
 };
 use crate::domain::kubelet_api::routes::{route, run_command, Port, Route, DEBUGGING_DISABLED};
+use crate::domain::kubelet_api::streaming::{is_websocket, port_forward_ports, stream_options};
 use crate::domain::kuberuntime::requests::pod_log_dir_in;
 use crate::domain::kuberuntime::runtime::ContainerState;
 use crate::domain::status::ApiContainerState;
+use crate::domain::units::go_quote;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
@@ -248,7 +252,9 @@ impl KubeletApi {
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": items})
     }
 
-    /// `/exec|attach/{ns}/{pod}[/{uid}]/{container}`, `/portForward/{ns}/{pod}[/{uid}]`.
+    /// `/exec|attach/{ns}/{pod}[/{uid}]/{container}`, `/portForward/{ns}/{pod}[/{uid}]`,
+    /// answered as upstream's `getExec`, `getAttach` and `getPortForward`: bad options
+    /// 400 before the pod is looked up, an unknown pod 404.
     async fn streaming(&self, kind: Kind, rest: &str, req: Request<Incoming>) -> Response<Body> {
         let segments: Vec<Option<String>> = rest.split('/').map(decode_segment).collect();
         let parts: Option<Vec<String>> = segments.into_iter().collect();
@@ -262,18 +268,34 @@ impl KubeletApi {
             (_, [ns, pod, uid, c]) => (ns, pod, Some(uid), c.clone()),
             _ => return not_found(),
         };
-        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
-            return response(
-                StatusCode::NOT_FOUND,
-                TEXT,
-                format!("pod {pod_name:?} does not exist\n"),
-            );
+        let query = req.uri().query().unwrap_or("");
+        let asked = if kind == Kind::PortForward {
+            let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+            let websocket = is_websocket(header(UPGRADE), header(CONNECTION));
+            port_forward_ports(query, websocket).map(Asked::Ports)
+        } else {
+            stream_options(query).map(Asked::Streams)
         };
-        if uid.is_some_and(|u| *u != pod.metadata.uid) {
+        let asked = match asked {
+            Ok(asked) => asked,
+            Err(message) => {
+                debug!(uri = %req.uri(), %message, "bad streaming request");
+                return response(StatusCode::BAD_REQUEST, TEXT, message);
+            }
+        };
+        let Some((pod, _)) = self.pods.find(namespace, pod_name) else {
+            return response(StatusCode::NOT_FOUND, TEXT, "pod does not exist");
+        };
+        if let Some(uid) = uid.filter(|u| **u != pod.metadata.uid) {
+            if kind == Kind::PortForward {
+                return response(StatusCode::NOT_FOUND, TEXT, "pod not found");
+            }
+            // Upstream looks the container up in the pod of that uid: none.
+            debug!(%uid, "no pod of that uid");
             return response(
-                StatusCode::NOT_FOUND,
+                StatusCode::INTERNAL_SERVER_ERROR,
                 TEXT,
-                format!("pod {pod_name:?} does not exist\n"),
+                format!("container not found ({})", go_quote(&container)),
             );
         }
         stream(
@@ -282,6 +304,7 @@ impl KubeletApi {
             &pod.metadata.uid,
             pod_name,
             &container,
+            asked,
             req,
         )
         .await
@@ -560,6 +583,46 @@ async fn reopened_at(path: &Path, current: &tokio::fs::File) -> Option<tokio::fs
     tokio::fs::File::open(path).await.ok()
 }
 
+/// Go's net/http answer to a plain HTTP request on a TLS port, exactly.
+const PLAIN_HTTP_ANSWER: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Whether the first five bytes of a connection are an HTTP request's rather than a TLS
+/// record header's (Go's `tlsRecordHeaderLooksLikeHTTP`).
+fn looks_like_http(header: &[u8]) -> bool {
+    matches!(header, b"GET /" | b"HEAD " | b"POST " | b"PUT /" | b"OPTIO")
+}
+
+/// Peeks at the client's first five bytes (left for the TLS handshake to read).
+async fn sent_plain_http(stream: &tokio::net::TcpStream) -> bool {
+    let mut header = [0u8; 5];
+    loop {
+        match stream.peek(&mut header).await {
+            Ok(5) => return looks_like_http(&header),
+            // Closed, or not a TLS record's header anyway: TLS says what went wrong.
+            Ok(0) | Err(_) => return false,
+            Ok(n)
+                if !b"GET /HEAD POST PUT /OPTIO"
+                    .windows(n)
+                    .any(|w| w == &header[..n]) =>
+            {
+                return false
+            }
+            // A few bytes of what may be HTTP: wait for the rest (bounded by the caller's
+            // handshake timeout).
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Writes Go's answer and closes the connection.
+async fn answer_plain_http(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    if stream.write_all(PLAIN_HTTP_ANSWER).await.is_ok() {
+        let _ = stream.shutdown().await;
+    }
+}
+
 async fn serve_connection<S>(
     stream: S,
     client_certificate: Option<Vec<u8>>,
@@ -631,8 +694,16 @@ pub async fn serve_api(
                         match acceptor {
                             None => serve_connection(stream, None, api, shutdown).await,
                             Some(acceptor) => {
-                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                                    Ok(Ok(tls)) => {
+                                let handshake = async {
+                                    if sent_plain_http(&stream).await {
+                                        answer_plain_http(stream).await;
+                                        return None;
+                                    }
+                                    Some(acceptor.accept(stream).await)
+                                };
+                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                                    Ok(None) => debug!(%peer, "plain HTTP on the TLS port"),
+                                    Ok(Some(Ok(tls))) => {
                                         let certificate = tls
                                             .get_ref()
                                             .1
@@ -641,7 +712,7 @@ pub async fn serve_api(
                                             .map(|c| c.as_ref().to_vec());
                                         serve_connection(tls, certificate, api, shutdown).await;
                                     }
-                                    Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+                                    Ok(Some(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
                                     Err(_) => debug!(%peer, "TLS handshake timed out"),
                                 }
                             }
@@ -672,6 +743,51 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    #[test]
+    fn http_is_told_from_tls_as_go_does() {
+        for header in [b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO"] {
+            assert!(looks_like_http(header));
+        }
+        // A TLS handshake record (ClientHello): 0x16 0x03 0x01 then a length.
+        assert!(!looks_like_http(&[0x16, 0x03, 0x01, 0x02, 0x00]));
+        assert!(!looks_like_http(b"PATCH"));
+        assert!(!looks_like_http(b"GET"));
+    }
+
+    #[tokio::test]
+    async fn plain_http_on_the_tls_port_gets_gos_400() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("addr: {e}"));
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .unwrap_or_else(|e| panic!("accept: {e}"));
+            if sent_plain_http(&stream).await {
+                answer_plain_http(stream).await;
+            }
+        });
+        let mut client = tokio::net::TcpStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        client
+            .write_all(b"GET /pods HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer))
+            .await
+            .unwrap_or_else(|e| panic!("no answer: {e}"))
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        assert_eq!(answer, PLAIN_HTTP_ANSWER);
+        assert!(server.await.is_ok());
+    }
 
     impl StillRunning for Arc<AtomicBool> {
         async fn still_running(&self) -> bool {

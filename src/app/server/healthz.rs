@@ -1,5 +1,8 @@
-//! The health, config and pod endpoints (`/healthz`, `/configz`, `/pods`): plain hyper, no framework, so the
-//! first answer comes within milliseconds of start-up and costs little memory.
+//! The healthz port (`healthzPort`, 10248): `/healthz` and its `/healthz/ping`, as
+//! upstream's `healthz.InstallHandler` on that port, and nothing else (404): it has no
+//! authentication, so `/pods` and `/configz` (which shows `staticPodURLHeader`) are served
+//! only by the authenticated kubelet API. Plain hyper, no framework, so the first answer
+//! comes within milliseconds of start-up and costs little memory.
 
 use crate::ports::error::Chain;
 use std::convert::Infallible;
@@ -39,19 +42,6 @@ pub struct Endpoints {
     pub checks: HealthChecks,
 }
 
-impl Endpoints {
-    /// `/configz` only; `/pods` lists no pod; `/healthz` has no check of its own.
-    pub fn configz_only(configz: ConfigzSource) -> Self {
-        Self {
-            configz,
-            pods: Arc::new(
-                || serde_json::json!({"kind": "PodList", "apiVersion": "v1", "items": []}),
-            ),
-            checks: Arc::new(Vec::new),
-        }
-    }
-}
-
 /// `/healthz`: `ok`, or upstream's failure answer (500, one line per check, the reasons
 /// withheld and logged).
 pub(crate) fn healthz_answer(checks: &HealthChecks) -> Response<Body> {
@@ -71,20 +61,6 @@ pub(crate) fn healthz_answer(checks: &HealthChecks) -> Response<Body> {
     }
     body.push_str("healthz check failed\n");
     response(StatusCode::INTERNAL_SERVER_ERROR, TEXT, body)
-}
-
-fn json_response(what: &str, body: &serde_json::Value) -> Response<Body> {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => response(StatusCode::OK, JSON, bytes),
-        Err(e) => {
-            warn!(error = %Chain(&e), what, "failed to encode a JSON answer");
-            response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                TEXT,
-                format!("failed to encode {what}: {e}\n"),
-            )
-        }
-    }
 }
 
 /// Why the server stopped other than by shutdown.
@@ -120,11 +96,11 @@ fn response(
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
-const JSON: &str = "application/json";
 
-/// Answers one request. Pure apart from calling `configz`, so it is tested directly too.
-fn route(method: &Method, path: &str, endpoints: &Endpoints) -> Response<Body> {
-    let known = matches!(path, "/healthz" | "/configz" | "/pods");
+/// Answers one request on the healthz port. Pure apart from running the checks, so it is
+/// tested directly too.
+fn route(method: &Method, path: &str, checks: &HealthChecks) -> Response<Body> {
+    let known = matches!(path, "/healthz" | "/healthz/ping");
     if !known {
         // Go's net/http wording, which operators and probes already know.
         return response(StatusCode::NOT_FOUND, TEXT, "404 page not found\n");
@@ -141,12 +117,9 @@ fn route(method: &Method, path: &str, endpoints: &Endpoints) -> Response<Body> {
         return resp;
     }
     match path {
-        "/healthz" => healthz_answer(&endpoints.checks),
-        "/pods" => json_response("pods", &(endpoints.pods)()),
-        _ => json_response(
-            "configz",
-            &serde_json::json!({ "kubeletconfig": (endpoints.configz)() }),
-        ),
+        "/healthz" => healthz_answer(checks),
+        // Upstream's `ping` check on its own path.
+        _ => response(StatusCode::OK, TEXT, "ok"),
     }
 }
 
@@ -170,11 +143,11 @@ pub(crate) async fn shutdown_requested(shutdown: &mut watch::Receiver<bool>) {
 
 async fn serve_connection(
     stream: TcpStream,
-    endpoints: Endpoints,
+    checks: HealthChecks,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let service = service_fn(move |req: Request<Incoming>| {
-        let resp = route(req.method(), req.uri().path(), &endpoints);
+        let resp = route(req.method(), req.uri().path(), &checks);
         async move { Ok::<_, Infallible>(resp) }
     });
     let conn = http1::Builder::new()
@@ -195,25 +168,24 @@ async fn serve_connection(
     }
 }
 
-/// Serves `/healthz` and `/configz` on `listener` until `shutdown` becomes true (or its sender
-/// is dropped), then lets in-flight requests finish and returns.
+/// Serves `/healthz` on `listener` until `shutdown` becomes true (or its sender is
+/// dropped), then lets in-flight requests finish and returns.
 ///
-/// `GET|HEAD /healthz` answers `ok`; `GET|HEAD /configz` answers `{"kubeletconfig": ...}`;
-/// `GET|HEAD /pods` the pod list;
-/// other paths 404; other methods on those paths 405.
+/// `GET|HEAD /healthz` answers `ok` (or the failed checks, 500); `GET|HEAD /healthz/ping`
+/// answers `ok`; other paths 404; other methods on those paths 405.
 ///
 /// # Errors
 /// [`ServerError::Accept`] when the listener cannot accept any more (EINVAL: not listening).
 /// Per-connection failures and resource exhaustion are logged and survived.
 pub async fn serve_health(
     listener: TcpListener,
-    endpoints: Endpoints,
+    checks: HealthChecks,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
     let addr = listener
         .local_addr()
         .map_or_else(|_| "<unknown>".to_owned(), |a| a.to_string());
-    info!(%addr, "serving healthz, configz and pods");
+    info!(%addr, "serving healthz");
     let mut connections = JoinSet::new();
     let result = loop {
         tokio::select! {
@@ -224,7 +196,7 @@ pub async fn serve_health(
                     let _ = stream.set_nodelay(true);
                     connections.spawn(serve_connection(
                         stream,
-                        endpoints.clone(),
+                        Arc::clone(&checks),
                         shutdown.clone(),
                     ));
                 }
@@ -267,7 +239,6 @@ pub async fn serve_health(
 mod tests {
     use super::*;
     use std::net::SocketAddr;
-    use std::sync::RwLock;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::task::JoinHandle;
 
@@ -282,20 +253,16 @@ mod tests {
         task: JoinHandle<Result<(), ServerError>>,
     }
 
-    async fn start(configz: ConfigzSource) -> Result<Running, io::Error> {
+    async fn start(checks: HealthChecks) -> Result<Running, io::Error> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, shutdown) = watch::channel(false);
-        let task = tokio::spawn(serve_health(
-            listener,
-            Endpoints::configz_only(configz),
-            shutdown,
-        ));
+        let task = tokio::spawn(serve_health(listener, checks, shutdown));
         Ok(Running { addr, stop, task })
     }
 
-    fn static_configz() -> ConfigzSource {
-        Arc::new(|| serde_json::json!({ "port": 10250 }))
+    fn healthy() -> HealthChecks {
+        Arc::new(|| vec![("pleg", Ok(()))])
     }
 
     /// The parts of an HTTP/1.1 answer the tests look at.
@@ -349,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_answers_ok() -> TestResult {
-        let running = start(static_configz()).await?;
+        let running = start(healthy()).await?;
         let answer = request(running.addr, "GET", "/healthz").await?;
         assert_eq!(answer.status, 200);
         assert_eq!(answer.body, "ok");
@@ -358,34 +325,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn configz_wraps_the_live_config() -> TestResult {
-        let config = Arc::new(RwLock::new(serde_json::json!({ "port": 10250 })));
-        let reader = Arc::clone(&config);
-        let configz: ConfigzSource =
-            Arc::new(move || reader.read().map_or(serde_json::Value::Null, |v| v.clone()));
-        let running = start(configz).await?;
-
-        let answer = request(running.addr, "GET", "/configz").await?;
-        assert_eq!(answer.status, 200);
-        assert_eq!(answer.header("content-type"), Some(JSON));
-        let body: serde_json::Value = serde_json::from_str(&answer.body)?;
-        assert_eq!(
-            body,
-            serde_json::json!({ "kubeletconfig": { "port": 10250 } })
-        );
-
-        if let Ok(mut v) = config.write() {
-            *v = serde_json::json!({ "port": 10251 });
+    async fn only_healthz_is_served_without_authentication() -> TestResult {
+        let running = start(healthy()).await?;
+        let answer = request(running.addr, "GET", "/healthz/ping").await?;
+        assert_eq!((answer.status, answer.body.as_str()), (200, "ok"));
+        // What the authenticated kubelet API serves is not here: /configz shows
+        // staticPodURLHeader, /pods every pod's spec.
+        for path in [
+            "/pods",
+            "/pods/",
+            "/configz",
+            "/metrics",
+            "/metrics/cadvisor",
+            "/stats/summary",
+            "/debug/pprof/",
+            "/runningpods/",
+            "/healthz/log",
+            "/healthz/syncloop",
+            "/",
+        ] {
+            let answer = request(running.addr, "GET", path).await?;
+            assert_eq!(
+                (answer.status, answer.body.as_str()),
+                (404, "404 page not found\n"),
+                "{path}"
+            );
         }
-        let answer = request(running.addr, "GET", "/configz").await?;
-        let body: serde_json::Value = serde_json::from_str(&answer.body)?;
-        assert_eq!(body["kubeletconfig"]["port"], 10251);
         stop(running).await
     }
 
     #[tokio::test]
     async fn unknown_paths_are_404_and_other_methods_405() -> TestResult {
-        let running = start(static_configz()).await?;
+        let running = start(healthy()).await?;
         let answer = request(running.addr, "GET", "/metrics").await?;
         assert_eq!(answer.status, 404);
         let answer = request(running.addr, "GET", "/healthz/extra").await?;
@@ -393,14 +364,14 @@ mod tests {
         let answer = request(running.addr, "POST", "/healthz").await?;
         assert_eq!(answer.status, 405);
         assert_eq!(answer.header("allow"), Some("GET, HEAD"));
-        let answer = request(running.addr, "DELETE", "/configz").await?;
+        let answer = request(running.addr, "DELETE", "/healthz/ping").await?;
         assert_eq!(answer.status, 405);
         stop(running).await
     }
 
     #[tokio::test]
     async fn head_answers_without_a_body() -> TestResult {
-        let running = start(static_configz()).await?;
+        let running = start(healthy()).await?;
         let answer = request(running.addr, "HEAD", "/healthz").await?;
         assert_eq!(answer.status, 200);
         assert_eq!(answer.body, "");
@@ -409,7 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_closes_idle_keep_alive_connections() -> TestResult {
-        let running = start(static_configz()).await?;
+        let running = start(healthy()).await?;
         // A keep-alive client that got its answer and now sits idle.
         let mut idle = TcpStream::connect(running.addr).await?;
         idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -429,7 +400,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_shutdown_sender_stops_the_server() -> TestResult {
-        let running = start(static_configz()).await?;
+        let running = start(healthy()).await?;
         drop(running.stop);
         tokio::time::timeout(TEST_DEADLINE, running.task).await???;
         Ok(())
@@ -437,18 +408,16 @@ mod tests {
 
     #[test]
     fn a_failing_check_fails_healthz_in_upstreams_form() {
-        let mut endpoints = Endpoints::configz_only(static_configz());
-        endpoints.checks = Arc::new(|| {
+        let checks: HealthChecks = Arc::new(|| {
             vec![(
                 "pleg",
                 Err("pleg was last seen active 3m1s ago; threshold is 3m0s".into()),
             )]
         });
-        let answer = route(&Method::GET, "/healthz", &endpoints);
+        let answer = route(&Method::GET, "/healthz", &checks);
         assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        endpoints.checks = Arc::new(|| vec![("pleg", Ok(()))]);
         assert_eq!(
-            route(&Method::GET, "/healthz", &endpoints).status(),
+            route(&Method::GET, "/healthz", &healthy()).status(),
             StatusCode::OK
         );
         let stalled: HealthChecks = Arc::new(|| vec![("pleg", Err("stalled".into()))]);
@@ -467,21 +436,25 @@ mod tests {
 
     #[test]
     fn route_is_exact_about_paths() {
-        let configz = Endpoints::configz_only(static_configz());
+        let checks = healthy();
         assert_eq!(
-            route(&Method::GET, "/healthz", &configz).status(),
+            route(&Method::GET, "/healthz", &checks).status(),
             StatusCode::OK
         );
         assert_eq!(
-            route(&Method::GET, "/", &configz).status(),
+            route(&Method::GET, "/", &checks).status(),
             StatusCode::NOT_FOUND
         );
         assert_eq!(
-            route(&Method::PUT, "/nope", &configz).status(),
+            route(&Method::PUT, "/nope", &checks).status(),
             StatusCode::NOT_FOUND
         );
         assert_eq!(
-            route(&Method::PUT, "/configz", &configz).status(),
+            route(&Method::GET, "/configz", &checks).status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            route(&Method::PUT, "/healthz", &checks).status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
     }

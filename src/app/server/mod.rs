@@ -1,4 +1,5 @@
-//! The kubelet's HTTP servers: today the healthz port (`/healthz`, `/configz`, `/pods`).
+//! The kubelet's HTTP servers: the healthz port (`/healthz` only) and the kubelet API
+//! (10250, authenticated; the read-only port when enabled).
 pub mod api;
 pub mod auth;
 pub mod healthz;

@@ -13,11 +13,12 @@ use hyper_util::rt::TokioIo;
 use tracing::{debug, warn};
 
 use super::api::Body;
-use crate::domain::kubelet_api::logs::query_pairs;
+use crate::domain::kubelet_api::streaming::StreamOptions;
 use crate::domain::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerFilter, ContainerState, SandboxFilter, SandboxState,
 };
+use crate::domain::units::go_quote;
 use crate::ports::error::Chain;
 use crate::ports::runtime::{RuntimeError, RuntimeService, StreamRequest};
 
@@ -29,38 +30,14 @@ pub enum Kind {
     PortForward,
 }
 
-/// The flags of an exec or attach query (`stdin=1`, `tty=1`...) and its commands.
-struct StreamQuery {
-    command: Vec<String>,
-    stdin: bool,
-    stdout: bool,
-    stderr: bool,
-    tty: bool,
-    ports: Vec<i32>,
-}
-
-fn parse_query(query: &str) -> Option<StreamQuery> {
-    let mut q = StreamQuery {
-        command: Vec::new(),
-        stdin: false,
-        stdout: false,
-        stderr: false,
-        tty: false,
-        ports: Vec::new(),
-    };
-    let on = |v: &str| v == "1" || v == "true";
-    for (key, value) in query_pairs(query)? {
-        match key.as_str() {
-            "command" | "cmd" => q.command.push(value),
-            "input" | "stdin" => q.stdin = on(&value),
-            "output" | "stdout" => q.stdout = on(&value),
-            "error" | "stderr" => q.stderr = on(&value),
-            "tty" => q.tty = on(&value),
-            "port" => q.ports.push(value.parse().ok()?),
-            _ => {}
-        }
-    }
-    Some(q)
+/// What the request asked for, read before the pod is looked up
+/// (`domain::kubelet_api::streaming`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// An exec's or attach's streams (and an exec's command).
+    Streams(StreamOptions),
+    /// A port-forward's ports (none for SPDY: its streams name them).
+    Ports(Vec<u16>),
 }
 
 fn plain(status: StatusCode, body: String) -> Response<Body> {
@@ -124,44 +101,50 @@ pub async fn instances_of(
     runtime.list_containers(&filter).await
 }
 
-/// Answers a streaming request for the pod `pod_uid` (found by the caller).
+/// Answers a streaming request for the pod `pod_uid` (found by the caller), with what the
+/// request `asked` (read, and refused when bad, by the caller).
 pub async fn stream(
     runtime: Arc<dyn RuntimeService>,
     kind: Kind,
     pod_uid: &str,
     pod_name: &str,
     container: &str,
+    asked: Asked,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    let Some(query) = parse_query(req.uri().query().unwrap_or("")) else {
-        return plain(StatusCode::BAD_REQUEST, "unable to decode query\n".into());
-    };
     let Some(id) = target(runtime.as_ref(), kind, pod_uid, container).await else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            format!("container {container:?} not found in pod {pod_name:?}\n"),
-        );
+        // Upstream's `GetExec`/`GetAttach`/`GetPortForward` errors, written as 500s.
+        let message = if kind == Kind::PortForward {
+            format!("pod not found ({})", go_quote(pod_name))
+        } else {
+            format!("container not found ({})", go_quote(container))
+        };
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, message);
     };
-    let request = match kind {
-        Kind::Exec => StreamRequest::Exec {
+    let request = match (kind, asked) {
+        (Kind::Exec, Asked::Streams(o)) => StreamRequest::Exec {
             container_id: id,
-            cmd: query.command,
-            tty: query.tty,
-            stdin: query.stdin,
-            stdout: query.stdout,
-            stderr: query.stderr && !query.tty,
+            cmd: o.command,
+            tty: o.tty,
+            stdin: o.stdin,
+            stdout: o.stdout,
+            stderr: o.stderr,
         },
-        Kind::Attach => StreamRequest::Attach {
+        (Kind::Attach, Asked::Streams(o)) => StreamRequest::Attach {
             container_id: id,
-            tty: query.tty,
-            stdin: query.stdin,
-            stdout: query.stdout,
-            stderr: query.stderr && !query.tty,
+            tty: o.tty,
+            stdin: o.stdin,
+            stdout: o.stdout,
+            stderr: o.stderr,
         },
-        Kind::PortForward => StreamRequest::PortForward {
+        (Kind::PortForward, Asked::Ports(ports)) => StreamRequest::PortForward {
             sandbox_id: id,
-            ports: query.ports,
+            ports: ports.into_iter().map(i32::from).collect(),
         },
+        (kind, asked) => {
+            warn!(?kind, ?asked, "a streaming request read as another kind");
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error".into());
+        }
     };
     let url = match runtime.streaming_url(&request).await {
         Ok(url) => url,

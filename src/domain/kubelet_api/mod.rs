@@ -4,5 +4,7 @@
 //! `kubectl logs`' options.
 pub mod auth;
 pub mod logs;
+pub mod review_cache;
 pub mod routes;
 pub mod settings;
+pub mod streaming;
