@@ -59,4 +59,9 @@ pub trait Pki: Send + Sync {
 
     /// The subject's common name and organizations of a DER certificate (a client's).
     fn subject(&self, der: &[u8]) -> Result<(String, Vec<String>), PkiError>;
+
+    /// A digest of a bearer token keyed with a secret of this process (upstream's
+    /// HMAC-SHA256 cache key): what the review cache keeps, so no token stays in
+    /// memory after its request and none can be read back from the cache.
+    fn token_digest(&self, token: &str) -> String;
 }

@@ -98,4 +98,8 @@ impl Pki for FakePki {
                 .collect(),
         ))
     }
+
+    fn token_digest(&self, token: &str) -> String {
+        format!("digest of {token}")
+    }
 }

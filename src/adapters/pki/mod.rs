@@ -30,6 +30,16 @@ pub fn digested_name(public_key_der: &[u8], subject: &NodeSubject, usages: &[&st
     format!("node-csr-{}", encode(digest.as_ref()))
 }
 
+/// The process's secret for token digests, made once (`None` when the system's random
+/// source fails: then an unkeyed SHA-256, which still keeps no token).
+fn token_key() -> Option<&'static ring::hmac::Key> {
+    static KEY: std::sync::OnceLock<Option<ring::hmac::Key>> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &ring::rand::SystemRandom::new()).ok()
+    })
+    .as_ref()
+}
+
 impl Pki for RcgenPki {
     fn generate_key(&self) -> Result<String, PkiError> {
         KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
@@ -122,12 +132,33 @@ impl Pki for RcgenPki {
             .collect();
         Ok((common_name, organizations))
     }
+
+    fn token_digest(&self, token: &str) -> String {
+        let tag = match token_key() {
+            Some(key) => ring::hmac::sign(key, token.as_bytes()).as_ref().to_vec(),
+            None => ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+                .as_ref()
+                .to_vec(),
+        };
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::node_status::certificate::{node_subject, CLIENT_USAGES};
+
+    #[test]
+    fn a_token_digest_is_stable_distinct_and_keeps_nothing_of_the_token() {
+        let token = "eyJhbGciOiJSUzI1NiJ9.secret-part";
+        let digest = RcgenPki.token_digest(token);
+        assert_eq!(digest, RcgenPki.token_digest(token));
+        assert_ne!(digest, RcgenPki.token_digest("another"));
+        assert!(!digest.contains("secret"), "{digest}");
+        // 32 bytes of HMAC-SHA256, base64url without padding.
+        assert_eq!(digest.len(), 43);
+    }
 
     #[test]
     fn a_request_for_the_node_with_a_stable_digest_name() {

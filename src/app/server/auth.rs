@@ -193,21 +193,22 @@ impl Guard {
         token: &str,
         ttl: Duration,
     ) -> Shared<Option<UserInfo>> {
+        let key = self.pki.token_digest(token);
         let cached = self
             .tokens
             .lock()
             .ok()
-            .and_then(|mut c| c.get(token, self.now()));
+            .and_then(|mut c| c.get(&key, self.now()));
         if let Some(user) = cached {
             return Ok(user);
         }
         self.token_flights
-            .once(token, || async {
+            .once(&key, || async {
                 let _permit = self.in_flight.acquire().await;
                 let answer = authenticator.authenticate_token(token).await;
                 let ttl = token_answer_ttl(ttl, answer.as_ref().ok());
                 if let (Ok(user), Ok(mut cache)) = (&answer, self.tokens.lock()) {
-                    cache.put(token.to_owned(), user.clone(), ttl, self.now());
+                    cache.put(key.clone(), user.clone(), ttl, self.now());
                 }
                 answer.map_err(|e| Chain(&e).to_string())
             })
