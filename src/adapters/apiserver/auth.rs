@@ -26,12 +26,12 @@ use kube::api::{Api, PostParams};
 use kube::client::ConfigExt;
 use tower::ServiceBuilder;
 
-use super::errors::chain_message;
 use super::kubeconfig::client_config;
 use super::observed::ObservedLayer;
 use crate::domain::kubelet_api::auth::{Attributes, Decision, UserInfo};
 use crate::ports::api::ApiRequestObserver;
 use crate::ports::auth::{AuthError, Authenticator, Authorizer};
+use crate::ports::error::Chain;
 
 /// Idle HTTP/1.1 connections kept to the API server when it does not speak HTTP/2.
 pub const MAX_IDLE_CONNECTIONS: usize = 2;
@@ -139,7 +139,7 @@ impl KubeReviewer {
             .await
             .map_err(|e| fail(e.to_string(), Some(Box::new(e))))?;
         let client = review_client(&config, self.timeout, self.observer.as_ref())
-            .map_err(|e| fail(chain_message(&e), Some(Box::new(e))))?;
+            .map_err(|e| fail(Chain(&e).to_string(), Some(Box::new(e))))?;
         if let Ok(mut slot) = self.client.lock() {
             *slot = Some(client.clone());
         }
@@ -192,7 +192,7 @@ impl KubeReviewer {
                 }
                 Err(AuthError::Review {
                     what,
-                    message: chain_message(&e),
+                    message: Chain(&e).to_string(),
                     source: Some(Box::new(e)),
                 })
             }

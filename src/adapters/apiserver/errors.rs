@@ -4,6 +4,7 @@
 use std::error::Error as StdError;
 
 use crate::ports::api::{CallError, CallErrorKind, Cause};
+use crate::ports::error::Chain;
 
 /// What the API server said, for the ports' specific variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,21 +13,6 @@ pub enum Answer {
     AlreadyExists,
     Conflict,
     Other,
-}
-
-/// The chain of causes as one line, outermost first, without repeats (hyper and rustls
-/// often repeat their inner message).
-pub fn chain_message(error: &(dyn StdError + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-    while let Some(e) = current {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        current = e.source();
-    }
-    parts.join(": ")
 }
 
 fn is_timeout(error: &(dyn StdError + 'static)) -> bool {
@@ -66,7 +52,12 @@ pub fn classify(error: kube::Error) -> (Answer, CallError) {
                 kube::Error::Auth(_) => CallErrorKind::Unauthorized,
                 _ => CallErrorKind::Other,
             };
-            (Answer::Other, kind, chain_message(&other), Box::new(other))
+            (
+                Answer::Other,
+                kind,
+                Chain(&other).to_string(),
+                Box::new(other),
+            )
         }
     };
     (
@@ -155,7 +146,7 @@ mod tests {
         let inner = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let outer = kube::Error::ReadEvents(inner);
         assert_eq!(
-            chain_message(&outer),
+            crate::ports::error::Chain(&outer).to_string(),
             "Error reading events stream: refused"
         );
     }

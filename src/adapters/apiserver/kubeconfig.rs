@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 
-use super::errors::chain_message;
 use crate::ports::api::{ConnectError, KubeconfigSummary};
+use crate::ports::error::Chain;
 
 fn problem(path: &Path, text: impl Into<String>) -> ConnectError {
     ConnectError::Kubeconfig {
@@ -37,7 +37,7 @@ fn read(path: &Path) -> Result<Kubeconfig, ConnectError> {
     }
     Kubeconfig::read_from(path).map_err(|e| ConnectError::Kubeconfig {
         path: path.to_path_buf(),
-        problem: format!("not a valid kubeconfig: {}", chain_message(&e)),
+        problem: format!("not a valid kubeconfig: {}", Chain(&e)),
         source: Some(Box::new(e)),
     })
 }
@@ -142,7 +142,7 @@ pub async fn client_config(path: &Path) -> Result<Config, ConnectError> {
         .await
         .map_err(|e| ConnectError::Kubeconfig {
             path: path.to_path_buf(),
-            problem: chain_message(&e),
+            problem: Chain(&e).to_string(),
             source: Some(Box::new(e)),
         })
 }

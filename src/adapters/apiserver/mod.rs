@@ -37,6 +37,7 @@ use crate::ports::api::{
     ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi,
     LeasesError, NodeApi, NodesError,
 };
+use crate::ports::error::Chain;
 use errors::{classify, conversion, timed_out, Answer};
 
 /// How the connector's clients behave.
@@ -226,7 +227,7 @@ impl ApiConnector for KubeConnector {
             ConnectError::Client {
                 path: path.to_path_buf(),
                 server: server.clone(),
-                problem: errors::chain_message(&e),
+                problem: Chain(&e).to_string(),
                 source: Some(Box::new(e)),
             }
         })?;

@@ -45,7 +45,7 @@ impl FailureLog {
             warn!(
                 what = self.what,
                 failures = self.failures,
-                error = %crate::app::node::error_chain(error),
+                error = %crate::ports::error::Chain(error),
                 "{} failed; retrying with back-off", self.what
             );
         }

@@ -49,21 +49,6 @@ use register::{register, Registered};
 use runtime_watch::{check_once, watch_runtime, RuntimeHealth};
 use status_loop::{run_status_loop, StatusState};
 
-/// The chain of an error's causes on one line, for logs.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// What the agent is configured with (from flags and the configuration file).
 #[derive(Debug, Clone)]
 pub struct NodeAgentSettings {
@@ -414,7 +399,7 @@ async fn run(settings: NodeAgentSettings, deps: NodeAgentDeps) {
             match api.get_node(&agent.settings.registration.node_name).await {
                 Ok(node) => break Registered::Adopted(node),
                 Err(e) => {
-                    error!(error = %error_chain(&e), "registerNode is false and the Node cannot be read; retrying");
+                    error!(error = %crate::ports::error::Chain(&e), "registerNode is false and the Node cannot be read; retrying");
                     tokio::time::sleep(Duration::from_secs(7)).await;
                 }
             }

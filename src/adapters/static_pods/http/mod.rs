@@ -158,7 +158,7 @@ impl HttpSource {
             .await
             .map_err(|e| HttpSourceError::Fetch {
                 url: self.url.clone(),
-                reason: error_chain(&e),
+                reason: Chain(&e).to_string(),
             })?;
         let status = response.status();
         // Upstream reads the body first; an error page is not worth reading.
@@ -180,7 +180,7 @@ impl HttpSource {
                 } else {
                     HttpSourceError::Body {
                         url: self.url.clone(),
-                        reason: error_chain(e.as_ref()),
+                        reason: Chain(e.as_ref()).to_string(),
                     }
                 }
             })?;
@@ -352,19 +352,6 @@ fn header_map(headers: &BTreeMap<String, Vec<String>>) -> Result<HeaderMap, Http
         }
     }
     Ok(map)
-}
-
-/// An error and its causes: hyper's own messages ("client error
-/// (Connect)") hide the reason in the source chain.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]
