@@ -269,6 +269,12 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
 #[test]
 fn the_binary_loads_every_field_and_warns_once() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // The file's client CA (kubeadm's path) is not on a test machine, and the kubelet
+    // API, as upstream's, does not start without it: one of the test's own.
+    let ca = dir.path().join("ca.crt");
+    let certified = rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()])
+        .expect("a self-signed CA");
+    std::fs::write(&ca, certified.cert.pem()).expect("CA written");
     let args: Vec<String> = vec![
         format!(
             "--config={}",
@@ -276,6 +282,7 @@ fn the_binary_loads_every_field_and_warns_once() {
         ),
         format!("--root-dir={}", dir.path().join("root").display()),
         format!("--pod-logs-dir={}", dir.path().join("logs").display()),
+        format!("--client-ca-file={}", ca.display()),
     ];
     let daemon = start_daemon(&args, false);
     let log = daemon.log_text();

@@ -225,6 +225,8 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         &format!("--node-ip={}", host_ip()),
         &format!("--client-ca-file={}", ca.display()),
         &format!("--cert-dir={}", pki.display()),
+        // Closed, as by default: the test checks it stays shut.
+        "--read-only-port=0",
     ]);
     let talker = format!("/containerLogs/default/talker-{NODE}/c");
 
@@ -1372,8 +1374,12 @@ async fn a_flood_of_random_tokens_is_refused_over_few_api_server_connections() {
         took.as_secs_f64()
     );
     assert_eq!(codes.get(&401), Some(&REQUESTS), "{codes:?}");
+    // The count is every connection of rkubelet's to the API server: the node's own
+    // clients (Lease, status, events over HTTP/1.1) open one more each when a call
+    // overlaps another, which a loaded machine makes likelier (CI's run of the whole
+    // suite saw 5 more); one connection per review would be hundreds.
     assert!(
-        most <= before + 2,
+        most <= before + 8,
         "rkubelet opened {} connections to the API server for the reviews (had {before}); log:\n{}",
         most - before,
         daemon.log_text()
