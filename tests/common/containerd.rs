@@ -45,6 +45,24 @@ impl Containerd {
         if let Some(missing) = Containerd::unavailable() {
             return Err(missing);
         }
+        // containerd-up.sh derives the pod subnet from the base directory's name (one /22
+        // of 4,096) and refuses one that overlaps a live instance's (another test's, or
+        // another run's on this machine): with several tests at once a chance clash is
+        // likely enough over a run, so it takes another name rather than failing the test.
+        let mut attempt = 0;
+        loop {
+            let instance = match attempt {
+                0 => name.to_string(),
+                n => format!("{name}-{n}"),
+            };
+            match Containerd::try_start_as(&instance, disk_mib) {
+                Err(e) if e.contains("overlaps") && attempt < 5 => attempt += 1,
+                started => return started,
+            }
+        }
+    }
+
+    fn try_start_as(name: &str, disk_mib: Option<u64>) -> Result<Containerd, String> {
         let base = PathBuf::from(format!("/tmp/rkcri-{}-{name}", std::process::id()));
         if let Some(mib) = disk_mib {
             std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
@@ -72,6 +90,14 @@ impl Containerd {
             .output()
             .map_err(|e| format!("containerd-up.sh does not run: {e}"))?;
         if !out.status.success() {
+            if String::from_utf8_lossy(&out.stderr).contains("overlaps") {
+                // Refused before it made anything but the folder (and its tmpfs).
+                guard.down = true;
+                if disk_mib.is_some() {
+                    let _ = Command::new("umount").arg(&base).status();
+                }
+                let _ = std::fs::remove_dir(&base);
+            }
             return Err(format!(
                 "containerd-up.sh failed:\n{}\n{}",
                 String::from_utf8_lossy(&out.stdout),
