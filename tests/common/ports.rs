@@ -36,7 +36,19 @@ fn pick_ports(pair: bool) -> u16 {
         }
         usable
     };
-    if let Ok(range) = std::env::var("RKUBELET_TEST_PORTS") {
+    // Under nextest each test is a process of its own, so the set above cannot keep two
+    // running tests apart: each slot (unique among the tests running at once) takes its
+    // own window below the kernel's ephemeral range, which no other test's and no
+    // outgoing connection's port falls in.
+    let slot_range = std::env::var("NEXTEST_TEST_GLOBAL_SLOT")
+        .ok()
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|slot| *slot < 12)
+        .map(|slot| {
+            let low = 20_000 + slot * 1_000;
+            format!("{low}-{}", low + 999)
+        });
+    if let Some(range) = std::env::var("RKUBELET_TEST_PORTS").ok().or(slot_range) {
         let (low, high) = range
             .split_once('-')
             .and_then(|(l, h)| Some((l.parse::<u16>().ok()?, h.parse::<u16>().ok()?)))
