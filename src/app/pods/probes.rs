@@ -20,7 +20,8 @@ use tracing::{debug, info, warn};
 use super::sync::SyncContext;
 use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
+use crate::domain::kuberuntime::teardown;
 use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
@@ -50,14 +51,7 @@ pub(super) fn log_event(ctx: &SyncContext, pod: &Pod, container: &str, event: &P
 /// The IP handlers without a host go to: the pod's newest ready sandbox's, the node's for
 /// a host-network pod (`handler_pod_ip`); empty when none.
 fn pod_ip(ctx: &SyncContext, pod: Option<&Pod>, status: &PodRuntimeStatus) -> String {
-    let sandbox_ip = status
-        .sandboxes
-        .first()
-        .filter(|s| s.state == SandboxState::Ready)
-        .map(|s| s.ip.as_str())
-        .unwrap_or_default();
-    let host_network = pod.is_some_and(|p| p.spec.host_network);
-    handler_pod_ip(host_network, sandbox_ip, &ctx.volumes.node_ip())
+    kill_ip(ctx, pod, teardown::hooks_sandbox_ip(status))
 }
 
 /// Runs a resolved handler: exec in the container, network checks from the node.
@@ -244,6 +238,12 @@ pub(super) fn stop_kill(name: &str, id: &str, grace: i64) -> ContainerKill {
         message: format!("Stopping container {name}"),
         grace_period_secs: grace,
     }
+}
+
+/// The pod IP a kill's hooks use, given the sandbox's.
+pub(super) fn kill_ip(ctx: &SyncContext, pod: Option<&Pod>, sandbox_ip: &str) -> String {
+    let host_network = pod.is_some_and(|p| p.spec.host_network);
+    handler_pod_ip(host_network, sandbox_ip, &ctx.volumes.node_ip())
 }
 
 /// The pod IP a kill's hooks use.
