@@ -17,10 +17,12 @@ pub mod manager;
 pub mod mirror;
 pub mod pleg;
 pub mod probes;
+mod pulls;
 pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
+pub mod terminate;
 pub mod volume_manager;
 pub mod volumes;
 mod worker;
@@ -487,7 +489,7 @@ impl PodLoop {
         for uid in crate::domain::kuberuntime::gc::orphaned_pod_dirs(&found, &keep) {
             let dir = pods_dir.join(&uid);
             info!(%uid, dir = %dir.display(), "removing the folder of an orphaned pod");
-            if !sync::remove_pod_dir(ctx, dir).await {
+            if !terminate::remove_pod_dir(ctx, dir).await {
                 warn!(%uid, "failed to remove the folder of an orphaned pod");
             }
         }

@@ -2,7 +2,7 @@
 //! present, ask the domain for the sync plan (`plan_pod_sync`), then carry it out
 //! (kill, create the sandbox, pull images, create and start containers), record what
 //! happened (pull failures feed the pull back-off), and collect dead containers.
-//! Also termination.
+//! Termination is in `terminate.rs`, pulls in `pulls.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,24 +17,21 @@ use super::volumes::{off_runtime, FilesError};
 use crate::app::container_manager::ContainerManager;
 use crate::app::pods::runtime_state::{image_presence, pod_runtime_view};
 use crate::domain::kuberuntime::backoff::{image_pull_key, Backoff, BackoffPolicy};
-use crate::domain::kuberuntime::credentials::AuthConfig;
 use crate::domain::kuberuntime::hosts::ETC_HOSTS_PATH;
 use crate::domain::kuberuntime::log_rotation::belongs_to_instance;
-use crate::domain::kuberuntime::plan::{ImageFacts, RETRY_AFTER_ERROR};
+use crate::domain::kuberuntime::plan::ImageFacts;
 use crate::domain::kuberuntime::pod_sync::{
     Answer, Created, Effect, Need, PlanningFacts, PodSync, PulledImage, Step,
 };
-use crate::domain::kuberuntime::requests::{pod_dir, pod_log_dir, RequestContext};
+use crate::domain::kuberuntime::requests::{pod_log_dir, RequestContext};
 use crate::domain::kuberuntime::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus};
-use crate::domain::kuberuntime::teardown::{self, Stopping, TerminationPlan};
 use crate::domain::kuberuntime::termination;
 use crate::domain::pod::Pod;
-use crate::domain::units::duration::GoDuration;
 use crate::domain::volumes::subpath::SubPath;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::prober::{NoProber, Prober};
-use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
+use crate::ports::runtime::{ImageService, RuntimeService};
 
 /// What a sync needs from the world, shared by every pod worker.
 pub struct SyncContext {
@@ -104,7 +101,7 @@ impl SyncContext {
     }
 
     /// Monotonic time, for the in-memory pull back-off.
-    fn monotonic(&self) -> Duration {
+    pub(super) fn monotonic(&self) -> Duration {
         Duration::from_nanos(self.clock.monotonic_nanos())
     }
 
@@ -122,7 +119,7 @@ impl SyncContext {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Back-off tables stay usable after a panic elsewhere; they hold plain data.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -288,7 +285,7 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
         } => {
             info!(%reason, "killing pod");
             let ip = probes::kill_ip(ctx, Some(pod), &sandbox_ip);
-            stop_pod(ctx, Some(pod), &ip, &plan).await;
+            super::terminate::stop_pod(ctx, Some(pod), &ip, &plan).await;
             Answer::Done
         }
         Effect::StopContainer {
@@ -344,7 +341,7 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
         }
         Effect::PullImage {
             image, credentials, ..
-        } => pull_image(ctx, pod, &image, &credentials).await,
+        } => super::pulls::pull_image(ctx, pod, &image, &credentials).await,
         Effect::CreateMessageFile { path, .. } => match create_message_file(ctx, &path).await {
             Ok(()) => Answer::Done,
             Err(error) => Answer::Failed(io_cause(&error)),
@@ -522,230 +519,6 @@ fn io_cause(error: &FilesError) -> String {
         cause = next;
     }
     cause.to_string()
-}
-
-/// Pulls `image`; a failure is recorded in the pull back-off (upstream's
-/// `EnsureImageExists` after its decision), a success resets it.
-async fn pull_image(
-    ctx: &SyncContext,
-    pod: &Pod,
-    image: &str,
-    credentials: &[AuthConfig],
-) -> Answer {
-    let key = image_pull_key(&pod.metadata.uid, image);
-    let started = ctx.clock.monotonic_nanos();
-    match pull_with_credentials(ctx.images.as_ref(), image, credentials).await {
-        Ok(reference) => {
-            let took = GoDuration::from_nanos(
-                i64::try_from(ctx.clock.monotonic_nanos().saturating_sub(started))
-                    .unwrap_or(i64::MAX),
-            );
-            debug!(image, %reference, "pulled image");
-            lock(&ctx.image_backoff).reset(&key);
-            Answer::Pulled { took }
-        }
-        Err(error) => {
-            let mut backoff = lock(&ctx.image_backoff);
-            // Keys of pods gone without their spec (orphans, pods from before a restart)
-            // are not reset; the table keeps only the failures still counting.
-            backoff.gc(ctx.monotonic());
-            backoff.record_failure(&key, ctx.monotonic());
-            // Look again soon: the status then says ImagePullBackOff until the next pull.
-            let retry_after = backoff
-                .current_delay(&key)
-                .map_or(RETRY_AFTER_ERROR, |d| d.min(RETRY_AFTER_ERROR));
-            Answer::PullFailed {
-                error: Chain(&error).to_string(),
-                retry_after,
-            }
-        }
-    }
-}
-
-/// Upstream's `PullImage`: anonymously when no credential matches the image's
-/// registry, else with each matching credential in turn until one works; the errors of
-/// all the attempts when none does.
-async fn pull_with_credentials(
-    images: &dyn ImageService,
-    image: &str,
-    credentials: &[AuthConfig],
-) -> Result<String, RuntimeError> {
-    if credentials.is_empty() {
-        return images.pull_image(image, None).await;
-    }
-    let mut errors = Vec::new();
-    for auth in credentials {
-        match images.pull_image(image, Some(auth)).await {
-            Ok(reference) => return Ok(reference),
-            Err(e) => errors.push(e),
-        }
-    }
-    match errors.len() {
-        1 => Err(errors.remove(0)),
-        _ => Err(RuntimeError::Failed {
-            call: "PullImage".into(),
-            source: std::sync::Arc::new(PullErrors(
-                errors.iter().map(|e| Chain(e).to_string()).collect(),
-            )),
-        }),
-    }
-}
-
-/// The errors of several pull attempts, as upstream's aggregate prints them.
-#[derive(Debug)]
-struct PullErrors(Vec<String>);
-
-impl std::fmt::Display for PullErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[{}]", self.0.join(", "))
-    }
-}
-
-impl std::error::Error for PullErrors {}
-
-/// Carries out the domain's termination plan: each group of live containers stopped at
-/// once (each with its `preStop` hook within the grace period), then the ready
-/// sandboxes. `pod` is the spec when known.
-async fn stop_pod(ctx: &SyncContext, pod: Option<&Pod>, ip: &str, plan: &TerminationPlan) {
-    for group in &plan.stop_groups {
-        let kills: Vec<_> = group
-            .iter()
-            .map(|c| probes::stop_kill(&c.name, &c.id, plan.grace_secs))
-            .collect();
-        futures_util::future::join_all(
-            kills
-                .iter()
-                .map(|kill| probes::kill_container(ctx, pod, kill, ip)),
-        )
-        .await;
-    }
-    for id in &plan.stop_sandboxes {
-        if let Err(error) = ctx.runtime.stop_pod_sandbox(id).await {
-            warn!(sandbox = %id, error = %Chain(&error), "failed to stop pod sandbox");
-        }
-    }
-}
-
-/// Kills the pod for good (an eviction): stops its containers with `grace_secs` (at
-/// least upstream's 2 s) and then its sandbox, keeping them for their logs and status.
-/// Returns what the runtime holds afterwards.
-pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, grace_secs: i64) -> PodRuntimeStatus {
-    let uid = &pod.metadata.uid;
-    let before = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
-        Ok(view) => view.status,
-        Err(error) => {
-            warn!(error = %Chain(&error), "cannot read the pod's runtime status to kill it");
-            return PodRuntimeStatus::default();
-        }
-    };
-    let plan = teardown::termination_plan(Some(pod), &before, Stopping::KilledWith(grace_secs));
-    info!(grace_period_secs = plan.grace_secs, "killing pod");
-    let ip = probes::kill_pod_ip(ctx, Some(pod), &before);
-    stop_pod(ctx, Some(pod), &ip, &plan).await;
-    match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
-        Ok(view) => view.status,
-        Err(_) => before,
-    }
-}
-
-/// Terminates a pod that is no longer desired: stops it with its grace period, then
-/// removes its containers, sandboxes, volumes folder and logs. `pod` is its last spec
-/// when known. Returns whether everything was removed.
-pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> bool {
-    let view = match pod_runtime_view(ctx.runtime.as_ref(), uid).await {
-        Ok(view) => view,
-        Err(error) => {
-            warn!(error = %Chain(&error), "cannot read the pod's runtime status to terminate it");
-            return false;
-        }
-    };
-    // A pod whose spec is gone (deleted while rkubelet was down) stops with what its
-    // containers recorded: its grace period and their preStop hooks, as upstream's.
-    let restored = pod
-        .is_none()
-        .then(|| view.status.restored_pod())
-        .filter(|p| !p.metadata.name.is_empty());
-    let stopping = pod.or(restored.as_ref());
-    let plan = teardown::termination_plan(stopping, &view.status, Stopping::Spec);
-    info!(
-        grace_period_secs = plan.grace_secs,
-        restored = restored.is_some(),
-        "terminating pod"
-    );
-    let ip = probes::kill_pod_ip(ctx, stopping, &view.status);
-    stop_pod(ctx, stopping, &ip, &plan).await;
-    let mut clean = true;
-    let removal = teardown::removal(&view.status);
-    for id in &removal.containers {
-        let mut removed = ctx.runtime.remove_container(id).await;
-        let exited = view
-            .status
-            .containers
-            .iter()
-            .any(|c| c.id == *id && c.state == ContainerState::Exited);
-        if removed.is_err() && exited {
-            // A container listed as exited may still have a running task (rkubelet killed
-            // while it started; found by fault test 1): stop it, then remove it.
-            let _ = ctx.runtime.stop_container(id, 0).await;
-            removed = ctx.runtime.remove_container(id).await;
-        }
-        if let Err(error) = removed {
-            warn!(%id, error = %Chain(&error), "failed to remove container");
-            clean = false;
-        }
-    }
-    for id in &removal.sandboxes {
-        if let Err(error) = ctx.runtime.remove_pod_sandbox(id).await {
-            warn!(sandbox = %id, error = %Chain(&error), "failed to remove pod sandbox");
-            clean = false;
-        }
-    }
-    // Only now that its containers are gone may the pod's cgroup go.
-    if clean {
-        if let Err(error) = ctx.containers.remove_pod(uid).await {
-            warn!(error = %Chain(&error), "failed to remove the pod's cgroup");
-            clean = false;
-        }
-    }
-    // tmpfs volumes (memory emptyDirs, secrets) and subpath binds are unmounted before
-    // the folder goes; with one left, the folder stays.
-    if !remove_pod_dir(ctx, pod_dir(&ctx.requests, uid)).await {
-        clean = false;
-    }
-    ctx.volumes.forget(uid);
-    if let Some(pod) = pod {
-        let dir = pod_log_dir(&ctx.requests, pod);
-        if let Err(error) = off_runtime(&ctx.volumes.files(), move |f| f.remove_dir_all(&dir)).await
-        {
-            warn!(error = %Chain(&error), "failed to remove pod folder");
-        }
-        let mut backoff = lock(&ctx.image_backoff);
-        for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
-            backoff.reset(&image_pull_key(uid, &c.image));
-        }
-    }
-    info!(removed = clean, "pod terminated");
-    clean
-}
-
-/// Unmounts what is mounted under a pod's folder and removes it (kept with a mount left
-/// in it); whether it went. Every failure is logged.
-pub(super) async fn remove_pod_dir(ctx: &SyncContext, dir: PathBuf) -> bool {
-    let files = ctx.volumes.files();
-    let removed = tokio::task::spawn_blocking(move || files.remove_pod_dir(&dir)).await;
-    match removed {
-        Ok(Ok(())) => true,
-        Ok(Err(errors)) => {
-            for error in errors {
-                warn!(error = %Chain(&error), "failed to remove the pod's folder");
-            }
-            false
-        }
-        Err(error) => {
-            warn!(error = %Chain(&error), "failed to remove the pod's folder");
-            false
-        }
-    }
 }
 
 /// Removes a removed instance's log and its rotated files (upstream's `Clean`): a

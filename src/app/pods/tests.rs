@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::sync::{sync_pod, terminate_pod, SyncContext};
+use super::sync::{sync_pod, SyncContext};
+use super::terminate::terminate_pod;
 use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::{FakeCgroupManager, FakeClock};

@@ -8,7 +8,8 @@ use tokio::sync::{watch, Notify};
 
 use super::ProbeManager;
 use crate::app::pods::runtime_state::pod_runtime_view;
-use crate::app::pods::sync::{sync_pod, terminate_pod};
+use crate::app::pods::sync::sync_pod;
+use crate::app::pods::terminate::terminate_pod;
 use crate::app::pods::tests::{pod, world, World, IMAGE};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
 use crate::domain::pod::probe::{ExecAction, ProbeHandler};
