@@ -114,8 +114,8 @@ export RKUBELET_BENCH_SCRAPES="${RKUBELET_BENCH_SCRAPES:-5}"
 export RKUBELET_BENCH_API_PODS="${RKUBELET_BENCH_API_PODS:-30}"
 # The longest bench (237 s under load, 2026-11-28; 178 s so under heavier load): rkubelet's
 # 30 pods at once and their bare CRI baseline over two rounds each rather than three (a
-# round is about 9 s of starting and as long again of removing); the "median" of two is
-# the slower of each, so the goal compares like with like.
+# round: 7 to 9 s of starting 30 pods, then their removal); the "median" of two is the
+# slower of each, so the goal compares like with like.
 export RKUBELET_BENCH_API_ROUNDS="${RKUBELET_BENCH_API_ROUNDS:-2}"
 # The probe load on 30 pods (60 probes a second) rather than 100: the bench starts its
 # pods three times (rkubelet, the upstream kubelet taking them over, new pods with HTTP
