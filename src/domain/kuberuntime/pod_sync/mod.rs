@@ -12,281 +12,37 @@
 //! a pulled image's id and user. The dry-run planner drives the same machine against
 //! the read-only runtime, answering every effect as done.
 
+mod dry_run;
+mod steps;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use dry_run::{dry_run, DryRun};
+pub use steps::{
+    Answer, ContainerHold, Created, Effect, Need, PlanningFacts, PulledImage, RuntimeView, Step,
+    SyncOutcome,
+};
+
 use crate::domain::events as pod_events;
-use crate::domain::kuberuntime::actions::KillReason;
-use crate::domain::kuberuntime::credentials::{pod_keyring, AuthConfig, Keyring};
+use crate::domain::kuberuntime::credentials::{pod_keyring, Keyring};
 use crate::domain::kuberuntime::gc::{
     dead_containers, dead_sandboxes, DEAD_CONTAINERS_PER_CONTAINER,
 };
 use crate::domain::kuberuntime::hosts::{etc_hosts_file, hosts_ip, HostsFile};
 use crate::domain::kuberuntime::plan::{
     complete_after_pull, images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held,
-    ImageFacts, ImagePresence, SandboxCreation, SyncInputs, SyncPlan, RETRY_AFTER_ERROR,
+    SyncInputs, SyncPlan, RETRY_AFTER_ERROR,
 };
-use crate::domain::kuberuntime::requests::{
-    pod_log_dir_of, ContainerConfig, RequestContext, SandboxConfig,
-};
-use crate::domain::kuberuntime::runtime::{PodRuntimeStatus, SandboxState, SandboxStatus};
-use crate::domain::kuberuntime::teardown::{self, Stopping, TerminationPlan};
+use crate::domain::kuberuntime::requests::{pod_log_dir_of, ContainerConfig, RequestContext};
+use crate::domain::kuberuntime::runtime::{SandboxState, SandboxStatus};
+use crate::domain::kuberuntime::teardown::{self, Stopping};
 use crate::domain::kuberuntime::termination;
 use crate::domain::node_status::status::NodeEvent;
 use crate::domain::pod::{Container, Pod};
-use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
-use crate::domain::units::duration::GoDuration;
 use crate::domain::volumes::subpath::SubPath;
-use crate::domain::volumes::PodInputs;
-
-/// What the runtime holds for the pod, as a sync reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RuntimeView {
-    /// The exited instances' messages already filled in (termination message files).
-    pub status: PodRuntimeStatus,
-    /// Container id to sandbox id.
-    pub sandbox_of: BTreeMap<String, String>,
-}
-
-/// What the plan is made from besides the runtime's view.
-#[derive(Debug, Clone, Default)]
-pub struct PlanningFacts {
-    /// The presence of the images [`Need::Inputs`] named.
-    pub images: BTreeMap<String, ImagePresence>,
-    /// Images whose pull for this pod is in back-off, with the wait left.
-    pub image_backoff: BTreeMap<String, Duration>,
-    /// The pod's cgroup in the driver's spelling; empty: the runtime's default.
-    pub cgroup_parent: String,
-    /// The API objects, facts and service links the environment is made from.
-    pub pod_inputs: PodInputs,
-}
-
-/// What a sync created, so that its status is read without listing the pod again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Created {
-    /// The runtime's view from the sync's start, which the new instances join.
-    pub base: PodRuntimeStatus,
-    /// The new sandbox's status, as read after its creation.
-    pub sandbox: Option<SandboxStatus>,
-    /// The ids of the containers started.
-    pub containers: Vec<String>,
-}
-
-/// A fact the sync needs before it can go on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Need {
-    /// [`Answer::Runtime`].
-    Runtime,
-    /// [`Answer::Inputs`], with the presence of these images.
-    Inputs { images: Vec<String> },
-    /// [`Answer::SandboxStatus`] of the sandbox just created (its IP).
-    SandboxStatus { id: String },
-    /// [`Answer::NodeHosts`]: the node's `/etc/hosts`, for a host-network pod's.
-    NodeHosts,
-    /// [`Answer::PulledImage`]: what the image service says of an image just pulled.
-    PulledImage { image: String },
-    /// [`Answer::RuntimeAfter`]: the pod's runtime status after what the sync did. With
-    /// `created`, the sync only added, and the view from its start plus the new
-    /// instances' statuses is it; otherwise the pod is read again.
-    RuntimeAfter { created: Option<Created> },
-}
-
-/// An effect the sync asks for; each is answered ([`Answer::Done`] when it has no result).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// Set up the pod's volumes from their objects: every one when the sandbox is new,
-    /// else the refreshable ones. [`Answer::Volumes`].
-    SetUpVolumes { all: bool },
-    /// Record an event on the pod, or on one of its containers.
-    Event {
-        container: Option<String>,
-        event: NodeEvent,
-    },
-    /// A warning to log.
-    Warn(String),
-    /// Stop the pod (its containers group by group with their `preStop` hooks, then its
-    /// sandboxes).
-    StopPod {
-        reason: KillReason,
-        plan: TerminationPlan,
-        /// The ready sandbox's IP, for the `preStop` hooks.
-        sandbox_ip: String,
-    },
-    /// Stop one container (its `preStop` hook first) with `grace_secs`.
-    StopContainer {
-        name: String,
-        id: String,
-        reason: KillReason,
-        grace_secs: i64,
-        /// The ready sandbox's IP, for the `preStop` hook.
-        sandbox_ip: String,
-    },
-    /// The pod's cgroup, before its sandbox (upstream's `EnsureExists`). Answered
-    /// [`Answer::Done`] or [`Answer::Failed`].
-    EnsurePodCgroup,
-    /// Create the sandbox (its folders and emptyDirs first). [`Answer::SandboxCreated`]
-    /// or [`Answer::Failed`].
-    CreateSandbox {
-        creation: SandboxCreation,
-        config: Box<SandboxConfig>,
-    },
-    /// Write the pod's `/etc/hosts` (a failure shows as the containers' creation error).
-    WriteHostsFile { path: PathBuf, content: String },
-    /// Pull `image` with each credential in turn (anonymously without any), for
-    /// `containers`. [`Answer::Pulled`] or [`Answer::PullFailed`].
-    PullImage {
-        container: String,
-        image: String,
-        credentials: Vec<AuthConfig>,
-        containers: Vec<String>,
-    },
-    /// The instance's termination-message file, writable by any user.
-    /// [`Answer::Done`] or [`Answer::Failed`] with the I/O error.
-    CreateMessageFile { container: String, path: PathBuf },
-    /// Open each subpath under its volume and bind it. [`Answer::Done`] or
-    /// [`Answer::Failed`] with the message the container is held with.
-    BindSubPaths {
-        container: String,
-        sub_paths: Vec<SubPath>,
-    },
-    /// [`Answer::ContainerCreated`] or [`Answer::Failed`].
-    CreateContainer {
-        init: bool,
-        index: usize,
-        name: String,
-        /// The spec's image (the config may name the image's id).
-        image: String,
-        /// Why it starts.
-        reason: String,
-        sandbox_id: String,
-        config: Box<ContainerConfig>,
-        sandbox: Box<SandboxConfig>,
-    },
-    /// [`Answer::Done`] or [`Answer::Failed`].
-    StartContainer { container: String, id: String },
-    /// Run the container's `postStart` hook; a failure kills the container.
-    /// [`Answer::Done`] or [`Answer::Failed`] with upstream's message.
-    PostStart {
-        init: bool,
-        index: usize,
-        id: String,
-        sandbox_id: String,
-    },
-    /// Remove an exited instance beyond those kept, and its log files.
-    /// [`Answer::Done`] or [`Answer::Failed`].
-    RemoveDeadContainer {
-        name: String,
-        id: String,
-        attempt: u32,
-        log_dir: PathBuf,
-    },
-    /// Remove a sandbox neither the newest nor holding a container.
-    RemoveDeadSandbox { id: String },
-}
-
-/// What a pulled image turned out to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PulledImage {
-    Facts(ImageFacts),
-    /// Not present after its pull.
-    Missing,
-    /// The status call failed.
-    Failed(String),
-    /// Not known (a dry run): the container's config stays as planned.
-    NotKnown,
-}
-
-/// The answer to a [`Need`] or an [`Effect`].
-#[derive(Debug, Clone)]
-pub enum Answer {
-    Runtime(Result<RuntimeView, String>),
-    Inputs(Box<PlanningFacts>),
-    Volumes {
-        /// The message of each volume that could not be set up.
-        failed: Vec<String>,
-        /// When a projected token is next refreshed.
-        refresh_after: Option<Duration>,
-    },
-    SandboxStatus(Option<SandboxStatus>),
-    NodeHosts(String),
-    PulledImage(PulledImage),
-    RuntimeAfter(Option<PodRuntimeStatus>),
-    /// The effect was carried out.
-    Done,
-    /// The effect failed: the error with its causes.
-    Failed(String),
-    SandboxCreated(String),
-    Pulled {
-        took: GoDuration,
-    },
-    PullFailed {
-        error: String,
-        /// When to look again (the pull back-off's delay, at most the error retry).
-        retry_after: Duration,
-    },
-    ContainerCreated(String),
-}
-
-/// A container the sync did not start, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerHold {
-    pub init: bool,
-    pub name: String,
-    pub image: String,
-    pub held: Held,
-}
-
-/// What one sync found and decided, for the status manager and the worker.
-#[derive(Debug, Clone, Default)]
-pub struct SyncOutcome {
-    /// The runtime's view: at the end of a sync that created a sandbox or started a
-    /// container, at its start otherwise.
-    pub runtime: PodRuntimeStatus,
-    /// Containers held back, with why.
-    pub waiting: BTreeMap<String, Waiting>,
-    /// The same, in the order the sync met them, with when to look again.
-    pub holds: Vec<ContainerHold>,
-    /// Sync again after this long (a back-off ends, a retry is due).
-    pub retry_after: Option<Duration>,
-    /// The node refuses to run the pod.
-    pub rejected: Option<Rejection>,
-    /// The sync stopped on a failed runtime call, cgroup or folder; the worker backs off
-    /// (`BackoffPolicy::SYNC_ERROR`) while this repeats.
-    pub failed: bool,
-    /// The sync left nothing for a next sync on the same runtime state: it only added (or
-    /// had nothing to do), did not fail, and everything is live. After one that killed or
-    /// replaced a sandbox, the next sync removes what is left dead (an old sandbox), so a
-    /// relist must wake it.
-    pub settled: bool,
-}
-
-impl SyncOutcome {
-    fn retry(&mut self, after: Duration) {
-        self.retry_after = Some(self.retry_after.map_or(after, |d| d.min(after)));
-    }
-
-    fn hold(&mut self, init: bool, step: &ContainerPlan, held: Held) {
-        self.failed |= held.is_error();
-        self.waiting.insert(step.name.clone(), held.waiting.clone());
-        self.retry(held.retry_after);
-        self.holds.push(ContainerHold {
-            init,
-            name: step.name.clone(),
-            image: step.image.clone(),
-            held,
-        });
-    }
-}
-
-/// A step of the sync.
-#[derive(Debug, Clone)]
-pub enum Step {
-    Need(Need),
-    Do(Effect),
-    Done(Box<SyncOutcome>),
-}
 
 /// What an answer is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,6 +161,14 @@ impl<'a> PodSync<'a> {
     /// The plan, once the machine has made it.
     pub fn plan(&self) -> Option<&SyncPlan> {
         self.plan.as_ref()
+    }
+
+    fn take_plan(&mut self) -> Option<SyncPlan> {
+        self.plan.take()
+    }
+
+    fn outcome_so_far(&self) -> SyncOutcome {
+        self.outcome.clone()
     }
 
     /// The next step. A `Need` or a `Do` is answered with [`PodSync::feed`] before the
@@ -1250,81 +1014,6 @@ impl<'a> PodSync<'a> {
             self.tell(Effect::RemoveDeadSandbox { id });
         }
         self.phase = Phase::Finished;
-    }
-}
-
-/// A dry run of one sync: every effect the sync would ask for, answered as done, with
-/// the facts the planner has (the runtime's view, the images it knows, no pull
-/// back-off, no API objects; a new sandbox's IP and a pulled image's user unknown).
-#[derive(Debug, Clone)]
-pub struct DryRun {
-    pub plan: Option<SyncPlan>,
-    pub effects: Vec<Effect>,
-    pub outcome: SyncOutcome,
-}
-
-/// Drives [`PodSync`] as the dry-run planner does; see [`DryRun`].
-pub fn dry_run(
-    pod: &Pod,
-    requests: &RequestContext,
-    now_unix_nanos: i64,
-    view: &RuntimeView,
-    images: &BTreeMap<String, ImagePresence>,
-    cgroup_parent: &str,
-) -> DryRun {
-    let mut sync = PodSync::new(pod, requests, now_unix_nanos);
-    let mut effects = Vec::new();
-    // Each step is answered, so the machine ends; the bound keeps a defect from looping.
-    for _ in 0..10_000 {
-        let answer = match sync.step() {
-            Step::Done(outcome) => {
-                return DryRun {
-                    plan: sync.plan.take(),
-                    effects,
-                    outcome: *outcome,
-                }
-            }
-            Step::Need(need) => match need {
-                Need::Runtime => Answer::Runtime(Ok(view.clone())),
-                Need::Inputs { images: wanted } => Answer::Inputs(Box::new(PlanningFacts {
-                    images: wanted
-                        .iter()
-                        .filter_map(|i| Some((i.clone(), images.get(i)?.clone())))
-                        .collect(),
-                    image_backoff: BTreeMap::new(),
-                    cgroup_parent: cgroup_parent.to_owned(),
-                    pod_inputs: PodInputs::default(),
-                })),
-                Need::SandboxStatus { .. } => Answer::SandboxStatus(None),
-                Need::NodeHosts => Answer::NodeHosts(String::new()),
-                Need::PulledImage { .. } => Answer::PulledImage(PulledImage::NotKnown),
-                Need::RuntimeAfter { .. } => Answer::RuntimeAfter(None),
-            },
-            Step::Do(effect) => {
-                let answer = match &effect {
-                    Effect::SetUpVolumes { .. } => Answer::Volumes {
-                        failed: Vec::new(),
-                        refresh_after: None,
-                    },
-                    Effect::CreateSandbox { .. } => Answer::SandboxCreated(String::new()),
-                    Effect::PullImage { .. } => Answer::Pulled {
-                        took: GoDuration::from_nanos(0),
-                    },
-                    Effect::CreateContainer { name, .. } => {
-                        Answer::ContainerCreated(format!("(new {name})"))
-                    }
-                    _ => Answer::Done,
-                };
-                effects.push(effect);
-                answer
-            }
-        };
-        sync.feed(answer);
-    }
-    DryRun {
-        plan: sync.plan.take(),
-        effects,
-        outcome: sync.outcome.clone(),
     }
 }
 

@@ -4,11 +4,15 @@
 //! exist, and what each failure holds a container with.
 
 use super::*;
-use crate::domain::kuberuntime::runtime::{ContainerState, ContainerStatus, ImageUser};
+use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::runtime::{
+    ContainerState, ContainerStatus, ImageUser, PodRuntimeStatus,
+};
 use crate::domain::pod::{
     container_hash, EnvVar, EnvVarSource, LifecycleHandler, ObjectFieldSelector, ObjectMeta,
     PodSpec, PullPolicy,
 };
+use crate::domain::units::duration::GoDuration;
 
 const SEC: i64 = 1_000_000_000;
 const NOW: i64 = 1_700_000_000 * SEC;
