@@ -198,33 +198,38 @@ impl StartupError {
 /// Read the files the options name: `--config` and the `*.conf` drop-ins of
 /// `--config-dir` in name order. Unreadable files become problems reported with the
 /// others.
-pub fn read_config_inputs(flags: GivenFlags) -> ConfigInputs {
+pub fn read_config_inputs(flags: GivenFlags, host: &dyn Host) -> ConfigInputs {
     let mut inputs = ConfigInputs::from_flags(flags);
     let Ok(options) = &inputs.options else {
         return inputs;
     };
     let read = |path: &Path| FileInput {
         path: path.to_path_buf(),
-        text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
+        text: host.read_to_string(path).map_err(|e| io_cause(&e)),
     };
     inputs.main_file = options.config.as_deref().map(read);
     if let Some(dir) = &options.config_dir {
-        match std::fs::read_dir(dir) {
-            Ok(entries) => {
-                let mut paths: Vec<PathBuf> = entries
-                    .filter_map(|entry| entry.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|ext| ext == "conf") && p.is_file())
+        match host.files_in(dir) {
+            Ok(files) => {
+                inputs.drop_ins = files
+                    .iter()
+                    .filter(|p| config::is_drop_in(p))
+                    .map(|p| read(p))
                     .collect();
-                paths.sort();
-                inputs.drop_ins = paths.iter().map(|p| read(p)).collect();
             }
             Err(e) => inputs.read_problems.push(ConfigError::Invalid(format!(
-                "failed to read drop-in configs from --config-dir {:?}: {e}",
-                dir.display().to_string()
+                "failed to read drop-in configs from --config-dir {:?}: {}",
+                dir.display().to_string(),
+                io_cause(&e)
             ))),
         }
     }
     inputs
+}
+
+/// The OS's words for why a file could not be read (the path is said by the caller).
+fn io_cause(e: &HostError) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
 }
 
 fn problems_to_error<E: ToString>(problems: Vec<E>) -> StartupError {
@@ -243,7 +248,7 @@ pub fn node_facts(deps: &Deps) -> Result<NodeFacts, StartupError> {
 /// Step: load the configuration (defaults, file, drop-ins, flags) and validate it
 /// against this machine; every problem at once.
 pub fn load_configuration(flags: GivenFlags, deps: &Deps) -> Result<ResolvedConfig, StartupError> {
-    let inputs = read_config_inputs(flags);
+    let inputs = read_config_inputs(flags, deps.host.as_ref());
     let facts = node_facts(deps)?;
     config::resolve(&inputs, &facts).map_err(problems_to_error)
 }
@@ -469,11 +474,11 @@ fn watch_lock_contention(
 
 /// The host's resolver configuration for `Default`-policy pods; an unreadable file
 /// only warns (pods then get no DNS servers), as upstream.
-fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
+fn read_resolv_conf(node: &NodeConfig, host: &dyn Host) -> ResolvConf {
     let Some(path) = &node.resolv_conf else {
         return ResolvConf::default();
     };
-    match std::fs::read_to_string(path) {
+    match host.read_to_string(path) {
         Ok(text) => parse_resolv_conf(&text),
         Err(e) => {
             warn!(path = %path.display(), error = %Chain(&e), "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
@@ -498,7 +503,10 @@ fn sync_context(
             source,
         }
     })?;
-    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
+    let requests = RequestContext::from_config(
+        &started.resolved,
+        read_resolv_conf(node, deps.host.as_ref()),
+    );
     let mut ctx = SyncContext::new(
         Arc::clone(&started.runtime),
         images,
@@ -968,6 +976,63 @@ mod tests {
     use super::*;
     use crate::adapters::fake::FakeHost;
     use crate::app::test_support::{deps, try_resolved as resolved};
+
+    #[test]
+    fn the_configuration_file_and_its_conf_drop_ins_are_read_through_the_host() {
+        let host = FakeHost::new()
+            .with_file("/etc/rk/config.yaml", "kind: KubeletConfiguration\n")
+            .with_file("/etc/rk/conf.d/20-b.conf", "maxPods: 20\n")
+            .with_file("/etc/rk/conf.d/10-a.conf", "maxPods: 10\n")
+            .with_file("/etc/rk/conf.d/notes.txt", "not a drop-in");
+        let given = crate::app::cli::parse([
+            "rkubelet",
+            "--config=/etc/rk/config.yaml",
+            "--config-dir=/etc/rk/conf.d",
+        ])
+        .unwrap_or_else(|e| panic!("flags: {e}"));
+        let inputs = read_config_inputs(given, &host);
+        let main = inputs.main_file.map(|f| (f.path, f.text));
+        assert_eq!(
+            main,
+            Some((
+                PathBuf::from("/etc/rk/config.yaml"),
+                Ok("kind: KubeletConfiguration\n".to_owned())
+            ))
+        );
+        let drop_ins: Vec<PathBuf> = inputs.drop_ins.into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            drop_ins,
+            [
+                PathBuf::from("/etc/rk/conf.d/10-a.conf"),
+                PathBuf::from("/etc/rk/conf.d/20-b.conf")
+            ]
+        );
+
+        // A missing file and folder: the OS's words, reported with the other problems.
+        let given = crate::app::cli::parse([
+            "rkubelet",
+            "--config=/nowhere.yaml",
+            "--config-dir=/nowhere.d",
+        ])
+        .unwrap_or_else(|e| panic!("flags: {e}"));
+        let inputs = read_config_inputs(given, &FakeHost::new());
+        let not_found = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+        assert_eq!(
+            inputs.main_file.map(|f| f.text),
+            Some(Err(not_found.clone()))
+        );
+        let problems: Vec<String> = inputs
+            .read_problems
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            problems,
+            [format!(
+                "failed to read drop-in configs from --config-dir \"/nowhere.d\": {not_found}"
+            )]
+        );
+    }
 
     #[tokio::test]
     async fn the_flow_locks_creates_adjusts_notifies_and_stops_on_signal() {
