@@ -31,9 +31,9 @@ use std::path::{Path, PathBuf};
 /// to empty, never grow.
 const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // Container log rotation.
-    ("src/app/container_logs.rs", "std::fs"),
-    ("src/app/container_logs.rs", "tokio::fs"),
-    ("src/app/container_logs.rs", "std::os::unix::fs"),
+    ("src/app/container_logs/mod.rs", "std::fs"),
+    ("src/app/container_logs/mod.rs", "tokio::fs"),
+    ("src/app/container_logs/mod.rs", "std::os::unix::fs"),
     // `/containerLogs` and `/logs` of the 10250 server.
     ("src/app/server/api.rs", "tokio::fs"),
     ("src/app/server/api.rs", "std::os::unix::fs"),

@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::domain::kubelet_api::settings::{self_signed_hosts, ServerSettings, TlsMinVersion};
 use crate::domain::node_status::certificate::{prefixed_current_pair_name, SERVER_PAIR_PREFIX};
+use crate::ports::error::Chain;
 use crate::ports::pki::{Pki, PkiError};
 
 #[derive(Debug, Error)]
@@ -49,6 +50,12 @@ pub enum TlsError {
     Rustls(#[source] rustls::Error),
     #[error("the client CA file {} cannot verify clients: {problem}", path.display())]
     ClientCa { path: PathBuf, problem: String },
+    #[error("the key in {} is refused by rustls", path.display())]
+    Key {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
 }
 
 /// Upstream's files in `--cert-dir` when no serving certificate is given.
@@ -64,8 +71,16 @@ fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 fn certificates(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(what, path)?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+    pem_certificates(what, path, &read(what, path)?)
+}
+
+/// The certificates of `pem`, read from `path`.
+fn pem_certificates(
+    what: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::Invalid {
             what,
@@ -255,20 +270,23 @@ impl std::fmt::Debug for IssuedCertificate {
 }
 
 impl IssuedCertificate {
-    fn load(&self) -> Result<CertifiedKey, String> {
-        let pem = std::fs::read(&self.path).map_err(|e| e.to_string())?;
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("not PEM certificates: {e}"))?;
-        if chain.is_empty() {
-            return Err("no certificate in it".into());
-        }
-        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("no key: {e}"))?;
+    fn load(&self) -> Result<CertifiedKey, TlsError> {
+        const WHAT: &str = "issued serving certificate";
+        let pem = read(WHAT, &self.path)?;
+        let chain = pem_certificates(WHAT, &self.path, &pem)?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Invalid {
+            what: WHAT,
+            path: self.path.clone(),
+            problem: format!("no private key in it: {e}"),
+        })?;
         let signing = self
             .provider
             .key_provider
             .load_private_key(key)
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| TlsError::Key {
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(CertifiedKey::new(chain, signing))
     }
 }
@@ -298,7 +316,8 @@ impl ResolvesServerCert for IssuedCertificate {
                 *loaded = Some((stamp.0, stamp.1, Arc::clone(&key)));
                 Some(key)
             }
-            Err(problem) => {
+            Err(e) => {
+                let problem = Chain(&e);
                 warn!(path = %self.path.display(), %problem, "unusable serving certificate");
                 loaded.as_ref().map(|(_, _, k)| Arc::clone(k))
             }
