@@ -96,6 +96,8 @@ pub type EvictionPortsFactory = Box<
 /// The kubelet API's ports: certificates, and the API server's reviews (none standalone).
 pub struct KubeletApiDeps {
     pub pki: Arc<dyn crate::ports::pki::Pki>,
+    /// The serving certificate's files: given, self-signed or issued.
+    pub certs: Arc<dyn crate::ports::cert_store::CertStore>,
     pub authenticator: Option<Arc<dyn crate::ports::auth::Authenticator>>,
     pub authorizer: Option<Arc<dyn crate::ports::auth::Authorizer>>,
 }
@@ -123,6 +125,8 @@ pub struct Deps {
     pub host_facts: Arc<dyn crate::ports::host_facts::HostFacts>,
     /// The volumes' files and subpaths, where a container can reach them.
     pub pod_files: Arc<dyn crate::ports::pod_files::PodFiles>,
+    /// The containers' log files: rotated, and read by `/containerLogs`.
+    pub container_logs: Arc<dyn crate::ports::container_logs::ContainerLogs>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -630,6 +634,7 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
     if let Some(manager) = crate::app::container_logs::ContainerLogManager::new(
         Arc::clone(&started.runtime),
         Arc::clone(&deps.clock),
+        Arc::clone(&deps.container_logs),
         node.pod_logs_dir.clone(),
         node.log_rotation,
     ) {
@@ -715,15 +720,23 @@ async fn start_kubelet_api(
     let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
     let tls = if settings.server_tls_bootstrap {
         info!("serverTLSBootstrap: TLS handshakes fail until a kubelet-serving certificate is issued, as upstream's");
-        crate::app::server::tls::bootstrapped_server_config(&settings)
+        crate::app::server::tls::bootstrapped_server_config(&settings, Arc::clone(&api_deps.certs))
     } else {
         crate::app::server::tls::serving_files(
             &settings,
             &node.hostname,
             api_deps.pki.as_ref(),
+            api_deps.certs.as_ref(),
             now_secs,
         )
-        .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key))
+        .and_then(|(cert, key)| {
+            crate::app::server::tls::server_config(
+                &settings,
+                Arc::clone(&api_deps.certs),
+                &cert,
+                &key,
+            )
+        })
     };
     let stats = stats_provider(started, deps, &store, shutdown, &mut tasks);
     let api = |guard: Option<Arc<Guard>>| {
@@ -732,6 +745,7 @@ async fn start_kubelet_api(
             endpoints: endpoints.clone(),
             pods: store.clone(),
             pod_logs_dir: node.pod_logs_dir.clone(),
+            logs: Arc::clone(&deps.container_logs),
             debugging: settings.enable_debugging_handlers,
             clock: Arc::clone(&deps.clock),
             runtime: Arc::clone(&started.runtime),
