@@ -24,6 +24,7 @@ use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
+use crate::app::pods::sync_loop_health::SyncLoopHealth;
 use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
@@ -34,6 +35,7 @@ use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{
     self, ConfigInputs, FileInput, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint,
 };
+use crate::domain::kubelet_api::healthz;
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::ports::cgroup::{CgroupError, CgroupManager};
@@ -544,7 +546,7 @@ fn start_pod_loop(
     links: &PodLinks,
     connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     shutdown: watch::Receiver<bool>,
-) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
+) -> Result<PodLoopStarted, StartupError> {
     let ctx = sync_context(
         started,
         deps,
@@ -598,7 +600,19 @@ fn start_pod_loop(
         pod_loop = pod_loop.with_eviction(hooks);
     }
     let pleg = pod_loop.pleg_health();
-    Ok((tokio::spawn(pod_loop.run(sources, shutdown)), pleg))
+    let sync_loop = pod_loop.sync_loop_health();
+    Ok(PodLoopStarted {
+        task: tokio::spawn(pod_loop.run(sources, shutdown)),
+        pleg,
+        sync_loop,
+    })
+}
+
+/// The running pod loop and the health of its relist and of its rounds.
+struct PodLoopStarted {
+    task: tokio::task::JoinHandle<()>,
+    pleg: Arc<PlegHealth>,
+    sync_loop: Arc<SyncLoopHealth>,
 }
 
 /// Step: the eviction manager and image GC beside the pod loop.
@@ -877,7 +891,11 @@ pub async fn run(
     );
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
-    let (pod_loop, pleg) = start_pod_loop(
+    let PodLoopStarted {
+        task: pod_loop,
+        pleg,
+        sync_loop,
+    } = start_pod_loop(
         &started,
         deps,
         store.clone(),
@@ -901,7 +919,17 @@ pub async fn run(
         Endpoints {
             configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
             pods: Arc::new(move || store.pod_list()),
-            checks: Arc::new(move || vec![("pleg", pleg.check())]),
+            checks: {
+                let pleg = Arc::clone(&pleg);
+                Arc::new(move || vec![("pleg", pleg.check())])
+            },
+            // Upstream's kubelet API checks (`ping` and `log` always pass), with the PLEG's.
+            api_checks: Arc::new(move || {
+                vec![
+                    (healthz::SYNC_LOOP_CHECK, sync_loop.check()),
+                    ("pleg", pleg.check()),
+                ]
+            }),
         }
     };
     let server = if let Some(healthz) = &started.resolved.node.healthz {

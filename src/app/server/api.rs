@@ -30,6 +30,7 @@ use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
 use super::stream::{instances_of, running_container, stream, Asked, Kind};
 use crate::app::pods::PodStatusStore;
+use crate::domain::kubelet_api::healthz::is_verbose;
 use crate::domain::kubelet_api::logs::{
     decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
     restart_of_log_file, scan_newlines_back, status_shows_instance_running, LogOptions, LogWriter,
@@ -131,8 +132,11 @@ impl KubeletApi {
         }
         let read_only = self.guard.is_none();
         match path.as_str() {
-            "/healthz" => super::healthz::healthz_answer(&self.endpoints.checks)
-                .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
+            "/healthz" => {
+                let verbose = is_verbose(req.uri().query().unwrap_or(""));
+                super::healthz::healthz_answer(&self.endpoints.api_checks, verbose)
+                    .map(|b| b.map_err(|never| match never {}).boxed_unsync())
+            }
             "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
             p if super::stats::is_stats_path(p) => match &self.stats {
                 Some(stats) => {
@@ -155,6 +159,12 @@ impl KubeletApi {
             }
         };
         let kind = match route(path, port) {
+            Route::HealthzCheck(name) => {
+                return super::healthz::check_answer(&self.endpoints.api_checks, name)
+                    .map_or_else(not_found, |answer| {
+                        answer.map(|b| b.map_err(|never| match never {}).boxed_unsync())
+                    })
+            }
             Route::Healthz | Route::Pods | Route::NotFound => return not_found(),
             Route::DebuggingDisabled => {
                 return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, DEBUGGING_DISABLED)
