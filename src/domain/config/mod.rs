@@ -27,8 +27,8 @@ use crate::domain::eviction;
 
 pub use options::FlagOptions;
 pub use resolved::{
-    ClusterConfig, EvictionSettings, HealthzAddress, NodeConfig, NodeFacts, ResolvedConfig,
-    RuntimeEndpoint,
+    ClusterConfig, EvictionSettings, HealthzAddress, LogFormat, LoggingSettings, NodeConfig,
+    NodeFacts, ResolvedConfig, RuntimeEndpoint,
 };
 
 /// A file as read by the app: its path and its text, or why it could not be read.
