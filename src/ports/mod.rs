@@ -4,6 +4,7 @@ pub mod auth;
 pub mod cert_store;
 pub mod cgroup;
 pub mod clock;
+pub mod container_logs;
 pub mod error;
 pub mod host;
 pub mod host_facts;

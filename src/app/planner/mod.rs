@@ -515,7 +515,6 @@ fn threshold(t: &Threshold, stats: &BTreeMap<String, String>) -> ThresholdPlan {
 }
 
 fn reserved_cpus_effect(
-    resolved: &ResolvedConfig,
     settings: &NodeSettings,
     given_system: &BTreeMap<String, String>,
     given_kube: &BTreeMap<String, String>,
@@ -530,12 +529,12 @@ fn reserved_cpus_effect(
         Some(before) => effect.push(format!(
             "systemReserved cpu {before} replaced by {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
             cpus.len(),
-            resolved.config.reserved_system_cpus
+            cpus.to_string()
         )),
         None => effect.push(format!(
             "systemReserved cpu set to {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
             cpus.len(),
-            resolved.config.reserved_system_cpus
+            cpus.to_string()
         )),
     }
     if let Some(before) = given_kube.get("cpu") {
@@ -618,11 +617,11 @@ fn eviction_plan(
     // Live, the thresholds show what the eviction manager observes; a snapshot shows
     // its recorded statistics.
     let stats = decision.as_ref().map_or(stats, |d| &d.observed);
-    let c = &resolved.config;
+    let merge_defaults = resolved.node.eviction.merge_default_eviction_settings;
     let defaults_not_applied: Vec<String> = if s.eviction_defaults_replaced {
         eviction::default_eviction_hard()
             .into_iter()
-            .filter(|(k, _)| !c.eviction_hard.contains_key(k))
+            .filter(|(k, _)| !s.hard_thresholds.iter().any(|t| t.signal.as_str() == k))
             .map(|(k, v)| format!("{k}<{v}"))
             .collect()
     } else {
@@ -637,7 +636,7 @@ fn eviction_plan(
                 .map_or_else(|| "default".to_string(), ToString::to_string),
             defaults_not_applied.join(", ")
         )
-    } else if c.merge_default_eviction_settings {
+    } else if merge_defaults {
         "mergeDefaultEvictionSettings is true: the default thresholds apply for every signal evictionHard does not give.".into()
     } else {
         "The default hard thresholds apply.".into()
@@ -653,7 +652,7 @@ fn eviction_plan(
             .iter()
             .map(|t| threshold(t, stats))
             .collect(),
-        merge_default_eviction_settings: c.merge_default_eviction_settings,
+        merge_default_eviction_settings: merge_defaults,
         defaults_replaced: s.eviction_defaults_replaced,
         defaults_not_applied,
         note,
@@ -884,8 +883,11 @@ fn removal(status: &PodRuntimeStatus) -> PodRemoval {
 /// The plan for `inputs`; see the module documentation. Pure: no clock, no I/O.
 pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     let resolved = &inputs.resolved;
-    let c = &resolved.config;
     let settings = &resolved.node.node;
+    let (given_system, given_kube) = (
+        strings(&settings.given_system_reserved),
+        strings(&settings.given_kube_reserved),
+    );
     let node = NodePlan {
         name: resolved.node.node_name.clone(),
         name_source: resolved.node.node_name_source,
@@ -893,19 +895,14 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         online_cpus: settings.online_cpus.to_string(),
         reserved_cpus: settings.reserved_cpus.as_ref().map(ToString::to_string),
         system_reserved: Reservation {
-            given: c.system_reserved.clone(),
+            given: given_system.clone(),
             effective: strings(&settings.system_reserved),
         },
         kube_reserved: Reservation {
-            given: c.kube_reserved.clone(),
+            given: given_kube.clone(),
             effective: strings(&settings.kube_reserved),
         },
-        reserved_cpus_effect: reserved_cpus_effect(
-            resolved,
-            settings,
-            &c.system_reserved,
-            &c.kube_reserved,
-        ),
+        reserved_cpus_effect: reserved_cpus_effect(settings, &given_system, &given_kube),
         allocatable: strings(&settings.allocatable),
         eviction: eviction_plan(resolved, settings, &inputs.node_stats, inputs),
         stats: inputs.node_stats.clone(),

@@ -64,6 +64,22 @@ impl fmt::Display for RuntimeEndpoint {
     }
 }
 
+/// `logging.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `logging`: how the kubelet logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoggingSettings {
+    pub format: LogFormat,
+    /// `logging.verbosity` (`-v`).
+    pub verbosity: u32,
+}
+
 /// The address `/healthz` is served on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthzAddress {
@@ -138,6 +154,11 @@ pub struct NodeConfig {
     /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
     /// safe ones, each known to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// `port`: the kubelet API's port, reported in the Node's `daemonEndpoints` whether
+    /// or not `enableServer` serves it.
+    pub kubelet_port: u16,
+    /// `logging`.
+    pub logging: LoggingSettings,
     /// The kubelet API (`port`, 10250); `None` when `enableServer` is false.
     pub server: Option<crate::domain::kubelet_api::settings::ServerSettings>,
 }
@@ -147,6 +168,9 @@ pub struct NodeConfig {
 pub struct EvictionSettings {
     /// `evictionPressureTransitionPeriod`.
     pub pressure_transition_period: Duration,
+    /// `mergeDefaultEvictionSettings`: the default hard thresholds apply for every signal
+    /// `evictionHard` does not give.
+    pub merge_default_eviction_settings: bool,
     /// `evictionMaxPodGracePeriod`.
     pub max_pod_grace_period_seconds: i64,
     /// `kernelMemcgNotification`; unlike upstream, on unless set to false (cgroup v1 only).
