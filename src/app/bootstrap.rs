@@ -774,7 +774,7 @@ fn stats_provider(
     store: &PodStatusStore,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Vec<ServerTask>,
-) -> Option<Arc<crate::app::stats::StatsProvider>> {
+) -> Option<Arc<crate::app::stats_provider::StatsProvider>> {
     let node = &started.resolved.node;
     let ports = match (deps.eviction_for)(node) {
         Ok(ports) => ports,
@@ -788,7 +788,7 @@ fn stats_provider(
     // an earlier sample and scrapes between serve its pods.
     let period = node.eviction.monitoring_period;
     let provider = Arc::new(
-        crate::app::stats::StatsProvider::new(
+        crate::app::stats_provider::StatsProvider::new(
             ports.node,
             ports.runtime,
             started.containers.tree().cloned(),

@@ -26,8 +26,8 @@ use crate::domain::stats::StatsSample;
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::parse_rfc3339;
 use crate::ports::api::{ApiRequestObserver, ApiRequestRecord};
+use crate::ports::node_stats::OwnProcess;
 use crate::ports::runtime::{ContainerEventStream, RuntimeError, RuntimeService, StreamRequest};
-use crate::ports::stats::OwnProcess;
 
 /// The content type of the OpenMetrics text `prometheus-client` writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
