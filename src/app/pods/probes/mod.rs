@@ -21,7 +21,8 @@ use super::sync::SyncContext;
 use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
-use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
+use crate::domain::pod::{format_pod, full_name, Container, Pod};
+use crate::domain::probe::spec::{LifecycleHandler, Probe};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
     self as decide, first_probe_delay, grace_after_pre_stop, hook_failed_event, killing_event,
@@ -356,7 +357,7 @@ impl ProbeManager {
     /// A sync's view of `pod`: its spec (probes added or removed with it) and what
     /// the runtime holds. `poke` wakes the pod's worker.
     pub(super) fn observe(&self, pod: &Pod, runtime: &PodRuntimeStatus, poke: &Arc<Notify>) {
-        let wanted: Vec<(String, ProbeKind, &crate::domain::pod::Probe)> = pod
+        let wanted: Vec<(String, ProbeKind, &Probe)> = pod
             .spec
             .containers
             .iter()
