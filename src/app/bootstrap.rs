@@ -879,7 +879,7 @@ pub async fn run(
         Endpoints {
             configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
             pods: Arc::new(move || store.pod_list()),
-            checks: Arc::new(move || vec![("pleg", pleg.check())]),
+            checks: Arc::new(move || vec![("pleg", pleg.check().map_err(Into::into))]),
         }
     };
     let server = if let Some(healthz) = &started.resolved.node.healthz {

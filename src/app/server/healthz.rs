@@ -29,7 +29,11 @@ pub type ConfigzSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// The named health checks behind `/healthz`, run on every request: each `Err` carries
 /// why (logged; the answer withholds it, as upstream's does).
-pub type HealthChecks = Arc<dyn Fn() -> Vec<(&'static str, Result<(), String>)> + Send + Sync>;
+pub type HealthChecks =
+    Arc<dyn Fn() -> Vec<(&'static str, Result<(), HealthCheckFailure>)> + Send + Sync>;
+
+/// Why a health check failed.
+pub type HealthCheckFailure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the endpoints serve, each read live on every request.
 #[derive(Clone)]
@@ -54,6 +58,7 @@ pub(crate) fn healthz_answer(checks: &HealthChecks) -> Response<Body> {
         match result {
             Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
             Err(reason) => {
+                let reason = Chain(reason.as_ref());
                 warn!(check = name, %reason, "healthz check failed");
                 body.push_str(&format!("[-]{name} failed: reason withheld\n"));
             }

@@ -114,10 +114,11 @@ async fn run_hook(
     if let HandlerTarget::Http(http) = &target {
         return ctx.prober.http_hook(http).await.map_err(|error| {
             format!(
-                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {error}",
+                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {}",
                 http.path,
                 container.name,
-                format_pod(pod)
+                format_pod(pod),
+                Chain(&error)
             )
         });
     }
