@@ -354,7 +354,7 @@ pub async fn start_runtime(
     let runtime = crate::app::metrics::InstrumentedRuntime::wrap(runtime);
     let version = runtime.version().await.map_err(fail)?;
     if endpoint.is_simulated() {
-        warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
+        warn!("SIMULATED NODE: --container-runtime-endpoint={endpoint} selects the embedded in-memory runtime; no container will really run");
     }
     info!(
         %endpoint,
