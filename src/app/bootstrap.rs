@@ -365,7 +365,7 @@ pub async fn start_runtime(
     let runtime = crate::app::metrics::InstrumentedRuntime::wrap(runtime);
     let version = runtime.version().await.map_err(fail)?;
     if endpoint.is_simulated() {
-        warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
+        warn!("SIMULATED NODE: --container-runtime-endpoint={endpoint} selects the embedded in-memory runtime; no container will really run");
     }
     info!(
         %endpoint,
@@ -810,7 +810,7 @@ fn stats_provider(
     store: &PodStatusStore,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Vec<ServerTask>,
-) -> Option<Arc<crate::app::stats::StatsProvider>> {
+) -> Option<Arc<crate::app::stats_provider::StatsProvider>> {
     let node = &started.resolved.node;
     let ports = match (deps.eviction_for)(node) {
         Ok(ports) => ports,
@@ -824,7 +824,7 @@ fn stats_provider(
     // an earlier sample and scrapes between serve its pods.
     let period = node.eviction.monitoring_period;
     let provider = Arc::new(
-        crate::app::stats::StatsProvider::new(
+        crate::app::stats_provider::StatsProvider::new(
             ports.node,
             ports.runtime,
             started.containers.tree().cloned(),
@@ -921,13 +921,16 @@ pub async fn run(
             pods: Arc::new(move || store.pod_list()),
             checks: {
                 let pleg = Arc::clone(&pleg);
-                Arc::new(move || vec![("pleg", pleg.check())])
+                Arc::new(move || vec![("pleg", pleg.check().map_err(Into::into))])
             },
             // Upstream's kubelet API checks (`ping` and `log` always pass), with the PLEG's.
             api_checks: Arc::new(move || {
                 vec![
-                    (healthz::SYNC_LOOP_CHECK, sync_loop.check()),
-                    ("pleg", pleg.check()),
+                    (
+                        healthz::SYNC_LOOP_CHECK,
+                        sync_loop.check().map_err(Into::into),
+                    ),
+                    ("pleg", pleg.check().map_err(Into::into)),
                 ]
             }),
         }

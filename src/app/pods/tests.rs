@@ -333,7 +333,7 @@ async fn termination_stops_with_the_grace_period_then_removes_everything() {
 /// annotations, as upstream's `restoreSpecsFromContainerLabels`.
 #[tokio::test]
 async fn a_pod_without_its_spec_stops_with_the_hook_and_grace_its_containers_recorded() {
-    use crate::domain::pod::probe::{ExecAction, Lifecycle, LifecycleHandler};
+    use crate::domain::probe::spec::{ExecAction, Lifecycle, LifecycleHandler};
     let w = world();
     let mut p = pod("u7", RestartPolicy::Always, IMAGE);
     p.spec.termination_grace_period_seconds = Some(7);

@@ -72,7 +72,7 @@ pub struct KubeletApi {
     /// For exec, attach and port-forward.
     pub runtime: Arc<dyn RuntimeService>,
     /// For `/stats/summary` and `/metrics*`; `None`: not served.
-    pub stats: Option<Arc<crate::app::stats::StatsProvider>>,
+    pub stats: Option<Arc<crate::app::stats_provider::StatsProvider>>,
 }
 
 fn full(body: impl Into<Bytes>) -> Body {
@@ -138,9 +138,9 @@ impl KubeletApi {
                     .map(|b| b.map_err(|never| match never {}).boxed_unsync())
             }
             "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
-            p if super::stats::is_stats_path(p) => match &self.stats {
+            p if super::stats_endpoints::is_stats_path(p) => match &self.stats {
                 Some(stats) => {
-                    let (content_type, body) = super::stats::answer(stats, p).await;
+                    let (content_type, body) = super::stats_endpoints::answer(stats, p).await;
                     response(StatusCode::OK, content_type, body)
                 }
                 None => not_found(),

@@ -31,7 +31,11 @@ pub type ConfigzSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// The named health checks behind `/healthz`, run on every request: each `Err` carries
 /// why (logged; the answer withholds it, as upstream's does).
-pub type HealthChecks = Arc<dyn Fn() -> Vec<(&'static str, Result<(), String>)> + Send + Sync>;
+pub type HealthChecks =
+    Arc<dyn Fn() -> Vec<(&'static str, Result<(), HealthCheckFailure>)> + Send + Sync>;
+
+/// Why a health check failed.
+pub type HealthCheckFailure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the endpoints serve, each read live on every request.
 #[derive(Clone)]
@@ -50,7 +54,7 @@ pub struct Endpoints {
 /// `/healthz`: `ok` (with `verbose`, every check's line), or upstream's failure answer
 /// (500, one line per check, the reasons withheld and logged).
 pub(crate) fn healthz_answer(checks: &HealthChecks, verbose: bool) -> Response<Body> {
-    let results = checks();
+    let results = run_checks(checks);
     for (name, result) in &results {
         if let Err(reason) = result {
             warn!(check = name, %reason, "healthz check failed");
@@ -62,8 +66,16 @@ pub(crate) fn healthz_answer(checks: &HealthChecks, verbose: bool) -> Response<B
 
 /// `/healthz/<name>`: the check's own answer; `None` when no check has that name.
 pub(crate) fn check_answer(checks: &HealthChecks, name: &str) -> Option<Response<Body>> {
-    let (code, body) = healthz::named_check(name, &checks())?;
+    let (code, body) = healthz::named_check(name, &run_checks(checks))?;
     Some(response(status_of(code), TEXT, body))
+}
+
+/// Runs the checks; each failure printed with its causes (the domain words the answer).
+fn run_checks(checks: &HealthChecks) -> Vec<(&'static str, Result<(), String>)> {
+    checks()
+        .into_iter()
+        .map(|(name, result)| (name, result.map_err(|e| Chain(e.as_ref()).to_string())))
+        .collect()
 }
 
 fn status_of(code: u16) -> StatusCode {

@@ -34,16 +34,21 @@ pub enum RuntimeEndpoint {
     Simulated,
 }
 
+/// The scheme of a CRI server's endpoint.
+const CRI_SCHEME: &str = "unix://";
+/// The scheme of the embedded simulated runtime: the one place it is recognised.
+const SIMULATED_SCHEME: &str = "fake://";
+
 /// The endpoint schemes rkubelet has a client for.
-pub const RUNTIME_SCHEMES: [&str; 2] = ["unix://", "fake://"];
+pub const RUNTIME_SCHEMES: [&str; 2] = [CRI_SCHEME, SIMULATED_SCHEME];
 
 impl RuntimeEndpoint {
     /// The endpoint for a `containerRuntimeEndpoint`-style value; `None` for a scheme
     /// rkubelet has no client for.
     pub fn parse(text: &str) -> Option<Self> {
-        if text.starts_with("fake://") {
+        if text.starts_with(SIMULATED_SCHEME) {
             Some(Self::Simulated)
-        } else if text.starts_with("unix://") {
+        } else if text.starts_with(CRI_SCHEME) {
             Some(Self::Cri(text.to_owned()))
         } else {
             None
@@ -59,7 +64,7 @@ impl fmt::Display for RuntimeEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Cri(uri) => f.write_str(uri),
-            Self::Simulated => f.write_str("fake://"),
+            Self::Simulated => f.write_str(SIMULATED_SCHEME),
         }
     }
 }

@@ -9,9 +9,9 @@ use crate::domain::kuberuntime::runtime::{
     ContainerState, ContainerStatus, ImageUser, PodRuntimeStatus,
 };
 use crate::domain::pod::{
-    container_hash, EnvVar, EnvVarSource, LifecycleHandler, ObjectFieldSelector, ObjectMeta,
-    PodSpec, PullPolicy,
+    container_hash, EnvVar, EnvVarSource, ObjectFieldSelector, ObjectMeta, PodSpec, PullPolicy,
 };
+use crate::domain::probe::spec::LifecycleHandler;
 use crate::domain::units::duration::GoDuration;
 
 const SEC: i64 = 1_000_000_000;
@@ -407,7 +407,7 @@ fn a_changed_container_is_stopped_with_the_pods_grace_and_started_again() {
 #[test]
 fn a_failed_post_start_hook_holds_the_container_and_the_next_one_starts() {
     let mut hooked = container("hooked", IMAGE);
-    hooked.lifecycle = Some(crate::domain::pod::Lifecycle {
+    hooked.lifecycle = Some(crate::domain::probe::spec::Lifecycle {
         post_start: Some(LifecycleHandler::default()),
         pre_stop: None,
     });

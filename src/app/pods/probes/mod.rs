@@ -22,7 +22,8 @@ use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
 use crate::domain::kuberuntime::teardown;
-use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
+use crate::domain::pod::{format_pod, full_name, Container, Pod};
+use crate::domain::probe::spec::{LifecycleHandler, Probe};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
     self as decide, first_probe_delay, grace_after_pre_stop, hook_failed_event, killing_event,
@@ -107,10 +108,11 @@ async fn run_hook(
     if let HandlerTarget::Http(http) = &target {
         return ctx.prober.http_hook(http).await.map_err(|error| {
             format!(
-                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {error}",
+                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {}",
                 http.path,
                 container.name,
-                format_pod(pod)
+                format_pod(pod),
+                Chain(&error)
             )
         });
     }
@@ -356,7 +358,7 @@ impl ProbeManager {
     /// A sync's view of `pod`: its spec (probes added or removed with it) and what
     /// the runtime holds. `poke` wakes the pod's worker.
     pub(super) fn observe(&self, pod: &Pod, runtime: &PodRuntimeStatus, poke: &Arc<Notify>) {
-        let wanted: Vec<(String, ProbeKind, &crate::domain::pod::Probe)> = pod
+        let wanted: Vec<(String, ProbeKind, &Probe)> = pod
             .spec
             .containers
             .iter()
