@@ -771,8 +771,10 @@ pub(crate) async fn slow_and_failing_cri(name: &str, stall: Stall) -> CriFaultFi
     node.endpoint = proxy.endpoint();
     node.kubelet_with(&["--runtime-request-timeout=2s"]);
     let started = Instant::now();
+    // A liveness bound, not a speed goal (the figure is printed): the same code took 69 s
+    // alone and 160 s beside other tests on this 2-core VM, and over 180 s once in CI.
     eventually!(
-        180,
+        300,
         "10 pods running through failing and slow CRI calls",
         Some(running_by_pod(&node.rt).await).filter(|r| r.len() == PODS)
     );
