@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::config::NodeFacts;
+use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::node::machine::MachineInfo;
 use crate::domain::units::cpuset::CpuSet;
 
@@ -36,4 +37,20 @@ pub fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// The request context of a node at `/var/lib/kubelet` with logs under `/var/log/pods`.
+pub fn request_context() -> RequestContext {
+    RequestContext {
+        pod_logs_dir: "/var/log/pods".into(),
+        root_dir: "/var/lib/kubelet".into(),
+        host_dns: Default::default(),
+        cluster_dns: Vec::new(),
+        cluster_domain: "cluster.local".into(),
+        cpu_cfs_quota: true,
+        cpu_cfs_quota_period_us: 100_000,
+        memory_capacity_bytes: 1 << 30,
+        hugepage_sizes: Vec::new(),
+        security: Default::default(),
+    }
 }

@@ -13,18 +13,7 @@ const IMAGE: &str = "busybox:1.36";
 const PARENT: &str = "/kubepods/besteffort/poduid-1";
 
 fn ctx() -> RequestContext {
-    RequestContext {
-        pod_logs_dir: "/var/log/pods".into(),
-        root_dir: "/var/lib/kubelet".into(),
-        host_dns: Default::default(),
-        cluster_dns: Vec::new(),
-        cluster_domain: "cluster.local".into(),
-        cpu_cfs_quota: true,
-        cpu_cfs_quota_period_us: 100_000,
-        memory_capacity_bytes: 1 << 30,
-        hugepage_sizes: Vec::new(),
-        security: Default::default(),
-    }
+    crate::domain::test_support::request_context()
 }
 
 fn container(name: &str, image: &str) -> Container {

@@ -124,6 +124,8 @@ pub struct PodSync<'a> {
     new_sandbox: Option<SandboxStatus>,
     sandbox_ip: String,
     keyring: Keyring,
+    /// A host-network pod's hosts file, until the node's is read.
+    hosts: Option<HostsFile>,
     /// The result of each image pulled in this sync (one pull per image).
     pulls: BTreeMap<String, Result<(), Held>>,
     current: Option<Current>,
@@ -150,6 +152,7 @@ impl<'a> PodSync<'a> {
             new_sandbox: None,
             sandbox_ip: String::new(),
             keyring: Keyring::default(),
+            hosts: None,
             pulls: BTreeMap::new(),
             current: None,
             started: Vec::new(),
@@ -288,7 +291,9 @@ impl<'a> PodSync<'a> {
                 self.sandbox_created(status)
             }
             (Awaiting::NodeHosts, Answer::NodeHosts(node_hosts)) => {
-                self.write_hosts_file(&node_hosts);
+                if let Some(file) = self.hosts.take() {
+                    self.write_hosts_file(&file, &node_hosts);
+                }
                 self.containers_begin();
             }
             (Awaiting::RuntimeAfter, Answer::RuntimeAfter(status)) => {
@@ -496,7 +501,8 @@ impl<'a> PodSync<'a> {
         })
     }
 
-    /// The pod's managed `/etc/hosts`, written before its containers are created with it.
+    /// The pod's managed `/etc/hosts`, written before its containers are created with it
+    /// (a host-network pod's once the node's is read).
     fn hosts_file(&mut self) {
         if !self.starts() {
             return self.containers_begin();
@@ -513,31 +519,22 @@ impl<'a> PodSync<'a> {
         );
         match HostsFile::of(self.requests, self.pod, ip, &hostname) {
             None => self.containers_begin(),
-            Some(HostsFile::FromNode { .. }) => self.ask(Need::NodeHosts, Awaiting::NodeHosts),
-            Some(HostsFile::Managed(_)) => {
-                self.write_hosts_file("");
+            Some(file @ HostsFile::FromNode { .. }) => {
+                self.hosts = Some(file);
+                self.ask(Need::NodeHosts, Awaiting::NodeHosts);
+            }
+            Some(file) => {
+                self.write_hosts_file(&file, "");
                 self.containers_begin();
             }
         }
     }
 
-    fn write_hosts_file(&mut self, node_hosts: &str) {
-        let hostname = self
-            .plan
-            .as_ref()
-            .map(|p| p.sandbox.hostname.clone())
-            .unwrap_or_default();
-        let ip = hosts_ip(
-            self.pod,
-            &self.sandbox_ip,
-            &self.facts.pod_inputs.facts.host_ip,
-        );
-        if let Some(file) = HostsFile::of(self.requests, self.pod, ip, &hostname) {
-            self.tell(Effect::WriteHostsFile {
-                path: etc_hosts_file(self.requests, &self.pod.metadata.uid),
-                content: file.content(node_hosts),
-            });
-        }
+    fn write_hosts_file(&mut self, file: &HostsFile, node_hosts: &str) {
+        self.tell(Effect::WriteHostsFile {
+            path: etc_hosts_file(self.requests, &self.pod.metadata.uid),
+            content: file.content(node_hosts),
+        });
     }
 
     fn containers_begin(&mut self) {

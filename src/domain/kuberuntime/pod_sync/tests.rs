@@ -19,18 +19,7 @@ const NOW: i64 = 1_700_000_000 * SEC;
 const IMAGE: &str = "busybox:1.36";
 
 fn ctx() -> RequestContext {
-    RequestContext {
-        pod_logs_dir: "/var/log/pods".into(),
-        root_dir: "/var/lib/kubelet".into(),
-        host_dns: Default::default(),
-        cluster_dns: Vec::new(),
-        cluster_domain: "cluster.local".into(),
-        cpu_cfs_quota: true,
-        cpu_cfs_quota_period_us: 100_000,
-        memory_capacity_bytes: 1 << 30,
-        hugepage_sizes: Vec::new(),
-        security: Default::default(),
-    }
+    crate::domain::test_support::request_context()
 }
 
 fn container(name: &str, image: &str) -> Container {
