@@ -322,8 +322,10 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodRuntimeStatus) -> PodActions {
             }
             continue;
         }
-        let wanted = container_hash(container);
+        // The hash is costly (upstream's spew of the whole spec): worked out again only
+        // for a container whose spec changed.
         if !container_hash_matches(container, current.hash) {
+            let wanted = container_hash(container);
             // A changed definition is applied whatever the restart policy.
             actions.start(
                 index,
@@ -455,8 +457,8 @@ fn plan_init_containers(pod: &Pod, status: &PodRuntimeStatus, actions: &mut PodA
                     } else if !previously_initialized {
                         starts.push(i + 1);
                     }
-                    let wanted = container_hash(container);
                     if !container_hash_matches(container, current.hash) {
+                        let wanted = container_hash(container);
                         kills.push(kill(
                             current,
                             KillReason::SpecChanged {

@@ -16,7 +16,6 @@ use super::defaults::container_defaults;
 use super::gojson::{marshal, write_string, GoJson};
 use super::goval::{GoVal, Node};
 use super::schema::T_V1_CONTAINER;
-use super::spew::spew_bytes;
 use super::IdentityError;
 use crate::domain::pod::Container;
 
@@ -27,9 +26,28 @@ pub fn fnv32a(bytes: &[u8]) -> u32 {
     })
 }
 
-/// `DeepHashObject(fnv32a, json)`: the hash of the JSON's spew form.
+/// `DeepHashObject(fnv32a, json)`: the hash of the JSON's spew form
+/// ([`super::spew::spew_bytes`]), fed to the hash as it is spelled rather than written out first
+/// (the planner hashes thousands of containers).
 pub fn hash_of_json(json: &str) -> u32 {
-    fnv32a(spew_bytes(json.as_bytes()).as_bytes())
+    const PRIME: u32 = 0x0100_0193;
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut feed = |b: u8| hash = (hash ^ u32::from(b)).wrapping_mul(PRIME);
+    b"([]uint8)[".iter().for_each(|b| feed(*b));
+    for (i, byte) in json.bytes().enumerate() {
+        if i > 0 {
+            feed(b' ');
+        }
+        if byte >= 100 {
+            feed(b'0' + byte / 100);
+        }
+        if byte >= 10 {
+            feed(b'0' + byte / 10 % 10);
+        }
+        feed(b'0' + byte % 10);
+    }
+    feed(b']');
+    hash
 }
 
 /// v1.26's hash of a decoded, defaulted v1 Container value.
@@ -98,6 +116,17 @@ pub fn recorded_hash_matches(v1_26: u32, name: &str, image: &str, recorded: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hash_of_json_is_fnv_over_its_spew_form() {
+        for json in ["", "{}", r#"{"name":"a","image":"b"}"#, "\u{7f}\u{0}~é"] {
+            assert_eq!(
+                hash_of_json(json),
+                fnv32a(super::super::spew::spew_bytes(json.as_bytes()).as_bytes()),
+                "{json:?}"
+            );
+        }
+    }
 
     /// Upstream's own vector (pkg/kubelet/container/container_hash_test.go):
     /// the same container hashed by v1.15 to v1.30 and by v1.31.
