@@ -293,7 +293,7 @@ impl KubeletApi {
             Ok(asked) => asked,
             Err(message) => {
                 debug!(uri = %req.uri(), %message, "bad streaming request");
-                return response(StatusCode::BAD_REQUEST, TEXT, message);
+                return response(StatusCode::BAD_REQUEST, TEXT, message.to_string());
             }
         };
         let Some((pod, _)) = self.pods.find(namespace, pod_name) else {

@@ -15,8 +15,30 @@ const STDERR: &str = "error";
 const TTY: &str = "tty";
 const PORT: &str = "port";
 
-/// `remotecommand.NewOptions`' refusal.
-pub const NO_STREAM: &str = "you must specify at least 1 of stdin, stdout, stderr";
+/// Why a streaming request is answered 400; its text is upstream's body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamRequestError {
+    /// `remotecommand.NewOptions`' refusal.
+    #[error("you must specify at least 1 of stdin, stdout, stderr")]
+    NoStream,
+    #[error("query parameter \"port\" is required")]
+    PortRequired,
+    #[error("query parameter \"port\" cannot be empty")]
+    PortEmpty,
+    #[error("unable to parse {} as a port: {source}", go_quote(.value))]
+    BadPort { value: String, source: PortSyntax },
+    #[error("port {} must be > 0", go_quote(.value))]
+    PortZero { value: String },
+}
+
+/// Go's `strconv.ParseUint(text, 10, 16)` errors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortSyntax {
+    #[error("strconv.ParseUint: parsing {}: invalid syntax", go_quote(.0))]
+    Invalid(String),
+    #[error("strconv.ParseUint: parsing {}: value out of range", go_quote(.0))]
+    OutOfRange(String),
+}
 
 /// The streams an exec or attach asks for, and an exec's command.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -49,7 +71,7 @@ fn first<'a>(pairs: &'a [(String, String)], key: &str) -> &'a str {
 }
 
 /// An exec's or attach's options from its query; `Err` is the 400's body.
-pub fn stream_options(query: &str) -> Result<StreamOptions, String> {
+pub fn stream_options(query: &str) -> Result<StreamOptions, StreamRequestError> {
     let pairs = pairs(query);
     let on = |key: &str| first(&pairs, key) == "1";
     let tty = on(TTY);
@@ -65,28 +87,18 @@ pub fn stream_options(query: &str) -> Result<StreamOptions, String> {
         tty,
     };
     if !options.stdin && !options.stdout && !options.stderr {
-        return Err(NO_STREAM.into());
+        return Err(StreamRequestError::NoStream);
     }
     Ok(options)
 }
 
-/// Go's `strconv.ParseUint(text, 10, 16)` error text, or the port.
-fn parse_port(text: &str) -> Result<u16, String> {
-    let syntax = || {
-        format!(
-            "strconv.ParseUint: parsing {}: invalid syntax",
-            go_quote(text)
-        )
-    };
+/// Go's `strconv.ParseUint(text, 10, 16)`.
+fn parse_port(text: &str) -> Result<u16, PortSyntax> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(syntax());
+        return Err(PortSyntax::Invalid(text.to_owned()));
     }
-    text.parse::<u16>().map_err(|_| {
-        format!(
-            "strconv.ParseUint: parsing {}: value out of range",
-            go_quote(text)
-        )
-    })
+    text.parse::<u16>()
+        .map_err(|_| PortSyntax::OutOfRange(text.to_owned()))
 }
 
 /// Whether the request asks for a WebSocket (upstream's `wsstream.IsWebSocketRequest`):
@@ -102,7 +114,7 @@ pub fn is_websocket(upgrade: Option<&str>, connection: Option<&str>) -> bool {
 
 /// A port-forward's ports: from the query for a WebSocket request (each `port` value a
 /// comma-separated list), none for SPDY (its streams name them); `Err` is the 400's body.
-pub fn port_forward_ports(query: &str, websocket: bool) -> Result<Vec<u16>, String> {
+pub fn port_forward_ports(query: &str, websocket: bool) -> Result<Vec<u16>, StreamRequestError> {
     if !websocket {
         return Ok(Vec::new());
     }
@@ -112,21 +124,22 @@ pub fn port_forward_ports(query: &str, websocket: bool) -> Result<Vec<u16>, Stri
         .map(|(_, v)| v)
         .collect();
     if values.is_empty() {
-        return Err(format!("query parameter {} is required", go_quote(PORT)));
+        return Err(StreamRequestError::PortRequired);
     }
     let mut ports = Vec::new();
     for value in &values {
         if value.is_empty() {
-            return Err(format!(
-                "query parameter {} cannot be empty",
-                go_quote(PORT)
-            ));
+            return Err(StreamRequestError::PortEmpty);
         }
         for part in value.split(',') {
-            let port = parse_port(part)
-                .map_err(|e| format!("unable to parse {} as a port: {e}", go_quote(value)))?;
+            let port = parse_port(part).map_err(|source| StreamRequestError::BadPort {
+                value: value.clone(),
+                source,
+            })?;
             if port < 1 {
-                return Err(format!("port {} must be > 0", go_quote(value)));
+                return Err(StreamRequestError::PortZero {
+                    value: value.clone(),
+                });
             }
             ports.push(port);
         }
@@ -151,8 +164,8 @@ mod tests {
             "command=ls&error=1&tty=1",
         ] {
             assert_eq!(
-                stream_options(query),
-                Err(NO_STREAM.to_owned()),
+                stream_options(query).map_err(|e| e.to_string()),
+                Err("you must specify at least 1 of stdin, stdout, stderr".to_owned()),
                 "{query:?}"
             );
         }
@@ -215,7 +228,7 @@ mod tests {
             ("port=0", r#"port "0" must be > 0"#),
         ] {
             assert_eq!(
-                port_forward_ports(query, true),
+                port_forward_ports(query, true).map_err(|e| e.to_string()),
                 Err(want.to_owned()),
                 "{query:?}"
             );
