@@ -12,8 +12,10 @@ use tracing::info;
 
 use crate::domain::pod::api::is_api_pod;
 use crate::domain::pod::{full_name, Pod};
-use crate::domain::status::{host_network_pod_ip, same_status, stamp_status, ApiPodStatus};
-use crate::domain::units::time::rfc3339_seconds;
+use crate::domain::status::{
+    apply_readiness_gates, host_network_pod_ip, same_status, stamp_status, ApiPodStatus,
+};
+use crate::domain::units::time::{parse_rfc3339, rfc3339_seconds};
 use crate::ports::clock::Clock;
 
 #[derive(Debug, Clone)]
@@ -132,6 +134,7 @@ impl PodStatusStore {
         api.mirrors = mirrors;
         api.statuses = statuses;
         drop(api);
+        self.follow_readiness_gates();
         if mirrors_changed {
             // A static pod's status goes to its new mirror.
             let uids: Vec<String> = read(&self.inner.pods).keys().cloned().collect();
@@ -144,6 +147,34 @@ impl PodStatusStore {
         self.inner
             .tracks_changes
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A controller set a readiness gate's condition: the pods with gates take it into
+    /// their `Ready` at once, not at their next sync.
+    fn follow_readiness_gates(&self) {
+        let host_ip = read(&self.inner.host_ip).clone();
+        let now = self.now();
+        let mut changed = Vec::new();
+        let mut pods = write(&self.inner.pods);
+        for (uid, record) in pods
+            .iter_mut()
+            .filter(|(_, r)| !r.pod.spec.readiness_gates.is_empty())
+        {
+            let Some(api) = self
+                .target_of(&record.pod)
+                .and_then(|target| self.api_status(&target.uid))
+            else {
+                continue;
+            };
+            let mut status = record.status.clone();
+            if apply_readiness_gates(&record.pod, &mut status, &api.conditions) {
+                stamp_status(Some(&record.status), &mut status, &host_ip, &now);
+                record.status = status;
+                changed.push(uid.clone());
+            }
+        }
+        drop(pods);
+        self.mark_dirty(changed);
     }
 
     fn mark_dirty(&self, uids: impl IntoIterator<Item = String>) {
@@ -172,11 +203,13 @@ impl PodStatusStore {
 
     fn record(&self, pod: &Pod, mut status: ApiPodStatus, delete_when_written: bool) {
         let uid = pod.metadata.uid.clone();
+        let in_api = self
+            .target_of(pod)
+            .and_then(|target| self.api_status(&target.uid));
+        let api_conditions = in_api.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+        apply_readiness_gates(pod, &mut status, api_conditions);
         let previous = read(&self.inner.pods).get(&uid).map(|r| r.status.clone());
-        let previous = previous.or_else(|| {
-            self.target_of(pod)
-                .and_then(|target| self.api_status(&target.uid))
-        });
+        let previous = previous.or(in_api);
         let host_ip = read(&self.inner.host_ip).clone();
         stamp_status(previous.as_ref(), &mut status, &host_ip, &self.now());
         host_network_pod_ip(&mut status, pod.spec.host_network, &host_ip);
@@ -208,6 +241,22 @@ impl PodStatusStore {
         if write(&self.inner.pods).remove(uid).is_some() {
             self.mark_dirty([uid.to_owned()]);
         }
+    }
+
+    /// When the pod started, as its status says: the kubelet's record, else the API's
+    /// (kept across restarts), as Unix nanoseconds.
+    pub(crate) fn start_time(&self, pod: &Pod) -> Option<i64> {
+        let recorded = read(&self.inner.pods)
+            .get(&pod.metadata.uid)
+            .and_then(|r| r.status.start_time.clone());
+        recorded
+            .or_else(|| {
+                self.target_of(pod)
+                    .and_then(|target| self.api_status(&target.uid))
+                    .and_then(|s| s.start_time)
+            })
+            .as_deref()
+            .and_then(parse_rfc3339)
     }
 
     /// Whether the store still has the pod.

@@ -686,6 +686,55 @@ async fn a_finished_pod_is_not_started_again_when_its_dead_container_is_removed(
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
 }
 
+/// `activeDeadlineSeconds` (upstream's `TestActiveDeadlineHandler` through the sync): the
+/// pod runs until its deadline, then is killed and ends `Failed` with `DeadlineExceeded`,
+/// and is not started again.
+#[tokio::test(start_paused = true)]
+async fn a_pod_past_its_active_deadline_is_killed_and_failed() {
+    let w = world();
+    let store = PodStatusStore::new().with_clock(w.clock.clone());
+    let (tx, rx) = mpsc::channel(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let pod_loop = PodLoop::new(w.ctx.clone(), store.clone(), LoopSettings::default());
+    let task = tokio::spawn(pod_loop.run(vec![Box::new(ChannelSource(rx))], stop_rx));
+    let mut bounded = pod("bounded", RestartPolicy::Always, IMAGE);
+    bounded.spec.active_deadline_seconds = Some(30);
+    tx.send(set(vec![bounded]))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
+    wait_until("the pod runs", || {
+        phase_of(&store, "web-bounded").as_deref() == Some("Running")
+    })
+    .await;
+    // Resyncs go by within the deadline: the pod runs on.
+    w.clock.advance(Duration::from_secs(29));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(phase_of(&store, "web-bounded").as_deref(), Some("Running"));
+    w.clock.advance(Duration::from_secs(2));
+    wait_until("the pod is failed past its deadline", || {
+        phase_of(&store, "web-bounded").as_deref() == Some("Failed")
+    })
+    .await;
+    let status = store.status_of("bounded").unwrap_or_default();
+    assert_eq!(status.reason, "DeadlineExceeded");
+    assert_eq!(
+        status.message,
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert_eq!(newest_running(&containers(&w.runtime).await), None);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let creates = w
+        .runtime
+        .journal()
+        .iter()
+        .filter(|c| c.starts_with("CreateContainer"))
+        .count();
+    assert_eq!(creates, 1, "the pod was started again");
+    assert_eq!(phase_of(&store, "web-bounded").as_deref(), Some("Failed"));
+    let _ = stop_tx.send(true);
+    task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+}
+
 /// Must-show 8 at the CRI boundary: the pod's pull secrets reach `PullImage` as the
 /// `AuthConfig` of the image's registry, each matching credential tried in turn (the
 /// most specific first); an image of another registry is pulled anonymously.

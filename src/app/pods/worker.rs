@@ -17,6 +17,9 @@ use super::terminate::{kill_pod, terminate_pod};
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::kuberuntime::backoff::BackoffPolicy;
 use crate::domain::kuberuntime::pleg::relist_already_seen;
+use crate::domain::pod::active_deadline::{
+    active_deadline, ActiveDeadline, DEADLINE_EXCEEDED_MESSAGE, DEADLINE_EXCEEDED_REASON,
+};
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 
@@ -98,6 +101,17 @@ pub(super) async fn worker_loop(
             return;
         };
         let wait = match now {
+            Desired::Run(pod) if past_deadline(&shared, &pod) => {
+                shared.probes.forget(&uid);
+                let span = info_span!("deadline_exceeded", pod = %full_name(&pod), %uid);
+                end_past_deadline(&shared, &pod).instrument(span).await;
+                drop(permit);
+                // Failed for good: a new spec (a shorter deadline) is past it too.
+                if !wait_for_new_desire(&mut desired, &pod).await {
+                    return;
+                }
+                continue;
+            }
             Desired::Run(pod) => {
                 let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
                 let sync_started = std::time::Instant::now();
@@ -151,7 +165,13 @@ pub(super) async fn worker_loop(
                 let retry = outcome
                     .retry_after
                     .map(|d| d.max(BackoffPolicy::SYNC_ERROR.delay_for_step(failures)));
-                retry.map_or(shared.resync, |d| d.min(shared.resync))
+                let wait = retry.map_or(shared.resync, |d| d.min(shared.resync));
+                // Woken when the active deadline passes, not a resync later.
+                match deadline_of(&shared, &pod) {
+                    ActiveDeadline::Remaining(left) => wait.min(left),
+                    ActiveDeadline::Exceeded => Duration::ZERO,
+                    ActiveDeadline::Unbounded => wait,
+                }
             }
             Desired::Evict(pod, eviction) => {
                 let span = info_span!("evict_pod", pod = %full_name(&pod), %uid);
@@ -246,6 +266,38 @@ pub(super) async fn worker_loop(
             }
         }
     }
+}
+
+fn deadline_of(shared: &WorkerShared, pod: &Pod) -> ActiveDeadline {
+    active_deadline(
+        &pod.spec,
+        shared.store.start_time(pod),
+        shared.ctx.clock.now_unix_nanos(),
+    )
+}
+
+fn past_deadline(shared: &WorkerShared, pod: &Pod) -> bool {
+    deadline_of(shared, pod) == ActiveDeadline::Exceeded
+}
+
+/// A pod past its active deadline: killed with its grace period, `Failed` with upstream's
+/// reason and message, and its event.
+async fn end_past_deadline(shared: &WorkerShared, pod: &Pod) {
+    shared
+        .ctx
+        .events
+        .pod(pod, crate::domain::events::deadline_exceeded());
+    let runtime = kill_pod(&shared.ctx, pod, pod.termination_grace_period()).await;
+    let status = api_pod_status(pod, &runtime, &Default::default(), &shared.ctx.runtime_name);
+    shared.store.set(
+        pod,
+        terminal_status(
+            status,
+            DEADLINE_EXCEEDED_REASON,
+            DEADLINE_EXCEEDED_MESSAGE,
+            None,
+        ),
+    );
 }
 
 /// Waits until the pod is wanted otherwise than as `pod` runs now (a new spec, its

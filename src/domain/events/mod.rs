@@ -169,6 +169,17 @@ pub fn refused_or_evicted(reason: &str, message: &str) -> NodeEvent {
     warning(reason, message.to_owned())
 }
 
+/// A pod past its `activeDeadlineSeconds` (upstream's `activeDeadlineHandler`: Normal).
+pub fn deadline_exceeded() -> NodeEvent {
+    use crate::domain::pod::active_deadline::{
+        DEADLINE_EXCEEDED_MESSAGE, DEADLINE_EXCEEDED_REASON,
+    };
+    normal(
+        DEADLINE_EXCEEDED_REASON,
+        DEADLINE_EXCEEDED_MESSAGE.to_owned(),
+    )
+}
+
 /// A probe's or hook's event (`Unhealthy`, `ProbeWarning`, `Killing`, `Failed…Hook`).
 pub fn from_probe(event: &ProbeEvent) -> NodeEvent {
     NodeEvent {

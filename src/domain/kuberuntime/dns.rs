@@ -1,6 +1,8 @@
 //! Pod DNS, as upstream's `pkg/kubelet/network/dns` forms it: the node's
 //! resolv.conf parsed, and the resolver configuration a pod gets from its
-//! `dnsPolicy`, the cluster DNS servers and the cluster domain.
+//! `dnsPolicy` and `dnsConfig`, the cluster DNS servers and the cluster domain.
+
+use crate::domain::pod::PodDnsConfig;
 
 /// Most nameservers a resolver reads (glibc's MAXNS); upstream cuts the rest.
 pub const MAX_NAMESERVERS: usize = 3;
@@ -119,11 +121,13 @@ fn option_name(option: &str) -> &str {
 /// - `ClusterFirst` / `ClusterFirstWithHostNet`: the cluster DNS servers,
 ///   `<ns>.svc.<domain> svc.<domain> <domain>` before the node's search
 ///   domains, and `ndots:5`; without cluster DNS the node's, with a warning;
-/// - anything else: treated as `ClusterFirst`, with a warning.
+/// - anything else: treated as `ClusterFirst`, with a warning;
 ///
-/// Then cut to the resolver's limits (with a warning when something is cut).
+/// then the pod's `dnsConfig` appended (`append_pod_config`), and the whole cut to the
+/// resolver's limits (with a warning when something is cut).
 pub fn pod_dns(
     policy: &str,
+    pod_config: Option<&PodDnsConfig>,
     host_network: bool,
     host: &ResolvConf,
     cluster_dns: &[String],
@@ -133,7 +137,12 @@ pub fn pod_dns(
     let mut warnings = Vec::new();
     let cluster = match policy {
         "None" => {
-            return PodDns::default();
+            let mut config = ResolvConf::default();
+            if let Some(pod_config) = pod_config {
+                append_pod_config(&mut config, pod_config);
+            }
+            fit_limits(&mut config, &mut warnings);
+            return PodDns { config, warnings };
         }
         "ClusterFirstWithHostNet" => true,
         "ClusterFirst" => !host_network,
@@ -156,6 +165,43 @@ pub fn pod_dns(
                 .collect();
         }
     }
+    if let Some(pod_config) = pod_config {
+        append_pod_config(&mut config, pod_config);
+    }
+    fit_limits(&mut config, &mut warnings);
+    PodDns { config, warnings }
+}
+
+/// Upstream's `appendDNSConfig`: the pod's `dnsConfig` after what its policy gave, each
+/// server and search domain once, its options replacing those of the same name.
+fn append_pod_config(config: &mut ResolvConf, pod: &PodDnsConfig) {
+    let append_new = |list: &mut Vec<String>, more: &[String]| {
+        for item in more {
+            if !list.contains(item) {
+                list.push(item.clone());
+            }
+        }
+    };
+    append_new(&mut config.nameservers, &pod.nameservers);
+    append_new(&mut config.searches, &pod.searches);
+    for option in &pod.options {
+        let text = match &option.value {
+            Some(value) if !value.is_empty() => format!("{}:{value}", option.name),
+            _ => option.name.clone(),
+        };
+        match config
+            .options
+            .iter_mut()
+            .find(|o| option_name(o) == option.name)
+        {
+            Some(existing) => *existing = text,
+            None => config.options.push(text),
+        }
+    }
+}
+
+/// Cuts the configuration to the resolver's limits, with a warning for what was cut.
+fn fit_limits(config: &mut ResolvConf, warnings: &mut Vec<DnsWarning>) {
     if config.nameservers.len() > MAX_NAMESERVERS {
         config.nameservers.truncate(MAX_NAMESERVERS);
         warnings.push(DnsWarning::NameserversTruncated(config.nameservers.clone()));
@@ -163,7 +209,6 @@ pub fn pod_dns(
     if fit_searches(&mut config.searches) {
         warnings.push(DnsWarning::SearchesTruncated(config.searches.clone()));
     }
-    PodDns { config, warnings }
 }
 
 fn cluster_searches(host: &[String], cluster_domain: &str, namespace: &str) -> Vec<String> {
@@ -316,6 +361,7 @@ mod tests {
         for (policy, host_network, cluster_dns, want, warnings) in cases {
             let got = pod_dns(
                 policy,
+                None,
                 *host_network,
                 &host(),
                 cluster_dns,
@@ -329,7 +375,15 @@ mod tests {
 
     #[test]
     fn no_cluster_domain_keeps_host_searches() {
-        let got = pod_dns("ClusterFirst", false, &host(), &v(&["10.0.0.10"]), "", "ns");
+        let got = pod_dns(
+            "ClusterFirst",
+            None,
+            false,
+            &host(),
+            &v(&["10.0.0.10"]),
+            "",
+            "ns",
+        );
         assert_eq!(got.config.searches, host().searches);
         assert_eq!(got.config.nameservers, v(&["10.0.0.10"]));
     }
@@ -341,7 +395,7 @@ mod tests {
             searches: (0..40).map(|i| format!("d{i}.example")).collect(),
             options: vec![],
         };
-        let got = pod_dns("Default", false, &big, &[], "", "ns");
+        let got = pod_dns("Default", None, false, &big, &[], "", "ns");
         assert_eq!(got.config.nameservers.len(), MAX_NAMESERVERS);
         assert_eq!(got.config.searches.len(), MAX_SEARCHES);
         assert!(matches!(
@@ -355,8 +409,91 @@ mod tests {
             searches: (0..10).map(|i| format!("{i}{}", "x".repeat(250))).collect(),
             ..Default::default()
         };
-        let got = pod_dns("Default", false, &long, &[], "", "ns");
+        let got = pod_dns("Default", None, false, &long, &[], "", "ns");
         assert!(got.config.searches.join(" ").len() <= MAX_SEARCH_CHARS);
         assert_eq!(got.config.searches.len(), 8);
+    }
+
+    /// Upstream's `TestGetPodDNSCustom` cases: `dnsConfig` alone under `None`, appended
+    /// to the cluster's and the node's otherwise, options replaced by name, then the
+    /// limits.
+    #[test]
+    fn a_pods_dns_config_is_merged_as_upstream() {
+        use crate::domain::pod::PodDnsConfigOption;
+        let option = |name: &str, value: Option<&str>| PodDnsConfigOption {
+            name: name.into(),
+            value: value.map(str::to_owned),
+        };
+        let custom = PodDnsConfig {
+            nameservers: v(&["203.0.113.1", "10.96.0.10"]),
+            searches: v(&["my.dns.search.suffix", "svc.cluster.local"]),
+            options: vec![option("ndots", Some("2")), option("edns0", None)],
+        };
+        let dns = v(&["10.96.0.10"]);
+        let none = pod_dns(
+            "None",
+            Some(&custom),
+            false,
+            &host(),
+            &dns,
+            "cluster.local",
+            "ns1",
+        );
+        assert_eq!(
+            none.config,
+            ResolvConf {
+                nameservers: v(&["203.0.113.1", "10.96.0.10"]),
+                searches: v(&["my.dns.search.suffix", "svc.cluster.local"]),
+                options: v(&["ndots:2", "edns0"]),
+            }
+        );
+        assert!(none.warnings.is_empty());
+        let cluster = pod_dns(
+            "ClusterFirst",
+            Some(&custom),
+            false,
+            &host(),
+            &dns,
+            "cluster.local",
+            "ns1",
+        );
+        assert_eq!(
+            cluster.config.nameservers,
+            v(&["10.96.0.10", "203.0.113.1"])
+        );
+        assert_eq!(
+            cluster.config.searches,
+            v(&[
+                "ns1.svc.cluster.local",
+                "svc.cluster.local",
+                "cluster.local",
+                "corp.example",
+                "my.dns.search.suffix",
+            ])
+        );
+        assert_eq!(cluster.config.options, v(&["ndots:2", "edns0"]));
+        let default = pod_dns("Default", Some(&custom), false, &host(), &dns, "", "ns1");
+        assert_eq!(
+            default.config.options,
+            v(&["timeout:2", "ndots:2", "edns0"])
+        );
+        // Four servers in all: the resolver reads three, with upstream's warning.
+        let many = PodDnsConfig {
+            nameservers: v(&["1.1.1.1", "2.2.2.2", "3.3.3.3"]),
+            ..PodDnsConfig::default()
+        };
+        let cut = pod_dns("Default", Some(&many), false, &host(), &dns, "", "ns1");
+        assert_eq!(
+            cut.config.nameservers,
+            v(&["192.168.1.1", "1.1.1.1", "2.2.2.2"])
+        );
+        assert_eq!(
+            cut.warnings,
+            [DnsWarning::NameserversTruncated(v(&[
+                "192.168.1.1",
+                "1.1.1.1",
+                "2.2.2.2"
+            ]))]
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
+pub mod active_deadline;
 pub mod api;
 pub mod decode;
 pub mod defaults;
@@ -179,6 +180,44 @@ pub struct PodSpec {
     pub tolerations: Vec<Toleration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub os: Option<PodOs>,
+    /// Conditions, besides the containers' readiness, a pod needs to be `Ready`
+    /// (`domain::status::apply_readiness_gates`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness_gates: Vec<PodReadinessGate>,
+    /// How long the pod may be active on the node (`active_deadline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+    /// Resolver settings merged into what `dnsPolicy` gives (`kuberuntime::dns`).
+    #[serde(rename = "dnsConfig", skip_serializing_if = "Option::is_none")]
+    pub dns_config: Option<PodDnsConfig>,
+}
+
+/// `v1.PodDNSConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodDnsConfig {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<PodDnsConfigOption>,
+}
+
+/// `v1.PodDNSConfigOption`: `name`, or `name:value` in resolv.conf.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodDnsConfigOption {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// `v1.PodReadinessGate`: a condition type in the pod's status, set by a controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodReadinessGate {
+    pub condition_type: String,
 }
 
 /// `spec.affinity`; only the node affinity's required part matters to a kubelet.
@@ -275,6 +314,9 @@ impl Default for PodSpec {
             affinity: None,
             tolerations: Vec::new(),
             os: None,
+            readiness_gates: Vec::new(),
+            active_deadline_seconds: None,
+            dns_config: None,
         }
     }
 }

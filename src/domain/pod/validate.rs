@@ -243,6 +243,37 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             supported: supported_list(&DNS_POLICIES),
         });
     }
+    if spec.dns_policy == "None" {
+        match &spec.dns_config {
+            None => errors.push(required(
+                "spec.dnsConfig".into(),
+                "must provide `dnsConfig` when `dnsPolicy` is None",
+            )),
+            Some(c) if c.nameservers.is_empty() => errors.push(required(
+                "spec.dnsConfig.nameservers".into(),
+                "must provide at least one DNS nameserver when `dnsPolicy` is None",
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(config) = &spec.dns_config {
+        if config.nameservers.len() > crate::domain::kuberuntime::dns::MAX_NAMESERVERS {
+            errors.push(invalid(
+                "spec.dnsConfig.nameservers".into(),
+                format!("[{}]", config.nameservers.join(" ")),
+                "must not have more than 3 nameservers",
+            ));
+        }
+    }
+    if let Some(deadline) = spec.active_deadline_seconds {
+        if !(1..=i64::from(i32::MAX)).contains(&deadline) {
+            errors.push(invalid(
+                "spec.activeDeadlineSeconds".into(),
+                deadline.to_string(),
+                "must be between 1 and 2147483647, inclusive",
+            ));
+        }
+    }
     if let Some(grace) = spec.termination_grace_period_seconds {
         if grace < 0 {
             errors.push(invalid(

@@ -69,6 +69,17 @@ impl ProbeKind {
     pub fn probes_a_new_container_at_once(self) -> bool {
         self == ProbeKind::Readiness
     }
+
+    /// The probe of the same container that runs at once when this one has just
+    /// succeeded: a passed startup probe lets readiness run without waiting for its next
+    /// period (upstream's status update triggers the readiness worker of a started
+    /// container without a result), so the pod is ready moments after its start-up.
+    pub fn runs_next_at_once(self) -> Option<ProbeKind> {
+        match self {
+            ProbeKind::Startup => Some(ProbeKind::Readiness),
+            ProbeKind::Liveness | ProbeKind::Readiness => None,
+        }
+    }
 }
 
 impl ProbeKind {

@@ -281,6 +281,78 @@ pub fn pod_conditions(pod: &Pod, status: &ApiPodStatus) -> Vec<PodCondition> {
     ]
 }
 
+/// Upstream's `ReadinessGatesNotReady`.
+pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+
+/// The pod's `Ready` condition with its readiness gates (upstream's
+/// `GeneratePodReadyCondition`): while its containers are not ready it says what
+/// `ContainersReady` says; then it is `True` only when every gate's condition, as the API
+/// holds it (`api_conditions`, set by controllers), is `True`. Returns whether `Ready`
+/// changed. A status without `ContainersReady` (a rejected pod) is left alone.
+pub fn apply_readiness_gates(
+    pod: &Pod,
+    status: &mut ApiPodStatus,
+    api_conditions: &[PodCondition],
+) -> bool {
+    if pod.spec.readiness_gates.is_empty() {
+        return false;
+    }
+    let Some(containers_ready) = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "ContainersReady")
+    else {
+        return false;
+    };
+    let mut ready = PodCondition {
+        condition_type: "Ready".to_owned(),
+        last_transition_time: None,
+        ..containers_ready.clone()
+    };
+    if containers_ready.status == "True" {
+        let unready: Vec<String> = pod
+            .spec
+            .readiness_gates
+            .iter()
+            .filter_map(|gate| {
+                let gate = gate.condition_type.as_str();
+                match api_conditions.iter().find(|c| c.condition_type == gate) {
+                    None => Some(format!(
+                        "corresponding condition of pod readiness gate \"{gate}\" does not exist."
+                    )),
+                    Some(c) if c.status != "True" => Some(format!(
+                        "the status of pod readiness gate \"{gate}\" is not \"True\", but {}",
+                        c.status
+                    )),
+                    Some(_) => None,
+                }
+            })
+            .collect();
+        if !unready.is_empty() {
+            ready = PodCondition::new(
+                "Ready",
+                false,
+                READINESS_GATES_NOT_READY,
+                unready.join(", "),
+            );
+        }
+    }
+    let Some(current) = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.condition_type == "Ready")
+    else {
+        status.conditions.push(ready);
+        return true;
+    };
+    let changed = (&current.status, &current.reason, &current.message)
+        != (&ready.status, &ready.reason, &ready.message);
+    if changed {
+        *current = ready;
+    }
+    changed
+}
+
 /// The phase of a pod the kubelet ended.
 pub const PHASE_FAILED: &str = "Failed";
 
@@ -470,6 +542,19 @@ pub fn api_pod_status(
         container_statuses: convert(&pod.spec.containers, app_default),
         ..ApiPodStatus::default()
     };
+    // A plain init container is ready once it has succeeded (upstream's prober manager
+    // sets this on every status); a sidecar's readiness is a running container's.
+    for (container, init) in pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(&mut api.init_container_statuses)
+    {
+        if container.restart_policy.is_none() {
+            init.ready =
+                matches!(&init.state, ApiContainerState::Terminated(t) if t.exit_code == 0);
+        }
+    }
     api.conditions = pod_conditions(pod, &api);
     api
 }
@@ -525,6 +610,137 @@ mod tests {
         assert_eq!(
             status.container_statuses[0].state,
             ApiContainerState::Waiting(Waiting::new("ContainerCreating", ""))
+        );
+    }
+
+    fn condition(t: &str, status: &str) -> PodCondition {
+        PodCondition {
+            condition_type: t.into(),
+            status: status.into(),
+            ..PodCondition::default()
+        }
+    }
+
+    /// Upstream's `TestGeneratePodReadyCondition` cases with readiness gates.
+    #[test]
+    fn ready_needs_every_readiness_gate_true() {
+        let mut gated = pod(&[], &["app"]);
+        gated.spec.readiness_gates = ["k8s.io/a", "k8s.io/b"]
+            .iter()
+            .map(|t| crate::domain::pod::PodReadinessGate {
+                condition_type: (*t).into(),
+            })
+            .collect();
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![instance("app", "c1", 0, ContainerState::Running)],
+            ..Default::default()
+        };
+        let ready_of = |status: &ApiPodStatus| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == "Ready")
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        // (case, the conditions the API holds, Ready's status, reason and message)
+        type Case = (
+            &'static str,
+            Vec<PodCondition>,
+            (&'static str, &'static str, &'static str),
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "no gate condition yet",
+                vec![],
+                (
+                    "False",
+                    READINESS_GATES_NOT_READY,
+                    r#"corresponding condition of pod readiness gate "k8s.io/a" does not exist., corresponding condition of pod readiness gate "k8s.io/b" does not exist."#,
+                ),
+            ),
+            (
+                "one false",
+                vec![
+                    condition("k8s.io/a", "True"),
+                    condition("k8s.io/b", "False"),
+                ],
+                (
+                    "False",
+                    READINESS_GATES_NOT_READY,
+                    r#"the status of pod readiness gate "k8s.io/b" is not "True", but False"#,
+                ),
+            ),
+            (
+                "both true",
+                vec![condition("k8s.io/a", "True"), condition("k8s.io/b", "True")],
+                ("True", "", ""),
+            ),
+        ];
+        for (case, api_conditions, (want_status, want_reason, want_message)) in cases {
+            let mut status = api_pod_status(&gated, &runtime, &BTreeMap::new(), "containerd");
+            assert_eq!(
+                ready_of(&status).map(|r| r.0),
+                Some("True".to_owned()),
+                "{case}: containers ready"
+            );
+            apply_readiness_gates(&gated, &mut status, &api_conditions);
+            assert_eq!(
+                ready_of(&status),
+                Some((
+                    want_status.to_owned(),
+                    want_reason.to_owned(),
+                    want_message.to_owned()
+                )),
+                "{case}"
+            );
+        }
+        // Containers not ready: Ready says what ContainersReady says, whatever the gates.
+        let mut status = api_pod_status(
+            &gated,
+            &PodRuntimeStatus::default(),
+            &BTreeMap::new(),
+            "containerd",
+        );
+        let before = ready_of(&status);
+        assert!(!apply_readiness_gates(&gated, &mut status, &[]));
+        assert_eq!(ready_of(&status), before);
+        assert_eq!(before.map(|r| r.1), Some("ContainersNotReady".to_owned()));
+        // A pod without gates is left alone.
+        let plain = pod(&[], &["app"]);
+        let mut status = api_pod_status(&plain, &runtime, &BTreeMap::new(), "containerd");
+        assert!(!apply_readiness_gates(&plain, &mut status, &[]));
+    }
+
+    /// Upstream's `UpdatePodStatus`: an init container that exited 0 is ready, one that
+    /// failed or still runs is not.
+    #[test]
+    fn a_completed_init_container_is_ready() {
+        let mut failed = instance("second", "i2", 0, ContainerState::Exited);
+        failed.exit_code = 1;
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![
+                instance("first", "i1", 0, ContainerState::Exited),
+                failed,
+                instance("third", "i3", 0, ContainerState::Running),
+            ],
+            ..Default::default()
+        };
+        let status = api_pod_status(
+            &pod(&["first", "second", "third"], &["app"]),
+            &runtime,
+            &BTreeMap::new(),
+            "containerd",
+        );
+        let ready: Vec<(&str, bool)> = status
+            .init_container_statuses
+            .iter()
+            .map(|s| (s.name.as_str(), s.ready))
+            .collect();
+        assert_eq!(
+            ready,
+            [("first", true), ("second", false), ("third", false)]
         );
     }
 

@@ -579,6 +579,18 @@ impl ProbeManager {
                 );
             }
             let recorded = slot.worker.record(&run.container_id, &outcome);
+            let passed =
+                recorded.changed && slot.worker.result() == Some(decide::ProbeResult::Success);
+            if let Some(next) = run.kind.runs_next_at_once().filter(|_| passed) {
+                let now = Instant::now();
+                for other in entry
+                    .slots
+                    .iter_mut()
+                    .filter(|s| s.container == run.container && s.worker.kind() == next)
+                {
+                    other.next_run = other.next_run.min(now);
+                }
+            }
             if let Some(event) = &recorded.event {
                 log_event(&self.ctx, &entry.pod, &run.container, event);
             }

@@ -390,6 +390,7 @@ pub fn empty_dir_setups(ctx: &RequestContext, pod: &Pod) -> Vec<securitycontext:
 pub fn sandbox_dns(ctx: &RequestContext, pod: &Pod) -> PodDns {
     dns::pod_dns(
         &pod.spec.dns_policy,
+        pod.spec.dns_config.as_ref(),
         pod.spec.host_network,
         &ctx.host_dns,
         &ctx.cluster_dns,

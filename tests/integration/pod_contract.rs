@@ -1,0 +1,274 @@
+//! The Pod API's promises (issue 32), checked as upstream's e2e specs check them, against
+//! the real v1.26.1 control plane and containerd: readiness gates (`pods.go`, "should
+//! support pod readiness gates"), init containers' status (`init_container.go`), the
+//! readiness probe run at once when the startup probe succeeds (`container_probe.go`,
+//! "should be ready immediately after startupProbe succeeds"), `activeDeadlineSeconds`
+//! (`pods.go`), `dnsConfig` (`dns.go`). One control plane, node
+//! and rkubelet serve every case. Missing peers fail the test.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::api_pods::{events_of, eventually, pod};
+use crate::common::cluster::{Cluster, ClusterOptions};
+use crate::common::node::NODE;
+
+fn condition(pod: &Value, type_: &str) -> (String, String, String) {
+    let found = pod["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let text = |k: &str| found[k].as_str().unwrap_or_default().to_owned();
+    (text("status"), text("reason"), text("message"))
+}
+
+/// Sets a condition in the pod's status as a controller does (a strategic-merge patch of
+/// `pods/status`, merged by type).
+fn set_condition(cluster: &Cluster, pod: &str, type_: &str, status: &str) {
+    let patch =
+        format!(r#"{{"status":{{"conditions":[{{"type":"{type_}","status":"{status}"}}]}}}}"#);
+    let out = cluster.kubectl(&[
+        "patch",
+        "pod",
+        pod,
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        &patch,
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl patch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ready(cluster: &Cluster, name: &str) -> Option<(String, String, String)> {
+    pod(cluster, name).map(|p| condition(&p, "Ready"))
+}
+
+/// A pod bound to the node whose one container sleeps; `extra_spec` lines go in its spec.
+fn sleeper(name: &str, image: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n{extra_spec}  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
+    )
+}
+
+/// Waits for the pod to be ended for its active deadline, as upstream ends it: `Failed`,
+/// its reason and message, the event, and no container left running.
+async fn ended_by_deadline(
+    cluster: &Cluster,
+    node: &crate::common::node::Node,
+    name: &str,
+    secs: u64,
+) {
+    let p = eventually(
+        secs,
+        &format!("pod {name} Failed past its deadline"),
+        || pod(cluster, name).filter(|p| p["status"]["phase"] == "Failed"),
+    );
+    let status = &p["status"];
+    assert_eq!(status["reason"], "DeadlineExceeded", "{status}");
+    assert_eq!(
+        status["message"], "Pod was active on the node longer than the specified deadline",
+        "{status}"
+    );
+    eventually(30, &format!("pod {name}'s DeadlineExceeded event"), || {
+        events_of(cluster, name)
+            .iter()
+            .any(|(type_, reason, _)| type_ == "Normal" && reason == "DeadlineExceeded")
+            .then_some(())
+    });
+    assert!(
+        node.running(name, "app").await.is_none(),
+        "{name}'s container still runs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
+async fn the_pod_api_promises_hold() {
+    let (cluster, mut node) =
+        crate::common::api_pods::start("podcontract", ClusterOptions::default(), &[]);
+    let image = node.busybox.clone();
+    let gates = ["k8s.io/test-condition1", "k8s.io/test-condition2"];
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: gated\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  readinessGates:\n  - conditionType: {}\n  - conditionType: {}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n",
+        gates[0], gates[1]
+    ));
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: initialized\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  initContainers:\n  - name: init\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"true\"]\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
+    ));
+    // Upstream's startup case, shortened: the startup probe passes about 3 s after the
+    // start; readiness's period (60 s) is far longer than the bound checked below.
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: startup\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"echo ok >/tmp/health; sleep 3; echo ok >/tmp/startup; sleep 3600\"]\n    readinessProbe:\n      exec: {{command: [\"cat\", \"/tmp/health\"]}}\n      periodSeconds: 60\n    startupProbe:\n      exec: {{command: [\"cat\", \"/tmp/startup\"]}}\n      periodSeconds: 1\n      failureThreshold: 60\n"
+    ));
+
+    // Upstream's `dns.go`, "should support configurable pod DNS nameservers".
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dns\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [203.0.113.53]\n    searches: [resolv.conf.local]\n    options:\n    - {{name: ndots, value: \"2\"}}\n    - {{name: edns0}}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"cat /etc/resolv.conf; sleep 3600\"]\n"
+    ));
+    cluster.apply(&sleeper("deadline", &image, "  activeDeadlineSeconds: 8\n"));
+    cluster.apply(&sleeper("deadline-added", &image, ""));
+
+    // Readiness gates: containers ready, the pod not, until every gate's condition is
+    // True; following each change of a condition within upstream's 10 s tolerance.
+    let gated = eventually(60, "pod gated Running", || {
+        pod(&cluster, "gated").filter(|p| p["status"]["phase"] == "Running")
+    });
+    eventually(30, "gated: containers ready", || {
+        let p = pod(&cluster, "gated")?;
+        (condition(&p, "ContainersReady").0 == "True").then_some(())
+    });
+    let (status, reason, message) = eventually(10, "gated: Ready False", || {
+        ready(&cluster, "gated").filter(|r| r.0 == "False")
+    });
+    assert_eq!(status, "False", "{}", gated["status"]);
+    assert_eq!(reason, "ReadinessGatesNotReady");
+    assert_eq!(
+        message,
+        format!(
+            "corresponding condition of pod readiness gate \"{}\" does not exist., corresponding condition of pod readiness gate \"{}\" does not exist.",
+            gates[0], gates[1]
+        )
+    );
+    set_condition(&cluster, "gated", gates[0], "True");
+    let want = format!(
+        "corresponding condition of pod readiness gate \"{}\" does not exist.",
+        gates[1]
+    );
+    eventually(10, "gated: only the second gate missing", || {
+        ready(&cluster, "gated").filter(|r| r.0 == "False" && r.2 == want)
+    });
+    set_condition(&cluster, "gated", gates[1], "True");
+    eventually(10, "gated: Ready once both gates are True", || {
+        ready(&cluster, "gated").filter(|r| r.0 == "True")
+    });
+    set_condition(&cluster, "gated", gates[0], "False");
+    let want = format!(
+        "the status of pod readiness gate \"{}\" is not \"True\", but False",
+        gates[0]
+    );
+    eventually(10, "gated: not Ready once a gate is False again", || {
+        ready(&cluster, "gated")
+            .filter(|r| r.0 == "False" && r.1 == "ReadinessGatesNotReady" && r.2 == want)
+    });
+    // The controller's conditions stay as it set them.
+    let p = pod(&cluster, "gated").expect("pod gated");
+    assert_eq!(condition(&p, gates[0]).0, "False");
+    assert_eq!(condition(&p, gates[1]).0, "True");
+
+    // Init containers: one that succeeded is ready, the pod Initialized.
+    let p = eventually(60, "pod initialized Ready", || {
+        pod(&cluster, "initialized").filter(|p| condition(p, "Ready").0 == "True")
+    });
+    let init = &p["status"]["initContainerStatuses"][0];
+    assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{init}");
+    assert_eq!(init["state"]["terminated"]["reason"], "Completed", "{init}");
+    assert_eq!(init["ready"], true, "{init}");
+    assert_eq!(condition(&p, "Initialized").0, "True");
+
+    // Startup: ready moments after the startup probe passed, not a readiness period later.
+    let started = eventually(60, "startup: container started", || {
+        let p = pod(&cluster, "startup")?;
+        (p["status"]["containerStatuses"][0]["started"] == true).then(Instant::now)
+    });
+    eventually(30, "startup: Ready", || {
+        ready(&cluster, "startup").filter(|r| r.0 == "True")
+    });
+    let ready_in = started.elapsed();
+    println!("startup: ready {ready_in:?} after the startup probe passed (upstream's bound: 25 s)");
+    assert!(
+        ready_in < Duration::from_secs(10),
+        "ready {ready_in:?} after the startup probe passed: the readiness probe waited for its period"
+    );
+
+    // dnsConfig under dnsPolicy None: the pod's resolv.conf is what it asked for.
+    // (Read from the container's log on the node: this node's 10250 API has no client
+    // CA for the API server's `kubectl logs`.)
+    for line in [
+        "nameserver 203.0.113.53",
+        "search resolv.conf.local",
+        "options ndots:2 edns0",
+    ] {
+        eventually(60, &format!("pod dns's resolv.conf says {line:?}"), || {
+            node.log_line(line)
+        });
+    }
+    let (log, _) = node
+        .log_line("nameserver 203.0.113.53")
+        .expect("pod dns's log");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        text.matches("nameserver").count(),
+        1,
+        "only the pod's nameserver: {text}"
+    );
+
+    // activeDeadlineSeconds (upstream's `pods.go`, "should be updated" and
+    // `activeDeadlineSeconds` cases): killed and Failed once past it, also when it is
+    // added to a running pod, also when it passed while rkubelet was down.
+    ended_by_deadline(&cluster, &node, "deadline", 30).await;
+    eventually(30, "pod deadline-added Running", || {
+        pod(&cluster, "deadline-added").filter(|p| p["status"]["phase"] == "Running")
+    });
+    let out = cluster.kubectl(&[
+        "patch",
+        "pod",
+        "deadline-added",
+        "--type=strategic",
+        "-p",
+        r#"{"spec":{"activeDeadlineSeconds":1}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ended_by_deadline(&cluster, &node, "deadline-added", 15).await;
+
+    cluster.apply(&sleeper(
+        "deadline-down",
+        &image,
+        "  activeDeadlineSeconds: 6\n",
+    ));
+    eventually(30, "pod deadline-down Running", || {
+        pod(&cluster, "deadline-down").filter(|p| p["status"]["phase"] == "Running")
+    });
+    let daemon = node.daemon.take();
+    if let Some(mut daemon) = daemon {
+        assert!(daemon.terminate_within(Duration::from_secs(15)).is_some());
+    }
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(
+        node.running("deadline-down", "app").await.is_some(),
+        "rkubelet's stop left the pod running, as upstream's"
+    );
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
+    ended_by_deadline(&cluster, &node, "deadline-down", 15).await;
+
+    let names = [
+        "dns",
+        "gated",
+        "initialized",
+        "startup",
+        "deadline",
+        "deadline-added",
+        "deadline-down",
+    ];
+    for name in names {
+        let out = cluster.kubectl(&["delete", "pod", name, "--grace-period=1", "--wait=false"]);
+        assert!(out.status.success());
+    }
+    eventually(60, "the pods deleted", || {
+        names
+            .iter()
+            .all(|n| pod(&cluster, n).is_none())
+            .then_some(())
+    });
+    node.finish();
+}
