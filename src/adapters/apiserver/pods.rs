@@ -321,7 +321,12 @@ mod tests {
     #[test]
     fn the_watchers_events_become_whole_lists_and_changes() {
         use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
-        let cases: Vec<(&str, Vec<watcher::Event<&str>>, Vec<Change<&str>>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<watcher::Event<&'static str>>,
+            Vec<Change<&'static str>>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "a list is handed on whole at its end",
                 vec![Init, InitApply("a"), InitApply("b"), InitDone],
