@@ -18,6 +18,7 @@ use std::time::Instant;
 use common::{at_most, fail, verdict};
 use rkubelet::adapters::fake::runtime::FakeRuntime;
 use rkubelet::adapters::fake::FakeClock;
+use rkubelet::adapters::system::SystemContainerLogs;
 use rkubelet::app::container_logs::ContainerLogManager;
 use rkubelet::domain::kuberuntime::labels::{POD_NAMESPACE_LABEL, POD_NAME_LABEL, POD_UID_LABEL};
 use rkubelet::domain::kuberuntime::log_rotation::{LogRotatePolicy, LogRotationSettings};
@@ -124,6 +125,7 @@ async fn main() {
     let Some(manager) = ContainerLogManager::new(
         runtime.clone(),
         clock.clone(),
+        Arc::new(SystemContainerLogs),
         dir.path().to_owned(),
         settings,
     ) else {

@@ -39,9 +39,9 @@ use rkubelet::domain::units::quantity::Quantity;
 use rkubelet::domain::units::time::parse_rfc3339;
 use rkubelet::ports::api::{ApiConnector, ConnectError};
 use rkubelet::ports::error::Chain;
+use rkubelet::ports::node_stats::RuntimeStats;
 use rkubelet::ports::runtime::{ImageService, RuntimeService, StreamRequest};
 use rkubelet::ports::runtime_status::RuntimeStatusService;
-use rkubelet::ports::stats::RuntimeStats;
 
 /// One parser under fuzzing.
 pub struct Target {

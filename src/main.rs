@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Ok(resolved) => resolved,
         Err(e) => return report(&e),
     };
-    logging::init(&resolved.config.logging);
+    logging::init(&resolved.node.logging);
     let Some(runtime) = compose::async_runtime() else {
         return ExitCode::FAILURE;
     };

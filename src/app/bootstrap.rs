@@ -24,6 +24,7 @@ use crate::app::pods::events::PodEventSink;
 use crate::app::pods::pleg::PlegHealth;
 use crate::app::pods::run_once::run_once;
 use crate::app::pods::sync::SyncContext;
+use crate::app::pods::sync_loop_health::SyncLoopHealth;
 use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::{EvictionHooks, LoopSettings, PodLoop, PodStatusStore};
 use crate::app::server::Endpoints;
@@ -34,6 +35,7 @@ use crate::domain::config::layers::GivenFlags;
 use crate::domain::config::{
     self, ConfigInputs, FileInput, NodeConfig, NodeFacts, ResolvedConfig, RuntimeEndpoint,
 };
+use crate::domain::kubelet_api::healthz;
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::ports::cgroup::{CgroupError, CgroupManager};
@@ -96,6 +98,8 @@ pub type EvictionPortsFactory = Box<
 /// The kubelet API's ports: certificates, and the API server's reviews (none standalone).
 pub struct KubeletApiDeps {
     pub pki: Arc<dyn crate::ports::pki::Pki>,
+    /// The serving certificate's files: given, self-signed or issued.
+    pub certs: Arc<dyn crate::ports::cert_store::CertStore>,
     pub authenticator: Option<Arc<dyn crate::ports::auth::Authenticator>>,
     pub authorizer: Option<Arc<dyn crate::ports::auth::Authorizer>>,
 }
@@ -123,6 +127,8 @@ pub struct Deps {
     pub host_facts: Arc<dyn crate::ports::host_facts::HostFacts>,
     /// The volumes' files and subpaths, where a container can reach them.
     pub pod_files: Arc<dyn crate::ports::pod_files::PodFiles>,
+    /// The containers' log files: rotated, and read by `/containerLogs`.
+    pub container_logs: Arc<dyn crate::ports::container_logs::ContainerLogs>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -198,33 +204,38 @@ impl StartupError {
 /// Read the files the options name: `--config` and the `*.conf` drop-ins of
 /// `--config-dir` in name order. Unreadable files become problems reported with the
 /// others.
-pub fn read_config_inputs(flags: GivenFlags) -> ConfigInputs {
+pub fn read_config_inputs(flags: GivenFlags, host: &dyn Host) -> ConfigInputs {
     let mut inputs = ConfigInputs::from_flags(flags);
     let Ok(options) = &inputs.options else {
         return inputs;
     };
     let read = |path: &Path| FileInput {
         path: path.to_path_buf(),
-        text: std::fs::read_to_string(path).map_err(|e| e.to_string()),
+        text: host.read_to_string(path).map_err(|e| io_cause(&e)),
     };
     inputs.main_file = options.config.as_deref().map(read);
     if let Some(dir) = &options.config_dir {
-        match std::fs::read_dir(dir) {
-            Ok(entries) => {
-                let mut paths: Vec<PathBuf> = entries
-                    .filter_map(|entry| entry.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|ext| ext == "conf") && p.is_file())
+        match host.files_in(dir) {
+            Ok(files) => {
+                inputs.drop_ins = files
+                    .iter()
+                    .filter(|p| config::is_drop_in(p))
+                    .map(|p| read(p))
                     .collect();
-                paths.sort();
-                inputs.drop_ins = paths.iter().map(|p| read(p)).collect();
             }
             Err(e) => inputs.read_problems.push(ConfigError::Invalid(format!(
-                "failed to read drop-in configs from --config-dir {:?}: {e}",
-                dir.display().to_string()
+                "failed to read drop-in configs from --config-dir {:?}: {}",
+                dir.display().to_string(),
+                io_cause(&e)
             ))),
         }
     }
     inputs
+}
+
+/// The OS's words for why a file could not be read (the path is said by the caller).
+fn io_cause(e: &HostError) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
 }
 
 fn problems_to_error<E: ToString>(problems: Vec<E>) -> StartupError {
@@ -243,7 +254,7 @@ pub fn node_facts(deps: &Deps) -> Result<NodeFacts, StartupError> {
 /// Step: load the configuration (defaults, file, drop-ins, flags) and validate it
 /// against this machine; every problem at once.
 pub fn load_configuration(flags: GivenFlags, deps: &Deps) -> Result<ResolvedConfig, StartupError> {
-    let inputs = read_config_inputs(flags);
+    let inputs = read_config_inputs(flags, deps.host.as_ref());
     let facts = node_facts(deps)?;
     config::resolve(&inputs, &facts).map_err(problems_to_error)
 }
@@ -354,7 +365,7 @@ pub async fn start_runtime(
     let runtime = crate::app::metrics::InstrumentedRuntime::wrap(runtime);
     let version = runtime.version().await.map_err(fail)?;
     if endpoint.is_simulated() {
-        warn!("SIMULATED NODE: --container-runtime-endpoint=fake:// selects the embedded in-memory runtime; no container will really run");
+        warn!("SIMULATED NODE: --container-runtime-endpoint={endpoint} selects the embedded in-memory runtime; no container will really run");
     }
     info!(
         %endpoint,
@@ -469,11 +480,11 @@ fn watch_lock_contention(
 
 /// The host's resolver configuration for `Default`-policy pods; an unreadable file
 /// only warns (pods then get no DNS servers), as upstream.
-fn read_resolv_conf(node: &NodeConfig) -> ResolvConf {
+fn read_resolv_conf(node: &NodeConfig, host: &dyn Host) -> ResolvConf {
     let Some(path) = &node.resolv_conf else {
         return ResolvConf::default();
     };
-    match std::fs::read_to_string(path) {
+    match host.read_to_string(path) {
         Ok(text) => parse_resolv_conf(&text),
         Err(e) => {
             warn!(path = %path.display(), error = %Chain(&e), "cannot read resolvConf; pods with dnsPolicy Default get no DNS servers");
@@ -498,7 +509,10 @@ fn sync_context(
             source,
         }
     })?;
-    let requests = RequestContext::from_config(&started.resolved, read_resolv_conf(node));
+    let requests = RequestContext::from_config(
+        &started.resolved,
+        read_resolv_conf(node, deps.host.as_ref()),
+    );
     let mut ctx = SyncContext::new(
         Arc::clone(&started.runtime),
         images,
@@ -532,7 +546,7 @@ fn start_pod_loop(
     links: &PodLinks,
     connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     shutdown: watch::Receiver<bool>,
-) -> Result<(tokio::task::JoinHandle<()>, Arc<PlegHealth>), StartupError> {
+) -> Result<PodLoopStarted, StartupError> {
     let ctx = sync_context(
         started,
         deps,
@@ -586,7 +600,19 @@ fn start_pod_loop(
         pod_loop = pod_loop.with_eviction(hooks);
     }
     let pleg = pod_loop.pleg_health();
-    Ok((tokio::spawn(pod_loop.run(sources, shutdown)), pleg))
+    let sync_loop = pod_loop.sync_loop_health();
+    Ok(PodLoopStarted {
+        task: tokio::spawn(pod_loop.run(sources, shutdown)),
+        pleg,
+        sync_loop,
+    })
+}
+
+/// The running pod loop and the health of its relist and of its rounds.
+struct PodLoopStarted {
+    task: tokio::task::JoinHandle<()>,
+    pleg: Arc<PlegHealth>,
+    sync_loop: Arc<SyncLoopHealth>,
 }
 
 /// Step: the eviction manager and image GC beside the pod loop.
@@ -622,6 +648,7 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
     if let Some(manager) = crate::app::container_logs::ContainerLogManager::new(
         Arc::clone(&started.runtime),
         Arc::clone(&deps.clock),
+        Arc::clone(&deps.container_logs),
         node.pod_logs_dir.clone(),
         node.log_rotation,
     ) {
@@ -707,15 +734,23 @@ async fn start_kubelet_api(
     let now_secs = deps.clock.now_unix_nanos().div_euclid(1_000_000_000);
     let tls = if settings.server_tls_bootstrap {
         info!("serverTLSBootstrap: TLS handshakes fail until a kubelet-serving certificate is issued, as upstream's");
-        crate::app::server::tls::bootstrapped_server_config(&settings)
+        crate::app::server::tls::bootstrapped_server_config(&settings, Arc::clone(&api_deps.certs))
     } else {
         crate::app::server::tls::serving_files(
             &settings,
             &node.hostname,
             api_deps.pki.as_ref(),
+            api_deps.certs.as_ref(),
             now_secs,
         )
-        .and_then(|(cert, key)| crate::app::server::tls::server_config(&settings, &cert, &key))
+        .and_then(|(cert, key)| {
+            crate::app::server::tls::server_config(
+                &settings,
+                Arc::clone(&api_deps.certs),
+                &cert,
+                &key,
+            )
+        })
     };
     let stats = stats_provider(started, deps, &store, shutdown, &mut tasks);
     let api = |guard: Option<Arc<Guard>>| {
@@ -724,6 +759,7 @@ async fn start_kubelet_api(
             endpoints: endpoints.clone(),
             pods: store.clone(),
             pod_logs_dir: node.pod_logs_dir.clone(),
+            logs: Arc::clone(&deps.container_logs),
             debugging: settings.enable_debugging_handlers,
             clock: Arc::clone(&deps.clock),
             runtime: Arc::clone(&started.runtime),
@@ -774,7 +810,7 @@ fn stats_provider(
     store: &PodStatusStore,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Vec<ServerTask>,
-) -> Option<Arc<crate::app::stats::StatsProvider>> {
+) -> Option<Arc<crate::app::stats_provider::StatsProvider>> {
     let node = &started.resolved.node;
     let ports = match (deps.eviction_for)(node) {
         Ok(ports) => ports,
@@ -788,7 +824,7 @@ fn stats_provider(
     // an earlier sample and scrapes between serve its pods.
     let period = node.eviction.monitoring_period;
     let provider = Arc::new(
-        crate::app::stats::StatsProvider::new(
+        crate::app::stats_provider::StatsProvider::new(
             ports.node,
             ports.runtime,
             started.containers.tree().cloned(),
@@ -855,7 +891,11 @@ pub async fn run(
     );
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
-    let (pod_loop, pleg) = start_pod_loop(
+    let PodLoopStarted {
+        task: pod_loop,
+        pleg,
+        sync_loop,
+    } = start_pod_loop(
         &started,
         deps,
         store.clone(),
@@ -879,7 +919,20 @@ pub async fn run(
         Endpoints {
             configz: Arc::new(move || configz.read().map(|v| v.clone()).unwrap_or_default()),
             pods: Arc::new(move || store.pod_list()),
-            checks: Arc::new(move || vec![("pleg", pleg.check())]),
+            checks: {
+                let pleg = Arc::clone(&pleg);
+                Arc::new(move || vec![("pleg", pleg.check().map_err(Into::into))])
+            },
+            // Upstream's kubelet API checks (`ping` and `log` always pass), with the PLEG's.
+            api_checks: Arc::new(move || {
+                vec![
+                    (
+                        healthz::SYNC_LOOP_CHECK,
+                        sync_loop.check().map_err(Into::into),
+                    ),
+                    ("pleg", pleg.check().map_err(Into::into)),
+                ]
+            }),
         }
     };
     let server = if let Some(healthz) = &started.resolved.node.healthz {
@@ -968,6 +1021,63 @@ mod tests {
     use super::*;
     use crate::adapters::fake::FakeHost;
     use crate::app::test_support::{deps, try_resolved as resolved};
+
+    #[test]
+    fn the_configuration_file_and_its_conf_drop_ins_are_read_through_the_host() {
+        let host = FakeHost::new()
+            .with_file("/etc/rk/config.yaml", "kind: KubeletConfiguration\n")
+            .with_file("/etc/rk/conf.d/20-b.conf", "maxPods: 20\n")
+            .with_file("/etc/rk/conf.d/10-a.conf", "maxPods: 10\n")
+            .with_file("/etc/rk/conf.d/notes.txt", "not a drop-in");
+        let given = crate::app::cli::parse([
+            "rkubelet",
+            "--config=/etc/rk/config.yaml",
+            "--config-dir=/etc/rk/conf.d",
+        ])
+        .unwrap_or_else(|e| panic!("flags: {e}"));
+        let inputs = read_config_inputs(given, &host);
+        let main = inputs.main_file.map(|f| (f.path, f.text));
+        assert_eq!(
+            main,
+            Some((
+                PathBuf::from("/etc/rk/config.yaml"),
+                Ok("kind: KubeletConfiguration\n".to_owned())
+            ))
+        );
+        let drop_ins: Vec<PathBuf> = inputs.drop_ins.into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            drop_ins,
+            [
+                PathBuf::from("/etc/rk/conf.d/10-a.conf"),
+                PathBuf::from("/etc/rk/conf.d/20-b.conf")
+            ]
+        );
+
+        // A missing file and folder: the OS's words, reported with the other problems.
+        let given = crate::app::cli::parse([
+            "rkubelet",
+            "--config=/nowhere.yaml",
+            "--config-dir=/nowhere.d",
+        ])
+        .unwrap_or_else(|e| panic!("flags: {e}"));
+        let inputs = read_config_inputs(given, &FakeHost::new());
+        let not_found = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+        assert_eq!(
+            inputs.main_file.map(|f| f.text),
+            Some(Err(not_found.clone()))
+        );
+        let problems: Vec<String> = inputs
+            .read_problems
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            problems,
+            [format!(
+                "failed to read drop-in configs from --config-dir \"/nowhere.d\": {not_found}"
+            )]
+        );
+    }
 
     #[tokio::test]
     async fn the_flow_locks_creates_adjusts_notifies_and_stops_on_signal() {

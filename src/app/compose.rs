@@ -19,7 +19,9 @@ use crate::adapters::procfs::{
 };
 use crate::adapters::static_pods::file::FileSource;
 use crate::adapters::static_pods::http::HttpSource;
-use crate::adapters::system::{FileCertStore, SystemHostFacts, SystemPodFiles};
+use crate::adapters::system::{
+    FileCertStore, SystemContainerLogs, SystemHostFacts, SystemPodFiles,
+};
 use crate::adapters::system::{SystemClock, SystemHost};
 use crate::adapters::systemd::{CgroupMount, SystemdManager};
 use crate::app::bootstrap::Deps;
@@ -161,6 +163,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         prober: Arc::new(crate::adapters::probe::NetworkProber::new()),
         host_facts: Arc::new(SystemHostFacts),
         pod_files: Arc::new(SystemPodFiles),
+        container_logs: Arc::new(SystemContainerLogs),
     }
 }
 
@@ -176,8 +179,16 @@ pub fn kubelet_api_deps(node: &NodeConfig) -> Option<crate::app::bootstrap::Kube
             .observed_by(Arc::new(crate::app::metrics::RestClientMetrics)),
         )
     });
+    let cert_dir = node
+        .server
+        .as_ref()
+        .map_or_else(|| PathBuf::from(DEFAULT_CERT_DIR), |s| s.cert_dir.clone());
     Some(crate::app::bootstrap::KubeletApiDeps {
         pki: Arc::new(RcgenPki),
+        certs: Arc::new(FileCertStore::with_prefix(
+            cert_dir,
+            crate::domain::node_status::certificate::SERVER_PAIR_PREFIX,
+        )),
         authenticator: reviewer
             .clone()
             .map(|r| r as Arc<dyn crate::ports::auth::Authenticator>),

@@ -12,6 +12,6 @@ pub mod node;
 pub mod planner;
 pub mod pods;
 pub mod server;
-pub mod stats;
+pub mod stats_provider;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -45,6 +45,7 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
         prober: Arc::new(crate::ports::prober::NoProber),
         host_facts: Arc::new(crate::adapters::fake::FakeHostFacts::default()),
         pod_files: Arc::new(crate::adapters::fake::FakePodFiles::default()),
+        container_logs: Arc::new(crate::adapters::fake::FakeContainerLogs::new()),
     }
 }
 

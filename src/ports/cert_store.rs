@@ -1,4 +1,6 @@
-//! Where the kubelet keeps its client certificate (`--cert-dir`) and writes its kubeconfig.
+//! Where the kubelet keeps its certificates (`--cert-dir`: the client pair, the issued
+//! serving pair, the self-signed one) and writes its kubeconfig; the certificate files
+//! it is given (`tlsCertFile`, `tlsPrivateKeyFile`, the client CA bundle) are read here.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,13 @@ pub struct CertStoreError {
     pub path: PathBuf,
     #[source]
     pub source: std::io::Error,
+}
+
+/// When a file last changed and its size: a different stamp means the file was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub modified: std::time::SystemTime,
+    pub len: u64,
 }
 
 pub trait CertStore: Send + Sync {
@@ -31,4 +40,26 @@ pub trait CertStore: Send + Sync {
 
     /// Write `text` to `path` atomically (mode 0600): the kubeconfig after bootstrap.
     fn write_kubeconfig(&self, path: &Path, text: &str) -> Result<(), CertStoreError>;
+
+    /// The file at `path` (PEM certificates or a key), links followed.
+    ///
+    /// # Errors
+    /// [`CertStoreError`] (`read`), not found included.
+    fn read_file(&self, path: &Path) -> Result<Vec<u8>, CertStoreError>;
+
+    /// The stamp of the file at `path`; `None` when there is none.
+    fn file_stamp(&self, path: &Path) -> Option<FileStamp>;
+
+    /// Writes a self-signed serving pair: the key (mode 0600), then the certificate
+    /// (0644), each through a temporary file and a rename, their folder made first.
+    ///
+    /// # Errors
+    /// [`CertStoreError`] (`create`, `write`, `rename`).
+    fn write_serving_pair(
+        &self,
+        cert: &Path,
+        cert_pem: &str,
+        key: &Path,
+        key_pem: &str,
+    ) -> Result<(), CertStoreError>;
 }

@@ -1,5 +1,6 @@
 //! The host operating system as start-up sees it: identity, OOM score, the lock file, the
-//! service manager.
+//! service manager, and the files it reads (the configuration and its drop-ins,
+//! `resolv.conf`, the dry run's snapshot).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,20 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A file start-up reads (a configuration file, `resolv.conf`, a snapshot) cannot be
+    /// read, or is not UTF-8 text (`InvalidData`).
+    #[error("failed to read {}", path.display())]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to list {}", path.display())]
+    ListDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("invalid NOTIFY_SOCKET {socket:?}: {detail}")]
     NotifySocketInvalid { socket: String, detail: String },
     #[error("failed to notify the service manager at {socket:?}")]
@@ -86,6 +101,8 @@ impl HostError {
             | Self::Lock { source, .. }
             | Self::LockWatch { source, .. }
             | Self::CreateDir { source, .. }
+            | Self::ReadFile { source, .. }
+            | Self::ListDir { source, .. }
             | Self::Notify { source, .. } => source,
             _ => return false,
         };
@@ -178,6 +195,19 @@ pub trait Host: Send + Sync {
     /// # Errors
     /// [`HostError::CreateDir`].
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError>;
+
+    /// The text of the file at `path` (links followed).
+    ///
+    /// # Errors
+    /// [`HostError::ReadFile`]: missing, unreadable, or not UTF-8 (`InvalidData`).
+    fn read_to_string(&self, path: &Path) -> Result<String, HostError>;
+
+    /// The regular files (links followed) in the folder `dir`, sorted by path; folders
+    /// and other kinds of entry are left out.
+    ///
+    /// # Errors
+    /// [`HostError::ListDir`].
+    fn files_in(&self, dir: &Path) -> Result<Vec<PathBuf>, HostError>;
 
     /// Drops from this process the resident pages of its executable's mappings whose
     /// pages equal the file's (`domain::code_pages::releasable`); the kernel maps them

@@ -248,7 +248,7 @@ async fn real_v1_pod_cgroup_lifecycle() {
 async fn memory_thresholds_report_crossings_and_a_usage_already_past() {
     use rkubelet::adapters::procfs::{CgroupLayout, MemcgThresholdNotifier};
     use rkubelet::domain::cgroup::CgroupDriver;
-    use rkubelet::ports::stats::MemoryThresholdNotifier;
+    use rkubelet::ports::node_stats::MemoryThresholdNotifier;
     use std::time::Duration;
 
     require_root_and_cgroup_v1();

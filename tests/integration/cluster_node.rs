@@ -219,10 +219,12 @@ async fn a_fresh_node_registers_ready_and_a_restart_adopts_it() {
     assert_eq!(creates, [201, 409], "one create, one AlreadyExists");
 }
 
-/// 3: three idle minutes of a simulated node: node-status patches at most one per five
-/// minutes, about six lease updates and six Node reads a minute (upstream's
+/// 3: an idle minute of a simulated node: node-status patches at most one per five
+/// minutes, six lease updates and six Node reads a minute (upstream's
 /// `tryUpdateNodeStatus` reads the Node every `nodeStatusUpdateFrequency` to compare the
-/// status with it); requests per minute printed.
+/// status with it), nothing else; requests per minute printed. A minute holds six
+/// periods of each 10 s loop: an extra request, a loop at twice its rate or a patch per
+/// period shows in it as in three minutes (the test's length until 2026-11-28).
 #[test]
 #[ignore = "needs a control plane (kube-apiserver, etcd) and root: run by scripts/test.sh"]
 fn an_idle_node_sends_few_requests() {
@@ -237,7 +239,7 @@ fn an_idle_node_sends_few_requests() {
     // Leave start-up (registration, events) out of the idle window.
     std::thread::sleep(Duration::from_secs(5));
     let start = unix_secs_f64(SystemTime::now());
-    std::thread::sleep(Duration::from_secs(180));
+    std::thread::sleep(Duration::from_secs(60));
     let end = unix_secs_f64(SystemTime::now());
     let events = cluster.audit_events();
     let window: Vec<Value> = events
@@ -258,8 +260,8 @@ fn an_idle_node_sends_few_requests() {
         minutes
     );
     assert!(patches <= 1, "{patches} status patches");
-    assert!((16..=20).contains(&leases), "{leases} lease updates");
-    assert!((16..=20).contains(&gets), "{gets} node GETs");
+    assert!((5..=7).contains(&leases), "{leases} lease updates");
+    assert!((5..=7).contains(&gets), "{gets} node GETs");
     assert_eq!(
         window.len(),
         patches + leases + gets,
@@ -561,8 +563,11 @@ spec:
     command: [sh, -c, 'sleep 100000']
 ";
 
-/// 6: kube-apiserver stopped for two minutes: the static pod runs on untouched, the log
-/// reports the outage without a flood, the Lease is renewed within 15 s of the return.
+/// 6: kube-apiserver stopped for a minute (two until 2026-11-28: each loop's failure is
+/// logged at its first attempt and then once a minute, so the second minute added a
+/// repeat of each and nothing else to check): the static pod runs on untouched, the log
+/// reports the outage without a flood (at most 10 lines and 4 a minute, fault 3's
+/// bound), the Lease is renewed within 15 s of the return.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd) and root: run by scripts/test.sh"]
 async fn an_api_server_outage_leaves_pods_alone() {
@@ -579,7 +584,7 @@ async fn an_api_server_outage_leaves_pods_alone() {
     });
     let log_lines_before = node.log_text().lines().count();
     cluster.stop_component("apiserver");
-    tokio::time::sleep(Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
     let during = node.log_text().lines().count() - log_lines_before;
     let outage_log: Vec<String> = node
         .log_text()
@@ -587,9 +592,9 @@ async fn an_api_server_outage_leaves_pods_alone() {
         .skip(log_lines_before)
         .map(str::to_string)
         .collect();
-    println!("FIGURE log lines during a 2-minute API server outage: {during}");
+    println!("FIGURE log lines during a 1-minute API server outage: {during}");
     assert!(
-        during <= 20,
+        during <= 14,
         "{during} log lines:\n{}",
         outage_log.join("\n")
     );

@@ -113,7 +113,7 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
 
     // The pod's own stats, network included, where the runtime has them (containerd
     // 1.6 does on Linux).
-    let pods = rkubelet::ports::stats::RuntimeStats::pod_sandbox_stats(&rt).await?;
+    let pods = rkubelet::ports::node_stats::RuntimeStats::pod_sandbox_stats(&rt).await?;
     eprintln!("pod sandbox stats: {pods:?}");
     let ours = pods
         .iter()

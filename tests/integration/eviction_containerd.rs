@@ -18,7 +18,7 @@ use rkubelet::app::eviction::image_gc::ImageGc;
 use rkubelet::app::pods::PodStatusStore;
 use rkubelet::domain::eviction::image_gc::ImageGcPolicy;
 use rkubelet::domain::eviction::signals::FsStats;
-use rkubelet::ports::stats::RuntimeStats;
+use rkubelet::ports::node_stats::RuntimeStats;
 use serde_json::Value;
 
 use crate::common::cluster::Cluster;

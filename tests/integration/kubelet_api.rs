@@ -793,6 +793,27 @@ fn debugging_handlers_off_the_read_only_port_and_a_taken_port() {
         );
     }
     assert_eq!(secure("/healthz", "GET"), (200, "ok".to_owned()));
+    // Upstream's checks, each on its own path, and listed with `?verbose`; they are
+    // default handlers, served whatever enableDebuggingHandlers says.
+    for check in ["ping", "log", "syncloop"] {
+        assert_eq!(
+            secure(&format!("/healthz/{check}"), "GET"),
+            (200, "ok".to_owned()),
+            "{check}"
+        );
+    }
+    assert_eq!(
+        secure("/healthz?verbose", "GET"),
+        (
+            200,
+            "[+]ping ok\n[+]log ok\n[+]syncloop ok\n[+]pleg ok\nhealthz check passed\n".to_owned()
+        )
+    );
+    assert_eq!(secure("/healthz/nope", "GET").0, 404);
+    assert_eq!(
+        crate::common::http_get(read_only, "/healthz/syncloop"),
+        Some((200, "ok".to_owned()))
+    );
     assert_eq!(
         secure("/configz", "GET").0,
         404,

@@ -35,7 +35,7 @@ mod proto {
     tonic::include_proto!("runtime.v1");
 }
 
-mod stats;
+mod runtime_stats;
 mod status;
 
 use proto::image_service_client::ImageServiceClient;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::ports::cert_store::{CertStore, CertStoreError};
+use crate::ports::cert_store::{CertStore, CertStoreError, FileStamp};
 
 #[derive(Debug, Default)]
 struct State {
@@ -70,6 +70,37 @@ impl CertStore for FakeCertStore {
 
     fn write_kubeconfig(&self, path: &Path, text: &str) -> Result<(), CertStoreError> {
         self.lock().files.insert(path.to_path_buf(), text.into());
+        Ok(())
+    }
+
+    fn read_file(&self, path: &Path) -> Result<Vec<u8>, CertStoreError> {
+        self.file(path)
+            .map(String::into_bytes)
+            .ok_or_else(|| CertStoreError {
+                action: "read",
+                path: path.to_path_buf(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
+    }
+
+    fn file_stamp(&self, path: &Path) -> Option<FileStamp> {
+        let len = self.file(path)?.len() as u64;
+        Some(FileStamp {
+            modified: std::time::SystemTime::UNIX_EPOCH,
+            len,
+        })
+    }
+
+    fn write_serving_pair(
+        &self,
+        cert: &Path,
+        cert_pem: &str,
+        key: &Path,
+        key_pem: &str,
+    ) -> Result<(), CertStoreError> {
+        let mut s = self.lock();
+        s.files.insert(key.to_path_buf(), key_pem.into());
+        s.files.insert(cert.to_path_buf(), cert_pem.into());
         Ok(())
     }
 }

@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -31,6 +31,8 @@ struct State {
     ready_notifications: usize,
     created_dirs: Vec<PathBuf>,
     code_page_releases: usize,
+    /// The files `read_to_string` and `files_in` see, by path.
+    files: BTreeMap<PathBuf, String>,
 }
 
 /// An in-memory host: scripted identity, recorded side effects.
@@ -80,6 +82,7 @@ impl FakeHost {
                 ready_notifications: 0,
                 created_dirs: Vec::new(),
                 code_page_releases: 0,
+                files: BTreeMap::new(),
             })),
             contention: watch::channel(false).0,
         }
@@ -161,6 +164,12 @@ impl FakeHost {
     /// Directories `create_dir_all` was called on, in order.
     pub fn created_dirs(&self) -> Vec<PathBuf> {
         self.state().created_dirs.clone()
+    }
+
+    /// Puts a file with `text` at `path`, for `read_to_string` and `files_in`.
+    pub fn with_file(self, path: impl Into<PathBuf>, text: impl Into<String>) -> Self {
+        self.state().files.insert(path.into(), text.into());
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -253,6 +262,34 @@ impl Host for FakeHost {
     fn release_code_pages(&self) -> Result<u64, HostError> {
         self.state().code_page_releases += 1;
         Ok(0)
+    }
+
+    fn read_to_string(&self, path: &Path) -> Result<String, HostError> {
+        self.state()
+            .files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| HostError::ReadFile {
+                path: path.to_owned(),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
+    }
+
+    fn files_in(&self, dir: &Path) -> Result<Vec<PathBuf>, HostError> {
+        let state = self.state();
+        let files: Vec<PathBuf> = state
+            .files
+            .keys()
+            .filter(|path| path.parent() == Some(dir))
+            .cloned()
+            .collect();
+        if files.is_empty() && !state.files.keys().any(|p| p.starts_with(dir)) {
+            return Err(HostError::ListDir {
+                path: dir.to_owned(),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            });
+        }
+        Ok(files)
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::domain::config::resolved::RuntimeEndpoint;
 use crate::domain::node_status::readiness::RuntimeCondition;
 use crate::domain::node_status::status::ImageSummary;
 use crate::ports::runtime::RuntimeError;
@@ -69,7 +70,7 @@ impl FakeRuntimeStatus {
             Ok(s)
         } else {
             Err(RuntimeError::Unavailable {
-                endpoint: "fake://".into(),
+                endpoint: RuntimeEndpoint::Simulated.to_string(),
                 source: crate::ports::runtime::cause("stopped by the test"),
             })
         }

@@ -13,8 +13,10 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::dial;
+use super::{dial, DialError, GoIoError};
 use crate::domain::probe::{HandlerOutcome, HttpTarget};
+use crate::ports::error::Chain;
+use crate::ports::prober::ProberError;
 
 /// Upstream's `maxRespBodyLength`.
 const MAX_BODY: usize = 10 * 1024;
@@ -90,26 +92,48 @@ struct Answer {
     body: String,
 }
 
+/// Why one GET got no answer; each reads as Go's client error does.
+#[derive(Debug, thiserror::Error)]
+enum GetError {
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    #[error("invalid server name {host:?}")]
+    ServerName {
+        host: String,
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS handshake failed.
+    #[error(transparent)]
+    Tls(GoIoError),
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+    #[error(transparent)]
+    Request(#[from] hyper::http::Error),
+}
+
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
-async fn get_once(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<Answer, String> {
+async fn get_once(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<Answer, GetError> {
     // The deadline is the caller's (the whole probe's).
     let tcp = dial(&target.host, target.port, Duration::from_secs(3600)).await?;
     let stream: Box<dyn Io> = if target.https {
-        let name = ServerName::try_from(target.host.clone())
-            .map_err(|e| format!("invalid server name {:?}: {e}", target.host))?;
+        let name =
+            ServerName::try_from(target.host.clone()).map_err(|source| GetError::ServerName {
+                host: target.host.clone(),
+                source,
+            })?;
         let tls = tokio_rustls::TlsConnector::from(tls)
             .connect(name, tcp)
             .await
-            .map_err(|e| super::go_io_error(&e))?;
+            .map_err(|e| GetError::Tls(GoIoError(e)))?;
         Box::new(tls)
     } else {
         Box::new(tcp)
     };
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     let driver = tokio::spawn(connection);
     let mut request = Request::get(&target.path);
     let mut host = target.authority();
@@ -123,17 +147,12 @@ async fn get_once(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result
     let request = request
         .header("Host", host)
         .header("Connection", "close")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string());
-    let response = match response {
+        .body(Empty::<Bytes>::new())?;
+    let response = match sender.send_request(request).await {
         Ok(r) => r,
         Err(e) => {
             driver.abort();
-            return Err(e);
+            return Err(e.into());
         }
     };
     let status = response.status();
@@ -204,13 +223,16 @@ fn follows(status: StatusCode) -> bool {
 }
 
 /// The GET with its redirects followed: the last answer, or Go's client error.
-async fn fetch(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<Answer, String> {
+async fn fetch(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<Answer, ProberError> {
     let mut current = target.clone();
     let mut hops = 0;
     loop {
         let answer = get_once(Arc::clone(&tls), &current)
             .await
-            .map_err(|error| format!("Get {:?}: {error}", current.url()))?;
+            .map_err(|error| ProberError::Get {
+                url: current.url(),
+                source: Box::new(error),
+            })?;
         let next = answer
             .location
             .as_deref()
@@ -220,10 +242,10 @@ async fn fetch(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<An
             // Another host ends the chain: its redirect is the answer.
             if next.host == target.host {
                 if hops >= MAX_REDIRECTS - 1 {
-                    return Err(format!(
-                        "Get {:?}: stopped after {MAX_REDIRECTS} redirects",
-                        next.url()
-                    ));
+                    return Err(ProberError::Redirects {
+                        url: next.url(),
+                        max: MAX_REDIRECTS,
+                    });
                 }
                 hops += 1;
                 current = next;
@@ -237,7 +259,7 @@ async fn fetch(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> Result<An
 async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerOutcome {
     let answer = match fetch(tls, target).await {
         Ok(answer) => answer,
-        Err(error) => return HandlerOutcome::Failure(error),
+        Err(error) => return HandlerOutcome::Failure(Chain(&error).to_string()),
     };
     let code = answer.status.as_u16();
     match code {
@@ -255,7 +277,7 @@ async fn follow(tls: Arc<rustls::ClientConfig>, target: &HttpTarget) -> HandlerO
 pub(super) async fn hook(
     tls: Arc<rustls::ClientConfig>,
     target: &HttpTarget,
-) -> Result<(), String> {
+) -> Result<(), ProberError> {
     fetch(tls, target).await.map(|_| ())
 }
 

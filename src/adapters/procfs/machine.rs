@@ -83,22 +83,22 @@ fn parse_error(path: &Path, detail: impl Into<String>) -> MachineInfoError {
 }
 
 /// `MemTotal:  24684096 kB` in bytes.
-fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
+fn parse_mem_total(path: &Path, meminfo: &str) -> Result<u64, MachineInfoError> {
     let line = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
-        .ok_or("no MemTotal line")?;
+        .ok_or_else(|| parse_error(path, "no MemTotal line"))?;
     let mut fields = line.split_whitespace();
     let value: u64 = fields
         .next()
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("invalid MemTotal {line:?}"))?;
+        .ok_or_else(|| parse_error(path, format!("invalid MemTotal {line:?}")))?;
     match fields.next() {
         Some("kB") => value
             .checked_mul(1024)
-            .ok_or_else(|| format!("MemTotal overflows: {line:?}")),
+            .ok_or_else(|| parse_error(path, format!("MemTotal overflows: {line:?}"))),
         None => Ok(value),
-        Some(unit) => Err(format!("unknown MemTotal unit {unit:?}")),
+        Some(unit) => Err(parse_error(path, format!("unknown MemTotal unit {unit:?}"))),
     }
 }
 
@@ -162,8 +162,7 @@ impl MachineInfoProvider for ProcfsMachineInfo {
         let num_cores = online_cpus.len();
 
         let meminfo_path = p.proc_root.join("meminfo");
-        let memory_capacity_bytes =
-            parse_mem_total(&read(&meminfo_path)?).map_err(|d| parse_error(&meminfo_path, d))?;
+        let memory_capacity_bytes = parse_mem_total(&meminfo_path, &read(&meminfo_path)?)?;
 
         let pid_max_path = p.proc_root.join("sys/kernel/pid_max");
         let pid_max_text = read(&pid_max_path)?;

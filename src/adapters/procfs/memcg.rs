@@ -18,9 +18,9 @@ use async_trait::async_trait;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use tokio::sync::mpsc;
 
-use super::stats::{cgroup_dir, CgroupLayout};
+use super::node_stats::{cgroup_dir, CgroupLayout};
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
-use crate::ports::stats::{MemoryThresholdNotifier, StatsError, ThresholdCrossings};
+use crate::ports::node_stats::{MemoryThresholdNotifier, StatsError, ThresholdCrossings};
 
 /// Arms eventfd notifications in the v1 memory hierarchy.
 #[derive(Debug, Clone)]

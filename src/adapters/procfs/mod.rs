@@ -4,8 +4,8 @@
 
 mod machine;
 mod memcg;
-mod stats;
+mod node_stats;
 
 pub use machine::{MachinePaths, ProcfsMachineInfo};
 pub use memcg::MemcgThresholdNotifier;
-pub use stats::{cgroup_dir, directory_usage, filesystem_info, CgroupLayout, ProcfsNodeStats};
+pub use node_stats::{cgroup_dir, directory_usage, filesystem_info, CgroupLayout, ProcfsNodeStats};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::domain::node_status::certificate::{
     prefixed_current_pair_name, CLIENT_PAIR_PREFIX, PENDING_KEY_FILE,
 };
-use crate::ports::cert_store::{CertStore, CertStoreError};
+use crate::ports::cert_store::{CertStore, CertStoreError, FileStamp};
 
 #[derive(Debug, Clone)]
 pub struct FileCertStore {
@@ -43,6 +43,11 @@ fn error(action: &'static str, path: &Path, source: std::io::Error) -> CertStore
 
 /// Write `data` to `path` through a temporary file and a rename, mode 0600.
 fn write_private(path: &Path, data: &[u8]) -> Result<(), CertStoreError> {
+    write_with_mode(path, data, 0o600)
+}
+
+/// Write `data` to `path` through a temporary file and a rename, with `mode`.
+fn write_with_mode(path: &Path, data: &[u8], mode: u32) -> Result<(), CertStoreError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| error("create", parent, e))?;
     }
@@ -51,7 +56,7 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), CertStoreError> {
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
+        .mode(mode)
         .open(&tmp)
         .map_err(|e| error("create", &tmp, e))?;
     let written = file
@@ -118,6 +123,29 @@ impl CertStore for FileCertStore {
     fn write_kubeconfig(&self, path: &Path, text: &str) -> Result<(), CertStoreError> {
         write_private(path, text.as_bytes())
     }
+
+    fn read_file(&self, path: &Path) -> Result<Vec<u8>, CertStoreError> {
+        std::fs::read(path).map_err(|e| error("read", path, e))
+    }
+
+    fn file_stamp(&self, path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            modified: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+            len: meta.len(),
+        })
+    }
+
+    fn write_serving_pair(
+        &self,
+        cert: &Path,
+        cert_pem: &str,
+        key: &Path,
+        key_pem: &str,
+    ) -> Result<(), CertStoreError> {
+        write_with_mode(key, key_pem.as_bytes(), 0o600)?;
+        write_with_mode(cert, cert_pem.as_bytes(), 0o644)
+    }
 }
 
 #[cfg(test)]
@@ -148,5 +176,25 @@ mod tests {
         store.remove_pending_key().expect("removed");
         store.remove_pending_key().expect("idempotent");
         assert_eq!(store.pending_key().expect("read"), None);
+    }
+
+    #[test]
+    fn a_serving_pair_is_written_with_its_modes_and_stamped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileCertStore::new(dir.path());
+        let (cert, key) = (
+            dir.path().join("pki/kubelet.crt"),
+            dir.path().join("pki/kubelet.key"),
+        );
+        assert_eq!(store.file_stamp(&cert), None);
+        store
+            .write_serving_pair(&cert, "CERT", &key, "KEY")
+            .expect("written");
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!((mode(&cert), mode(&key)), (0o644, 0o600));
+        assert_eq!(store.read_file(&key).expect("read"), b"KEY");
+        assert_eq!(store.file_stamp(&cert).map(|s| s.len), Some(4));
+        let missing = dir.path().join("nope");
+        assert!(matches!(store.read_file(&missing), Err(e) if e.path == missing));
     }
 }

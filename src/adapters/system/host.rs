@@ -242,6 +242,26 @@ impl Host for SystemHost {
             source,
         })
     }
+
+    fn read_to_string(&self, path: &Path) -> Result<String, HostError> {
+        std::fs::read_to_string(path).map_err(|source| HostError::ReadFile {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    fn files_in(&self, dir: &Path) -> Result<Vec<PathBuf>, HostError> {
+        let entries = std::fs::read_dir(dir).map_err(|source| HostError::ListDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        Ok(files)
+    }
 }
 
 #[cfg(test)]
@@ -489,6 +509,31 @@ mod tests {
             }
             other => panic!("expected Notify, got {other:?}"),
         }
+        Ok(())
+    }
+
+    #[test]
+    fn files_and_folders_are_read_with_their_path_in_errors(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let host = host_without_socket();
+        std::fs::write(dir.path().join("b.conf"), "b")?;
+        std::fs::write(dir.path().join("a.conf"), "a")?;
+        std::fs::create_dir(dir.path().join("c.conf"))?;
+        assert_eq!(
+            host.files_in(dir.path())?,
+            [dir.path().join("a.conf"), dir.path().join("b.conf")]
+        );
+        assert_eq!(host.read_to_string(&dir.path().join("a.conf"))?, "a");
+        let missing = dir.path().join("missing");
+        assert!(matches!(
+            host.read_to_string(&missing),
+            Err(HostError::ReadFile { path, .. }) if path == missing
+        ));
+        assert!(matches!(
+            host.files_in(&missing),
+            Err(HostError::ListDir { path, .. }) if path == missing
+        ));
         Ok(())
     }
 

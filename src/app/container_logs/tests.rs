@@ -1,10 +1,11 @@
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
-use crate::adapters::fake::FakeClock;
+use crate::adapters::fake::{FakeClock, FakeContainerLogs};
 use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 
 /// 2026-11-24T17:00:00Z
@@ -13,14 +14,17 @@ const NOW: i64 = 1_795_539_600 * 1_000_000_000;
 struct Node {
     runtime: Arc<FakeRuntime>,
     clock: Arc<FakeClock>,
-    dir: tempfile::TempDir,
+    logs: Arc<FakeContainerLogs>,
 }
+
+/// `podLogsDir` of the tests.
+const LOGS_DIR: &str = "/var/log/pods";
 
 fn node() -> Node {
     Node {
         runtime: Arc::new(FakeRuntime::new()),
         clock: Arc::new(FakeClock::new(NOW)),
-        dir: tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
+        logs: Arc::new(FakeContainerLogs::new()),
     }
 }
 
@@ -37,7 +41,8 @@ impl Node {
         ContainerLogManager::new(
             self.runtime.clone(),
             self.clock.clone(),
-            self.dir.path().to_owned(),
+            self.logs.clone(),
+            PathBuf::from(LOGS_DIR),
             settings,
         )
         .unwrap_or_else(|| panic!("rotation is on"))
@@ -76,23 +81,18 @@ impl Node {
             .start_container(&id)
             .await
             .unwrap_or_else(|e| panic!("start: {e}"));
-        let dir = self.dir.path().join("default_web_u1").join("app");
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        let dir = Path::new(LOGS_DIR).join("default_web_u1").join("app");
+        self.logs.make_dir(&dir);
         (id, dir)
     }
-}
 
-fn write(path: &Path, bytes: usize) {
-    std::fs::write(path, vec![b'x'; bytes]).unwrap_or_else(|e| panic!("write: {e}"));
-}
+    fn write(&self, path: &Path, bytes: usize) {
+        self.logs.write(path, &vec![b'x'; bytes]);
+    }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut list: Vec<String> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("read_dir: {e}"))
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    list.sort();
-    list
+    fn names(&self, dir: &Path) -> Vec<String> {
+        self.logs.names(dir)
+    }
 }
 
 #[tokio::test]
@@ -100,9 +100,9 @@ async fn a_full_log_is_rotated_compressed_later_and_the_oldest_removed() {
     let node = node();
     let manager = node.manager(100, 3);
     let (id, dir) = node.running_container(2).await;
-    write(&dir.join("2.log"), 99);
+    node.write(&dir.join("2.log"), 99);
     // A log of another instance is never touched.
-    write(&dir.join("1.log"), 500);
+    node.write(&dir.join("1.log"), 500);
     assert_eq!(
         manager.rotate_logs().await.ok(),
         Some(RoundOutcome {
@@ -112,10 +112,10 @@ async fn a_full_log_is_rotated_compressed_later_and_the_oldest_removed() {
         })
     );
 
-    write(&dir.join("2.log"), 100);
+    node.write(&dir.join("2.log"), 100);
     let outcome = manager.rotate_logs().await.ok();
     assert_eq!(outcome.map(|o| o.rotated), Some(1));
-    assert_eq!(names(&dir), ["1.log", "2.log.20261124-170000"]);
+    assert_eq!(node.names(&dir), ["1.log", "2.log.20261124-170000"]);
     assert!(node
         .runtime
         .journal()
@@ -134,18 +134,19 @@ async fn a_full_log_is_rotated_compressed_later_and_the_oldest_removed() {
         ),
     ] {
         node.clock.set_unix_nanos(NOW + minute * 60_000_000_000);
-        write(&dir.join("2.log"), 150);
+        node.write(&dir.join("2.log"), 150);
         let outcome = manager.rotate_logs().await.ok();
         assert_eq!(outcome.map(|o| o.rotated), Some(1));
-        assert_eq!(names(&dir), expected);
+        assert_eq!(node.names(&dir), expected);
     }
     let mut text = Vec::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(dir.join("2.log.20261124-170100.gz"))
-            .unwrap_or_else(|e| panic!("open: {e}")),
-    )
-    .read_to_end(&mut text)
-    .unwrap_or_else(|e| panic!("gunzip: {e}"));
+    let archive = node
+        .logs
+        .read(&dir.join("2.log.20261124-170100.gz"))
+        .unwrap_or_else(|| panic!("no archive"));
+    flate2::read::GzDecoder::new(archive.as_slice())
+        .read_to_end(&mut text)
+        .unwrap_or_else(|e| panic!("gunzip: {e}"));
     assert_eq!(text, vec![b'x'; 150]);
 }
 
@@ -154,15 +155,17 @@ async fn a_failed_reopen_renames_the_log_back_and_a_lost_live_file_is_reopened()
     let node = node();
     let manager = node.manager(100, 5);
     let (id, dir) = node.running_container(0).await;
-    write(&dir.join("0.log"), 200);
+    node.write(&dir.join("0.log"), 200);
     node.runtime.fail_log_reopens(Some("no such fifo"));
     let outcome = manager.rotate_logs().await.ok();
     assert_eq!(outcome.map(|o| (o.rotated, o.failed)), Some((0, 1)));
-    assert_eq!(names(&dir), ["0.log"], "the live log is back in place");
+    assert_eq!(node.names(&dir), ["0.log"], "the live log is back in place");
 
     // A kubelet stopped between the rename and the reopen left no live file: the next
     // round asks the runtime to reopen it (here it still fails, and says so).
-    std::fs::rename(dir.join("0.log"), dir.join("0.log.20261124-165900"))
+    node.logs
+        .rename(&dir.join("0.log"), &dir.join("0.log.20261124-165900"))
+        .await
         .unwrap_or_else(|e| panic!("rename: {e}"));
     let outcome = manager.rotate_logs().await.ok();
     assert_eq!(outcome.map(|o| o.failed), Some(1));
@@ -179,7 +182,7 @@ async fn stopped_containers_and_foreign_ones_are_left_alone() {
     let node = node();
     let manager = node.manager(100, 5);
     let (id, dir) = node.running_container(0).await;
-    write(&dir.join("0.log"), 200);
+    node.write(&dir.join("0.log"), 200);
     node.runtime.exit_container(&id, 0);
     // A container no kubelet made carries no pod labels.
     let sandbox_id = node
@@ -199,7 +202,7 @@ async fn stopped_containers_and_foreign_ones_are_left_alone() {
     let _ = node.runtime.start_container(&foreign).await;
     let outcome = manager.rotate_logs().await.ok();
     assert_eq!(outcome, Some(RoundOutcome::default()));
-    assert_eq!(names(&dir), ["0.log"]);
+    assert_eq!(node.names(&dir), ["0.log"]);
 }
 
 #[test]
@@ -212,7 +215,8 @@ fn a_negative_size_turns_rotation_off() {
     assert!(ContainerLogManager::new(
         node.runtime.clone(),
         node.clock.clone(),
-        node.dir.path().to_owned(),
+        node.logs.clone(),
+        PathBuf::from(LOGS_DIR),
         settings
     )
     .is_none());

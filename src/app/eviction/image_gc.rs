@@ -21,8 +21,8 @@ use crate::domain::eviction::image_gc::{
 use crate::domain::eviction::signals::FsStats;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::node_stats::RuntimeStats;
 use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::RuntimeStats;
 
 /// Upstream's `ImageGCPeriod`.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);

@@ -38,8 +38,8 @@ use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::node_stats::{MemoryThresholdNotifier, NodeStats, RuntimeStats, StatsError};
 use crate::ports::runtime::RuntimeService;
-use crate::ports::stats::{MemoryThresholdNotifier, NodeStats, RuntimeStats, StatsError};
 use image_gc::ImageGc;
 use observe::Observer;
 

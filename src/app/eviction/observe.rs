@@ -19,7 +19,7 @@ use crate::domain::kuberuntime::hosts::etc_hosts_file;
 use crate::domain::kuberuntime::requests::{empty_dir_path, pod_log_dir, RequestContext};
 use crate::domain::pod::Pod;
 use crate::ports::error::Chain;
-use crate::ports::stats::{FilesystemInfo, NodeStats, RuntimeContainerStats, RuntimeStats};
+use crate::ports::node_stats::{FilesystemInfo, NodeStats, RuntimeContainerStats, RuntimeStats};
 
 /// What an observation reads through.
 pub struct Observer {

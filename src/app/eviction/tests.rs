@@ -11,7 +11,7 @@ use crate::domain::eviction::parse_threshold_config;
 use crate::domain::eviction::signals::FsStats;
 use crate::domain::kuberuntime::dns::ResolvConf;
 use crate::domain::status::api_pod_status;
-use crate::ports::stats::{CgroupStats, FilesystemInfo};
+use crate::ports::node_stats::{CgroupStats, FilesystemInfo};
 
 const GI: u64 = 1 << 30;
 const IMAGE: &str = "docker.io/library/busybox:1.36";

@@ -49,7 +49,7 @@ pub fn agent_settings(resolved: &ResolvedConfig, cluster: &ClusterConfig) -> Nod
     let mut settings = NodeAgentSettings::new(registration, cluster.kubeconfig.clone());
     settings.register_node = node.register_node;
     settings.node_ips = cluster.node_ips.clone();
-    settings.kubelet_port = resolved.config.port;
+    settings.kubelet_port = i32::from(node.kubelet_port);
     settings.capacity = node.node.capacity.clone();
     settings.allocatable = node.node.allocatable.clone();
     settings.machine = node.machine.clone();

@@ -5,7 +5,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -22,6 +22,7 @@ use crate::domain::node_status::certificate::{
 };
 use crate::ports::api::{ApiClients, CertificatesError, ConnectError, CsrRef, CsrRequest};
 use crate::ports::cert_store::{CertStore, CertStoreError};
+use crate::ports::error::Chain;
 use crate::ports::pki::PkiError;
 
 #[derive(Debug, Error)]
@@ -38,32 +39,47 @@ pub enum TlsError {
     NoCa { path: std::path::PathBuf },
 }
 
+/// Why the kubeconfig's client certificate cannot be used as it is.
+#[derive(Debug, Error)]
+pub enum KubeconfigUnusable {
+    #[error(transparent)]
+    Unreadable(#[from] ConnectError),
+    #[error("kubeconfig {} has no client certificate", path.display())]
+    NoClientCertificate { path: PathBuf },
+    #[error("kubeconfig {}", path.display())]
+    Certificate {
+        path: PathBuf,
+        #[source]
+        source: PkiError,
+    },
+    #[error("the client certificate in {} is expired", path.display())]
+    Expired { path: PathBuf },
+}
+
 fn now_secs(deps: &NodeAgentDeps) -> i64 {
     deps.clock.now_unix_nanos().div_euclid(1_000_000_000)
 }
 
 /// Whether the kubeconfig exists and its client certificate has not expired (upstream's
 /// `isClientConfigStillValid`); why not, otherwise.
-pub fn kubeconfig_still_valid(deps: &NodeAgentDeps, kubeconfig: &Path) -> Result<(), String> {
-    let summary = deps
-        .connector
-        .inspect(kubeconfig)
-        .map_err(|e| e.to_string())?;
-    let cert = summary.client_certificate.ok_or_else(|| {
-        format!(
-            "kubeconfig {} has no client certificate",
-            kubeconfig.display()
-        )
-    })?;
+pub fn kubeconfig_still_valid(
+    deps: &NodeAgentDeps,
+    kubeconfig: &Path,
+) -> Result<(), KubeconfigUnusable> {
+    let path = || kubeconfig.to_path_buf();
+    let summary = deps.connector.inspect(kubeconfig)?;
+    let cert = summary
+        .client_certificate
+        .ok_or_else(|| KubeconfigUnusable::NoClientCertificate { path: path() })?;
     let validity = deps
         .pki
         .validity(&cert)
-        .map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))?;
+        .map_err(|source| KubeconfigUnusable::Certificate {
+            path: path(),
+            source,
+        })?;
     if validity.not_after <= now_secs(deps) {
-        return Err(format!(
-            "the client certificate in {} is expired",
-            kubeconfig.display()
-        ));
+        return Err(KubeconfigUnusable::Expired { path: path() });
     }
     Ok(())
 }
@@ -233,17 +249,18 @@ pub async fn connected_clients(settings: &NodeAgentSettings, deps: &NodeAgentDep
         let attempt = async {
             if settings.bootstrap_kubeconfig.is_none() {
                 // Say it plainly: the server's answer to an expired certificate is a bare 401.
-                if let Err(why) = kubeconfig_still_valid(deps, &settings.kubeconfig) {
-                    if why.contains("expired") {
-                        warn!(problem = %why, "the API server will refuse this client certificate (no --bootstrap-kubeconfig to renew it)");
-                    }
+                if let Err(why @ KubeconfigUnusable::Expired { .. }) =
+                    kubeconfig_still_valid(deps, &settings.kubeconfig)
+                {
+                    warn!(problem = %why, "the API server will refuse this client certificate (no --bootstrap-kubeconfig to renew it)");
                 }
             }
             if let Some(bootstrap_path) = &settings.bootstrap_kubeconfig {
                 match kubeconfig_still_valid(deps, &settings.kubeconfig) {
                     Ok(()) => info!("Kubeconfig exists and is valid, skipping bootstrap"),
                     Err(why) => {
-                        info!(reason = %why, "Using bootstrap kubeconfig to generate TLS client cert, key and kubeconfig file");
+                        let reason = Chain(&why).to_string();
+                        info!(%reason, "Using bootstrap kubeconfig to generate TLS client cert, key and kubeconfig file");
                         bootstrap(settings, deps, bootstrap_path).await?;
                     }
                 }

@@ -81,7 +81,7 @@ pub async fn plan_with(given: GivenFlags, deps: &Deps) -> Plan {
 /// runtime's pods are then read later, once the configuration names the runtime).
 fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapshot, Vec<String>> {
     if let Some(path) = snapshot_path {
-        return load_snapshot(path).map_err(|e| vec![e.to_string()]);
+        return load_snapshot(deps.host.as_ref(), path).map_err(|e| vec![e.to_string()]);
     }
     let NodeFacts { hostname, machine } = node_facts(deps).map_err(problems)?;
     Ok(Snapshot {
@@ -100,7 +100,7 @@ fn facts(snapshot_path: Option<&std::path::Path>, deps: &Deps) -> Result<Snapsho
 
 /// The configuration resolved against the facts, with the facts.
 fn resolve(given: GivenFlags, deps: &Deps) -> Result<(ResolvedConfig, Snapshot), Vec<String>> {
-    let inputs = read_config_inputs(given);
+    let inputs = read_config_inputs(given, deps.host.as_ref());
     let snapshot_path = inputs
         .options
         .as_ref()

@@ -32,12 +32,10 @@ use crate::domain::eviction::manager::{
 use crate::domain::eviction::{self, Threshold};
 use crate::domain::kuberuntime::actions::KillReason;
 use crate::domain::kuberuntime::dns::ResolvConf;
-use crate::domain::kuberuntime::plan::{
-    images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, ImageFacts, ImagePresence,
-    SyncInputs, SyncPlan,
-};
+use crate::domain::kuberuntime::plan::{images_to_inspect, ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::pod_sync::{dry_run, ContainerHold, DryRun, Effect, RuntimeView};
 use crate::domain::kuberuntime::requests::{
-    ContainerSecurity, NamespaceMode, RequestContext, SecurityProfile,
+    ContainerConfig, ContainerSecurity, NamespaceMode, RequestContext, SecurityProfile,
 };
 use crate::domain::kuberuntime::runtime::{ContainerState, ImageUser, PodRuntimeStatus};
 use crate::domain::kuberuntime::teardown::{self, Stopping};
@@ -517,7 +515,6 @@ fn threshold(t: &Threshold, stats: &BTreeMap<String, String>) -> ThresholdPlan {
 }
 
 fn reserved_cpus_effect(
-    resolved: &ResolvedConfig,
     settings: &NodeSettings,
     given_system: &BTreeMap<String, String>,
     given_kube: &BTreeMap<String, String>,
@@ -532,12 +529,12 @@ fn reserved_cpus_effect(
         Some(before) => effect.push(format!(
             "systemReserved cpu {before} replaced by {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
             cpus.len(),
-            resolved.config.reserved_system_cpus
+            cpus.to_string()
         )),
         None => effect.push(format!(
             "systemReserved cpu set to {system_now} (the {} CPU(s) of reservedSystemCPUs {:?})",
             cpus.len(),
-            resolved.config.reserved_system_cpus
+            cpus.to_string()
         )),
     }
     if let Some(before) = given_kube.get("cpu") {
@@ -620,11 +617,11 @@ fn eviction_plan(
     // Live, the thresholds show what the eviction manager observes; a snapshot shows
     // its recorded statistics.
     let stats = decision.as_ref().map_or(stats, |d| &d.observed);
-    let c = &resolved.config;
+    let merge_defaults = resolved.node.eviction.merge_default_eviction_settings;
     let defaults_not_applied: Vec<String> = if s.eviction_defaults_replaced {
         eviction::default_eviction_hard()
             .into_iter()
-            .filter(|(k, _)| !c.eviction_hard.contains_key(k))
+            .filter(|(k, _)| !s.hard_thresholds.iter().any(|t| t.signal.as_str() == k))
             .map(|(k, v)| format!("{k}<{v}"))
             .collect()
     } else {
@@ -639,7 +636,7 @@ fn eviction_plan(
                 .map_or_else(|| "default".to_string(), ToString::to_string),
             defaults_not_applied.join(", ")
         )
-    } else if c.merge_default_eviction_settings {
+    } else if merge_defaults {
         "mergeDefaultEvictionSettings is true: the default thresholds apply for every signal evictionHard does not give.".into()
     } else {
         "The default hard thresholds apply.".into()
@@ -655,7 +652,7 @@ fn eviction_plan(
             .iter()
             .map(|t| threshold(t, stats))
             .collect(),
-        merge_default_eviction_settings: c.merge_default_eviction_settings,
+        merge_default_eviction_settings: merge_defaults,
         defaults_replaced: s.eviction_defaults_replaced,
         defaults_not_applied,
         note,
@@ -663,34 +660,32 @@ fn eviction_plan(
     }
 }
 
-fn start(step: &ContainerPlan) -> Option<ContainerStart> {
-    match &step.action {
-        ContainerAction::Start(start) => Some(ContainerStart {
-            name: step.name.clone(),
-            image: step.image.clone(),
-            reason: step.reason.clone(),
-            security: security_plan(&start.config.security),
-            sub_paths: start
-                .config
-                .mounts
-                .iter()
-                .filter_map(|m| m.sub_path.as_ref())
-                .map(|s| SubPathBind {
-                    volume: s.volume.clone(),
-                    path: s.path.clone(),
-                    target: s.target.display().to_string(),
-                })
-                .collect(),
-        }),
-        ContainerAction::Held(_) => None,
+/// A container the dry run creates, as the plan shows it.
+fn start(config: &ContainerConfig, name: &str, image: &str, reason: &str) -> ContainerStart {
+    ContainerStart {
+        name: name.to_owned(),
+        image: image.to_owned(),
+        reason: reason.to_owned(),
+        security: security_plan(&config.security),
+        sub_paths: config
+            .mounts
+            .iter()
+            .filter_map(|m| m.sub_path.as_ref())
+            .map(|s| SubPathBind {
+                volume: s.volume.clone(),
+                path: s.path.clone(),
+                target: s.target.display().to_string(),
+            })
+            .collect(),
     }
 }
 
-fn held(step: &ContainerPlan, init: bool) -> Option<HeldContainer> {
-    step.held().map(|held| HeldContainer {
-        name: step.name.clone(),
-        image: step.image.clone(),
-        init,
+fn held(hold: &ContainerHold) -> HeldContainer {
+    let held = &hold.held;
+    HeldContainer {
+        name: hold.name.clone(),
+        image: hold.image.clone(),
+        init: hold.init,
         reason: held.waiting.reason.clone(),
         message: held.waiting.message.clone(),
         // Whole seconds, rounded up: when to look again, not a stopwatch.
@@ -704,45 +699,69 @@ fn held(step: &ContainerPlan, init: bool) -> Option<HeldContainer> {
             .saturating_mul(1_000_000_000),
         )
         .to_string(),
-    })
+    }
 }
 
-fn actions_plan(plan: &SyncPlan) -> (PodActionsPlan, usize) {
-    let a = &plan.actions;
-    let out = PodActionsPlan {
-        rejected: plan.rejected.as_ref().map(|r| Rejected {
+/// The dry run's effects, as the plan shows them.
+fn actions_plan(run: &DryRun) -> (PodActionsPlan, usize) {
+    let keep_sandbox = run.plan.as_ref().and_then(|plan| {
+        let a = &plan.actions;
+        (!a.create_sandbox && !a.sandbox_id.is_empty()).then(|| a.sandbox_id.clone())
+    });
+    let mut out = PodActionsPlan {
+        rejected: run.outcome.rejected.as_ref().map(|r| Rejected {
             reason: r.reason.clone(),
             message: r.message.clone(),
         }),
-        kill_pod: plan.kill_pod.as_ref().map(kill_reason),
-        create_sandbox: plan.create_sandbox.as_ref().map(|c| SandboxCreation {
-            attempt: c.attempt,
-            reason: c.reason.clone(),
-        }),
-        keep_sandbox: (!a.create_sandbox && !a.sandbox_id.is_empty()).then(|| a.sandbox_id.clone()),
-        start_init_containers: plan.init_containers.iter().filter_map(start).collect(),
-        start_containers: plan.containers.iter().filter_map(start).collect(),
-        kill_containers: plan
-            .kill_containers
-            .iter()
-            .map(|k| ContainerKill {
-                id: k.id.clone(),
-                name: k.name.clone(),
-                reason: kill_reason(&k.reason),
-            })
-            .collect(),
-        pull_images: plan
-            .image_pulls()
-            .into_iter()
-            .map(|(image, containers)| ImagePull { image, containers })
-            .collect(),
-        held_containers: plan
-            .init_containers
-            .iter()
-            .filter_map(|s| held(s, true))
-            .chain(plan.containers.iter().filter_map(|s| held(s, false)))
-            .collect(),
+        kill_pod: None,
+        create_sandbox: None,
+        keep_sandbox,
+        start_init_containers: Vec::new(),
+        start_containers: Vec::new(),
+        kill_containers: Vec::new(),
+        pull_images: Vec::new(),
+        held_containers: run.outcome.holds.iter().map(held).collect(),
     };
+    for effect in &run.effects {
+        match effect {
+            Effect::StopPod { reason, .. } => out.kill_pod = Some(kill_reason(reason)),
+            Effect::StopContainer {
+                name, id, reason, ..
+            } => out.kill_containers.push(ContainerKill {
+                id: id.clone(),
+                name: name.clone(),
+                reason: kill_reason(reason),
+            }),
+            Effect::CreateSandbox { creation, .. } => {
+                out.create_sandbox = Some(SandboxCreation {
+                    attempt: creation.attempt,
+                    reason: creation.reason.clone(),
+                })
+            }
+            Effect::PullImage {
+                image, containers, ..
+            } => out.pull_images.push(ImagePull {
+                image: image.clone(),
+                containers: containers.clone(),
+            }),
+            Effect::CreateContainer {
+                init,
+                name,
+                image,
+                reason,
+                config,
+                ..
+            } => {
+                let list = if *init {
+                    &mut out.start_init_containers
+                } else {
+                    &mut out.start_containers
+                };
+                list.push(start(config, name, image, reason));
+            }
+            _ => {}
+        }
+    }
     let count = usize::from(out.kill_pod.is_some())
         + usize::from(out.create_sandbox.is_some())
         + out.start_init_containers.len()
@@ -767,19 +786,21 @@ fn pod_plan(
 ) -> PodPlan {
     let empty = empty_status(pod);
     let status = status.unwrap_or(&empty);
-    // The planner keeps no pull back-off: a pull is planned as a fresh start would make it.
-    let no_pull_backoff = BTreeMap::new();
-    let plan = plan_pod_sync(&SyncInputs {
+    // The sync's own machine, every effect answered as done: the planner keeps no pull
+    // back-off (a pull is planned as a fresh start would make it) and reads no API object.
+    let view = RuntimeView {
+        status: status.clone(),
+        sandbox_of: BTreeMap::new(),
+    };
+    let run = dry_run(
         pod,
-        runtime: status,
-        images: cx.images,
-        image_backoff: &no_pull_backoff,
-        now_unix_nanos: cx.now_unix_nanos,
-        requests: cx.requests,
-        cgroup_parent: cgroup.as_deref().unwrap_or_default(),
-        pod_inputs: &crate::domain::volumes::PodInputs::default(),
-    });
-    let (actions, action_count) = actions_plan(&plan);
+        cx.requests,
+        cx.now_unix_nanos,
+        &view,
+        cx.images,
+        cgroup.as_deref().unwrap_or_default(),
+    );
+    let (actions, action_count) = actions_plan(&run);
     let mut running: Vec<String> = status
         .containers
         .iter()
@@ -862,8 +883,11 @@ fn removal(status: &PodRuntimeStatus) -> PodRemoval {
 /// The plan for `inputs`; see the module documentation. Pure: no clock, no I/O.
 pub fn compute_plan(inputs: &PlanInputs) -> Plan {
     let resolved = &inputs.resolved;
-    let c = &resolved.config;
     let settings = &resolved.node.node;
+    let (given_system, given_kube) = (
+        strings(&settings.given_system_reserved),
+        strings(&settings.given_kube_reserved),
+    );
     let node = NodePlan {
         name: resolved.node.node_name.clone(),
         name_source: resolved.node.node_name_source,
@@ -871,19 +895,14 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         online_cpus: settings.online_cpus.to_string(),
         reserved_cpus: settings.reserved_cpus.as_ref().map(ToString::to_string),
         system_reserved: Reservation {
-            given: c.system_reserved.clone(),
+            given: given_system.clone(),
             effective: strings(&settings.system_reserved),
         },
         kube_reserved: Reservation {
-            given: c.kube_reserved.clone(),
+            given: given_kube.clone(),
             effective: strings(&settings.kube_reserved),
         },
-        reserved_cpus_effect: reserved_cpus_effect(
-            resolved,
-            settings,
-            &c.system_reserved,
-            &c.kube_reserved,
-        ),
+        reserved_cpus_effect: reserved_cpus_effect(settings, &given_system, &given_kube),
         allocatable: strings(&settings.allocatable),
         eviction: eviction_plan(resolved, settings, &inputs.node_stats, inputs),
         stats: inputs.node_stats.clone(),

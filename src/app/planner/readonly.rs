@@ -14,8 +14,8 @@ use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerFilter, ContainerStatus, ImageInfo, RuntimeVersion, SandboxEntry,
     SandboxFilter, SandboxStatus,
 };
+use crate::ports::node_stats::{RuntimeContainerStats, RuntimeFsUsage, RuntimeStats};
 use crate::ports::runtime::{cause, ImageService, RuntimeError, RuntimeService};
-use crate::ports::stats::{RuntimeContainerStats, RuntimeFsUsage, RuntimeStats};
 
 /// Wraps a runtime (and optionally an image service); see the module documentation.
 pub struct ReadOnlyRuntime {

@@ -14,6 +14,7 @@ use crate::app::pods::runtime_state::{pod_runtime_view, relist};
 use crate::domain::cgroup::CgroupVersion;
 use crate::domain::kuberuntime::runtime::{ImageUser, PodRuntimeStatus};
 use crate::domain::node::machine::MachineInfo;
+use crate::ports::host::Host;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 /// The snapshot's format version; a file with another is refused.
@@ -104,10 +105,11 @@ pub fn parse_snapshot(path: &Path, text: &str) -> Result<Snapshot, SnapshotError
 }
 
 /// Reads and decodes `path`.
-pub fn load_snapshot(path: &Path) -> Result<Snapshot, SnapshotError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SnapshotError::Read {
+pub fn load_snapshot(host: &dyn Host, path: &Path) -> Result<Snapshot, SnapshotError> {
+    let text = host.read_to_string(path).map_err(|e| SnapshotError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        // The OS's words: the message names the path already.
+        reason: std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string),
     })?;
     parse_snapshot(path, &text)
 }

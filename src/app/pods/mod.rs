@@ -17,10 +17,13 @@ pub mod manager;
 pub mod mirror;
 pub mod pleg;
 pub mod probes;
+mod pulls;
 pub mod run_once;
 pub mod runtime_state;
 pub mod status;
 pub mod sync;
+pub mod sync_loop_health;
+pub mod terminate;
 pub mod volume_manager;
 pub mod volumes;
 mod worker;
@@ -46,6 +49,7 @@ use manager::{PodChange, PodManager};
 use pleg::{forward_container_events, PlegHealth};
 use runtime_state::{changed_pods, relist, PodFingerprint};
 use sync::SyncContext;
+use sync_loop_health::SyncLoopHealth;
 use worker::{worker_loop, Desired, RelistWake, Worker, WorkerShared};
 
 pub use status::PodStatusStore;
@@ -95,6 +99,7 @@ pub struct PodLoop {
     last_relist: BTreeMap<String, PodFingerprint>,
     stale_cgroups_checked: bool,
     pleg: Arc<PlegHealth>,
+    sync_loop: Arc<SyncLoopHealth>,
     /// Relists failed in a row, so an outage logs its first failure, one line a minute,
     /// and its end, not one line a second.
     relist_failures: u64,
@@ -120,6 +125,7 @@ impl PodLoop {
     pub fn new(ctx: Arc<SyncContext>, store: PodStatusStore, settings: LoopSettings) -> Self {
         let (done_tx, done) = mpsc::unbounded_channel();
         let pleg = PlegHealth::new(Arc::clone(&ctx.clock));
+        let sync_loop = SyncLoopHealth::new(Arc::clone(&ctx.clock), settings.resync_period);
         Self {
             shared: Arc::new(WorkerShared {
                 store,
@@ -136,6 +142,7 @@ impl PodLoop {
             last_relist: BTreeMap::new(),
             stale_cgroups_checked: false,
             pleg,
+            sync_loop,
             relist_failures: 0,
             eviction: None,
             terminal: BTreeSet::new(),
@@ -264,6 +271,11 @@ impl PodLoop {
     /// The relist's health, for `/healthz`.
     pub fn pleg_health(&self) -> Arc<PlegHealth> {
         Arc::clone(&self.pleg)
+    }
+
+    /// When the loop last came round, for the kubelet API's `/healthz`.
+    pub fn sync_loop_health(&self) -> Arc<SyncLoopHealth> {
+        Arc::clone(&self.sync_loop)
     }
 
     /// Takes evictions from the eviction manager and admits new pods under its node
@@ -487,7 +499,7 @@ impl PodLoop {
         for uid in crate::domain::kuberuntime::gc::orphaned_pod_dirs(&found, &keep) {
             let dir = pods_dir.join(&uid);
             info!(%uid, dir = %dir.display(), "removing the folder of an orphaned pod");
-            if !sync::remove_pod_dir(ctx, dir).await {
+            if !terminate::remove_pod_dir(ctx, dir).await {
                 warn!(%uid, "failed to remove the folder of an orphaned pod");
             }
         }
@@ -529,6 +541,9 @@ impl PodLoop {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         info!(sources = expected, "pod loop started");
         loop {
+            // Before and after each round, as upstream's `syncLoopMonitor`: a round that
+            // hangs leaves the entry old.
+            self.sync_loop.entered();
             tokio::select! {
                 () = shutdown_requested(&mut stop) => break,
                 update = updates.recv(), if sources_open => match update {
@@ -550,6 +565,7 @@ impl PodLoop {
                     self.relist(ready).await;
                 }
             }
+            self.sync_loop.entered();
         }
         for feeder in feeders {
             feeder.abort();

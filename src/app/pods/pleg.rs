@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::domain::kuberuntime::pleg::{pleg_health, RELIST_THRESHOLD};
+use crate::domain::kuberuntime::pleg::{pleg_health, PlegUnhealthy, RELIST_THRESHOLD};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
@@ -39,7 +39,7 @@ impl PlegHealth {
     }
 
     /// `Err` with upstream's message when the PLEG is unhealthy.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PlegUnhealthy> {
         let last = self.last.load(Ordering::Relaxed).checked_sub(1);
         pleg_health(
             last,

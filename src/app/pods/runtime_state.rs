@@ -6,18 +6,11 @@ use std::collections::BTreeMap;
 
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
 use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
+use crate::domain::kuberuntime::pod_sync::RuntimeView;
 use crate::domain::kuberuntime::runtime::{
     ContainerFilter, ContainerState, PodRuntimeStatus, SandboxFilter, SandboxState,
 };
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
-
-/// One pod's runtime status plus which sandbox each container lives in.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodRuntimeView {
-    pub status: PodRuntimeStatus,
-    /// Container id to sandbox id.
-    pub sandbox_of: BTreeMap<String, String>,
-}
 
 fn uid_filter(uid: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(POD_UID_LABEL.to_owned(), uid.to_owned())])
@@ -28,7 +21,7 @@ fn uid_filter(uid: &str) -> BTreeMap<String, String> {
 pub async fn pod_runtime_view(
     runtime: &dyn RuntimeService,
     uid: &str,
-) -> Result<PodRuntimeView, RuntimeError> {
+) -> Result<RuntimeView, RuntimeError> {
     let sandboxes = runtime
         .list_pod_sandboxes(&SandboxFilter {
             labels: uid_filter(uid),
@@ -41,7 +34,7 @@ pub async fn pod_runtime_view(
             ..Default::default()
         })
         .await?;
-    let mut view = PodRuntimeView::default();
+    let mut view = RuntimeView::default();
     view.status.uid = uid.to_owned();
     for entry in sandboxes {
         if view.status.name.is_empty() {

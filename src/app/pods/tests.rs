@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::sync::{sync_pod, terminate_pod, SyncContext};
+use super::sync::{sync_pod, SyncContext};
+use super::terminate::terminate_pod;
 use super::*;
 use crate::adapters::fake::runtime::FakeRuntime;
 use crate::adapters::fake::{FakeCgroupManager, FakeClock};
@@ -332,7 +333,7 @@ async fn termination_stops_with_the_grace_period_then_removes_everything() {
 /// annotations, as upstream's `restoreSpecsFromContainerLabels`.
 #[tokio::test]
 async fn a_pod_without_its_spec_stops_with_the_hook_and_grace_its_containers_recorded() {
-    use crate::domain::pod::probe::{ExecAction, Lifecycle, LifecycleHandler};
+    use crate::domain::probe::spec::{ExecAction, Lifecycle, LifecycleHandler};
     let w = world();
     let mut p = pod("u7", RestartPolicy::Always, IMAGE);
     p.spec.termination_grace_period_seconds = Some(7);
@@ -1007,4 +1008,209 @@ async fn a_terminated_pod_stops_its_sidecar_after_its_containers_and_the_sandbox
     };
     assert!(at(&format!("StopContainer {app}")) < at(&format!("StopContainer {proxy}")));
     assert!(at(&format!("StopContainer {proxy}")) < at("StopPodSandbox"));
+}
+
+/// The dry-run planner and the sync drive the same step machine: over generated pods and
+/// runtime states (made by syncing an earlier spec, then containers exiting, images
+/// changing and time passing), what the planner says the sync would do is what the sync
+/// then does to the runtime, the termination plan included.
+mod planner_agreement {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::app::pods::runtime_state::{image_presence, pod_runtime_view};
+    use crate::domain::kuberuntime::plan::images_to_inspect;
+    use crate::domain::kuberuntime::pod_sync::{dry_run, Effect};
+
+    const ABSENT: &str = "docker.io/library/nginx:1.25";
+    const OTHER: &str = "docker.io/library/alpine:3.19";
+
+    #[derive(Debug, Clone)]
+    enum Event {
+        Sync,
+        Exit { container: usize, code: i32 },
+        ChangeImage { container: usize },
+        Wait { secs: u64 },
+    }
+
+    #[derive(Debug, Clone)]
+    struct Scenario {
+        policy: RestartPolicy,
+        images: Vec<&'static str>,
+        with_init: bool,
+        history: Vec<Event>,
+    }
+
+    fn scenarios() -> impl Strategy<Value = Scenario> {
+        let policy = prop_oneof![
+            Just(RestartPolicy::Always),
+            Just(RestartPolicy::OnFailure),
+            Just(RestartPolicy::Never)
+        ];
+        let image = prop_oneof![Just(IMAGE), Just(ABSENT), Just(OTHER)];
+        let event = prop_oneof![
+            Just(Event::Sync),
+            (0usize..3, prop_oneof![Just(0), Just(1), Just(137)])
+                .prop_map(|(container, code)| Event::Exit { container, code }),
+            (0usize..3).prop_map(|container| Event::ChangeImage { container }),
+            (1u64..400).prop_map(|secs| Event::Wait { secs }),
+        ];
+        (
+            policy,
+            prop::collection::vec(image, 1..=3),
+            any::<bool>(),
+            prop::collection::vec(event, 0..8),
+        )
+            .prop_map(|(policy, images, with_init, history)| Scenario {
+                policy,
+                images,
+                with_init,
+                history,
+            })
+    }
+
+    fn spec(s: &Scenario, changed: &[bool]) -> Pod {
+        let mut p = pod("agree", s.policy, IMAGE);
+        let template = p.spec.containers[0].clone();
+        p.spec.containers = s
+            .images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| {
+                let mut c = template.clone();
+                c.name = format!("c{i}");
+                c.image = if changed.get(i).copied().unwrap_or(false) {
+                    OTHER.to_owned()
+                } else {
+                    (*image).to_owned()
+                };
+                c
+            })
+            .collect();
+        if s.with_init {
+            let mut init = template;
+            init.name = "init".into();
+            p.spec.init_containers = vec![init];
+        }
+        p
+    }
+
+    /// What the planner says the sync does to the runtime, in the journal's words.
+    fn planned(effects: &[Effect]) -> Vec<String> {
+        let mut calls = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::StopPod { plan, .. } => {
+                    calls.extend(plan.stopped().map(|c| format!("StopContainer {}", c.id)));
+                    calls.extend(
+                        plan.stop_sandboxes
+                            .iter()
+                            .map(|id| format!("StopPodSandbox {id}")),
+                    );
+                }
+                Effect::StopContainer { id, .. } => calls.push(format!("StopContainer {id}")),
+                Effect::CreateSandbox { .. } => calls.push("RunPodSandbox".into()),
+                Effect::PullImage { image, .. } => calls.push(format!("PullImage {image}")),
+                Effect::CreateContainer { config, .. } => {
+                    calls.push(format!("CreateContainer {}", config.name))
+                }
+                Effect::StartContainer { .. } => calls.push("StartContainer".into()),
+                Effect::RemoveDeadContainer { id, .. } => {
+                    calls.push(format!("RemoveContainer {id}"))
+                }
+                _ => {}
+            }
+        }
+        calls.sort();
+        calls
+    }
+
+    /// The journal's calls in the same words (ids of new instances and timeouts left out;
+    /// dead sandboxes, which the planner's snapshot cannot tie to containers, too).
+    fn done(journal: &[String]) -> Vec<String> {
+        let mut calls: Vec<String> = journal
+            .iter()
+            .filter_map(|call| {
+                let mut words = call.split(' ');
+                let verb = words.next()?;
+                let arg = words.next().unwrap_or_default();
+                match verb {
+                    "RunPodSandbox" | "StartContainer" => Some(verb.to_owned()),
+                    "StopContainer" | "StopPodSandbox" | "PullImage" | "CreateContainer"
+                    | "RemoveContainer" => Some(format!("{verb} {arg}")),
+                    _ => None,
+                }
+            })
+            .collect();
+        calls.sort();
+        calls
+    }
+
+    async fn agree(s: Scenario) -> Result<(), TestCaseError> {
+        let w = world();
+        let mut changed = vec![false; s.images.len()];
+        for event in &s.history {
+            let p = spec(&s, &changed);
+            match event {
+                Event::Sync => {
+                    sync_pod(&w.ctx, &p).await;
+                }
+                Event::Exit { container, code } => {
+                    let list = super::containers(&w.runtime).await;
+                    if let Some(c) = list
+                        .iter()
+                        .filter(|c| c.state == ContainerState::Running)
+                        .nth(*container)
+                    {
+                        w.runtime.exit_container(&c.id, *code);
+                    }
+                }
+                Event::ChangeImage { container } => {
+                    if let Some(flag) = changed.get_mut(*container) {
+                        *flag = !*flag;
+                    }
+                }
+                Event::Wait { secs } => w.clock.advance(Duration::from_secs(*secs)),
+            }
+        }
+        let p = spec(&s, &changed);
+
+        // The planner: the runtime's view and the images as `--dry-run` reads them.
+        let view = pod_runtime_view(w.runtime.as_ref(), &p.metadata.uid)
+            .await
+            .map_err(|e| TestCaseError::fail(format!("view: {e}")))?;
+        let now = w.ctx.clock.now_unix_nanos();
+        let wanted = images_to_inspect(&p, &view.status, now);
+        let images: BTreeMap<_, _> = image_presence(w.runtime.as_ref(), &wanted).await;
+        let cgroup = w.ctx.containers.cgroup_parent(&p);
+        let run = dry_run(&p, &w.ctx.requests, now, &view, &images, &cgroup);
+
+        let before = w.runtime.journal().len();
+        let outcome = sync_pod(&w.ctx, &p).await;
+        let journal = w.runtime.journal();
+        let did = done(&journal[before..]);
+        prop_assert_eq!(planned(&run.effects), did, "scenario {:?}", s);
+        let holds = |h: &[crate::domain::kuberuntime::pod_sync::ContainerHold]| {
+            h.iter()
+                .map(|h| (h.name.clone(), h.held.waiting.reason.clone()))
+                .collect::<Vec<_>>()
+        };
+        prop_assert_eq!(holds(&run.outcome.holds), holds(&outcome.holds));
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn the_planner_and_the_sync_take_the_same_actions(s in scenarios()) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .map_err(|e| TestCaseError::fail(format!("runtime: {e}")))?;
+            rt.block_on(agree(s))?;
+        }
+    }
 }

@@ -25,7 +25,7 @@ use crate::domain::volumes::{
 use crate::ports::api::{PodObjectsApi, TokenRequest};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
-use crate::ports::pod_files::PodFiles;
+use crate::ports::pod_files::{PodFiles, PodFilesError};
 
 /// How long a fetched ConfigMap or Secret is used before it is read again (upstream's
 /// TTL cache strategy; its default is a minute).
@@ -374,10 +374,11 @@ impl VolumeManager {
             for plan in plans {
                 let outcome = match plan.action {
                     Err(e) => Err(e.to_string()),
-                    Ok(action) => carry_out(files.as_ref(), &action, &stamp).map_err(|message| {
+                    Ok(action) => carry_out(files.as_ref(), &action, &stamp).map_err(|error| {
                         format!(
-                            "MountVolume.SetUp failed for volume {:?} : {message}",
-                            plan.name
+                            "MountVolume.SetUp failed for volume {:?} : {}",
+                            plan.name,
+                            Chain(&error)
                         )
                     }),
                 };
@@ -411,22 +412,28 @@ impl VolumeManager {
     }
 }
 
-fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result<(), String> {
-    let chain = |e: &dyn std::error::Error| Chain(e).to_string();
+/// Why a volume's set-up failed.
+#[derive(Debug, thiserror::Error)]
+enum SetUpError {
+    #[error(transparent)]
+    Files(#[from] PodFilesError),
+    #[error(transparent)]
+    HostPath(#[from] volumes::HostPathError),
+}
+
+fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result<(), SetUpError> {
     match action {
         VolumeAction::EmptyDir {
             setup,
             tmpfs_size_bytes,
         } => {
             if let Some(size) = tmpfs_size_bytes {
-                files
-                    .mount_tmpfs(&setup.path, Some(*size), setup.mode)
-                    .map_err(|e| chain(&e))?;
+                files.mount_tmpfs(&setup.path, Some(*size), setup.mode)?;
             }
-            files.set_up_empty_dir(setup).map_err(|e| chain(&e))
+            Ok(files.set_up_empty_dir(setup)?)
         }
         VolumeAction::HostPath { path, kind } => {
-            volumes::prepare_host_path(files, path, *kind).map_err(|e| chain(&e))
+            Ok(volumes::prepare_host_path(files, path, *kind)?)
         }
         VolumeAction::Files {
             dir,
@@ -434,12 +441,12 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
             tmpfs,
         } => {
             if *tmpfs {
-                files.mount_tmpfs(dir, None, 0o755).map_err(|e| chain(&e))?;
+                files.mount_tmpfs(dir, None, 0o755)?;
             }
             files
                 .write_atomically(dir, payload, stamp)
                 .map(|_| ())
-                .map_err(|e| chain(&e))
+                .map_err(Into::into)
         }
     }
 }

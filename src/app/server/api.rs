@@ -19,7 +19,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, AsyncSeekExt, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -30,6 +30,7 @@ use super::auth::{Credentials, Guard};
 use super::healthz::{shutdown_requested, Endpoints, ServerError};
 use super::stream::{instances_of, running_container, stream, Asked, Kind};
 use crate::app::pods::PodStatusStore;
+use crate::domain::kubelet_api::healthz::is_verbose;
 use crate::domain::kubelet_api::logs::{
     decode_segment, instance_to_read, parse_cri_line, parse_log_options, query_pairs,
     restart_of_log_file, scan_newlines_back, status_shows_instance_running, LogOptions, LogWriter,
@@ -41,6 +42,7 @@ use crate::domain::kuberuntime::runtime::ContainerState;
 use crate::domain::status::ApiContainerState;
 use crate::domain::units::go_quote;
 use crate::ports::clock::Clock;
+use crate::ports::container_logs::{ContainerLogs, ContainerLogsError, FileIdentity, OpenLog};
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
 
@@ -62,13 +64,15 @@ pub struct KubeletApi {
     pub endpoints: Endpoints,
     pub pods: PodStatusStore,
     pub pod_logs_dir: PathBuf,
+    /// The log files `/containerLogs` reads.
+    pub logs: Arc<dyn ContainerLogs>,
     /// `enableDebuggingHandlers`.
     pub debugging: bool,
     pub clock: Arc<dyn Clock>,
     /// For exec, attach and port-forward.
     pub runtime: Arc<dyn RuntimeService>,
     /// For `/stats/summary` and `/metrics*`; `None`: not served.
-    pub stats: Option<Arc<crate::app::stats::StatsProvider>>,
+    pub stats: Option<Arc<crate::app::stats_provider::StatsProvider>>,
 }
 
 fn full(body: impl Into<Bytes>) -> Body {
@@ -128,12 +132,15 @@ impl KubeletApi {
         }
         let read_only = self.guard.is_none();
         match path.as_str() {
-            "/healthz" => super::healthz::healthz_answer(&self.endpoints.checks)
-                .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
+            "/healthz" => {
+                let verbose = is_verbose(req.uri().query().unwrap_or(""));
+                super::healthz::healthz_answer(&self.endpoints.api_checks, verbose)
+                    .map(|b| b.map_err(|never| match never {}).boxed_unsync())
+            }
             "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
-            p if super::stats::is_stats_path(p) => match &self.stats {
+            p if super::stats_endpoints::is_stats_path(p) => match &self.stats {
                 Some(stats) => {
-                    let (content_type, body) = super::stats::answer(stats, p).await;
+                    let (content_type, body) = super::stats_endpoints::answer(stats, p).await;
                     response(StatusCode::OK, content_type, body)
                 }
                 None => not_found(),
@@ -152,6 +159,12 @@ impl KubeletApi {
             }
         };
         let kind = match route(path, port) {
+            Route::HealthzCheck(name) => {
+                return super::healthz::check_answer(&self.endpoints.api_checks, name)
+                    .map_or_else(not_found, |answer| {
+                        answer.map(|b| b.map_err(|never| match never {}).boxed_unsync())
+                    })
+            }
             Route::Healthz | Route::Pods | Route::NotFound => return not_found(),
             Route::DebuggingDisabled => {
                 return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, DEBUGGING_DISABLED)
@@ -352,7 +365,7 @@ impl KubeletApi {
         // The file path comes from the pod's record and the spec's container name, never
         // from the request's text.
         let dir = pod_log_dir_in(&self.pod_logs_dir, &pod).join(container);
-        let restarts = log_files(&dir).await;
+        let restarts = log_files(self.logs.as_ref(), &dir).await;
         let waiting = matches!(
             status.container_status(container).map(|c| &c.state),
             Some(ApiContainerState::Waiting(_))
@@ -379,9 +392,12 @@ impl KubeletApi {
             container: container.clone(),
             instance: restart,
         };
+        let logs = Arc::clone(&self.logs);
         tokio::spawn(async move {
             let file = dir.join(format!("{restart}.log"));
-            if let Err(e) = stream_log(&file, &options, follow, tx, still_running).await {
+            let streamed =
+                stream_log(logs.as_ref(), &file, &options, follow, tx, still_running).await;
+            if let Err(e) = streamed {
                 warn!(file = %file.display(), error = %Chain(&e), "failed to read a container log");
             }
         });
@@ -447,21 +463,20 @@ async fn live_instances(runtime: &dyn RuntimeService, pod_uid: &str, container: 
 }
 
 /// The restart counts of the `<n>.log` files in a container's log folder.
-async fn log_files(dir: &Path) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
-        return found;
-    };
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        if let Some(n) = entry.file_name().to_str().and_then(restart_of_log_file) {
-            found.push(n);
-        }
-    }
-    found
+async fn log_files(logs: &dyn ContainerLogs, dir: &Path) -> Vec<u32> {
+    let names = logs.list(dir).await.unwrap_or_default();
+    names
+        .iter()
+        .filter_map(|name| restart_of_log_file(name))
+        .collect()
 }
 
 /// Where the last `lines` lines of the file start, read back block by block.
-async fn tail_offset(file: &mut tokio::fs::File, len: u64, lines: u64) -> io::Result<u64> {
+async fn tail_offset(
+    file: &mut (impl AsyncRead + AsyncSeek + Unpin),
+    len: u64,
+    lines: u64,
+) -> io::Result<u64> {
     if lines == 0 {
         return Ok(len);
     }
@@ -494,19 +509,28 @@ async fn tail_offset(file: &mut tokio::fs::File, len: u64, lines: u64) -> io::Re
 /// Sends the log's decoded lines from `file` to `tx` as the options say; with `follow`,
 /// goes on with lines written later until the container stops or the client leaves.
 async fn stream_log(
+    logs: &dyn ContainerLogs,
     path: &Path,
     options: &LogOptions,
     follow: bool,
     tx: mpsc::Sender<Bytes>,
     writer_state: impl StillRunning,
-) -> io::Result<()> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let len = file.metadata().await?.len();
+) -> Result<(), ContainerLogsError> {
+    let read_error = || ContainerLogsError::io("read", path);
+    let OpenLog {
+        reader: mut file,
+        len,
+        identity: mut opened,
+    } = logs.open(path).await?;
     let start = match options.tail_lines {
-        Some(lines) => tail_offset(&mut file, len, lines).await?,
+        Some(lines) => tail_offset(&mut file, len, lines)
+            .await
+            .map_err(read_error())?,
         None => 0,
     };
-    file.seek(SeekFrom::Start(start)).await?;
+    file.seek(SeekFrom::Start(start))
+        .await
+        .map_err(read_error())?;
     let mut writer = LogWriter::new(options);
     let mut pending: Vec<u8> = Vec::new();
     let mut block = vec![0u8; LOG_BLOCK];
@@ -514,10 +538,14 @@ async fn stream_log(
     // to its end.
     let mut replacement = None;
     loop {
-        let n = file.read(&mut block).await?;
+        let n = file.read(&mut block).await.map_err(read_error())?;
         if n == 0 {
             if let Some(next) = replacement.take() {
-                file = next;
+                OpenLog {
+                    reader: file,
+                    identity: opened,
+                    ..
+                } = next;
                 continue;
             }
             if !follow || tx.is_closed() {
@@ -525,7 +553,7 @@ async fn stream_log(
             }
             if !writer_state.still_running().await {
                 // One last read for lines written just before the container stopped.
-                let n = file.read(&mut block).await?;
+                let n = file.read(&mut block).await.map_err(read_error())?;
                 if n == 0 {
                     return Ok(());
                 }
@@ -534,7 +562,7 @@ async fn stream_log(
                 // A rotated file gives way to the new one at the path (the runtime made
                 // it on `ReopenContainerLog`), but only after one more read to its end:
                 // lines may have come between the last read and the rename.
-                if let Some(next) = reopened_at(path, &file).await {
+                if let Some(next) = reopened_at(logs, path, opened).await {
                     replacement = Some(next);
                     continue;
                 }
@@ -570,17 +598,17 @@ async fn stream_log(
     }
 }
 
-/// The file now at `path` when it is no longer `current` (the log was rotated); `None`
-/// while it is the same file or none is there yet.
-async fn reopened_at(path: &Path, current: &tokio::fs::File) -> Option<tokio::fs::File> {
-    use std::os::unix::fs::MetadataExt;
-
-    let now = tokio::fs::metadata(path).await.ok()?;
-    let open = current.metadata().await.ok()?;
-    if (now.dev(), now.ino()) == (open.dev(), open.ino()) {
+/// The file now at `path` when it is no longer the `current` one (the log was rotated);
+/// `None` while it is the same file or none is there yet.
+async fn reopened_at(
+    logs: &dyn ContainerLogs,
+    path: &Path,
+    current: FileIdentity,
+) -> Option<OpenLog> {
+    if logs.identity(path).await? == current {
         return None;
     }
-    tokio::fs::File::open(path).await.ok()
+    logs.open(path).await.ok()
 }
 
 /// Go's net/http answer to a plain HTTP request on a TLS port, exactly.
@@ -743,6 +771,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+    use crate::adapters::fake::FakeContainerLogs;
 
     #[test]
     fn http_is_told_from_tls_as_go_does() {
@@ -799,15 +828,8 @@ mod tests {
         format!("2026-11-24T17:00:00.000000000Z stdout F {text}\n")
     }
 
-    fn append(path: &Path, text: &str) {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap_or_else(|e| panic!("open: {e}"));
-        file.write_all(line(text).as_bytes())
-            .unwrap_or_else(|e| panic!("write: {e}"));
+    fn append(logs: &FakeContainerLogs, path: &Path, text: &str) {
+        logs.append(path, line(text).as_bytes());
     }
 
     /// Collects streamed text until it holds `want` or the stream ends; fails after a
@@ -831,9 +853,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_followed_log_goes_on_in_the_file_that_replaced_it() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let path = dir.path().join("0.log");
-        append(&path, "one");
+        let logs = Arc::new(FakeContainerLogs::new());
+        let path = PathBuf::from("/var/log/pods/default_web_u1/app/0.log");
+        append(&logs, &path, "one");
         let running = Arc::new(AtomicBool::new(true));
         let (tx, mut rx) = mpsc::channel(8);
         let options = LogOptions {
@@ -841,19 +863,22 @@ mod tests {
             ..LogOptions::default()
         };
         let reader = {
-            let (path, running) = (path.clone(), Arc::clone(&running));
-            tokio::spawn(async move { stream_log(&path, &options, true, tx, running).await })
+            let (path, running, logs) = (path.clone(), Arc::clone(&running), Arc::clone(&logs));
+            tokio::spawn(async move {
+                stream_log(logs.as_ref(), &path, &options, true, tx, running).await
+            })
         };
         let mut text = String::new();
         received_until(&mut rx, &mut text, "one\n").await;
 
         // The runtime wrote a last line before the rename; the reopened file goes on.
-        append(&path, "two");
-        std::fs::rename(&path, dir.path().join("0.log.20261124-170000"))
+        append(&logs, &path, "two");
+        logs.rename(&path, &path.with_file_name("0.log.20261124-170000"))
+            .await
             .unwrap_or_else(|e| panic!("rename: {e}"));
-        append(&path, "three");
+        append(&logs, &path, "three");
         received_until(&mut rx, &mut text, "three\n").await;
-        append(&path, "four");
+        append(&logs, &path, "four");
         received_until(&mut rx, &mut text, "four\n").await;
         running.store(false, Ordering::SeqCst);
         received_until(&mut rx, &mut text, "never written").await;

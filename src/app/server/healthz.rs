@@ -23,13 +23,19 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use crate::domain::kubelet_api::healthz;
+
 /// Produces the current configuration for `/configz`; called on every request so it may read
 /// live state (e.g. behind a lock).
 pub type ConfigzSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// The named health checks behind `/healthz`, run on every request: each `Err` carries
 /// why (logged; the answer withholds it, as upstream's does).
-pub type HealthChecks = Arc<dyn Fn() -> Vec<(&'static str, Result<(), String>)> + Send + Sync>;
+pub type HealthChecks =
+    Arc<dyn Fn() -> Vec<(&'static str, Result<(), HealthCheckFailure>)> + Send + Sync>;
+
+/// Why a health check failed.
+pub type HealthCheckFailure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the endpoints serve, each read live on every request.
 #[derive(Clone)]
@@ -38,29 +44,42 @@ pub struct Endpoints {
     pub configz: ConfigzSource,
     /// The pods this kubelet runs with their status, as a `v1.PodList` (upstream's `/pods`).
     pub pods: ConfigzSource,
-    /// `/healthz`'s checks beyond `ping` and `log` (the PLEG's).
+    /// `/healthz`'s checks beyond `ping` and `log` on the healthz port (the PLEG's).
     pub checks: HealthChecks,
+    /// The kubelet API's `/healthz` checks beyond `ping` and `log` (`syncloop`, then the
+    /// PLEG's).
+    pub api_checks: HealthChecks,
 }
 
-/// `/healthz`: `ok`, or upstream's failure answer (500, one line per check, the reasons
-/// withheld and logged).
-pub(crate) fn healthz_answer(checks: &HealthChecks) -> Response<Body> {
-    let results = checks();
-    if results.iter().all(|(_, r)| r.is_ok()) {
-        return response(StatusCode::OK, TEXT, "ok");
-    }
-    let mut body = String::from("[+]ping ok\n[+]log ok\n");
+/// `/healthz`: `ok` (with `verbose`, every check's line), or upstream's failure answer
+/// (500, one line per check, the reasons withheld and logged).
+pub(crate) fn healthz_answer(checks: &HealthChecks, verbose: bool) -> Response<Body> {
+    let results = run_checks(checks);
     for (name, result) in &results {
-        match result {
-            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
-            Err(reason) => {
-                warn!(check = name, %reason, "healthz check failed");
-                body.push_str(&format!("[-]{name} failed: reason withheld\n"));
-            }
+        if let Err(reason) = result {
+            warn!(check = name, %reason, "healthz check failed");
         }
     }
-    body.push_str("healthz check failed\n");
-    response(StatusCode::INTERNAL_SERVER_ERROR, TEXT, body)
+    let (code, body) = healthz::root_answer(&results, verbose);
+    response(status_of(code), TEXT, body)
+}
+
+/// `/healthz/<name>`: the check's own answer; `None` when no check has that name.
+pub(crate) fn check_answer(checks: &HealthChecks, name: &str) -> Option<Response<Body>> {
+    let (code, body) = healthz::named_check(name, &run_checks(checks))?;
+    Some(response(status_of(code), TEXT, body))
+}
+
+/// Runs the checks; each failure printed with its causes (the domain words the answer).
+fn run_checks(checks: &HealthChecks) -> Vec<(&'static str, Result<(), String>)> {
+    checks()
+        .into_iter()
+        .map(|(name, result)| (name, result.map_err(|e| Chain(e.as_ref()).to_string())))
+        .collect()
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// Why the server stopped other than by shutdown.
@@ -117,9 +136,9 @@ fn route(method: &Method, path: &str, checks: &HealthChecks) -> Response<Body> {
         return resp;
     }
     match path {
-        "/healthz" => healthz_answer(checks),
+        "/healthz" => healthz_answer(checks, false),
         // Upstream's `ping` check on its own path.
-        _ => response(StatusCode::OK, TEXT, "ok"),
+        _ => check_answer(checks, "ping").unwrap_or_else(|| response(StatusCode::OK, TEXT, "ok")),
     }
 }
 
@@ -421,7 +440,7 @@ mod tests {
             StatusCode::OK
         );
         let stalled: HealthChecks = Arc::new(|| vec![("pleg", Err("stalled".into()))]);
-        let body = healthz_answer(&stalled);
+        let body = healthz_answer(&stalled, false);
         let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
             body.into_body(),
         ))

@@ -8,4 +8,4 @@ pub mod tls;
 
 pub(crate) use healthz::shutdown_requested;
 pub use healthz::{serve_health, Endpoints, HealthChecks, ServerError};
-pub mod stats;
+pub mod stats_endpoints;

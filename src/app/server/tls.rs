@@ -4,10 +4,8 @@
 //! client without one goes on to token or anonymous authentication), `tlsMinVersion` and
 //! `tlsCipherSuites` mapped to rustls, and ALPN for HTTP/2 and HTTP/1.1.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -20,6 +18,8 @@ use tracing::{debug, info, warn};
 
 use crate::domain::kubelet_api::settings::{self_signed_hosts, ServerSettings, TlsMinVersion};
 use crate::domain::node_status::certificate::{prefixed_current_pair_name, SERVER_PAIR_PREFIX};
+use crate::ports::cert_store::{CertStore, CertStoreError, FileStamp};
+use crate::ports::error::Chain;
 use crate::ports::pki::{Pki, PkiError};
 
 #[derive(Debug, Error)]
@@ -29,7 +29,7 @@ pub enum TlsError {
         what: &'static str,
         path: PathBuf,
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
     #[error("{what} {}: {problem}", path.display())]
     Invalid {
@@ -41,7 +41,7 @@ pub enum TlsError {
     Write {
         dir: PathBuf,
         #[source]
-        source: io::Error,
+        source: CertStoreError,
     },
     #[error("failed to make a self-signed serving certificate")]
     SelfSigned(#[source] PkiError),
@@ -49,23 +49,42 @@ pub enum TlsError {
     Rustls(#[source] rustls::Error),
     #[error("the client CA file {} cannot verify clients: {problem}", path.display())]
     ClientCa { path: PathBuf, problem: String },
+    #[error("the key in {} is refused by rustls", path.display())]
+    Key {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
 }
 
 /// Upstream's files in `--cert-dir` when no serving certificate is given.
 pub const SELF_SIGNED_CERT: &str = "kubelet.crt";
 pub const SELF_SIGNED_KEY: &str = "kubelet.key";
 
-fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
+fn read(files: &dyn CertStore, what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    // The OS's error is the cause: the message names the file already.
+    files.read_file(path).map_err(|e| TlsError::Read {
         what,
         path: path.to_path_buf(),
-        source,
+        source: e.source,
     })
 }
 
-fn certificates(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let pem = read(what, path)?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+fn certificates(
+    files: &dyn CertStore,
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    pem_certificates(what, path, &read(files, what, path)?)
+}
+
+/// The certificates of `pem`, read from `path`.
+fn pem_certificates(
+    what: &'static str,
+    path: &Path,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::Invalid {
             what,
@@ -88,6 +107,7 @@ pub fn serving_files(
     settings: &ServerSettings,
     hostname: &str,
     pki: &dyn Pki,
+    files: &dyn CertStore,
     unix_now: i64,
 ) -> Result<(PathBuf, PathBuf), TlsError> {
     if let Some((cert, key)) = &settings.tls_files {
@@ -95,26 +115,13 @@ pub fn serving_files(
     }
     let cert = settings.cert_dir.join(SELF_SIGNED_CERT);
     let key = settings.cert_dir.join(SELF_SIGNED_KEY);
-    if cert.exists() && key.exists() {
+    if files.file_stamp(&cert).is_some() && files.file_stamp(&key).is_some() {
         return Ok((cert, key));
     }
     let (cert_pem, key_pem) = pki
         .self_signed_serving(&self_signed_hosts(hostname), unix_now)
         .map_err(TlsError::SelfSigned)?;
-    let write = |path: &Path, text: &str, mode: u32| -> io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(mode)
-            .open(path)?;
-        file.write_all(text.as_bytes())
-    };
-    let wrote = std::fs::create_dir_all(&settings.cert_dir)
-        .and_then(|()| write(&key, &key_pem, 0o600))
-        .and_then(|()| write(&cert, &cert_pem, 0o644));
+    let wrote = files.write_serving_pair(&cert, &cert_pem, &key, &key_pem);
     wrote.map_err(|source| TlsError::Write {
         dir: settings.cert_dir.clone(),
         source,
@@ -162,11 +169,13 @@ enum Serving {
 /// The server's TLS configuration with the certificate and key files.
 pub fn server_config(
     settings: &ServerSettings,
+    files: Arc<dyn CertStore>,
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<ServerConfig, TlsError> {
     config(
         settings,
+        files,
         Serving::Files {
             cert: cert_file.to_path_buf(),
             key: key_file.to_path_buf(),
@@ -178,14 +187,21 @@ pub fn server_config(
 /// `kubelet-server-current.pem` in `--cert-dir` (certificate and key), read again when it
 /// changes; until one is issued every handshake fails, as upstream's `GetCertificate`
 /// answers "no serving certificate available for the kubelet".
-pub fn bootstrapped_server_config(settings: &ServerSettings) -> Result<ServerConfig, TlsError> {
+pub fn bootstrapped_server_config(
+    settings: &ServerSettings,
+    files: Arc<dyn CertStore>,
+) -> Result<ServerConfig, TlsError> {
     let current = settings
         .cert_dir
         .join(prefixed_current_pair_name(SERVER_PAIR_PREFIX));
-    config(settings, Serving::Bootstrapped(current))
+    config(settings, files, Serving::Bootstrapped(current))
 }
 
-fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, TlsError> {
+fn config(
+    settings: &ServerSettings,
+    files: Arc<dyn CertStore>,
+    serving: Serving,
+) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(provider(settings));
     let versions: &[&rustls::SupportedProtocolVersion] = match settings.tls_min_version {
         TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
@@ -197,7 +213,7 @@ fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, T
     let builder = match &settings.client_ca_file {
         Some(path) => {
             let mut roots = RootCertStore::empty();
-            for cert in certificates("authentication.x509.clientCAFile", path)? {
+            for cert in certificates(files.as_ref(), "authentication.x509.clientCAFile", path)? {
                 roots.add(cert).map_err(|e| TlsError::ClientCa {
                     path: path.clone(),
                     problem: e.to_string(),
@@ -217,8 +233,8 @@ fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, T
     };
     let mut config = match serving {
         Serving::Files { cert, key } => {
-            let chain = certificates("tlsCertFile", &cert)?;
-            let key_pem = read("tlsPrivateKeyFile", &key)?;
+            let chain = certificates(files.as_ref(), "tlsCertFile", &cert)?;
+            let key_pem = read(files.as_ref(), "tlsPrivateKeyFile", &key)?;
             let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Invalid {
                 what: "tlsPrivateKeyFile",
                 path: key.clone(),
@@ -230,6 +246,7 @@ fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, T
         }
         Serving::Bootstrapped(path) => builder.with_cert_resolver(Arc::new(IssuedCertificate {
             path,
+            files,
             provider,
             loaded: Mutex::new(None),
         })),
@@ -241,9 +258,10 @@ fn config(settings: &ServerSettings, serving: Serving) -> Result<ServerConfig, T
 /// The issued serving pair, loaded on the first handshake after the file changed.
 struct IssuedCertificate {
     path: PathBuf,
+    files: Arc<dyn CertStore>,
     provider: Arc<CryptoProvider>,
-    /// The file's modification time and size when loaded, and what it held.
-    loaded: Mutex<Option<(SystemTime, u64, Arc<CertifiedKey>)>>,
+    /// The file's stamp when loaded, and what it held.
+    loaded: Mutex<Option<(FileStamp, Arc<CertifiedKey>)>>,
 }
 
 impl std::fmt::Debug for IssuedCertificate {
@@ -255,20 +273,23 @@ impl std::fmt::Debug for IssuedCertificate {
 }
 
 impl IssuedCertificate {
-    fn load(&self) -> Result<CertifiedKey, String> {
-        let pem = std::fs::read(&self.path).map_err(|e| e.to_string())?;
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("not PEM certificates: {e}"))?;
-        if chain.is_empty() {
-            return Err("no certificate in it".into());
-        }
-        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("no key: {e}"))?;
+    fn load(&self) -> Result<CertifiedKey, TlsError> {
+        const WHAT: &str = "issued serving certificate";
+        let pem = read(self.files.as_ref(), WHAT, &self.path)?;
+        let chain = pem_certificates(WHAT, &self.path, &pem)?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Invalid {
+            what: WHAT,
+            path: self.path.clone(),
+            problem: format!("no private key in it: {e}"),
+        })?;
         let signing = self
             .provider
             .key_provider
             .load_private_key(key)
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| TlsError::Key {
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(CertifiedKey::new(chain, signing))
     }
 }
@@ -278,16 +299,12 @@ impl ResolvesServerCert for IssuedCertificate {
         let Ok(mut loaded) = self.loaded.lock() else {
             return None;
         };
-        let Ok(meta) = std::fs::metadata(&self.path) else {
+        let Some(stamp) = self.files.file_stamp(&self.path) else {
             debug!(path = %self.path.display(), "no serving certificate available for the kubelet");
-            return loaded.as_ref().map(|(_, _, k)| Arc::clone(k));
+            return loaded.as_ref().map(|(_, k)| Arc::clone(k));
         };
-        let stamp = (
-            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            meta.len(),
-        );
-        if let Some((modified, len, key)) = loaded.as_ref() {
-            if (*modified, *len) == stamp {
+        if let Some((loaded_stamp, key)) = loaded.as_ref() {
+            if *loaded_stamp == stamp {
                 return Some(Arc::clone(key));
             }
         }
@@ -295,12 +312,13 @@ impl ResolvesServerCert for IssuedCertificate {
             Ok(key) => {
                 info!(path = %self.path.display(), "serving the issued serving certificate");
                 let key = Arc::new(key);
-                *loaded = Some((stamp.0, stamp.1, Arc::clone(&key)));
+                *loaded = Some((stamp, Arc::clone(&key)));
                 Some(key)
             }
-            Err(problem) => {
+            Err(e) => {
+                let problem = Chain(&e);
                 warn!(path = %self.path.display(), %problem, "unusable serving certificate");
-                loaded.as_ref().map(|(_, _, k)| Arc::clone(k))
+                loaded.as_ref().map(|(_, k)| Arc::clone(k))
             }
         }
     }

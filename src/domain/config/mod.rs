@@ -18,7 +18,7 @@ pub mod resolved;
 pub mod states;
 pub mod validate;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use error::ConfigError;
 use layers::{file_layer, flag_layer, merge, FileRole, GivenFlags, Layer};
@@ -27,8 +27,8 @@ use crate::domain::eviction;
 
 pub use options::FlagOptions;
 pub use resolved::{
-    ClusterConfig, EvictionSettings, HealthzAddress, NodeConfig, NodeFacts, ResolvedConfig,
-    RuntimeEndpoint,
+    ClusterConfig, EvictionSettings, HealthzAddress, LogFormat, LoggingSettings, NodeConfig,
+    NodeFacts, ResolvedConfig, RuntimeEndpoint,
 };
 
 /// A file as read by the app: its path and its text, or why it could not be read.
@@ -36,6 +36,11 @@ pub use resolved::{
 pub struct FileInput {
     pub path: PathBuf,
     pub text: Result<String, String>,
+}
+
+/// Whether a file of `--config-dir` is a drop-in: upstream reads the `*.conf` files only.
+pub fn is_drop_in(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "conf")
 }
 
 /// Everything the configuration is made from; gathered by the app, resolved here.

@@ -34,16 +34,21 @@ pub enum RuntimeEndpoint {
     Simulated,
 }
 
+/// The scheme of a CRI server's endpoint.
+const CRI_SCHEME: &str = "unix://";
+/// The scheme of the embedded simulated runtime: the one place it is recognised.
+const SIMULATED_SCHEME: &str = "fake://";
+
 /// The endpoint schemes rkubelet has a client for.
-pub const RUNTIME_SCHEMES: [&str; 2] = ["unix://", "fake://"];
+pub const RUNTIME_SCHEMES: [&str; 2] = [CRI_SCHEME, SIMULATED_SCHEME];
 
 impl RuntimeEndpoint {
     /// The endpoint for a `containerRuntimeEndpoint`-style value; `None` for a scheme
     /// rkubelet has no client for.
     pub fn parse(text: &str) -> Option<Self> {
-        if text.starts_with("fake://") {
+        if text.starts_with(SIMULATED_SCHEME) {
             Some(Self::Simulated)
-        } else if text.starts_with("unix://") {
+        } else if text.starts_with(CRI_SCHEME) {
             Some(Self::Cri(text.to_owned()))
         } else {
             None
@@ -59,9 +64,25 @@ impl fmt::Display for RuntimeEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Cri(uri) => f.write_str(uri),
-            Self::Simulated => f.write_str("fake://"),
+            Self::Simulated => f.write_str(SIMULATED_SCHEME),
         }
     }
+}
+
+/// `logging.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `logging`: how the kubelet logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoggingSettings {
+    pub format: LogFormat,
+    /// `logging.verbosity` (`-v`).
+    pub verbosity: u32,
 }
 
 /// The address `/healthz` is served on.
@@ -138,6 +159,11 @@ pub struct NodeConfig {
     /// `allowedUnsafeSysctls`: sysctls and `prefix*` patterns pods may set beyond the
     /// safe ones, each known to be namespaced.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// `port`: the kubelet API's port, reported in the Node's `daemonEndpoints` whether
+    /// or not `enableServer` serves it.
+    pub kubelet_port: u16,
+    /// `logging`.
+    pub logging: LoggingSettings,
     /// The kubelet API (`port`, 10250); `None` when `enableServer` is false.
     pub server: Option<crate::domain::kubelet_api::settings::ServerSettings>,
 }
@@ -147,6 +173,9 @@ pub struct NodeConfig {
 pub struct EvictionSettings {
     /// `evictionPressureTransitionPeriod`.
     pub pressure_transition_period: Duration,
+    /// `mergeDefaultEvictionSettings`: the default hard thresholds apply for every signal
+    /// `evictionHard` does not give.
+    pub merge_default_eviction_settings: bool,
     /// `evictionMaxPodGracePeriod`.
     pub max_pod_grace_period_seconds: i64,
     /// `kernelMemcgNotification`; unlike upstream, on unless set to false (cgroup v1 only).

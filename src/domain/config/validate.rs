@@ -11,9 +11,9 @@ use super::feature_gates::FeatureGates;
 use super::model::KubeletConfiguration;
 use super::options::FlagOptions;
 use super::resolved::{
-    ClusterConfig, EvictionSettings, HealthzAddress, NodeConfig, NodeFacts, RuntimeEndpoint,
-    DEFAULT_EVENT_BURST, DEFAULT_EVENT_RECORD_QPS, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS,
-    DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
+    ClusterConfig, EvictionSettings, HealthzAddress, LogFormat, LoggingSettings, NodeConfig,
+    NodeFacts, RuntimeEndpoint, DEFAULT_EVENT_BURST, DEFAULT_EVENT_RECORD_QPS,
+    DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_NODE_STATUS_MAX_IMAGES, RUNTIME_SCHEMES,
 };
 use crate::domain::cgroup::cfs;
 use crate::domain::cgroup::tree::CgroupTree;
@@ -261,12 +261,16 @@ pub fn validate(
             c.pod_logs_dir
         )));
     }
-    if !["text", "json"].contains(&c.logging.format.as_str()) {
-        problems.push(invalid(format!(
-            "invalid configuration: logging.format (--logging-format) {:?} must be one of \"text\" or \"json\"",
-            c.logging.format
-        )));
-    }
+    let log_format = match c.logging.format.as_str() {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
+            problems.push(invalid(format!(
+                "invalid configuration: logging.format (--logging-format) {other:?} must be one of \"text\" or \"json\""
+            )));
+            LogFormat::Text
+        }
+    };
     if !["AlwaysAllow", "Webhook"].contains(&c.authorization.mode.as_str()) {
         problems.push(invalid(format!(
             "invalid configuration: authorization.mode (--authorization-mode) {:?} must be one of \"AlwaysAllow\" or \"Webhook\"",
@@ -411,6 +415,12 @@ pub fn validate(
             u64::try_from(c.node_lease_duration_seconds).unwrap_or_default(),
         ),
         seccomp_default: c.seccomp_default.unwrap_or(false),
+        // Checked above (1 to 65535): a bad one returned with the other problems.
+        kubelet_port: u16::try_from(c.port).unwrap_or_default(),
+        logging: LoggingSettings {
+            format: log_format,
+            verbosity: c.logging.verbosity,
+        },
         allowed_unsafe_sysctls,
         hostname: options
             .hostname_override
@@ -512,6 +522,7 @@ fn eviction_settings(
             .eviction_pressure_transition_period
             .to_std()
             .unwrap_or_default(),
+        merge_default_eviction_settings: c.merge_default_eviction_settings,
         max_pod_grace_period_seconds: i64::from(c.eviction_max_pod_grace_period),
         kernel_memcg_notification: c.kernel_memcg_notification.unwrap_or(true),
         local_storage_capacity_isolation: c.local_storage_capacity_isolation.unwrap_or(true),
@@ -627,6 +638,37 @@ mod tests {
         assert_eq!(
             messages(&KubeletConfiguration::default()),
             Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn what_the_app_reads_after_resolution_is_typed() {
+        let mut c = KubeletConfiguration {
+            port: 10350,
+            merge_default_eviction_settings: true,
+            reserved_system_cpus: "0".into(),
+            system_reserved: BTreeMap::from([("cpu".into(), "500m".into())]),
+            ..KubeletConfiguration::default()
+        };
+        c.logging.format = "json".into();
+        c.logging.verbosity = 4;
+        let node = validate(&c, &FlagOptions::default(), &node_a()).expect("valid");
+        assert_eq!(node.kubelet_port, 10350);
+        assert_eq!(
+            node.logging,
+            LoggingSettings {
+                format: LogFormat::Json,
+                verbosity: 4
+            }
+        );
+        assert!(node.eviction.merge_default_eviction_settings);
+        // The reservation as given, and as reservedSystemCPUs made it.
+        assert_eq!(node.node.given_system_reserved.get("cpu"), Some(&q("500m")));
+        assert_eq!(node.node.system_reserved.get("cpu"), Some(&q("1")));
+        c.logging.format = "xml".into();
+        assert_eq!(
+            messages(&c),
+            ["invalid configuration: logging.format (--logging-format) \"xml\" must be one of \"text\" or \"json\""]
         );
     }
 

@@ -3,6 +3,7 @@
 //! settings from the configuration, and the container log files (CRI format) read with
 //! `kubectl logs`' options.
 pub mod auth;
+pub mod healthz;
 pub mod logs;
 pub mod review_cache;
 pub mod routes;

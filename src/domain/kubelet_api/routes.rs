@@ -18,6 +18,8 @@ pub enum Port {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
     Healthz,
+    /// `/healthz/<name>`: one check on its own (the name).
+    HealthzCheck(&'a str),
     Pods,
     Configz,
     RunningPods,
@@ -63,6 +65,9 @@ pub fn route<'a>(path: &'a str, port: Port) -> Route<'a> {
         "/healthz" => return Route::Healthz,
         "/pods" | "/pods/" => return Route::Pods,
         _ => {}
+    }
+    if let Some(check) = path.strip_prefix("/healthz/") {
+        return Route::HealthzCheck(check);
     }
     let debugging = match port {
         Port::ReadOnly => return Route::NotFound,
@@ -111,6 +116,11 @@ mod tests {
     #[test]
     fn debugging_handlers_on_the_secure_port() {
         assert_eq!(route("/healthz", ON), Route::Healthz);
+        assert_eq!(route("/healthz/ping", ON), Route::HealthzCheck("ping"));
+        assert_eq!(
+            route("/healthz/syncloop", OFF),
+            Route::HealthzCheck("syncloop")
+        );
         assert_eq!(route("/pods", ON), Route::Pods);
         assert_eq!(route("/configz", ON), Route::Configz);
         assert_eq!(route("/runningpods/", ON), Route::RunningPods);
@@ -149,6 +159,10 @@ mod tests {
     #[test]
     fn the_read_only_port_serves_default_handlers_only() {
         assert_eq!(route("/healthz", Port::ReadOnly), Route::Healthz);
+        assert_eq!(
+            route("/healthz/syncloop", Port::ReadOnly),
+            Route::HealthzCheck("syncloop")
+        );
         assert_eq!(route("/pods", Port::ReadOnly), Route::Pods);
         for path in [
             "/configz",

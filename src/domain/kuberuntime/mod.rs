@@ -13,6 +13,7 @@ pub mod labels;
 pub mod log_rotation;
 pub mod plan;
 pub mod pleg;
+pub mod pod_sync;
 pub mod requests;
 pub mod runtime;
 pub mod teardown;

@@ -37,6 +37,18 @@ pub fn relist_already_seen(
 /// than this is unhealthy.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(3 * 60);
 
+/// Why the PLEG is unhealthy, in upstream's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlegUnhealthy {
+    #[error("pleg has yet to be successful")]
+    NeverRelisted,
+    #[error("pleg was last seen active {elapsed} ago; threshold is {threshold}")]
+    Inactive {
+        elapsed: GoDuration,
+        threshold: GoDuration,
+    },
+}
+
 /// The PLEG's health at monotonic time `now_nanos`, from the time of its last successful
 /// relist (`None` before the first) and the time it started: `Err` with upstream's words
 /// when the last relist is older than `threshold`. Before the first success the PLEG is
@@ -48,22 +60,21 @@ pub fn pleg_health(
     started_nanos: u64,
     now_nanos: u64,
     threshold: Duration,
-) -> Result<(), String> {
+) -> Result<(), PlegUnhealthy> {
     let threshold_nanos = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
     let go = |nanos: u64| GoDuration::from_nanos(i64::try_from(nanos).unwrap_or(i64::MAX));
     match last_relist_nanos {
         None if now_nanos.saturating_sub(started_nanos) > threshold_nanos => {
-            Err("pleg has yet to be successful".to_owned())
+            Err(PlegUnhealthy::NeverRelisted)
         }
         None => Ok(()),
         Some(last) => {
             let elapsed = now_nanos.saturating_sub(last);
             if elapsed > threshold_nanos {
-                Err(format!(
-                    "pleg was last seen active {} ago; threshold is {}",
-                    go(elapsed),
-                    go(threshold_nanos)
-                ))
+                Err(PlegUnhealthy::Inactive {
+                    elapsed: go(elapsed),
+                    threshold: go(threshold_nanos),
+                })
             } else {
                 Ok(())
             }
@@ -112,7 +123,7 @@ mod tests {
             Ok(())
         );
         assert_eq!(
-            pleg_health(Some(10 * S), 0, 191 * S, RELIST_THRESHOLD),
+            pleg_health(Some(10 * S), 0, 191 * S, RELIST_THRESHOLD).map_err(|e| e.to_string()),
             Err("pleg was last seen active 3m1s ago; threshold is 3m0s".to_owned())
         );
     }
@@ -122,7 +133,11 @@ mod tests {
         assert_eq!(pleg_health(None, 5 * S, 100 * S, RELIST_THRESHOLD), Ok(()));
         assert_eq!(
             pleg_health(None, 5 * S, 186 * S, RELIST_THRESHOLD),
-            Err("pleg has yet to be successful".to_owned())
+            Err(PlegUnhealthy::NeverRelisted)
+        );
+        assert_eq!(
+            PlegUnhealthy::NeverRelisted.to_string(),
+            "pleg has yet to be successful"
         );
     }
 }

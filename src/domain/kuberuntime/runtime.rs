@@ -150,8 +150,8 @@ impl PodRuntimeStatus {
     /// grace period, and per container its ports and `preStop` handler. What cannot be
     /// read back is left out: the stop then goes on without it.
     pub fn restored_pod(&self) -> crate::domain::pod::Pod {
-        use crate::domain::pod::probe::{Lifecycle, LifecycleHandler};
         use crate::domain::pod::{Container, ContainerPort, Pod};
+        use crate::domain::probe::spec::{Lifecycle, LifecycleHandler};
         let mut pod = Pod::default();
         pod.metadata.name.clone_from(&self.name);
         pod.metadata.namespace.clone_from(&self.namespace);

@@ -120,6 +120,17 @@ pub fn removal(status: &PodRuntimeStatus) -> Removal {
     }
 }
 
+/// The sandbox IP a kill's hooks reach the pod at: the newest sandbox's, while it is
+/// ready.
+pub fn hooks_sandbox_ip(status: &PodRuntimeStatus) -> &str {
+    status
+        .sandboxes
+        .first()
+        .filter(|s| s.state == SandboxState::Ready)
+        .map(|s| s.ip.as_str())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

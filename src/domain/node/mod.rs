@@ -53,6 +53,10 @@ pub struct NodeSettings {
     pub online_cpus: CpuSet,
     /// `--reserved-cpus`, when given.
     pub reserved_cpus: Option<CpuSet>,
+    /// `systemReserved` and `kubeReserved` as given, before `reservedSystemCPUs` took
+    /// over their cpu.
+    pub given_system_reserved: ResourceList,
+    pub given_kube_reserved: ResourceList,
     /// After `--reserved-cpus` took over the cpu reservation.
     pub system_reserved: ResourceList,
     pub kube_reserved: ResourceList,
@@ -145,6 +149,8 @@ pub fn node_settings(
         soft_thresholds,
         eviction_defaults_replaced,
     } = given;
+    let (given_system_reserved, given_kube_reserved) =
+        (system_reserved.clone(), kube_reserved.clone());
     let online_cpus = machine.online_cpus.clone();
     let reserved_cpus = match reserved_cpus {
         Some(cpus) => match reserved::check_reserved_cpus(&cpus, &online_cpus) {
@@ -191,6 +197,8 @@ pub fn node_settings(
         capacity,
         online_cpus,
         reserved_cpus,
+        given_system_reserved,
+        given_kube_reserved,
         system_reserved,
         kube_reserved,
         hard_thresholds,

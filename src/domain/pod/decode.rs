@@ -99,9 +99,11 @@ fn check_enum_fields(value: &mut serde_json::Value) -> Vec<PodError> {
                 &mut errors,
             );
             check_enum(c, "restartPolicy", &path, &RESTART, &mut errors);
-            super::probe::check_enum_fields(c, &path, &mut |obj, path, key, supported| {
-                check_enum(obj, key, path, supported, &mut errors)
-            });
+            crate::domain::probe::spec::check_enum_fields(
+                c,
+                &path,
+                &mut |obj, path, key, supported| check_enum(obj, key, path, supported, &mut errors),
+            );
             if let Some(sc) = c.get_mut("securityContext").and_then(|s| s.as_object_mut()) {
                 let path = format!("{path}.securityContext");
                 check_enum(

@@ -38,7 +38,7 @@ pub fn apply_api_defaults(pod: &mut Pod) {
                 port.host_port = port.container_port;
             }
         }
-        super::probe::apply_container_defaults(container);
+        crate::domain::probe::spec::apply_container_defaults(container);
         let resources = &mut container.resources;
         for (name, limit) in &resources.limits {
             resources.requests.entry(name.clone()).or_insert(*limit);

@@ -3,7 +3,7 @@
 //! hash (`hash`), the validation a node needs before it runs a pod (`validate`), decoding
 //! (`decode`) and static pod manifests with their identity (`static_pod`).
 //!
-//! Probes and lifecycle hooks are in `probe`. Fields the kubelet does not model are
+//! Probes and lifecycle hooks are in `domain::probe::spec`. Fields the kubelet does not model are
 //! ignored when decoding, so real manifests decode; the static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
@@ -14,7 +14,6 @@ pub mod defaults;
 pub(crate) mod fixtures;
 pub mod hash;
 pub mod mirror;
-pub mod probe;
 pub mod qos;
 pub mod resources;
 pub mod security;
@@ -24,7 +23,6 @@ pub mod validate;
 pub use decode::pod_from_value;
 pub use defaults::apply_api_defaults;
 pub use hash::{container_hash, container_hash_matches};
-pub use probe::{Lifecycle, LifecycleHandler, Probe, ProbeHandler};
 pub use qos::{container_oom_score_adj, pod_container_oom_score_adj, qos_class};
 pub use security::{PodSecurityContext, SecurityContext};
 pub use validate::{dns1123_label_errors, dns1123_subdomain_errors, validate_pod, PodError};
@@ -34,6 +32,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::probe::spec::{Lifecycle, Probe};
 use crate::domain::units::quantity::{Format, Quantity};
 
 /// Upstream's `SystemCriticalPriority`: the lowest priority of a critical pod.

@@ -46,11 +46,11 @@ fn suffix(detail: &str) -> String {
     }
 }
 
-pub(super) fn quoted(s: &str) -> String {
+pub(in crate::domain) fn quoted(s: &str) -> String {
     format!("{s:?}")
 }
 
-pub(super) fn supported_list(values: &[&str]) -> String {
+pub(in crate::domain) fn supported_list(values: &[&str]) -> String {
     values
         .iter()
         .map(|v| quoted(v))
@@ -104,7 +104,7 @@ pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
 }
 
 /// Upstream's `IsValidPortName` messages; empty when valid.
-pub(super) fn port_name_errors(name: &str) -> Vec<String> {
+pub(in crate::domain) fn port_name_errors(name: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if name.len() > 15 {
         errors.push("must be no more than 15 characters".to_string());
@@ -129,7 +129,11 @@ pub(super) fn port_name_errors(name: &str) -> Vec<String> {
     errors
 }
 
-pub(super) fn invalid(field: String, value: String, detail: impl Into<String>) -> PodError {
+pub(in crate::domain) fn invalid(
+    field: String,
+    value: String,
+    detail: impl Into<String>,
+) -> PodError {
     PodError::Invalid {
         field,
         value,
@@ -137,7 +141,7 @@ pub(super) fn invalid(field: String, value: String, detail: impl Into<String>) -
     }
 }
 
-pub(super) fn required(field: String, detail: &str) -> PodError {
+pub(in crate::domain) fn required(field: String, detail: &str) -> PodError {
     PodError::Required {
         field,
         detail: detail.to_string(),
@@ -186,7 +190,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             &mut container_names,
             &mut errors,
         );
-        super::probe::validate_container(
+        crate::domain::probe::spec::validate_container(
             c,
             &path,
             true,
@@ -216,7 +220,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             &mut container_names,
             &mut errors,
         );
-        super::probe::validate_container(
+        crate::domain::probe::spec::validate_container(
             c,
             &path,
             false,

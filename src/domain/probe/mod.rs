@@ -4,9 +4,11 @@
 //! into a result past the thresholds, what a result means for `started`, `ready` and
 //! the pod's conditions, and which container is killed, why and with which grace.
 //!
-//! The spec types (`Probe`, `LifecycleHandler`) are in `domain::pod::probe`; the app
+//! The spec types (`Probe`, `LifecycleHandler`), their defaults and validation are in
+//! `spec`; the app
 //! runs the handlers through its ports and feeds the answers back here.
 
+pub mod spec;
 pub mod target;
 
 use std::collections::BTreeMap;
@@ -14,7 +16,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::domain::kuberuntime::runtime::{ContainerState, ContainerStatus};
-use crate::domain::pod::{Container, Pod, Probe, RestartPolicy};
+use crate::domain::pod::{Container, Pod, RestartPolicy};
+use crate::domain::probe::spec::Probe;
 use crate::domain::status::{pod_conditions, ApiPodStatus};
 
 pub use target::{resolve_port, HandlerTarget, HttpTarget, TargetError};

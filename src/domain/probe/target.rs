@@ -2,8 +2,8 @@
 //! port), the host (the pod IP unless given), the URL and headers of an `httpGet`
 //! (upstream's `NewRequestForHTTPGetAction`).
 
-use crate::domain::pod::probe::{IntOrString, ProbeHandler};
-use crate::domain::pod::{Container, LifecycleHandler};
+use super::spec::{HttpGetAction, IntOrString, LifecycleHandler, ProbeHandler, UriScheme};
+use crate::domain::pod::Container;
 
 /// Why a handler's target cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,7 +114,7 @@ fn host_or_pod_ip(host: &str, pod_ip: &str) -> Result<String, TargetError> {
 }
 
 fn http_target(
-    http: &crate::domain::pod::probe::HttpGetAction,
+    http: &HttpGetAction,
     container: &Container,
     pod_ip: &str,
     purpose: &str,
@@ -142,7 +142,7 @@ fn http_target(
         format!("/{}", http.path)
     };
     Ok(HttpTarget {
-        https: http.scheme() == crate::domain::pod::probe::UriScheme::Https,
+        https: http.scheme() == UriScheme::Https,
         host: host_or_pod_ip(&http.host, pod_ip)?,
         port: resolve_port(&http.port, container)?,
         path,

@@ -1,9 +1,9 @@
 use super::target::{hook_target, probe_target};
 use super::*;
-use crate::domain::pod::probe::{
-    ExecAction, HttpGetAction, HttpHeader, IntOrString, ProbeHandler, SleepAction,
+use crate::domain::pod::ContainerPort;
+use crate::domain::probe::spec::{
+    ExecAction, HttpGetAction, HttpHeader, IntOrString, LifecycleHandler, ProbeHandler, SleepAction,
 };
-use crate::domain::pod::{ContainerPort, LifecycleHandler};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -338,7 +338,7 @@ fn targets_resolve_ports_hosts_and_headers_as_upstream() {
         ]
     );
     let tcp = ProbeHandler {
-        tcp_socket: Some(crate::domain::pod::probe::TcpSocketAction {
+        tcp_socket: Some(crate::domain::probe::spec::TcpSocketAction {
             port: IntOrString::String("9000".into()),
             host: String::new(),
         }),
@@ -352,7 +352,7 @@ fn targets_resolve_ports_hosts_and_headers_as_upstream() {
         })
     );
     let missing = ProbeHandler {
-        tcp_socket: Some(crate::domain::pod::probe::TcpSocketAction {
+        tcp_socket: Some(crate::domain::probe::spec::TcpSocketAction {
             port: IntOrString::String("grpc".into()),
             host: String::new(),
         }),

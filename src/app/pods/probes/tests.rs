@@ -8,11 +8,12 @@ use tokio::sync::{watch, Notify};
 
 use super::ProbeManager;
 use crate::app::pods::runtime_state::pod_runtime_view;
-use crate::app::pods::sync::{sync_pod, terminate_pod};
+use crate::app::pods::sync::sync_pod;
+use crate::app::pods::terminate::terminate_pod;
 use crate::app::pods::tests::{pod, world, World, IMAGE};
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
-use crate::domain::pod::probe::{ExecAction, ProbeHandler};
-use crate::domain::pod::{Lifecycle, LifecycleHandler, Pod, Probe, RestartPolicy};
+use crate::domain::pod::{Pod, RestartPolicy};
+use crate::domain::probe::spec::{ExecAction, Lifecycle, LifecycleHandler, Probe, ProbeHandler};
 use crate::domain::status::api_pod_status;
 
 fn exec(command: &str) -> ProbeHandler {

@@ -9,10 +9,10 @@ use super::FakeRuntime;
 use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
-use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::{
+use crate::ports::node_stats::{
     InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
 };
+use crate::ports::runtime::RuntimeError;
 
 /// What tests set: per container its memory working set and writable layer; the image
 /// filesystem; image sizes and pins by image name.

@@ -2,7 +2,6 @@
 //! container's live log that reached `containerLogMaxSize` is rotated as
 //! `domain::kuberuntime::log_rotation` plans it, and the runtime reopens it.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,41 +11,25 @@ use tracing::{debug, info, warn};
 
 use crate::domain::kuberuntime::labels::{POD_NAMESPACE_LABEL, POD_NAME_LABEL, POD_UID_LABEL};
 use crate::domain::kuberuntime::log_rotation::{
-    live_log_name, plan_rotation, LogRotatePolicy, LogRotationSettings, RotationPlan,
-    COMPRESSED_SUFFIX, TEMPORARY_SUFFIX,
+    live_log_name, plan_rotation, LogRotatePolicy, LogRotationSettings,
 };
 use crate::domain::kuberuntime::requests::pod_log_dir_of;
 use crate::domain::kuberuntime::runtime::{ContainerEntry, ContainerFilter, ContainerState};
 use crate::ports::clock::Clock;
+use crate::ports::container_logs::{ContainerLogs, ContainerLogsError};
 use crate::ports::error::Chain;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogRotationError {
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Files(#[from] ContainerLogsError),
     #[error("failed to reopen the log of container {container}")]
     Reopen {
         container: String,
         #[source]
         source: RuntimeError,
     },
-    #[error("the rotation of {path} was interrupted")]
-    Interrupted { path: PathBuf },
-}
-
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> LogRotationError {
-    let path = path.to_owned();
-    move |source| LogRotationError::Io {
-        action,
-        path,
-        source,
-    }
 }
 
 /// What one round did.
@@ -61,6 +44,7 @@ pub struct RoundOutcome {
 pub struct ContainerLogManager {
     runtime: Arc<dyn RuntimeService>,
     clock: Arc<dyn Clock>,
+    logs: Arc<dyn ContainerLogs>,
     pod_logs_dir: PathBuf,
     policy: LogRotatePolicy,
     settings: LogRotationSettings,
@@ -71,12 +55,14 @@ impl ContainerLogManager {
     pub fn new(
         runtime: Arc<dyn RuntimeService>,
         clock: Arc<dyn Clock>,
+        logs: Arc<dyn ContainerLogs>,
         pod_logs_dir: PathBuf,
         settings: LogRotationSettings,
     ) -> Option<Self> {
         Some(Self {
             runtime,
             clock,
+            logs,
             pod_logs_dir,
             policy: settings.policy?,
             settings,
@@ -126,26 +112,20 @@ impl ContainerLogManager {
             .filter_map(|entry| Some((self.log_dir(&entry)?, entry)))
             .collect();
         let checked = candidates.len();
-        // One blocking pass stats every live log: a round where none is full is one hop
-        // off the async threads, not one per container.
-        let Ok(sized) = tokio::task::spawn_blocking(move || {
-            candidates
-                .into_iter()
-                .map(|(dir, entry)| {
-                    let size = std::fs::metadata(dir.join(live_log_name(entry.status.attempt)))
-                        .map(|meta| meta.len());
-                    (dir, entry, size)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        else {
-            warn!("the round's size pass was interrupted");
-            return Ok(RoundOutcome {
-                checked,
-                ..RoundOutcome::default()
-            });
-        };
+        let sizes = self
+            .logs
+            .sizes(
+                candidates
+                    .iter()
+                    .map(|(dir, entry)| dir.join(live_log_name(entry.status.attempt)))
+                    .collect(),
+            )
+            .await;
+        let sized: Vec<_> = candidates
+            .into_iter()
+            .zip(sizes)
+            .map(|((dir, entry), size)| (dir, entry, size))
+            .collect();
         let max = self.policy.max_size_bytes;
         let results: Vec<Result<bool, LogRotationError>> = futures_util::stream::iter(
             sized
@@ -195,26 +175,24 @@ impl ContainerLogManager {
         &self,
         dir: &Path,
         entry: &ContainerEntry,
-        size: io::Result<u64>,
+        size: Result<u64, ContainerLogsError>,
     ) -> Result<bool, LogRotationError> {
         let id = &entry.status.id;
         let live = live_log_name(entry.status.attempt);
         let path = dir.join(&live);
         let size = match size {
             Ok(size) => size,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 // A rotation cut short after the rename (the kubelet stopped before the
                 // reopen) leaves no live file: upstream's recovery is a reopen.
                 self.reopen(id).await?;
-                tokio::fs::metadata(&path)
-                    .await
-                    .map_err(io_error("stat", &path))?
-                    .len()
+                let mut sizes = self.logs.sizes(vec![path.clone()]).await;
+                sizes.pop().unwrap_or(Err(e))?
             }
-            Err(e) => return Err(io_error("stat", &path)(e)),
+            Err(e) => return Err(e.into()),
         };
         // Below the size (a log just reopened), the plan says so.
-        let entries = list_names(dir).await?;
+        let entries = self.logs.list(dir).await?;
         let Some(plan) = plan_rotation(
             &live,
             size,
@@ -225,20 +203,14 @@ impl ContainerLogManager {
             return Ok(false);
         };
         debug!(container_id = %id, ?plan, "rotating container log");
-        let folder = dir.to_owned();
-        let tidy = plan.clone();
-        tokio::task::spawn_blocking(move || tidy_rotated(&folder, &tidy))
-            .await
-            .map_err(|_| LogRotationError::Interrupted { path: path.clone() })??;
+        self.logs.tidy(dir, &plan).await?;
         let rotated = dir.join(&plan.rotate_to);
-        tokio::fs::rename(&path, &rotated)
-            .await
-            .map_err(io_error("rename", &path))?;
+        self.logs.rename(&path, &rotated).await?;
         if let Err(error) = self.reopen(id).await {
             // Renamed back, the next round tries again; the container kept writing to
             // the same file all along.
-            if let Err(back) = tokio::fs::rename(&rotated, &path).await {
-                warn!(rotated = %rotated.display(), path = %path.display(), error = %back, "failed to rename a rotated log back: its lines stay in the rotated file");
+            if let Err(back) = self.logs.rename(&rotated, &path).await {
+                warn!(rotated = %rotated.display(), path = %path.display(), error = %Chain(&back), "failed to rename a rotated log back: its lines stay in the rotated file");
             }
             return Err(error);
         }
@@ -254,68 +226,6 @@ impl ContainerLogManager {
                 source,
             })
     }
-}
-
-async fn list_names(dir: &Path) -> Result<Vec<String>, LogRotationError> {
-    let mut entries = tokio::fs::read_dir(dir)
-        .await
-        .map_err(io_error("list", dir))?;
-    let mut names = Vec::new();
-    while let Some(entry) = entries.next_entry().await.map_err(io_error("list", dir))? {
-        if let Some(name) = entry.file_name().to_str() {
-            names.push(name.to_owned());
-        }
-    }
-    Ok(names)
-}
-
-/// The plan's removals, then its compressions (blocking file work).
-fn tidy_rotated(dir: &Path, plan: &RotationPlan) -> Result<(), LogRotationError> {
-    for name in &plan.remove {
-        let path = dir.join(name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error("remove", &path)(e)),
-        }
-    }
-    for name in &plan.compress {
-        compress(&dir.join(name))?;
-    }
-    Ok(())
-}
-
-/// `log` to `log.gz` through `log.gz.tmp`, so that a crash leaves either the plain file
-/// or a whole archive (the next plan removes the temporary file).
-fn compress(log: &Path) -> Result<(), LogRotationError> {
-    use std::os::unix::fs::OpenOptionsExt;
-
-    let mut name = log.as_os_str().to_owned();
-    name.push(TEMPORARY_SUFFIX);
-    let temporary = PathBuf::from(name);
-    let mut name = log.as_os_str().to_owned();
-    name.push(COMPRESSED_SUFFIX);
-    let compressed = PathBuf::from(name);
-
-    let mut input = std::fs::File::open(log).map_err(io_error("open", log))?;
-    let output = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o640)
-        .open(&temporary)
-        .map_err(io_error("create", &temporary))?;
-    let written = (|| {
-        let mut encoder = flate2::write::GzEncoder::new(output, flate2::Compression::default());
-        io::copy(&mut input, &mut encoder)?;
-        encoder.finish()?.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(io_error("compress", log)(e));
-    }
-    std::fs::rename(&temporary, &compressed).map_err(io_error("rename", &temporary))?;
-    std::fs::remove_file(log).map_err(io_error("remove", log))
 }
 
 #[cfg(test)]

@@ -42,8 +42,8 @@ use crate::domain::units::time::rfc3339_seconds;
 use crate::domain::volumes::{volume_dir, VolumeKind};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
+use crate::ports::node_stats::{NodeStats, RuntimeContainerStats, RuntimeStats};
 use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::{NodeStats, RuntimeContainerStats, RuntimeStats};
 
 /// One sample and what is served from it.
 #[derive(Debug)]

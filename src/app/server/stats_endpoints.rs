@@ -5,7 +5,7 @@ use crate::app::metrics::{
     encode_cadvisor, encode_kubelet_metrics, encode_resource, probe_metrics, ScrapeState,
     OPENMETRICS,
 };
-use crate::app::stats::StatsProvider;
+use crate::app::stats_provider::StatsProvider;
 use crate::ports::error::Chain;
 
 /// Whether `path` is one of the stats and metrics endpoints.

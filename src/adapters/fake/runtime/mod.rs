@@ -22,7 +22,7 @@ use crate::ports::runtime::{
     cause, ContainerEventStream, ImageService, RuntimeError, RuntimeService,
 };
 
-mod stats;
+mod runtime_stats;
 
 pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
 
@@ -51,8 +51,8 @@ struct State {
     pull_only_as: Option<String>,
     /// `Some` once events are switched on: the subscribers of `container_events`.
     event_subscribers: Option<Vec<mpsc::UnboundedSender<ContainerEvent>>>,
-    /// Usage reported by `container_stats`, set by tests (`stats` module).
-    usage: stats::Usage,
+    /// Usage reported by `container_stats`, set by tests (`runtime_stats` module).
+    usage: runtime_stats::Usage,
     /// Exit codes of commands run by `exec_sync` (the command joined by spaces); 0
     /// for a command not listed.
     exec_exit_codes: BTreeMap<String, i32>,

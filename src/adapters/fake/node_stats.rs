@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use crate::domain::cgroup::CgroupName;
 use crate::domain::eviction::signals::{FsUsage, PidStats};
 use crate::domain::stats::container_id_of_cgroup;
-use crate::ports::stats::{
+use crate::ports::node_stats::{
     CgroupStats, FilesystemInfo, InterfaceStats, MemoryThresholdNotifier, NodeStats, StatsError,
     ThresholdCrossings,
 };

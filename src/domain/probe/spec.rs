@@ -3,14 +3,16 @@
 //! defaults (`SetDefaults_Probe`, `SetDefaults_HTTPGetAction`), the enum check of the
 //! decoder (`httpGet.scheme`) and upstream's validation, in its words.
 //!
-//! What the kubelet does with them lives in `domain::probe`.
+//! What the kubelet does with them is the rest of `domain::probe`.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{invalid, port_name_errors, quoted, required, supported_list, PodError};
-use super::Container;
+use crate::domain::pod::validate::{
+    invalid, port_name_errors, quoted, required, supported_list, PodError,
+};
+use crate::domain::pod::Container;
 
 /// Upstream's `SetDefaults_Probe`: a probe gives up after 1 s, runs every 10 s, and
 /// turns after 1 success or 3 failures in a row.
@@ -27,7 +29,7 @@ const HEADER_NAME_ERR: &str = "a valid HTTP header must consist of alphanumeric 
 /// Validates one handler given its path.
 type HandlerCheck<'a> = Box<dyn Fn(&str, &mut Vec<PodError>) + 'a>;
 /// The decoder's enum check: object, path, key, allowed values.
-pub(super) type EnumCheck<'a> =
+pub(in crate::domain) type EnumCheck<'a> =
     dyn FnMut(&mut serde_json::Map<String, serde_json::Value>, &str, &str, &[&str]) + 'a;
 
 fn is_zero(n: &i32) -> bool {
@@ -255,7 +257,7 @@ pub fn apply_container_defaults(container: &mut Container) {
 /// The decoder's check of the enum fields of one container's probes and hooks (the
 /// `scheme` of each `httpGet`): a bad value is reported with its path and the allowed
 /// values, an empty one removed so the default applies.
-pub(super) fn check_enum_fields(
+pub(in crate::domain) fn check_enum_fields(
     container: &mut serde_json::Map<String, serde_json::Value>,
     path: &str,
     check: &mut EnumCheck<'_>,
@@ -295,7 +297,7 @@ pub(super) fn check_enum_fields(
 /// containers, else each probe and hook checked (`validateProbe`, `validateLifecycle`,
 /// the liveness and startup `successThreshold` of 1, no grace period on readiness).
 /// `grace` is the pod's `terminationGracePeriodSeconds`, which bounds a `sleep` hook.
-pub(super) fn validate_container(
+pub(in crate::domain) fn validate_container(
     c: &Container,
     path: &str,
     init: bool,

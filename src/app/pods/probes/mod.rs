@@ -20,8 +20,10 @@ use tracing::{debug, info, warn};
 use super::sync::SyncContext;
 use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
-use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus, SandboxState};
-use crate::domain::pod::{format_pod, full_name, Container, LifecycleHandler, Pod};
+use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
+use crate::domain::kuberuntime::teardown;
+use crate::domain::pod::{format_pod, full_name, Container, Pod};
+use crate::domain::probe::spec::{LifecycleHandler, Probe};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
     self as decide, first_probe_delay, grace_after_pre_stop, hook_failed_event, killing_event,
@@ -50,14 +52,7 @@ pub(super) fn log_event(ctx: &SyncContext, pod: &Pod, container: &str, event: &P
 /// The IP handlers without a host go to: the pod's newest ready sandbox's, the node's for
 /// a host-network pod (`handler_pod_ip`); empty when none.
 fn pod_ip(ctx: &SyncContext, pod: Option<&Pod>, status: &PodRuntimeStatus) -> String {
-    let sandbox_ip = status
-        .sandboxes
-        .first()
-        .filter(|s| s.state == SandboxState::Ready)
-        .map(|s| s.ip.as_str())
-        .unwrap_or_default();
-    let host_network = pod.is_some_and(|p| p.spec.host_network);
-    handler_pod_ip(host_network, sandbox_ip, &ctx.volumes.node_ip())
+    kill_ip(ctx, pod, teardown::hooks_sandbox_ip(status))
 }
 
 /// Runs a resolved handler: exec in the container, network checks from the node.
@@ -113,10 +108,11 @@ async fn run_hook(
     if let HandlerTarget::Http(http) = &target {
         return ctx.prober.http_hook(http).await.map_err(|error| {
             format!(
-                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {error}",
+                "HTTP lifecycle hook ({}) for Container {:?} in Pod {:?} failed - error: {}",
                 http.path,
                 container.name,
-                format_pod(pod)
+                format_pod(pod),
+                Chain(&error)
             )
         });
     }
@@ -246,6 +242,12 @@ pub(super) fn stop_kill(name: &str, id: &str, grace: i64) -> ContainerKill {
     }
 }
 
+/// The pod IP a kill's hooks use, given the sandbox's.
+pub(super) fn kill_ip(ctx: &SyncContext, pod: Option<&Pod>, sandbox_ip: &str) -> String {
+    let host_network = pod.is_some_and(|p| p.spec.host_network);
+    handler_pod_ip(host_network, sandbox_ip, &ctx.volumes.node_ip())
+}
+
 /// The pod IP a kill's hooks use.
 pub(super) fn kill_pod_ip(
     ctx: &SyncContext,
@@ -356,7 +358,7 @@ impl ProbeManager {
     /// A sync's view of `pod`: its spec (probes added or removed with it) and what
     /// the runtime holds. `poke` wakes the pod's worker.
     pub(super) fn observe(&self, pod: &Pod, runtime: &PodRuntimeStatus, poke: &Arc<Notify>) {
-        let wanted: Vec<(String, ProbeKind, &crate::domain::pod::Probe)> = pod
+        let wanted: Vec<(String, ProbeKind, &Probe)> = pod
             .spec
             .containers
             .iter()

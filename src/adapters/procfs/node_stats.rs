@@ -19,7 +19,7 @@ use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
 use crate::domain::stats::{
     container_id_of_cgroup, parse_blkio, parse_io_stat, parse_net_dev, CgroupDetail, DeviceIo,
 };
-use crate::ports::stats::{
+use crate::ports::node_stats::{
     CgroupStats, FilesystemInfo, InterfaceStats, NodeStats, OwnProcess, StatsError,
 };
 

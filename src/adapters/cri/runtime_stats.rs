@@ -12,10 +12,10 @@ use super::{proto, CriRuntime};
 use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
-use crate::ports::runtime::RuntimeError;
-use crate::ports::stats::{
+use crate::ports::node_stats::{
     InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
 };
+use crate::ports::runtime::RuntimeError;
 
 fn value(v: Option<proto::UInt64Value>) -> Option<u64> {
     v.map(|v| v.value)
