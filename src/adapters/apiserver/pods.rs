@@ -12,7 +12,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
 };
 use kube::runtime::utils::Backoff;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use serde_json::Value;
 
 use super::errors::{conversion, Answer};
@@ -147,23 +147,10 @@ fn watch_error(connection: &Connection, error: watcher::Error) -> PodsError {
     }
 }
 
-/// Upstream's reflector back-off: 800 ms doubling to 30 s with jitter, reset after 2
-/// minutes without a failure (kube-runtime's `DefaultBackoff`). Reset by time only, as
-/// upstream's: `default_backoff` also resets on every event, and the watcher emits one
-/// (`Init`) before each list, so a list failing again and again would be retried every
-/// 0.8 to 1.6 s instead of backing off to 30 s.
-struct ReflectorBackoff(watcher::DefaultBackoff);
-
-impl Iterator for ReflectorBackoff {
-    type Item = std::time::Duration;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
-    }
-}
-
-impl Backoff for ReflectorBackoff {
-    fn reset(&mut self) {}
+/// Whether the server said the watch's version is gone (410): it answers, so the
+/// watcher lists again at once rather than after a back-off.
+fn is_gone(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
 }
 
 type WatcherEvents = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
@@ -174,15 +161,33 @@ struct KubePodWatch {
     events: tokio::sync::Mutex<WatcherEvents>,
     relist: Relist<DynamicObject>,
     connection: Arc<Connection>,
+    /// Upstream's reflector back-off (kube-runtime's `DefaultBackoff`): 800 ms doubling
+    /// to 30 s with jitter, reset after 2 minutes without a failure. Applied here rather
+    /// than with `StreamBackoff`, which waits after every error: after an outage the
+    /// first watch meets 410 Gone, and the list must follow at once (upstream's reflector
+    /// relists without waiting), not up to 30 s later.
+    backoff: watcher::DefaultBackoff,
+    /// The wait owed before the next request, after a failure.
+    owed: Option<std::time::Duration>,
 }
 
 #[async_trait]
 impl PodWatch for KubePodWatch {
     async fn next(&mut self) -> Option<Result<PodWatchEvent, PodsError>> {
         loop {
+            if let Some(wait) = self.owed.take() {
+                tokio::time::sleep(wait).await;
+            }
             let event = match self.events.get_mut().next().await? {
                 Ok(event) => event,
-                Err(error) => return Some(Err(watch_error(&self.connection, error))),
+                Err(error) => {
+                    if is_gone(&error) {
+                        self.backoff.reset();
+                    } else {
+                        self.owed = self.backoff.next();
+                    }
+                    return Some(Err(watch_error(&self.connection, error)));
+                }
             };
             let Some(change) = self.relist.step(event) else {
                 continue;
@@ -235,13 +240,13 @@ impl PodApi for KubeClients {
         let config = watcher::Config::default()
             .fields(field_selector)
             .timeout(WATCH_TIMEOUT_SECS);
-        let events = watcher::watcher(api, config)
-            .backoff(ReflectorBackoff(watcher::DefaultBackoff::default()))
-            .boxed();
+        let events = watcher::watcher(api, config).boxed();
         Box::new(KubePodWatch {
             events: tokio::sync::Mutex::new(events),
             relist: Relist::default(),
             connection: self.connection.clone(),
+            backoff: watcher::DefaultBackoff::default(),
+            owed: None,
         })
     }
 
@@ -567,5 +572,70 @@ mod tests {
             let low = Duration::from_millis(low);
             assert!(gap >= low && gap < low * 2, "gap {i}: {gap:?}");
         }
+    }
+
+    /// After an outage the first watch meets 410 Gone: the list follows at once, not
+    /// after the back-off the outage's failures built up (upstream's reflector relists
+    /// without waiting).
+    #[tokio::test(start_paused = true)]
+    async fn after_an_outage_gone_is_followed_by_a_list_at_once() {
+        let gone = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
+                          "reason": "Expired", "message": "too old resource version: 10 (90)",
+                          "metadata": {}});
+        let unavailable = json!({"kind": "Status", "apiVersion": "v1", "code": 503,
+                                 "status": "Failure", "message": "unavailable", "metadata": {}});
+        let script: Vec<(u16, String)> = vec![
+            (200, list(&[pod("a", "5")], "10")),
+            (503, unavailable.to_string()),
+            (503, unavailable.to_string()),
+            (503, unavailable.to_string()),
+            (200, events(&[("ERROR", gone)])),
+            (200, list(&[], "90")),
+        ];
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        let service = tower::service_fn(move |request: hyper::Request<kube::client::Body>| {
+            seen.lock()
+                .expect("requests")
+                .push((tokio::time::Instant::now(), request.uri().to_string()));
+            let next = script.lock().expect("script").pop_front();
+            async move {
+                let Some((status, body)) = next else {
+                    return std::future::pending().await;
+                };
+                let mut answer = hyper::Response::new(kube::client::Body::from(body.into_bytes()));
+                *answer.status_mut() =
+                    hyper::StatusCode::from_u16(status).expect("a scripted status");
+                Ok::<_, std::convert::Infallible>(answer)
+            }
+        });
+        let settings = ClientSettings::default();
+        let clients = KubeClients {
+            connection: Arc::new(Connection {
+                client: kube::Client::new(service, "default"),
+                server: "https://api:6443".into(),
+                limits: Arc::new(Limits::new(&settings)),
+                timeout: settings.call_timeout,
+            }),
+        };
+        let mut watch = clients.watch_pods("spec.nodeName=n1");
+        assert!(matches!(watch.next().await, Some(Ok(PodWatchEvent::Listed(_)))));
+        for _ in 0..3 {
+            assert!(matches!(watch.next().await, Some(Err(PodsError::Call { .. }))));
+        }
+        assert!(matches!(watch.next().await, Some(Err(PodsError::Gone { .. }))));
+        match watch.next().await {
+            Some(Ok(PodWatchEvent::Listed(items))) => assert!(items.is_empty()),
+            other => panic!("expected the relist, got {other:?}"),
+        }
+        let requests = requests.lock().expect("requests").clone();
+        assert_eq!(requests.len(), 6, "{requests:?}");
+        // The outage's watches backed off (about 0.8, 1.6, 3.2 s apart)...
+        assert!(requests[3].0 - requests[2].0 >= Duration::from_millis(1600));
+        assert!(requests[4].0 - requests[3].0 >= Duration::from_millis(3200));
+        // ...the list after 410 did not.
+        assert!(!requests[5].1.contains("watch=true"), "{}", requests[5].1);
+        assert_eq!(requests[5].0, requests[4].0);
     }
 }
