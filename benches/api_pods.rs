@@ -35,16 +35,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
-use rkubelet::adapters::apiserver::KubeConnector;
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use rkubelet::adapters::cri::CriRuntime;
 use rkubelet::domain::kuberuntime::requests::RequestContext;
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState, SandboxFilter};
-use rkubelet::ports::api::{ApiConnector, PodApi, PodWatchEvent};
 use rkubelet::ports::runtime::RuntimeService;
 
 use cluster::Cluster;
@@ -132,7 +130,6 @@ async fn create_pods(client: &kube::Client, pods: Vec<Pod>) -> Result<(), String
 
 /// The bench's own clients of the API server (admin).
 struct Clients {
-    pods: Arc<dyn PodApi>,
     kube: kube::Client,
 }
 
@@ -153,18 +150,24 @@ impl Seen {
 /// Watches the node's pods from before they are created: tells `ready` once the watch
 /// is open, then records when each of `names` is added and when all are Running.
 async fn track(
-    api: Arc<dyn PodApi>,
+    client: kube::Client,
     node: String,
     names: Vec<String>,
     within: Duration,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Result<Seen, String> {
+    let api: kube::Api<Pod> = kube::Api::all(client);
     let selector = format!("spec.nodeName={node}");
-    let list = api.list_pods(&selector).await.map_err(|e| e.to_string())?;
-    let mut watch = api
-        .watch_pods(&selector, &list.resource_version)
+    let list = api
+        .list(&ListParams::default().fields(&selector))
         .await
         .map_err(|e| e.to_string())?;
+    let version = list.metadata.resource_version.unwrap_or_default();
+    let mut watch = api
+        .watch(&WatchParams::default().fields(&selector), &version)
+        .await
+        .map_err(|e| e.to_string())?
+        .boxed();
     let _ = ready.send(());
     let mut added = BTreeMap::new();
     let mut running = BTreeSet::new();
@@ -175,14 +178,14 @@ async fn track(
             .await
             .map_err(|_| format!("not all Running within {within:?}"))?;
         match event {
-            Some(Ok(PodWatchEvent::Added(p) | PodWatchEvent::Modified(p))) => {
+            Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
                 let now = Instant::now();
-                let Some(name) = p["metadata"]["name"].as_str() else {
+                let Some(name) = p.metadata.name.clone() else {
                     continue;
                 };
-                added.entry(name.to_owned()).or_insert(now);
-                if p["status"]["phase"] == "Running" {
-                    running.insert(name.to_owned());
+                added.entry(name.clone()).or_insert(now);
+                if p.status.and_then(|s| s.phase).as_deref() == Some("Running") {
+                    running.insert(name);
                 }
                 if names.iter().all(|n| running.contains(n)) {
                     return Ok(Seen {
@@ -237,7 +240,7 @@ fn create_and_track(
         .collect::<Result<Vec<_>, _>>()?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let tracker = rt.spawn(track(
-        clients.pods.clone(),
+        clients.kube.clone(),
         node.to_owned(),
         names.to_vec(),
         within,
@@ -500,17 +503,12 @@ fn measure(
 }
 
 async fn admin_clients(kubeconfig: &std::path::Path) -> Result<Clients, String> {
-    let pods = KubeConnector::default()
-        .connect(kubeconfig)
-        .await
-        .map_err(|e| e.to_string())?
-        .pods;
     let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
         .await
         .map_err(|e| e.to_string())?;
     let kube = kube::Client::try_from(config).map_err(|e| e.to_string())?;
-    Ok(Clients { pods, kube })
+    Ok(Clients { kube })
 }
 
 fn median(values: &[f64]) -> Option<f64> {

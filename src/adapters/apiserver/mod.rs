@@ -33,9 +33,9 @@ use serde_json::Value;
 use crate::domain::node_status::model::{with_type_meta, Event, Lease, NodeObject};
 use crate::domain::token_bucket::TokenBucket;
 use crate::ports::api::{
-    ApiClients, ApiConnector, ApiRequestObserver, CallError, CertificateApi, CertificatesError,
-    ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary, LeaseApi,
-    LeasesError, NodeApi, NodesError,
+    ApiClients, ApiConnector, ApiRequestObserver, CallError, Cause, CertificateApi,
+    CertificatesError, ConnectError, CsrRef, CsrRequest, EventApi, EventsError, KubeconfigSummary,
+    LeaseApi, LeasesError, NodeApi, NodesError,
 };
 use crate::ports::error::Chain;
 use errors::{classify, conversion, timed_out, Answer};
@@ -178,6 +178,29 @@ impl Connection {
         tokio::time::timeout(self.timeout, call)
             .await
             .map_err(|_| self.about(timed_out(self.timeout)))
+    }
+
+    /// The connection's client whose every request first waits for a token of `budget`
+    /// and whose answer must begin within the timeout, for callers that send requests
+    /// themselves (kube-runtime's watcher). A watch's stream may then last minutes.
+    fn paced_client(self: &Arc<Self>, budget: Budget) -> kube::Client {
+        let connection = Arc::clone(self);
+        let service = tower::service_fn(move |request: hyper::Request<kube::client::Body>| {
+            let connection = Arc::clone(&connection);
+            async move {
+                connection.limits.wait(budget).await;
+                match tokio::time::timeout(connection.timeout, connection.client.send(request))
+                    .await
+                {
+                    Ok(answer) => answer.map_err(Cause::from),
+                    Err(_) => Err(Cause::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {:?}", connection.timeout),
+                    ))),
+                }
+            }
+        });
+        kube::Client::new(service, self.client.default_namespace())
     }
 
     /// A kube error as the ports' call error, naming the server.

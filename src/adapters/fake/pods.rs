@@ -24,8 +24,8 @@ fn selected(selector: &str, pod: &Value) -> bool {
 
 fn event_object(event: &PodWatchEvent) -> Option<&Value> {
     match event {
-        PodWatchEvent::Added(v) | PodWatchEvent::Modified(v) | PodWatchEvent::Deleted(v) => Some(v),
-        PodWatchEvent::Bookmark(_) => None,
+        PodWatchEvent::Applied(v) | PodWatchEvent::Deleted(v) => Some(v),
+        PodWatchEvent::Listed(_) => None,
     }
 }
 
@@ -42,13 +42,9 @@ impl FakeApiServer {
             pod["metadata"]["uid"] = json!(format!("uid-{}-{}", k.1, version));
         }
         pod["metadata"]["resourceVersion"] = json!(version.to_string());
-        let event = if s.pods.contains_key(&k) {
-            PodWatchEvent::Modified(pod.clone())
-        } else {
-            PodWatchEvent::Added(pod.clone())
-        };
         s.pods.insert(k, pod.clone());
-        s.pod_events.push((version, event));
+        s.pod_events
+            .push((version, PodWatchEvent::Applied(pod.clone())));
         drop(s);
         self.pods_changed.notify_waiters();
         pod
@@ -83,29 +79,70 @@ impl FakeApiServer {
     }
 }
 
+/// The watch as kube-runtime's keeps itself going: a list (journaled `list pods`), then
+/// the journal's changes from the list's version (`watch pods`); 410 Gone when the
+/// journal was compacted past it, then a list again; a pause after a failure, as the
+/// real watch's back-off.
 struct FakePodWatch {
     server: FakeApiServer,
     selector: String,
-    from: u64,
+    /// The version the watch is at; `None`: list first.
+    from: Option<u64>,
+    /// After a failure: not before then (kept when a call is dropped while it waits).
+    retry_at: Option<tokio::time::Instant>,
+}
+
+/// The fake watch's back-off after a failure (the real one starts at 800 ms).
+const FAKE_WATCH_BACKOFF: std::time::Duration = std::time::Duration::from_millis(800);
+
+impl FakePodWatch {
+    fn list(&mut self) -> Result<PodWatchEvent, PodsError> {
+        let pods = self
+            .server
+            .list(&self.selector)
+            .map_err(|source| PodsError::Call {
+                verb: "list",
+                namespace: String::new(),
+                name: String::new(),
+                source,
+            })?;
+        drop(self.server.begin(format!("watch pods {}", self.selector)));
+        self.from = Some(pods.version);
+        Ok(PodWatchEvent::Listed(pods.items))
+    }
 }
 
 #[async_trait]
 impl PodWatch for FakePodWatch {
     async fn next(&mut self) -> Option<Result<PodWatchEvent, PodsError>> {
+        if let Some(at) = self.retry_at {
+            tokio::time::sleep_until(at).await;
+            self.retry_at = None;
+        }
+        let backoff = || Some(tokio::time::Instant::now() + FAKE_WATCH_BACKOFF);
         loop {
+            let Some(from) = self.from else {
+                let listed = self.list();
+                if listed.is_err() {
+                    self.retry_at = backoff();
+                }
+                return Some(listed);
+            };
             let notified = self.server.pods_changed.notified();
             {
                 let s = self.server.lock();
-                if self.from < s.pods_compacted {
+                if from < s.pods_compacted {
+                    self.from = None;
+                    self.retry_at = backoff();
                     return Some(Err(PodsError::Gone {
-                        resource_version: self.from.to_string(),
+                        message: format!("too old resource version: {from}"),
                     }));
                 }
                 let next = s.pod_events.iter().find(|(v, e)| {
-                    *v > self.from && event_object(e).is_some_and(|o| selected(&self.selector, o))
+                    *v > from && event_object(e).is_some_and(|o| selected(&self.selector, o))
                 });
                 if let Some((v, e)) = next {
-                    self.from = *v;
+                    self.from = Some(*v);
                     return Some(Ok(e.clone()));
                 }
             }
@@ -114,11 +151,32 @@ impl PodWatch for FakePodWatch {
     }
 }
 
+/// The pods a list returns, and the version it was read at.
+struct Listed {
+    items: Vec<Value>,
+    version: u64,
+}
+
+impl FakeApiServer {
+    fn list(&self, field_selector: &str) -> Result<Listed, crate::ports::api::CallError> {
+        let s = self.begin(format!("list pods {field_selector}"))?;
+        Ok(Listed {
+            items: s
+                .pods
+                .values()
+                .filter(|p| selected(field_selector, p))
+                .cloned()
+                .collect(),
+            version: s.version,
+        })
+    }
+}
+
 #[async_trait]
 impl PodApi for FakeApiServer {
     async fn list_pods(&self, field_selector: &str) -> Result<PodList, PodsError> {
-        let s = self
-            .begin(format!("list pods {field_selector}"))
+        let listed = self
+            .list(field_selector)
             .map_err(|source| PodsError::Call {
                 verb: "list",
                 namespace: String::new(),
@@ -126,35 +184,18 @@ impl PodApi for FakeApiServer {
                 source,
             })?;
         Ok(PodList {
-            items: s
-                .pods
-                .values()
-                .filter(|p| selected(field_selector, p))
-                .cloned()
-                .collect(),
-            resource_version: s.version.to_string(),
+            items: listed.items,
+            resource_version: listed.version.to_string(),
         })
     }
 
-    async fn watch_pods(
-        &self,
-        field_selector: &str,
-        resource_version: &str,
-    ) -> Result<Box<dyn PodWatch>, PodsError> {
-        drop(
-            self.begin(format!("watch pods {field_selector}"))
-                .map_err(|source| PodsError::Call {
-                    verb: "watch",
-                    namespace: String::new(),
-                    name: String::new(),
-                    source,
-                })?,
-        );
-        Ok(Box::new(FakePodWatch {
+    fn watch_pods(&self, field_selector: &str) -> Box<dyn PodWatch> {
+        Box::new(FakePodWatch {
             server: self.clone(),
             selector: field_selector.to_owned(),
-            from: resource_version.parse().unwrap_or(0),
-        }))
+            from: None,
+            retry_at: None,
+        })
     }
 
     async fn patch_pod_status(
@@ -197,7 +238,7 @@ impl PodApi for FakeApiServer {
         pod["metadata"]["resourceVersion"] = json!(version.to_string());
         s.pods.insert(k, pod.clone());
         s.pod_events
-            .push((version, PodWatchEvent::Modified(pod.clone())));
+            .push((version, PodWatchEvent::Applied(pod.clone())));
         drop(s);
         self.pods_changed.notify_waiters();
         Ok(pod)

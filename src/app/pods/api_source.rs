@@ -1,14 +1,15 @@
 //! The API server as a pod source: the pods bound to the node (`spec.nodeName=<node>`),
-//! listed once the node is registered, then watched; a full relist when the watch's
-//! resource version expires (410 Gone) or the watch breaks. Each change yields the whole
-//! set (source `api`), so the pod manager stays the same for every source.
+//! through the port's watch once the node is registered (it lists, watches, resumes,
+//! lists again after 410 Gone and backs off by itself; made again from the new clients
+//! when a certificate rotation replaces them). Each change yields the whole set (source
+//! `api`), as upstream's API source does, so the pod manager stays the same for every
+//! source; a list replaces the set, so a pod deleted while nothing watched leaves it.
 //!
 //! Mirror pods are never run: they are kept aside by their static pod's full name, for
 //! the status writer. A pod rkubelet cannot decode or validate is failed in the API with
 //! its errors, once, and the other pods go on.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Duration;
 
 use crate::app::node::failures::FailureLog;
 use async_trait::async_trait;
@@ -19,11 +20,10 @@ use tracing::{debug, info, warn};
 
 use super::status::{PodStatusStore, StatusTarget};
 use crate::app::node::ConnectedNode;
-use crate::domain::kuberuntime::backoff::BackoffPolicy;
 use crate::domain::pod::api::{classify_api_object, ApiObject, ApiPod, InvalidApiPod, API_SOURCE};
 use crate::domain::pod::full_name;
 use crate::domain::status::{stamp_status, status_patch, ApiPodStatus};
-use crate::ports::api::{PodApi, PodWatch, PodWatchEvent, PodsError};
+use crate::ports::api::{ApiClients, PodWatch, PodWatchEvent, PodsError};
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource, PodSourceError};
 
@@ -49,17 +49,30 @@ pub struct ApiPodSource {
     store: PodStatusStore,
     /// By uid, with the resource version it was decoded at.
     seen: BTreeMap<String, (String, Seen)>,
-    resource_version: String,
-    watch: Option<Box<dyn PodWatch>>,
+    watch: Option<Watching>,
+    /// Whether the set is known (a first list came).
+    listed: bool,
     /// Invalid pods already failed in the API (by uid).
     reported: BTreeSet<String>,
-    failures: u32,
     /// An outage logs its first failure, one line a minute and its end.
     failure_log: FailureLog,
     /// Pods deleted since the last update, in their final state.
     deleted: Vec<ApiPod>,
     /// The set to hand on next (after one that still held deleted pods).
     queued: Option<PodSetUpdate>,
+}
+
+/// The watch, and the clients it was made from.
+struct Watching {
+    events: Box<dyn PodWatch>,
+    clients: watch::Receiver<ApiClients>,
+}
+
+/// Resolves when the clients are replaced; never when their sender is gone.
+async fn replaced(clients: &mut watch::Receiver<ApiClients>) {
+    if clients.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 fn selector(node: &str) -> String {
@@ -79,24 +92,27 @@ impl ApiPodSource {
             connected,
             store,
             seen: BTreeMap::new(),
-            resource_version: String::new(),
             watch: None,
+            listed: false,
             reported: BTreeSet::new(),
-            failures: 0,
             failure_log: FailureLog::new("listing and watching the node's pods"),
             deleted: Vec::new(),
             queued: None,
         }
     }
 
-    /// The clients and the node's name, once the node is registered.
-    async fn api(&mut self) -> Option<(std::sync::Arc<dyn PodApi>, String)> {
+    /// A watch of the node's pods, once the node is registered.
+    async fn start_watch(&mut self) -> Option<Watching> {
         loop {
             if let Some(c) = &*self.connected.borrow_and_update() {
                 // Before any API pod has a status: each shows the node's IP.
                 self.store.set_host_ip(&c.host_ip);
-                let pods = c.clients.borrow().pods.clone();
-                return Some((pods, c.node_name.clone()));
+                let mut clients = c.clients.clone();
+                let pods = clients.borrow_and_update().pods.clone();
+                return Some(Watching {
+                    events: pods.watch_pods(&selector(&c.node_name)),
+                    clients,
+                });
             }
             self.connected.changed().await.ok()?;
         }
@@ -163,10 +179,21 @@ impl ApiPodSource {
 
     fn apply(&mut self, event: PodWatchEvent) {
         match event {
-            PodWatchEvent::Added(v) | PodWatchEvent::Modified(v) => {
+            PodWatchEvent::Listed(items) => {
+                let mut fresh = BTreeMap::new();
+                for item in &items {
+                    let version = meta(item, "resourceVersion");
+                    let (uid, seen) = self.decode(item);
+                    fresh.insert(uid, (version, seen));
+                }
+                self.seen = fresh;
+                self.reported.retain(|uid| self.seen.contains_key(uid));
+                self.listed = true;
+                info!(pods = self.seen.len(), "listed the node's pods");
+            }
+            PodWatchEvent::Applied(v) => {
                 let version = meta(&v, "resourceVersion");
                 let (uid, seen) = self.decode(&v);
-                self.resource_version.clone_from(&version);
                 self.seen.insert(uid, (version, seen));
             }
             PodWatchEvent::Deleted(v) => {
@@ -174,14 +201,36 @@ impl ApiPodSource {
                 // The last state decides the grace period of the termination (a force
                 // deletion carries 0).
                 let (_, seen) = self.decode(&v);
-                self.resource_version = meta(&v, "resourceVersion");
                 self.seen.remove(&uid);
                 self.reported.remove(&uid);
                 if let Seen::Pod(pod) = seen {
                     self.deleted.push(*pod);
                 }
             }
-            PodWatchEvent::Bookmark(version) => self.resource_version = version,
+        }
+    }
+
+    /// One item of the watch; whether the set changed.
+    fn take(&mut self, item: Option<Result<PodWatchEvent, PodsError>>) -> bool {
+        match item {
+            Some(Ok(event)) => {
+                self.failure_log.succeeded();
+                self.apply(event);
+                true
+            }
+            Some(Err(PodsError::Gone { message })) => {
+                info!(%message, "the pods' watch expired (410 Gone); listing again");
+                false
+            }
+            Some(Err(error)) => {
+                self.failure_log.failed(&error);
+                false
+            }
+            None => {
+                warn!("the pods' watch stopped; starting it again");
+                self.watch = None;
+                false
+            }
         }
     }
 
@@ -230,20 +279,6 @@ impl ApiPodSource {
         self.queued = Some(update);
         with_deleted
     }
-
-    async fn list(&mut self, api: &dyn PodApi, node: &str) -> Result<(), PodsError> {
-        let list = api.list_pods(&selector(node)).await?;
-        let mut fresh = BTreeMap::new();
-        for item in &list.items {
-            let version = meta(item, "resourceVersion");
-            let (uid, seen) = self.decode(item);
-            fresh.insert(uid, (version, seen));
-        }
-        self.seen = fresh;
-        self.resource_version = list.resource_version;
-        info!(node, pods = self.seen.len(), resource_version = %self.resource_version, "listed the node's pods");
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -253,82 +288,32 @@ impl PodSource for ApiPodSource {
             return Some(update);
         }
         loop {
-            let (api, node) = self.api().await?;
-            let Some(watch) = self.watch.as_mut() else {
-                // List (first, or after the watch expired or broke), then watch from it.
-                if self.failures > 0 {
-                    let delay = BackoffPolicy::SYNC_ERROR.delay_for_step(self.failures);
-                    tokio::time::sleep(delay.min(Duration::from_secs(30))).await;
-                }
-                if let Err(error) = self.list(api.as_ref(), &node).await {
-                    self.failures = self.failures.saturating_add(1);
-                    self.failure_log.failed(&error);
+            let mut watching = match self.watch.take() {
+                Some(watching) => watching,
+                None => self.start_watch().await?,
+            };
+            let first = tokio::select! {
+                item = watching.events.next() => item,
+                () = replaced(&mut watching.clients) => {
+                    // kube-rs reads client certificates once: a rotation brings new
+                    // clients, and the watch is made again from them (it lists first).
+                    info!("the API clients were replaced; watching the node's pods again");
                     continue;
                 }
-                match api
-                    .watch_pods(&selector(&node), &self.resource_version)
-                    .await
-                {
-                    Ok(watch) => {
-                        self.failures = 0;
-                        self.failure_log.succeeded();
-                        self.watch = Some(watch);
-                    }
-                    Err(error) => {
-                        self.failures = self.failures.saturating_add(1);
-                        self.failure_log.failed(&error);
-                    }
-                }
-                return Some(self.update());
             };
-            let mut changed = false;
-            let mut next = watch.next().await;
-            let mut taken = 0;
-            loop {
-                match next {
-                    Some(Ok(event)) => {
-                        changed |= !matches!(event, PodWatchEvent::Bookmark(_));
-                        self.apply(event);
-                    }
-                    Some(Err(PodsError::Gone { .. })) => {
-                        info!("the pods' watch expired (410 Gone); listing again");
-                        self.watch = None;
-                        break;
-                    }
-                    Some(Err(error)) => {
-                        warn!(error = %Chain(&error), "the pods' watch broke; listing again");
-                        self.failures = self.failures.saturating_add(1);
-                        self.watch = None;
-                        break;
-                    }
-                    None => {
-                        // The server ended the watch (its timeout): resume from where it was.
-                        match api
-                            .watch_pods(&selector(&node), &self.resource_version)
-                            .await
-                        {
-                            Ok(w) => self.watch = Some(w),
-                            Err(error) => {
-                                debug!(error = %Chain(&error), "cannot resume the pods' watch; listing again");
-                                self.watch = None;
-                            }
-                        }
-                        break;
-                    }
-                }
-                taken += 1;
-                let Some(watch) = self.watch.as_mut() else {
+            self.watch = Some(watching);
+            let mut changed = self.take(first);
+            // What is already there joins this update (a burst of creations is one).
+            for _ in 1..MAX_EVENTS_PER_UPDATE {
+                let Some(watching) = self.watch.as_mut() else {
                     break;
                 };
-                if taken >= MAX_EVENTS_PER_UPDATE {
+                let Some(item) = watching.events.next().now_or_never() else {
                     break;
-                }
-                match watch.next().now_or_never() {
-                    Some(n) => next = n,
-                    None => break,
-                }
+                };
+                changed |= self.take(item);
             }
-            if changed {
+            if changed && self.listed {
                 return Some(self.update());
             }
         }
@@ -375,9 +360,15 @@ mod tests {
     use super::*;
     use crate::adapters::fake::FakeApiServer;
     use serde_json::json;
+    use std::time::Duration;
 
     fn connected(api: &FakeApiServer) -> watch::Receiver<Option<ConnectedNode>> {
-        let (_, clients) = watch::channel(api.clients());
+        connected_with(watch::channel(api.clients()).1)
+    }
+
+    fn connected_with(
+        clients: watch::Receiver<ApiClients>,
+    ) -> watch::Receiver<Option<ConnectedNode>> {
         let node = ConnectedNode {
             node_name: "n1".into(),
             clients,
@@ -401,7 +392,7 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn lists_then_watches_the_nodes_pods_and_relists_on_gone() {
         let api = FakeApiServer::new();
         api.put_pod(pod("a", "n1"));
@@ -417,12 +408,77 @@ mod tests {
         let second = source.next().await.expect("a watch event");
         assert_eq!(names(&second), ["a", "b"]);
 
-        // The watch's history is gone: 410, then a full relist.
+        // The watch's history is gone (410); meanwhile "a" was deleted and "c" created:
+        // the relist's whole set has "c" and no longer "a".
         api.compact_pods();
+        api.remove_pod("default", "a");
         api.put_pod(pod("c", "n1"));
         let third = source.next().await.expect("relisted");
-        assert_eq!(names(&third).len(), 3);
+        assert_eq!(names(&third), ["b", "c"]);
         assert_eq!(api.count("list pods"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_deleted_in_the_api_shows_once_in_its_final_state_then_leaves() {
+        let api = FakeApiServer::new();
+        api.put_pod(pod("a", "n1"));
+        let mut source = ApiPodSource::new(connected(&api), PodStatusStore::new());
+        assert_eq!(names(&source.next().await.expect("first set")), ["a"]);
+        let mut terminating = api.pod("default", "a").expect("stored");
+        terminating["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        api.put_pod(terminating);
+        api.remove_pod("default", "a");
+        let last = source.next().await.expect("the deletion");
+        assert_eq!(names(&last), ["a"]);
+        assert_eq!(last.pods[0].metadata.deletion_grace_period_seconds, Some(0));
+        assert!(names(&source.next().await.expect("then without it")).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_api_server_is_retried_until_it_lists() {
+        let api = FakeApiServer::new();
+        api.put_pod(pod("a", "n1"));
+        api.set_down(true);
+        let mut source = ApiPodSource::new(connected(&api), PodStatusStore::new());
+        let next = tokio::spawn(async move { source.next().await });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        // Retried after each back-off, not in a tight loop.
+        let tries = api.count("list pods");
+        assert!((2..=8).contains(&tries), "{tries} lists in 5 s");
+        api.set_down(false);
+        let first = next.await.expect("joined").expect("first set");
+        assert_eq!(names(&first), ["a"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replaced_clients_watch_again_through_the_new_ones() {
+        let api = FakeApiServer::new();
+        api.put_pod(pod("a", "n1"));
+        let (clients_tx, clients) = watch::channel(api.clients());
+        let mut source = ApiPodSource::new(connected_with(clients), PodStatusStore::new());
+        assert_eq!(names(&source.next().await.expect("first set")), ["a"]);
+
+        // A certificate rotation: the same server through new clients.
+        let rotated = FakeApiServer::new();
+        rotated.put_pod(pod("a", "n1"));
+        rotated.put_pod(pod("b", "n1"));
+        clients_tx.send_replace(rotated.clients());
+        assert_eq!(
+            names(&source.next().await.expect("listed again")),
+            ["a", "b"]
+        );
+        assert_eq!(rotated.count("list pods spec.nodeName=n1"), 1);
+        api.put_pod(pod("old", "n1"));
+        rotated.put_pod(pod("c", "n1"));
+        assert_eq!(
+            names(
+                &source
+                    .next()
+                    .await
+                    .expect("watched through the new clients")
+            ),
+            ["a", "b", "c"]
+        );
     }
 
     #[tokio::test]

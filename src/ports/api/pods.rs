@@ -1,5 +1,5 @@
-//! The pods bound to the node: list and watch them, patch their status, delete them once
-//! terminated. Pods cross as raw JSON objects: each is decoded on its own by the domain,
+//! The pods bound to the node: list them, keep a watch of them, patch their status, delete
+//! them once terminated. Pods cross as raw JSON objects: each is decoded on its own by the domain,
 //! so one pod rkubelet cannot read does not hide the others.
 
 use async_trait::async_trait;
@@ -10,9 +10,9 @@ use super::CallError;
 
 #[derive(Debug, Error)]
 pub enum PodsError {
-    /// 410 Gone: the watch's resource version is too old; list again.
-    #[error("the pods' resource version {resource_version:?} is too old")]
-    Gone { resource_version: String },
+    /// 410 Gone: the watch's resource version is too old; the watch lists again.
+    #[error("the pods' watch expired (410 Gone): {message}")]
+    Gone { message: String },
     #[error("pod {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
     /// 409: the uid precondition failed (the pod was recreated under its name) or a
@@ -29,30 +29,37 @@ pub enum PodsError {
     },
 }
 
-/// One page of a list: the pods and the resource version to watch from.
+/// A list: the pods and the resource version it was read at.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodList {
     pub items: Vec<Value>,
     pub resource_version: String,
 }
 
-/// One change seen by a watch, with the object as the API sent it.
+/// What the watch of the node's pods reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PodWatchEvent {
-    Added(Value),
-    Modified(Value),
+    /// A list, the first or one after the watch could not resume (410 Gone): every
+    /// matching pod now. A pod reported before and missing here is gone, deleted while
+    /// nothing was watched.
+    Listed(Vec<Value>),
+    /// A pod created or changed, as the API sent it.
+    Applied(Value),
+    /// A pod deleted, in its final state.
     Deleted(Value),
-    /// Nothing changed; the resource version to resume from.
-    Bookmark(String),
 }
 
-/// An open watch.
+/// A watch that keeps itself going: it lists, watches from the list's resource version,
+/// resumes from the last one it saw (bookmarks keep it fresh) when the server ends a
+/// watch, lists again after 410 Gone, and backs off after failures (upstream's reflector:
+/// 800 ms doubling to 30 s, with jitter).
 #[async_trait]
 pub trait PodWatch: Send + Sync {
-    /// The next change; `None` when the server ended the watch (list or watch again).
+    /// The next change; `None` once the watch has stopped for good.
     /// # Errors
-    /// [`PodsError::Gone`] when the resource version expired; [`PodsError::Call`] when
-    /// the stream broke.
+    /// A failure the watch recovers from by itself, for the log: [`PodsError::Gone`] (a
+    /// list follows), [`PodsError::Call`] (a list or watch failed or broke; tried again
+    /// after the back-off).
     async fn next(&mut self) -> Option<Result<PodWatchEvent, PodsError>>;
 }
 
@@ -63,14 +70,9 @@ pub trait PodApi: Send + Sync {
     /// [`PodsError::Call`].
     async fn list_pods(&self, field_selector: &str) -> Result<PodList, PodsError>;
 
-    /// Watch the pods matching `field_selector` from `resource_version`.
-    /// # Errors
-    /// [`PodsError::Gone`] or [`PodsError::Call`].
-    async fn watch_pods(
-        &self,
-        field_selector: &str,
-        resource_version: &str,
-    ) -> Result<Box<dyn PodWatch>, PodsError>;
+    /// A watch of the pods matching `field_selector`, listing them first. Nothing is sent
+    /// before its first [`PodWatch::next`].
+    fn watch_pods(&self, field_selector: &str) -> Box<dyn PodWatch>;
 
     /// A strategic-merge patch of the pod's `status` subresource (the body carries the
     /// uid precondition, see `domain::status::status_patch`). Returns the pod as stored.
