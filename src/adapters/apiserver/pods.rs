@@ -620,11 +620,20 @@ mod tests {
             }),
         };
         let mut watch = clients.watch_pods("spec.nodeName=n1");
-        assert!(matches!(watch.next().await, Some(Ok(PodWatchEvent::Listed(_)))));
+        assert!(matches!(
+            watch.next().await,
+            Some(Ok(PodWatchEvent::Listed(_)))
+        ));
         for _ in 0..3 {
-            assert!(matches!(watch.next().await, Some(Err(PodsError::Call { .. }))));
+            assert!(matches!(
+                watch.next().await,
+                Some(Err(PodsError::Call { .. }))
+            ));
         }
-        assert!(matches!(watch.next().await, Some(Err(PodsError::Gone { .. }))));
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(PodsError::Gone { .. }))
+        ));
         match watch.next().await {
             Some(Ok(PodWatchEvent::Listed(items))) => assert!(items.is_empty()),
             other => panic!("expected the relist, got {other:?}"),
