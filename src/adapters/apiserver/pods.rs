@@ -167,16 +167,19 @@ struct KubePodWatch {
     /// first watch meets 410 Gone, and the list must follow at once (upstream's reflector
     /// relists without waiting), not up to 30 s later.
     backoff: watcher::DefaultBackoff,
-    /// The wait owed before the next request, after a failure.
-    owed: Option<std::time::Duration>,
+    /// When the next request may go, after a failure. A deadline rather than a wait, so
+    /// that a caller which stops polling mid-wait (a `select!` taking another branch)
+    /// still waits it out on its next poll.
+    retry_at: Option<tokio::time::Instant>,
 }
 
 #[async_trait]
 impl PodWatch for KubePodWatch {
     async fn next(&mut self) -> Option<Result<PodWatchEvent, PodsError>> {
         loop {
-            if let Some(wait) = self.owed.take() {
-                tokio::time::sleep(wait).await;
+            if let Some(at) = self.retry_at {
+                tokio::time::sleep_until(at).await;
+                self.retry_at = None;
             }
             let event = match self.events.get_mut().next().await? {
                 Ok(event) => event,
@@ -184,7 +187,10 @@ impl PodWatch for KubePodWatch {
                     if is_gone(&error) {
                         self.backoff.reset();
                     } else {
-                        self.owed = self.backoff.next();
+                        self.retry_at = self
+                            .backoff
+                            .next()
+                            .map(|wait| tokio::time::Instant::now() + wait);
                     }
                     return Some(Err(watch_error(&self.connection, error)));
                 }
@@ -246,7 +252,7 @@ impl PodApi for KubeClients {
             relist: Relist::default(),
             connection: self.connection.clone(),
             backoff: watcher::DefaultBackoff::default(),
-            owed: None,
+            retry_at: None,
         })
     }
 
@@ -525,7 +531,8 @@ mod tests {
         has(4, &["resourceVersion=40"]);
     }
 
-    /// Failures are reported, then retried after upstream's back-off: 800 ms doubling.
+    /// Failures are reported, then retried after upstream's back-off: 800 ms doubling,
+    /// even when the caller stops polling during the wait.
     #[tokio::test(start_paused = true)]
     async fn failures_are_reported_and_retried_after_a_back_off() {
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -563,6 +570,9 @@ mod tests {
                 }
                 other => panic!("expected a failed list, got {other:?}"),
             }
+            // A caller that polls once and gives up mid-wait (the pod source gathers a
+            // burst with `now_or_never`) neither gets an answer nor cuts the wait short.
+            assert!(futures_util::FutureExt::now_or_never(watch.next()).is_none());
         }
         let at = requests.lock().expect("requests").clone();
         assert_eq!(at.len(), 4);
