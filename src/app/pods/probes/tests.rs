@@ -215,6 +215,33 @@ async fn a_startup_probe_holds_liveness_off_until_it_passes() {
         .any(|l| l.starts_with("StopContainer ")));
 }
 
+/// Upstream's "should be ready immediately after startupProbe succeeds": readiness
+/// (period 60 s) runs as soon as the startup probe passes, not a period later.
+#[tokio::test(start_paused = true)]
+async fn a_passed_startup_probe_runs_the_readiness_probe_at_once() {
+    let w = world();
+    let mut p = pod("soon", RestartPolicy::Always, IMAGE);
+    p.spec.containers[0].startup_probe = Some(probe("started", 30));
+    p.spec.containers[0].readiness_probe = Some(Probe {
+        period_seconds: 60,
+        ..probe("ready", 1)
+    });
+    w.runtime.set_exec_exit_code("started", 1);
+    w.runtime.set_exec_exit_code("ready", 0);
+    sync_pod(&w.ctx, &p).await;
+    let (manager, _poke, _stop) = manage(&w, &p).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(execs(&w, "ready"), 0, "readiness waits for startup");
+    w.runtime.set_exec_exit_code("started", 0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(execs(&w, "ready"), 1, "readiness ran once startup passed");
+    let runtime = view(&w, &p).await;
+    let mut status = api_pod_status(&p, &runtime, &Default::default(), "fake");
+    manager.apply_to_status(&p, &mut status);
+    assert!(status.container_statuses[0].started);
+    assert!(status.container_statuses[0].ready);
+}
+
 #[tokio::test]
 async fn a_failing_post_start_hook_kills_the_container() {
     let w = world();
