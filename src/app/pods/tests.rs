@@ -235,13 +235,7 @@ async fn a_restarted_kubelet_keeps_the_crash_loop_back_off() {
         "back-off 40s restarting failed container=app pod=web-u7_default(u7)"
     );
     assert_eq!(restarted.retry_after, Some(Duration::from_secs(25)));
-    let creates = w
-        .runtime
-        .journal()
-        .iter()
-        .filter(|c| c.starts_with("CreateContainer"))
-        .count();
-    assert_eq!(creates, 4, "neither kubelet restarted it early");
+    assert_eq!(creates(&w), 4, "neither kubelet restarted it early");
 }
 
 #[tokio::test]
@@ -252,12 +246,7 @@ async fn restart_policies_never_and_on_failure_are_honoured() {
     let id = newest_running(&containers(&w.runtime).await).unwrap_or_default();
     w.runtime.exit_container(&id, 1);
     let outcome = sync_pod(&w.ctx, &never).await;
-    let creates = |j: Vec<String>| {
-        j.iter()
-            .filter(|c| c.starts_with("CreateContainer"))
-            .count()
-    };
-    assert_eq!(creates(w.runtime.journal()), 1);
+    assert_eq!(creates(&w), 1);
     assert_eq!(
         api_pod_status(&never, &outcome.runtime, &outcome.waiting, "fake").phase,
         "Failed"
@@ -270,7 +259,7 @@ async fn restart_policies_never_and_on_failure_are_honoured() {
     w.runtime.exit_container(&id, 0);
     sync_pod(&w.ctx, &on_failure).await;
     let outcome = sync_pod(&w.ctx, &on_failure).await;
-    assert_eq!(creates(w.runtime.journal()), 1);
+    assert_eq!(creates(&w), 1);
     assert_eq!(
         api_pod_status(&on_failure, &outcome.runtime, &outcome.waiting, "fake").phase,
         "Succeeded"
@@ -394,6 +383,15 @@ async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("timed out waiting until {what}");
+}
+
+/// The `CreateContainer` calls the runtime has seen.
+fn creates(w: &World) -> usize {
+    w.runtime
+        .journal()
+        .iter()
+        .filter(|c| c.starts_with("CreateContainer"))
+        .count()
 }
 
 fn phase_of(store: &PodStatusStore, name: &str) -> Option<String> {
@@ -674,13 +672,7 @@ async fn a_finished_pod_is_not_started_again_when_its_dead_container_is_removed(
         .unwrap_or_else(|e| panic!("remove: {e}"));
     // Relists and resyncs go by (the clock is paused: this advances it).
     tokio::time::sleep(Duration::from_secs(120)).await;
-    let creates = w
-        .runtime
-        .journal()
-        .iter()
-        .filter(|c| c.starts_with("CreateContainer"))
-        .count();
-    assert_eq!(creates, 1, "the finished pod was started again");
+    assert_eq!(creates(&w), 1, "the finished pod was started again");
     assert_eq!(phase_of(&store, "web-done").as_deref(), Some("Succeeded"));
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
@@ -723,13 +715,7 @@ async fn a_pod_past_its_active_deadline_is_killed_and_failed() {
     );
     assert_eq!(newest_running(&containers(&w.runtime).await), None);
     tokio::time::sleep(Duration::from_secs(120)).await;
-    let creates = w
-        .runtime
-        .journal()
-        .iter()
-        .filter(|c| c.starts_with("CreateContainer"))
-        .count();
-    assert_eq!(creates, 1, "the pod was started again");
+    assert_eq!(creates(&w), 1, "the pod was started again");
     assert_eq!(phase_of(&store, "web-bounded").as_deref(), Some("Failed"));
     let _ = stop_tx.send(true);
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
