@@ -486,7 +486,9 @@ fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
 /// Plans one sync of `inputs.pod`; see the module documentation.
 pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     let pod = inputs.pod;
-    if let Err(rejection) = securitycontext::admit(pod, &inputs.requests.security) {
+    let admitted = crate::domain::pod::fields::admit(pod)
+        .and_then(|()| securitycontext::admit(pod, &inputs.requests.security));
+    if let Err(rejection) = admitted {
         return rejected_plan(inputs, rejection);
     }
     let actions = compute_pod_actions(pod, inputs.runtime);

@@ -4,12 +4,14 @@
 //! (`decode`) and static pod manifests with their identity (`static_pod`).
 //!
 //! Probes and lifecycle hooks are in `domain::probe::spec`. Fields the kubelet does not model are
-//! ignored when decoding, so real manifests decode; the static pod source
+//! dropped when decoding, so real manifests decode; those the node cannot honour are
+//! recorded (`fields`: the pod-field table) and refuse the pod. The static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
 pub mod api;
 pub mod decode;
 pub mod defaults;
+pub mod fields;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod hash;
@@ -179,6 +181,11 @@ pub struct PodSpec {
     pub tolerations: Vec<Toleration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub os: Option<PodOs>,
+    /// The fields of the decoded document that make the node refuse the pod
+    /// (`fields::refused_fields`); the model above drops most of them, so the decoder
+    /// records them here.
+    #[serde(skip)]
+    pub refused_fields: Vec<fields::RefusedField>,
 }
 
 /// `spec.affinity`; only the node affinity's required part matters to a kubelet.
@@ -275,6 +282,7 @@ impl Default for PodSpec {
             affinity: None,
             tolerations: Vec::new(),
             os: None,
+            refused_fields: Vec::new(),
         }
     }
 }

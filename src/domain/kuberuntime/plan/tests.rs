@@ -548,3 +548,24 @@ fn a_rejected_pod_starts_nothing_and_stops_what_runs() {
     assert!(matches!(again.kill_pod, Some(KillReason::Rejected { .. })));
     assert!(again.kill_only);
 }
+
+#[test]
+fn a_pod_with_a_refused_field_is_rejected_naming_it() {
+    let value = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
+        "spec": {"runtimeClassName": "sandboxed",
+                 "containers": [{"name": "app", "image": IMAGE}]}
+    });
+    let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
+    let plan = plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
+    let rejected = plan.rejected.as_ref().expect("rejected");
+    assert_eq!(rejected.reason, "PodFeatureUnsupported");
+    assert!(
+        rejected
+            .message
+            .ends_with(": spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one"),
+        "{}",
+        rejected.message
+    );
+    assert!(plan.create_sandbox.is_none() && plan.containers.is_empty());
+}

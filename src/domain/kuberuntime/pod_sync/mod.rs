@@ -405,6 +405,11 @@ impl<'a> PodSync<'a> {
                 "pod rejected: {}: {}",
                 rejection.reason, rejection.message
             ));
+            // As upstream's `rejectPod`: the event beside the Failed status.
+            self.event(
+                None,
+                pod_events::refused_or_evicted(&rejection.reason, &rejection.message),
+            );
             self.outcome.rejected = Some(rejection.clone());
         }
         let status = &self.view.status;
