@@ -35,6 +35,7 @@ mod mirror_events;
 mod packaging;
 mod packaging_systemd;
 mod planner;
+mod pod_fields;
 mod pods_containerd;
 mod probes_containerd;
 mod security_containerd;
