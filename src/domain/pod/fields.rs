@@ -808,10 +808,11 @@ fn walk(value: &Value, fields: &[Field], path: &str, out: &mut Vec<RefusedField>
         if is_empty(value) {
             continue;
         }
-        let here = format!("{path}.{key}");
+        // Most fields are honoured leaves: their path is never written.
+        let here = || format!("{path}.{key}");
         let Some(field) = fields.iter().find(|f| f.key() == key.as_str()) else {
             out.push(RefusedField {
-                path: here,
+                path: here(),
                 why: UNKNOWN_FIELD.to_owned(),
             });
             continue;
@@ -820,16 +821,17 @@ fn walk(value: &Value, fields: &[Field], path: &str, out: &mut Vec<RefusedField>
             Treatment::Honoured(_) if field.fields.is_empty() => {}
             Treatment::Honoured(_) => match value {
                 Value::Array(items) => {
+                    let here = here();
                     for (i, item) in items.iter().enumerate() {
                         walk(item, field.fields, &format!("{here}[{i}]"), out);
                     }
                 }
-                _ => walk(value, field.fields, &here, out),
+                _ => walk(value, field.fields, &here(), out),
             },
             Treatment::NotTheKubelets(_) | Treatment::RefusedAtMount(_) => {}
             Treatment::Refused { why, allowed } => {
                 if let Some(why) = refusal(value, why, allowed) {
-                    out.push(RefusedField { path: here, why });
+                    out.push(RefusedField { path: here(), why });
                 }
             }
         }
