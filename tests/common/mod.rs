@@ -230,3 +230,20 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
     }
     daemon
 }
+
+/// A committed generated document (`relative` to the repository) must be `generated`;
+/// with the environment variable `update` set, it is rewritten instead. `regenerate` is
+/// the command the failure tells the reader to run.
+pub fn assert_generated(relative: &str, generated: &str, update: &str, regenerate: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    if std::env::var_os(update).is_some() {
+        std::fs::write(&path, generated)
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{relative} is out of date; regenerate it with\n  {regenerate}"
+    );
+}

@@ -464,3 +464,117 @@ async fn pods_that_cannot_run_fail_alone_with_a_clear_status() {
     let (code, body) = crate::common::http_get(node.port(), "/healthz").expect("healthz answers");
     assert_eq!((code, body.as_str()), (200, "ok"));
 }
+
+/// The pod-field table at work (issue 32): a pod carrying a field rkubelet cannot honour
+/// (a RuntimeClass, readiness gates and a deadline, HostToContainer propagation, from the
+/// API or a manifest) runs nothing and fails with upstream's `PodFeatureUnsupported`, a
+/// Warning event naming each field and why; a pod whose values rkubelet honours runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
+async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
+    let (cluster, mut node) =
+        crate::common::api_pods::start("apipods-fields", ClusterOptions::default(), &[]);
+    let image = node.busybox.clone();
+    // The RuntimeClass admission plugin refuses a pod whose class does not exist.
+    cluster.apply("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: sandboxed\nhandler: runsc\n");
+    let mount = |propagation: &str| {
+        format!("    volumeMounts:\n    - {{name: scratch, mountPath: /scratch, mountPropagation: {propagation}}}\n    command:")
+    };
+    let scratch = "  volumes:\n  - {name: scratch, emptyDir: {}}\n";
+    cluster.apply(&bound_pod(
+        "classy",
+        &image,
+        "sleep 3600",
+        "  runtimeClassName: sandboxed\n",
+    ));
+    cluster.apply(&bound_pod(
+        "fqdn",
+        &image,
+        "sleep 3600",
+        "  setHostnameAsFQDN: true\n",
+    ));
+    cluster.apply(
+        &bound_pod("propagating", &image, "sleep 3600", scratch)
+            .replace("    command:", &mount("HostToContainer")),
+    );
+    cluster.apply(
+        &bound_pod(
+            "plain",
+            &image,
+            "sleep 3600",
+            &format!("{scratch}  os: {{name: linux}}\n  setHostnameAsFQDN: false\n"),
+        )
+        .replace("    command:", &mount("None")),
+    );
+    node.write(
+        "static-fqdn.yaml",
+        &crate::common::node::pod(
+            "static-fqdn",
+            "  setHostnameAsFQDN: true\n",
+            &[],
+            &[crate::common::node::container("main", &image, "sleep 3600")],
+        ),
+    );
+    let prefix = "Pod requires node features that are not available: ";
+    let cases = [
+        (
+            "classy",
+            "spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one",
+        ),
+        (
+            "fqdn",
+            "spec.setHostnameAsFQDN: true: the pod's hostname is not set to its FQDN",
+        ),
+        (
+            "propagating",
+            "spec.containers[0].volumeMounts[0].mountPropagation: \"HostToContainer\": mount propagation is not given to the runtime (only None is supported)",
+        ),
+    ];
+    for (name, fields) in cases {
+        let failed = eventually(60, &format!("pod {name} Failed"), || {
+            pod(&cluster, name).filter(|p| p["status"]["phase"] == "Failed")
+        });
+        let status = &failed["status"];
+        assert_eq!(
+            status["reason"], "PodFeatureUnsupported",
+            "{name}: {status}"
+        );
+        assert_eq!(
+            status["message"],
+            format!("Pod was rejected: {prefix}{fields}"),
+            "{name}"
+        );
+        let events = eventually(30, &format!("the refusal's event for {name}"), || {
+            let events = events_of(&cluster, name);
+            events
+                .iter()
+                .any(|(t, r, m)| {
+                    t == "Warning"
+                        && r == "PodFeatureUnsupported"
+                        && *m == format!("{prefix}{fields}")
+                })
+                .then_some(events)
+        });
+        assert!(!events.is_empty(), "{name}");
+        assert_eq!(sandboxes_of(&node, name).await, 0, "{name} has a sandbox");
+    }
+    let static_name = format!("static-fqdn-{NODE}");
+    let refused = eventually(60, "the static pod refused in /pods", || {
+        node.pod_json(&static_name)
+            .filter(|p| p["status"]["phase"] == "Failed")
+    });
+    assert_eq!(
+        refused["status"]["reason"], "PodFeatureUnsupported",
+        "{refused}"
+    );
+    assert_eq!(
+        refused["status"]["message"],
+        format!("Pod was rejected: {prefix}spec.setHostnameAsFQDN: true: the pod's hostname is not set to its FQDN")
+    );
+    assert_eq!(sandboxes_of(&node, &static_name).await, 0);
+    let plain = eventually(60, "pod plain Running", || {
+        pod(&cluster, "plain").filter(|p| p["status"]["phase"] == "Running")
+    });
+    assert_eq!(plain["status"]["containerStatuses"][0]["ready"], true);
+    node.finish();
+}

@@ -21,17 +21,11 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn the_committed_table_is_the_generated_one() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/flags.md");
-    let generated = states::markdown_table();
-    if std::env::var_os("UPDATE_FLAG_TABLE").is_some() {
-        std::fs::write(&path, &generated).expect("write docs/flags.md");
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "docs/flags.md is out of date with the flag and field tables; regenerate it with\n  \
-         UPDATE_FLAG_TABLE=1 cargo test flag_table"
+    common::assert_generated(
+        "docs/flags.md",
+        &states::markdown_table(),
+        "UPDATE_FLAG_TABLE",
+        "UPDATE_FLAG_TABLE=1 cargo test flag_table",
     );
 }
 

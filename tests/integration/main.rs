@@ -36,6 +36,7 @@ mod packaging;
 mod packaging_systemd;
 mod planner;
 mod pod_contract;
+mod pod_fields;
 mod pods_containerd;
 mod probes_containerd;
 mod security_containerd;

@@ -416,8 +416,8 @@ pub struct HeldContainer {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodActionsPlan {
-    /// Why the node refuses to run the pod (`SysctlForbidden`, `AppArmor`); nothing of
-    /// it is started.
+    /// Why the node refuses to run the pod (`PodFeatureUnsupported`, `SysctlForbidden`,
+    /// `AppArmor`); nothing of it is started.
     pub rejected: Option<Rejected>,
     pub kill_pod: Option<Reason>,
     pub create_sandbox: Option<SandboxCreation>,

@@ -188,6 +188,9 @@ pub struct SyncPlan {
     /// The node refuses to run the pod (sysctls, AppArmor): nothing is started, and
     /// what runs is stopped. The pod's status shows it `Failed` with this reason.
     pub rejected: Option<Rejection>,
+    /// Fields of a pod that was already running when they appeared, which the node
+    /// cannot honour: it runs on, and each sync warns about them.
+    pub unhonoured: Option<Rejection>,
 }
 
 impl SyncPlan {
@@ -479,6 +482,7 @@ fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
         containers: Vec::new(),
         resync_after: None,
         rejected: Some(rejection),
+        unhonoured: None,
         actions,
     }
 }
@@ -486,6 +490,17 @@ fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
 /// Plans one sync of `inputs.pod`; see the module documentation.
 pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     let pod = inputs.pod;
+    // A field the node cannot honour refuses a new pod. A pod already running when the
+    // field appears (an update such as `kubectl debug`'s ephemeral container, or a pod
+    // adopted from another kubelet in a swap) runs on, warned about: stopping it would do
+    // more harm than the field's absence.
+    let mut unhonoured = None;
+    if let Err(rejection) = crate::domain::pod::fields::admit(pod) {
+        if !something_left_to_kill(inputs.runtime) {
+            return rejected_plan(inputs, rejection);
+        }
+        unhonoured = Some(rejection);
+    }
     if let Err(rejection) = securitycontext::admit(pod, &inputs.requests.security) {
         return rejected_plan(inputs, rejection);
     }
@@ -544,6 +559,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         containers,
         resync_after,
         rejected: None,
+        unhonoured,
         actions,
     }
 }

@@ -1,4 +1,4 @@
-//! A pod as the API server sends it: decoded on its own (unknown fields ignored), given
+//! A pod as the API server sends it: decoded on its own (unknown fields recorded), given
 //! upstream's defaults and the `api` source annotation, validated; mirror pods told
 //! apart; a pod rkubelet cannot run named with its errors.
 
@@ -155,9 +155,18 @@ mod tests {
     }
 
     #[test]
-    fn an_api_pod_decodes_with_unknown_fields_ignored_and_the_api_source() {
+    fn an_api_pod_decodes_with_unknown_fields_recorded_and_the_api_source() {
         let decoded = decode_api_pod(&api_pod()).expect("decodes");
         assert_eq!(decoded.pod.metadata.uid, "u1");
+        // Refused by the node when it syncs the pod, not here: the pod is valid.
+        let refused: Vec<&str> = decoded
+            .pod
+            .spec
+            .refused_fields
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect();
+        assert_eq!(refused, ["spec.someFutureField"]);
         assert_eq!(
             decoded.pod.metadata.creation_timestamp.as_deref(),
             Some("2026-11-23T19:00:00Z")

@@ -8,7 +8,8 @@ use super::*;
 /// Turns a decoded JSON document into a [`Pod`], first checking the enum
 /// fields so a bad value is reported with its path and the allowed values
 /// (serde's own message names neither). Nulls count as absent and empty
-/// enum strings as unset, as in Go's decoding and defaulting.
+/// enum strings as unset, as in Go's decoding and defaulting. The fields the node
+/// cannot honour are recorded in `spec.refused_fields`.
 pub fn pod_from_value(value: &serde_json::Value) -> Result<Pod, Vec<PodError>> {
     let mut value = value.clone();
     strip_nulls(&mut value);
@@ -16,11 +17,17 @@ pub fn pod_from_value(value: &serde_json::Value) -> Result<Pod, Vec<PodError>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    serde_json::from_value::<Pod>(value).map_err(|e| {
+    let refused_fields = value
+        .get("spec")
+        .map(super::fields::refused_fields)
+        .unwrap_or_default();
+    let mut pod = serde_json::from_value::<Pod>(value).map_err(|e| {
         vec![PodError::Decode {
             reason: e.to_string(),
         }]
-    })
+    })?;
+    pod.spec.refused_fields = refused_fields;
+    Ok(pod)
 }
 
 fn strip_nulls(value: &mut serde_json::Value) {

@@ -4,13 +4,15 @@
 //! (`decode`) and static pod manifests with their identity (`static_pod`).
 //!
 //! Probes and lifecycle hooks are in `domain::probe::spec`. Fields the kubelet does not model are
-//! ignored when decoding, so real manifests decode; the static pod source
+//! dropped when decoding, so real manifests decode; those the node cannot honour are
+//! recorded (`fields`: the pod-field table) and refuse the pod. The static pod source
 //! hashes the raw manifest, so edits to those fields still change a pod's UID.
 
 pub mod active_deadline;
 pub mod api;
 pub mod decode;
 pub mod defaults;
+pub mod fields;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod hash;
@@ -190,6 +192,11 @@ pub struct PodSpec {
     /// Resolver settings merged into what `dnsPolicy` gives (`kuberuntime::dns`).
     #[serde(rename = "dnsConfig", skip_serializing_if = "Option::is_none")]
     pub dns_config: Option<PodDnsConfig>,
+    /// The fields of the decoded document that make the node refuse the pod
+    /// (`fields::refused_fields`); the model above drops most of them, so the decoder
+    /// records them here.
+    #[serde(skip)]
+    pub refused_fields: Vec<fields::RefusedField>,
 }
 
 /// `v1.PodDNSConfig`.
@@ -317,6 +324,7 @@ impl Default for PodSpec {
             readiness_gates: Vec::new(),
             active_deadline_seconds: None,
             dns_config: None,
+            refused_fields: Vec::new(),
         }
     }
 }

@@ -118,7 +118,8 @@ pub struct ApiContainerStatus {
 #[serde(rename_all = "camelCase", default)]
 pub struct ApiPodStatus {
     pub phase: String,
-    /// Why the node ended or refused the pod (`Evicted`, `SysctlForbidden`, `AppArmor`).
+    /// Why the node ended or refused the pod (`Evicted`, `PodFeatureUnsupported`,
+    /// `SysctlForbidden`, `AppArmor`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]

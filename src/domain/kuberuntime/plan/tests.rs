@@ -548,3 +548,54 @@ fn a_rejected_pod_starts_nothing_and_stops_what_runs() {
     assert!(matches!(again.kill_pod, Some(KillReason::Rejected { .. })));
     assert!(again.kill_only);
 }
+
+#[test]
+fn a_pod_with_a_refused_field_is_rejected_naming_it() {
+    let value = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
+        "spec": {"runtimeClassName": "sandboxed",
+                 "containers": [{"name": "app", "image": IMAGE}]}
+    });
+    let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
+    let plan = plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
+    let rejected = plan.rejected.as_ref().expect("rejected");
+    assert_eq!(rejected.reason, "PodFeatureUnsupported");
+    assert!(
+        rejected
+            .message
+            .ends_with(": spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one"),
+        "{}",
+        rejected.message
+    );
+    assert!(plan.create_sandbox.is_none() && plan.containers.is_empty());
+}
+
+/// `kubectl debug` adds an ephemeral container to a running pod: the node cannot start
+/// it, but the pod runs on (nothing stopped), warned about, rather than being killed.
+#[test]
+fn a_refused_field_on_a_running_pod_warns_and_stops_nothing() {
+    let value = serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
+        "spec": {"containers": [{"name": "app", "image": IMAGE}],
+                 "ephemeralContainers": [{"name": "debugger", "image": IMAGE}]}
+    });
+    let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
+    let c = &p.spec.containers[0];
+    let running = status(
+        vec![sandbox(SandboxState::Ready)],
+        vec![instance(c, 0, ContainerState::Running)],
+    );
+    let plan = plan(&p, &running, &present(&[IMAGE]));
+    assert!(plan.rejected.is_none());
+    assert!(plan.kill_pod.is_none() && plan.kill_containers.is_empty());
+    let unhonoured = plan.unhonoured.as_ref().expect("warned about");
+    assert_eq!(unhonoured.reason, "PodFeatureUnsupported");
+    assert!(
+        unhonoured.message.contains("spec.ephemeralContainers"),
+        "{}",
+        unhonoured.message
+    );
+    // The same pod, new on the node, is refused.
+    let fresh = super::tests::plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
+    assert!(fresh.rejected.is_some());
+}

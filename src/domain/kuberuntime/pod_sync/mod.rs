@@ -395,6 +395,16 @@ impl<'a> PodSync<'a> {
             self.phase = Phase::Finished;
             return;
         }
+        if let Some(unhonoured) = &plan.unhonoured {
+            self.warn(format!(
+                "fields not honoured in a running pod: {}",
+                unhonoured.message
+            ));
+            self.event(
+                None,
+                pod_events::refused_or_evicted(&unhonoured.reason, &unhonoured.message),
+            );
+        }
         if plan.is_empty() {
             self.outcome.settled = self.outcome.runtime.all_live();
             self.phase = Phase::CollectDead;
@@ -405,6 +415,11 @@ impl<'a> PodSync<'a> {
                 "pod rejected: {}: {}",
                 rejection.reason, rejection.message
             ));
+            // As upstream's `rejectPod`: the event beside the Failed status.
+            self.event(
+                None,
+                pod_events::refused_or_evicted(&rejection.reason, &rejection.message),
+            );
             self.outcome.rejected = Some(rejection.clone());
         }
         let status = &self.view.status;

@@ -468,3 +468,34 @@ fn the_dry_run_takes_the_same_steps_as_a_sync_where_everything_works() {
     assert_eq!(run.effects, sync_effects);
     assert_eq!(run.outcome.waiting, outcome.waiting);
 }
+
+#[test]
+fn a_refused_pod_records_upstreams_rejection_event_and_runs_nothing() {
+    let mut p = pod(vec![], vec![container("app", IMAGE)]);
+    p.spec.refused_fields = vec![crate::domain::pod::fields::RefusedField {
+        path: "spec.runtimeClassName".into(),
+        why: "not resolved".into(),
+    }];
+    let (names, steps, outcome) =
+        drive(&p, PodRuntimeStatus::default(), images(&[IMAGE]), |_| None);
+    assert_eq!(
+        names,
+        [
+            "need runtime",
+            "need inputs busybox:1.36",
+            "do warn",
+            "do event PodFeatureUnsupported",
+            "done",
+        ]
+    );
+    let message = steps.iter().find_map(|s| match s {
+        Step::Do(Effect::Event { event, .. }) => Some(event.message.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        message.as_deref(),
+        Some("Pod requires node features that are not available: spec.runtimeClassName: not resolved")
+    );
+    let rejected = outcome.rejected.expect("rejected");
+    assert_eq!(rejected.reason, "PodFeatureUnsupported");
+}
