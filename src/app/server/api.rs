@@ -537,8 +537,22 @@ async fn stream_log(
     // The file that replaced the open one at the path, taken once the open one is read
     // to its end.
     let mut replacement = None;
+    // Without `follow`, the log as it was when the request came: `tailLines` is the last
+    // lines of that moment, not of whenever the reading ends (a container writing ten
+    // lines a second added two while a loaded node read three).
+    let mut unread = (!follow).then(|| len.saturating_sub(start));
     loop {
-        let n = file.read(&mut block).await.map_err(read_error())?;
+        let want = unread.map_or(block.len(), |left| {
+            usize::try_from(left).map_or(block.len(), |left| left.min(block.len()))
+        });
+        let n = if want == 0 {
+            0
+        } else {
+            file.read(&mut block[..want]).await.map_err(read_error())?
+        };
+        if let Some(left) = unread.as_mut() {
+            *left = left.saturating_sub(n as u64);
+        }
         if n == 0 {
             if let Some(next) = replacement.take() {
                 OpenLog {
