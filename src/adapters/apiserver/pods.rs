@@ -425,14 +425,31 @@ mod tests {
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
+        (clients_over(service), requests)
+    }
+
+    /// The adapter's clients over a test service standing in for the API server.
+    fn clients_over<S>(service: S) -> KubeClients
+    where
+        S: tower::Service<
+                hyper::Request<kube::client::Body>,
+                Response = hyper::Response<kube::client::Body>,
+            > + Send
+            + Sync
+            + Clone
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let settings = ClientSettings::default();
-        let connection = Arc::new(Connection {
-            client: kube::Client::new(service, "default"),
-            server: "https://api:6443".into(),
-            limits: Arc::new(Limits::new(&settings)),
-            timeout: settings.call_timeout,
-        });
-        (KubeClients { connection }, requests)
+        KubeClients {
+            connection: Arc::new(Connection {
+                client: kube::Client::new(service, "default"),
+                server: "https://api:6443".into(),
+                limits: Arc::new(Limits::new(&settings)),
+                timeout: settings.call_timeout,
+            }),
+        }
     }
 
     fn names(items: &[Value]) -> Vec<&str> {
@@ -552,15 +569,7 @@ mod tests {
                 Ok::<_, std::convert::Infallible>(answer)
             }
         });
-        let settings = ClientSettings::default();
-        let clients = KubeClients {
-            connection: Arc::new(Connection {
-                client: kube::Client::new(service, "default"),
-                server: "https://api:6443".into(),
-                limits: Arc::new(Limits::new(&settings)),
-                timeout: settings.call_timeout,
-            }),
-        };
+        let clients = clients_over(service);
         let mut watch = clients.watch_pods("spec.nodeName=n1");
         for _ in 0..4 {
             match watch.next().await {
@@ -620,15 +629,7 @@ mod tests {
                 Ok::<_, std::convert::Infallible>(answer)
             }
         });
-        let settings = ClientSettings::default();
-        let clients = KubeClients {
-            connection: Arc::new(Connection {
-                client: kube::Client::new(service, "default"),
-                server: "https://api:6443".into(),
-                limits: Arc::new(Limits::new(&settings)),
-                timeout: settings.call_timeout,
-            }),
-        };
+        let clients = clients_over(service);
         let mut watch = clients.watch_pods("spec.nodeName=n1");
         assert!(matches!(
             watch.next().await,
