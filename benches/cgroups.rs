@@ -207,7 +207,7 @@ async fn real(m: &CgroupfsManager, pods: &[Pod]) -> Result<(), String> {
     Ok(())
 }
 
-fn main() {
+pub fn main() {
     let pods = pods(10_000);
     compute(&pods);
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {

@@ -31,7 +31,7 @@ fn per_slice(total: Duration, n: usize) -> f64 {
     total.as_secs_f64() * 1000.0 / n.max(1) as f64
 }
 
-fn main() {
+pub fn main() {
     if let Some(missing) = Systemd::unavailable() {
         fail("cgroups_systemd", &missing);
     }

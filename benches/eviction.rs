@@ -283,7 +283,7 @@ fn reaction_secs(
     }
 }
 
-fn main() {
+pub fn main() {
     // Cargo passes `--bench`; nothing to parse.
     let micros = domain_cycle_micros();
     println!(

@@ -25,16 +25,12 @@
 //! functions, every goal above asserted there, their figures printed by nextest), so CI
 //! runs them once, as tests. Needs root, containerd and the
 //! control plane's binaries; fails, saying which is missing, without them.
-// The bench helpers and the tests' helpers both carry the port picker.
-#![allow(clippy::duplicate_mod)]
 
 use std::time::Duration;
 
 #[path = "common/mod.rs"]
 mod bench;
-#[allow(unused_imports, unused_macros)]
-#[path = "../tests/common/mod.rs"]
-mod common;
+// The fault tests name the tests' helpers `crate::common` (benches/in_process.rs).
 #[allow(dead_code, unused_imports)]
 #[path = "../tests/integration/faults.rs"]
 mod faults;
@@ -44,7 +40,7 @@ use faults::{
     api_server_outage, containerd_restart, decode_limit_manifests, slow_and_failing_cri, Stall,
 };
 
-fn main() {
+pub fn main() {
     for d in decode_limit_manifests() {
         let ms = d.took.as_secs_f64() * 1e3;
         let peak = d.peak_above_kib.map_or("unmeasured".into(), |k| {

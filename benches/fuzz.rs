@@ -21,7 +21,7 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn main() {
+pub fn main() {
     let cases = u32::try_from(env_number("RKUBELET_BENCH_FUZZ_CASES", 50_000)).unwrap_or(u32::MAX);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -109,7 +109,7 @@ fn write_log(path: &Path, bytes: usize) {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() {
+pub async fn main() {
     let count = containers();
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(BENCH, &format!("temp dir: {e}")));
     let runtime = Arc::new(FakeRuntime::new().without_journal());

@@ -80,7 +80,7 @@ fn observed(pod: &Pod, i: usize) -> Option<PodRuntimeStatus> {
     })
 }
 
-fn main() {
+pub fn main() {
     let Ok(given) = cli::parse(["rkubelet", "--container-runtime-endpoint=fake://"]) else {
         fail("planner", "flags do not parse");
     };
@@ -130,6 +130,7 @@ fn main() {
             desired: pods.clone(),
             sources_complete: true,
             warnings: Vec::new(),
+            skipped_manifests: Vec::new(),
             observed: snapshot.pods,
             images: snapshot
                 .images

@@ -33,7 +33,7 @@ fn requests(root: &Path) -> RequestContext {
     RequestContext::under_root(root)
 }
 
-fn main() {
+pub fn main() {
     let c = cluster::Cluster::start("benchvol");
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail("volumes", &e.to_string()));
     let mut manifest = String::from(

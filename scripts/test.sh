@@ -9,12 +9,13 @@
 # peer (not root, containerd or systemd absent, no cgroup v1) fails them, saying what is
 # missing. Likewise a benchmark that cannot reach its peer fails.
 #
-# The crate is compiled three ways, each needed once: the test build (dev profile, with
-# clippy's lints), and the benchmarks' release builds: the rkubelet binary they start (the
-# `release-unwind` profile: the release profile's optimizations and LTO, unwinding;
-# scripts/run.sh shares it) and the harnesses of the benchmarks that time code in their
-# own process (`bench-harness`: without LTO). The other benchmarks time the binary they
-# start and its peers: their harnesses are built in the test build, with the tests.
+# The crate is compiled twice, each build needed once: the test build (dev profile, with
+# clippy's lints) and the benchmarks' optimized build (`release-unwind`: the release
+# profile's optimizations and LTO, unwinding; scripts/run.sh shares the profile): the
+# rkubelet binary the benchmarks start and the one harness of the eight benchmarks that
+# time code in their own process (`in_process`), which share every dependency and the
+# library. The other benchmarks time the binary they start and its peers: their harnesses
+# are built in the test build, with the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -30,36 +31,34 @@ echo "== installing test dependencies"
 took "dependencies"
 
 # The benchmarks whose figures are timings of code in their own process (the domain's
-# decisions, the adapters they drive, parsers, compression): their harnesses need the
-# optimized build. The others measure the rkubelet binary they start (`RKUBELET_BENCH_BIN`)
-# and its peers: their harnesses are built in the tests' profile, with the tests, from
-# the same artifacts (each bench's own crate and link only). Their in-process parts are
-# the bare CRI calls of the `pods` and `api_pods` baselines, a few milliseconds against
-# the runtime's hundreds, and the probes' HTTP server stamping each arrival.
-optimized_benches=(cgroups cgroups_systemd planner faults fuzz eviction volumes log_rotation)
-optimized_args=()
-for bench in "${optimized_benches[@]}"; do optimized_args+=(--bench "$bench"); done
+# decisions, the adapters they drive, parsers, compression) need the optimized build:
+# they are modules of one harness, `in_process` (benches/in_process.rs), so that build
+# links the crate with LTO once for them. The others measure the rkubelet binary they
+# start (`RKUBELET_BENCH_BIN`) and its peers: their harnesses are built in the tests'
+# profile, with the tests, from the same artifacts (each bench's own crate and link only).
+# Their in-process parts are the bare CRI calls of the `pods` and `api_pods` baselines, a
+# few milliseconds against the runtime's hundreds, and the probes' HTTP server stamping
+# each arrival.
+in_process_benches=(cgroups cgroups_systemd planner faults fuzz eviction volumes log_rotation)
 
-# The benchmarks' release build starts now and runs beside the lints, the test build and
-# the tests at the lowest priority, in the time the cores would idle (the lints' and the
-# test build's one-core stretches, the tests' waits); it has its own profile folders, so
-# neither build waits for the other's lock. Two builds at once, each in its own session,
-# so that a failing step stops it whole (cargo and its rustc jobs): the rkubelet binary
-# the benchmarks start, linked as the release is (`release-unwind`: thin LTO), and the
-# optimized benchmarks' harnesses without the LTO (`bench-harness`). The harnesses at
-# an idle priority below even the binary's (`SCHED_IDLE`): every bench needs the binary,
-# and the first benches start on it alone while the harnesses' build finishes beside
-# them.
+# The benchmarks' optimized build starts now and runs beside the lints, the test build
+# and the tests at the lowest priority, in the time the cores would idle; it has its own
+# profile folder, so neither build waits for the other's lock. One cargo invocation, in
+# its own session so that a failing step stops it whole (cargo and its rustc jobs): the
+# `in_process` harness and, as cargo builds a package's binaries for its benchmarks, the
+# rkubelet binary, both from one build of every dependency and of the library. Being a
+# benchmark build it resolves the dev-dependencies' features too (tokio's `test-util`,
+# which the unit tests use), so the binary the benchmarks start carries that feature; it
+# adds a lock to tokio's clock reads and no resident memory measured (README, Tests and
+# benchmarks). Two separate builds, the binary without it, cost a second optimized build
+# of most dependencies and of the library: about 250 s of a 1,850 s run (2026-11-28).
 build_logs="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$build_logs"
-setsid --wait nice -n 19 cargo build --locked --profile release-unwind --bin rkubelet \
-    > "$build_logs/bench-binary-build.log" 2>&1 &
-binary_build=$!
-setsid --wait chrt --idle 0 cargo bench --locked --profile bench-harness --no-run \
-    "${optimized_args[@]}" > "$build_logs/bench-harness-build.log" 2>&1 &
-harness_build=$!
-trap 'for b in $binary_build $harness_build; do kill -- "-$b" 2>/dev/null || kill "$b" 2>/dev/null || true; done' EXIT
-# Waits for one of the two builds; its log when it failed.
+setsid --wait nice -n 19 cargo bench --locked --profile release-unwind --no-run \
+    --bench in_process > "$build_logs/bench-build.log" 2>&1 &
+bench_build=$!
+trap 'kill -- "-$bench_build" 2>/dev/null || kill "$bench_build" 2>/dev/null || true' EXIT
+# Waits for the benchmarks' build; its log when it failed.
 finished() {
     if ! wait "$1"; then
         cat "$build_logs/$2.log"
@@ -107,8 +106,9 @@ export RKUBELET_FUZZ_CASES="${RKUBELET_FUZZ_CASES:-500}"
 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
     --run-ignored all --all-targets -E 'not kind(bench)'
 took "lints and tests"
-finished "$binary_build" bench-binary-build
-took "the rest of the benchmarks' binary build"
+finished "$bench_build" bench-build
+trap - EXIT
+took "the rest of the benchmarks' optimized build"
 
 echo "== benchmarks (each figure with its goal: met or NOT MET)"
 figures="${CARGO_TARGET_DIR:-target}/bench-figures.txt"
@@ -150,20 +150,18 @@ export RKUBELET_BENCH_PROBE_PODS="${RKUBELET_BENCH_PROBE_PODS:-20}"
 # The long forms (README figures) wait minutes: the CI run keeps to the tests' forms.
 export RKUBELET_BENCH_PLEG_STALL="${RKUBELET_BENCH_PLEG_STALL:-0}"
 export RKUBELET_BENCH_CONTAINERD_SOAK_SECS="${RKUBELET_BENCH_CONTAINERD_SOAK_SECS:-0}"
-# One bench at a time, each timed, so a slow one shows in the log. First those that need
-# the binary alone: if the optimized harnesses are still building, that build goes on
-# beside them at the lowest priority. Their figures are counts, memory, CPU seconds,
-# or latencies of tens of milliseconds and more side by side with upstream's measured
-# the same way. Then, the build done and the machine to themselves, those timing
-# milliseconds against a fixed goal (`startup`, `pods`, `probes`) and the optimized ones.
+# One bench at a time, each timed, so a slow one shows in the log, on a machine the
+# builds have left. Their figures are counts, memory, CPU seconds, or latencies side by
+# side with upstream's measured the same way, or milliseconds against a fixed goal.
 : > "$figures"
 bench_bin="${CARGO_TARGET_DIR:-target}/release-unwind/rkubelet"
 RKUBELET_BENCH_BIN="$(realpath "$bench_bin")"
 export RKUBELET_BENCH_BIN
 benches_started=$SECONDS
 run_bench() {
-    if [[ " ${optimized_benches[*]} " == *" $1 "* ]]; then
-        cargo bench --locked --profile bench-harness --bench "$1" | tee -a "$figures"
+    if [[ " ${in_process_benches[*]} " == *" $1 "* ]]; then
+        cargo bench --locked --profile release-unwind --bench in_process -- "$1" \
+            | tee -a "$figures"
     else
         # Built in the tests' step; `cargo test` runs a `harness = false` bench as it is.
         "${tests_build[@]}" cargo test --locked --bench "$1" | tee -a "$figures"
@@ -171,14 +169,7 @@ run_bench() {
     took "bench $1"
 }
 for bench in cluster upstream soak pod_events volume_pods kubelet_api_stream \
-    kubelet_api_scrape api_pods; do
-    run_bench "$bench"
-done
-finished "$harness_build" bench-harness-build
-trap - EXIT
-took "the rest of the optimized harnesses' build"
-for bench in startup pods probes cgroups cgroups_systemd planner faults fuzz eviction \
-    volumes log_rotation; do
+    kubelet_api_scrape api_pods startup pods probes "${in_process_benches[@]}"; do
     run_bench "$bench"
 done
 echo "-- benchmarks: $((SECONDS - benches_started)) s"

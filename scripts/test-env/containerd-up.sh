@@ -131,6 +131,15 @@ disabled_plugins = [
           Root = "$BASE/runc"
           SystemdCgroup = false
 
+      # A second handler, the same runc, for the RuntimeClass tests (a pod whose class
+      # names it runs; one naming a handler not listed here is refused by containerd).
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rkubelet-alt]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rkubelet-alt.options]
+          BinaryName = "$(command -v runc)"
+          Root = "$BASE/runc"
+          SystemdCgroup = false
+
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "$BASE/cni/net.d"

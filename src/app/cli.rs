@@ -24,11 +24,18 @@ fn default_text(spec: &FlagSpec, defaults: &Value) -> String {
             let value = path.iter().try_fold(defaults, |v, key| v.get(*key));
             match value {
                 Some(Value::String(s)) => s.clone(),
+                // In the flag's own syntax, so the default shown parses back
+                // (`--eviction-hard=memory.available<100Mi,...`).
                 Some(Value::Object(map)) => map
                     .iter()
                     .map(|(k, v)| {
+                        let separator = if spec.kind == FlagKind::LessThanMap {
+                            "<"
+                        } else {
+                            "="
+                        };
                         format!(
-                            "{k}={}",
+                            "{k}{separator}{}",
                             v.as_str().map_or_else(|| v.to_string(), str::to_string)
                         )
                     })
@@ -204,6 +211,39 @@ mod tests {
     #[test]
     fn the_command_is_well_formed() {
         command().debug_assert();
+    }
+
+    /// What `--help` shows as a map flag's default is in the flag's syntax and parses
+    /// back to the configuration's default.
+    #[test]
+    fn map_defaults_shown_parse_back() {
+        use crate::domain::config::flags::{flag, flag_value};
+        let defaults = serde_json::to_value(KubeletConfiguration::default()).unwrap_or(Value::Null);
+        for name in [
+            "eviction-hard",
+            "eviction-soft",
+            "kube-reserved",
+            "system-reserved",
+        ] {
+            let spec = flag(name).expect("a known flag");
+            let shown = default_text(spec, &defaults);
+            let Target::Config(path) = spec.target else {
+                panic!("{name} is a config flag");
+            };
+            let default = path
+                .iter()
+                .try_fold(&defaults, |v, key| v.get(*key))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if shown.is_empty() {
+                continue;
+            }
+            let parsed =
+                flag_value(spec, &shown).unwrap_or_else(|e| panic!("{name}: {shown}: {e}"));
+            assert_eq!(parsed, default, "{name}: {shown}");
+        }
+        let shown = default_text(flag("eviction-hard").expect("known"), &defaults);
+        assert!(shown.contains("memory.available<100Mi"), "{shown}");
     }
 
     #[test]

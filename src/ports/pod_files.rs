@@ -12,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::domain::securitycontext::VolumeSetup;
-use crate::domain::volumes::payload::Payload;
+use crate::domain::volumes::payload::{FilesOwnership, Payload};
 use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 
@@ -72,7 +72,9 @@ pub trait PodFiles: Send + Sync {
     /// `..data` shows, the files go into a new `..<stamp>` folder, `..data` is swapped to
     /// it with one rename, the user-visible links are made, links no longer wanted and
     /// the old folder removed. Every operation is relative to `dir`'s descriptor, and
-    /// only names of the writer's own forms are removed. Returns whether it wrote.
+    /// only names of the writer's own forms are removed. The files, folders and links it
+    /// makes are given to `ownership`'s group and users before the swap, its folders
+    /// `ownership.dir_mode`; with a group, `dir` itself too. Returns whether it wrote.
     ///
     /// # Errors
     /// [`PodFilesError::ForeignDataLink`], [`PodFilesError::Io`].
@@ -80,6 +82,7 @@ pub trait PodFiles: Send + Sync {
         &self,
         dir: &Path,
         payload: &Payload,
+        ownership: &FilesOwnership,
         stamp: &str,
     ) -> Result<bool, PodFilesError>;
 
@@ -187,6 +190,7 @@ impl PodFiles for NoPodFiles {
         &self,
         _dir: &Path,
         _payload: &Payload,
+        _ownership: &FilesOwnership,
         _stamp: &str,
     ) -> Result<bool, PodFilesError> {
         Err(PodFilesError::Unavailable)

@@ -370,6 +370,25 @@ pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     }
 }
 
+/// Calls `f` on every folder under `dir`, `depth` levels down at most (cgroup trees:
+/// their files are no folders to walk).
+#[allow(dead_code)] // pod_contract only
+pub fn walk_dirs(dir: &Path, depth: usize, f: &mut dyn FnMut(&Path)) {
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let path = entry.path();
+            f(&path);
+            walk_dirs(&path, depth - 1, f);
+        }
+    }
+}
+
 /// The text of a CRI log line `<rfc3339nano> <stdout|stderr> <F|P> <text>`, if the
 /// line has that form.
 pub fn cri_log_text(line: &str) -> Option<&str> {

@@ -475,28 +475,35 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
     let (cluster, mut node) =
         crate::common::api_pods::start("apipods-fields", ClusterOptions::default(), &[]);
     let image = node.busybox.clone();
-    // The RuntimeClass admission plugin refuses a pod whose class does not exist.
-    cluster.apply("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: sandboxed\nhandler: runsc\n");
     let mount = |propagation: &str| {
         format!("    volumeMounts:\n    - {{name: scratch, mountPath: /scratch, mountPropagation: {propagation}}}\n    command:")
     };
     let scratch = "  volumes:\n  - {name: scratch, emptyDir: {}}\n";
-    cluster.apply(&bound_pod(
-        "classy",
-        &image,
-        "sleep 3600",
-        "  runtimeClassName: sandboxed\n",
-    ));
+    // A raw block device of a claim (the claim need not exist for the API server).
+    cluster.apply(
+        &bound_pod(
+            "blocky",
+            &image,
+            "sleep 3600",
+            "  volumes:\n  - {name: disk, persistentVolumeClaim: {claimName: disk}}\n",
+        )
+        .replace(
+            "    command:",
+            "    volumeDevices:\n    - {name: disk, devicePath: /dev/xvda}\n    command:",
+        ),
+    );
+    cluster.apply(
+        &bound_pod("attached", &image, "sleep 3600", "")
+            .replace("    command:", "    stdin: true\n    stdinOnce: true\n    command:"),
+    );
+    // Fields once refused here and now honoured run (issue 32; mountPropagation other
+    // than None in tests/integration/mount_propagation.rs, on a shared host folder).
     cluster.apply(&bound_pod(
         "fqdn",
         &image,
         "sleep 3600",
         "  setHostnameAsFQDN: true\n",
     ));
-    cluster.apply(
-        &bound_pod("propagating", &image, "sleep 3600", scratch)
-            .replace("    command:", &mount("HostToContainer")),
-    );
     cluster.apply(
         &bound_pod(
             "plain",
@@ -507,27 +514,24 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
         .replace("    command:", &mount("None")),
     );
     node.write(
-        "static-fqdn.yaml",
+        "static-attached.yaml",
         &crate::common::node::pod(
-            "static-fqdn",
-            "  setHostnameAsFQDN: true\n",
+            "static-attached",
+            "",
             &[],
-            &[crate::common::node::container("main", &image, "sleep 3600")],
+            &[crate::common::node::container("main", &image, "sleep 3600")
+                .replace("    command:", "    stdin: true\n    stdinOnce: true\n    command:")],
         ),
     );
     let prefix = "Pod requires node features that are not available: ";
     let cases = [
         (
-            "classy",
-            "spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one",
+            "blocky",
+            "spec.containers[0].volumeDevices: raw block devices are not given to containers",
         ),
         (
-            "fqdn",
-            "spec.setHostnameAsFQDN: true: the pod's hostname is not set to its FQDN",
-        ),
-        (
-            "propagating",
-            "spec.containers[0].volumeMounts[0].mountPropagation: \"HostToContainer\": mount propagation is not given to the runtime (only None is supported)",
+            "attached",
+            "spec.containers[0].stdinOnce: true: stdin is not closed after the first attach",
         ),
     ];
     for (name, fields) in cases {
@@ -558,7 +562,7 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
         assert!(!events.is_empty(), "{name}");
         assert_eq!(sandboxes_of(&node, name).await, 0, "{name} has a sandbox");
     }
-    let static_name = format!("static-fqdn-{NODE}");
+    let static_name = format!("static-attached-{NODE}");
     let refused = eventually(60, "the static pod refused in /pods", || {
         node.pod_json(&static_name)
             .filter(|p| p["status"]["phase"] == "Failed")
@@ -569,12 +573,14 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
     );
     assert_eq!(
         refused["status"]["message"],
-        format!("Pod was rejected: {prefix}spec.setHostnameAsFQDN: true: the pod's hostname is not set to its FQDN")
+        format!("Pod was rejected: {prefix}spec.containers[0].stdinOnce: true: stdin is not closed after the first attach")
     );
     assert_eq!(sandboxes_of(&node, &static_name).await, 0);
-    let plain = eventually(60, "pod plain Running", || {
-        pod(&cluster, "plain").filter(|p| p["status"]["phase"] == "Running")
-    });
-    assert_eq!(plain["status"]["containerStatuses"][0]["ready"], true);
+    for name in ["plain", "fqdn"] {
+        let running = eventually(60, &format!("pod {name} Running"), || {
+            pod(&cluster, name).filter(|p| p["status"]["phase"] == "Running")
+        });
+        assert_eq!(running["status"]["containerStatuses"][0]["ready"], true, "{name}");
+    }
     node.finish();
 }

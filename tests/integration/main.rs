@@ -32,6 +32,7 @@ mod kubelet_api;
 mod kubelet_stats;
 mod live_swap;
 mod mirror_events;
+mod mount_propagation;
 mod packaging;
 mod packaging_systemd;
 mod planner;

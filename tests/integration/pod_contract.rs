@@ -3,9 +3,11 @@
 //! support pod readiness gates"), init containers' status (`init_container.go`), the
 //! readiness probe run at once when the startup probe succeeds (`container_probe.go`,
 //! "should be ready immediately after startupProbe succeeds"), `activeDeadlineSeconds`
-//! (`pods.go`), `dnsConfig` (`dns.go`). One control plane, node
+//! (`pods.go`), `dnsConfig` (`dns.go`), RuntimeClass with its overhead
+//! (`runtimeclass.go`), `setHostnameAsFQDN`. One control plane, node
 //! and rkubelet serve every case. Missing peers fail the test.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -87,12 +89,57 @@ async fn ended_by_deadline(
     );
 }
 
+/// The memory limit of the pod cgroup of `uid` (cgroup v1's memory hierarchy, either
+/// driver's naming); `None` when it is not found.
+fn pod_memory_limit(uid: &str) -> Option<i64> {
+    let cgroupfs = format!("pod{uid}");
+    let systemd = format!("pod{}.slice", uid.replace('-', "_"));
+    let mut found = None;
+    crate::common::node::walk_dirs(Path::new("/sys/fs/cgroup/memory"), 6, &mut |dir| {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if found.is_none() && (name == cgroupfs || name.ends_with(&systemd)) {
+            found = std::fs::read_to_string(dir.join("memory.limit_in_bytes"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok());
+        }
+    });
+    found
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn the_pod_api_promises_hold() {
-    let (cluster, mut node) =
-        crate::common::api_pods::start("podcontract", ClusterOptions::default(), &[]);
+    let (cluster, mut node) = crate::common::api_pods::start(
+        "podcontract",
+        ClusterOptions::default(),
+        &["--cluster-domain=cluster.local"],
+    );
     let image = node.busybox.clone();
+    // RuntimeClasses (upstream's `runtimeclass.go`): one whose handler the private
+    // containerd has (scripts/test-env/containerd-up.sh), with an overhead the API
+    // server's admission copies into its pods, and one whose handler it lacks.
+    cluster.apply(
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: alt}\nhandler: rkubelet-alt\noverhead:\n  podFixed: {cpu: 100m, memory: 16Mi}\n---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: unconfigured}\nhandler: rkubelet-missing\n",
+    );
+    let limited = |name: &str, extra_spec: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n{extra_spec}  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"hostname; sleep 3600\"]\n    resources: {{limits: {{cpu: 200m, memory: 64Mi}}}}\n"
+        )
+    };
+    cluster.apply(&limited("classy", "  runtimeClassName: alt\n"));
+    cluster.apply(&limited("unhandled", "  runtimeClassName: unconfigured\n"));
+    cluster.apply(&limited(
+        "fqdn",
+        "  hostname: web\n  subdomain: db\n  setHostnameAsFQDN: true\n",
+    ));
+    // A static pod of a class the API server does not know (its admission refuses such
+    // API pods): the kubelet's own lookup fails it.
+    node.write(
+        "absent.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: absent\nspec:\n  runtimeClassName: absent\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
+        ),
+    );
     let gates = ["k8s.io/test-condition1", "k8s.io/test-condition2"];
     cluster.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: gated\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  readinessGates:\n  - conditionType: {}\n  - conditionType: {}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n",
@@ -208,6 +255,51 @@ async fn the_pod_api_promises_hold() {
         "only the pod's nameserver: {text}"
     );
 
+    // RuntimeClass: the handler the class names runs the sandbox, the class's overhead
+    // (in the spec by admission) sizes the pod's cgroup; a handler the runtime lacks and
+    // a class that does not exist fail sandbox creation with upstream's event.
+    let classy = eventually(60, "pod classy Running", || {
+        pod(&cluster, "classy").filter(|p| p["status"]["phase"] == "Running")
+    });
+    assert_eq!(
+        classy["spec"]["overhead"]["memory"], "16Mi",
+        "{}",
+        classy["spec"]
+    );
+    let sandboxes = node.sandboxes("classy").await;
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    assert_eq!(sandboxes[0].runtime_handler, "rkubelet-alt");
+    let uid = classy["metadata"]["uid"].as_str().unwrap_or_default();
+    let limit = pod_memory_limit(uid).expect("the pod's memory cgroup");
+    assert_eq!(
+        limit,
+        (64 + 16) << 20,
+        "the pod cgroup's limit holds the overhead"
+    );
+    for (name, want) in [
+        ("unhandled", "rkubelet-missing"),
+        ("absent-n1", "runtimeclass.node.k8s.io \"absent\" not found"),
+    ] {
+        let (_, _, message) = eventually(60, &format!("{name}'s FailedCreatePodSandBox"), || {
+            events_of(&cluster, name)
+                .into_iter()
+                .find(|(type_, reason, _)| type_ == "Warning" && reason == "FailedCreatePodSandBox")
+        });
+        assert!(
+            message.starts_with("Failed to create pod sandbox: ") && message.contains(want),
+            "{name}: {message}"
+        );
+        assert!(
+            node.sandboxes(name).await.is_empty(),
+            "{name} got a sandbox"
+        );
+    }
+
+    // setHostnameAsFQDN: the container's hostname is the pod's FQDN.
+    eventually(60, "pod fqdn's hostname", || {
+        node.log_line("web.db.default.svc.cluster.local")
+    });
+
     // activeDeadlineSeconds (upstream's `pods.go`, "should be updated" and
     // `activeDeadlineSeconds` cases): killed and Failed once past it, also when it is
     // added to a running pod, also when it passed while rkubelet was down.
@@ -251,7 +343,11 @@ async fn the_pod_api_promises_hold() {
     node.kubelet_with(&[&format!("--kubeconfig={}", kubeconfig.display())]);
     ended_by_deadline(&cluster, &node, "deadline-down", 15).await;
 
+    node.remove("absent.yaml");
     let names = [
+        "classy",
+        "unhandled",
+        "fqdn",
         "dns",
         "gated",
         "initialized",

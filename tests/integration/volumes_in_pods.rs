@@ -134,6 +134,39 @@ spec:
     )
 }
 
+/// A pod whose container runs as the user and groups `security` (a pod security
+/// context's fields) sets, with the workload's secret at `/etc/sec` (`0440`) and a
+/// projected token and ConfigMap key at `/etc/proj` (`0400`).
+fn owned_files(image: &str, name: &str, security: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  nodeName: {NODE}
+  terminationGracePeriodSeconds: 1
+  automountServiceAccountToken: false
+  securityContext: {{{security}}}
+  containers:
+  - name: app
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    volumeMounts:
+    - {{name: sec, mountPath: /etc/sec}}
+    - {{name: proj, mountPath: /etc/proj}}
+  volumes:
+  - {{name: sec, secret: {{secretName: app-secret, defaultMode: 0440}}}}
+  - name: proj
+    projected:
+      defaultMode: 0400
+      sources:
+      - serviceAccountToken: {{path: token, expirationSeconds: 3600}}
+      - configMap: {{name: app-config, items: [{{key: greeting, path: greeting}}]}}
+"#
+    )
+}
+
 /// Must-shows 1, 2, 3, 4, 6 (memory emptyDir) and 7 (hostAliases) in one pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, containerd, control plane (kube-apiserver, etcd, controller-manager): run by scripts/test.sh"]
@@ -146,6 +179,12 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
     );
     wait_for_controller_objects(&cluster);
     cluster.apply(&workload(&node.busybox));
+    cluster.apply(&owned_files(
+        &node.busybox,
+        "owned",
+        "fsGroup: 1001, runAsUser: 1000",
+    ));
+    cluster.apply(&owned_files(&node.busybox, "user-owned", "runAsUser: 1000"));
     let running = eventually(60, "pod workload Running", || {
         let p = pod(&cluster, "workload")?;
         (p["status"]["phase"] == "Running").then_some(p)
@@ -297,6 +336,42 @@ async fn a_workload_sees_its_token_config_secret_downward_api_and_env() {
         "{hosts}"
     );
     assert!(hosts.contains(&format!("{pod_ip}\tworkload")), "{hosts}");
+
+    // Issue 32: a non-root container reads its secret and projected files through its
+    // fsGroup, as upstream's e2e checks them (secrets_volume.go and projected_secret.go,
+    // "as non-root with defaultMode and fsGroup set"; service_accounts.go, "should set
+    // ownership and permission when RunAsUser or FsGroup is present").
+    for (pod, path, want) in [
+        ("owned", "/etc/sec", "drwxr-sr-x 0 1001"),
+        ("owned", "/etc/sec/password", "-r--r----- 0 1001"),
+        ("owned", "/etc/proj/token", "-rw-r----- 1000 1001"),
+        ("owned", "/etc/proj/greeting", "-r--r----- 0 1001"),
+        ("user-owned", "/etc/proj/token", "-rw------- 1000 0"),
+        ("user-owned", "/etc/proj/greeting", "-r-------- 0 0"),
+    ] {
+        assert_eq!(
+            read(&node, pod, &format!("stat -L -c '%A %u %g' {path}")).await,
+            format!("{want}\n"),
+            "{pod}: {path}"
+        );
+    }
+    assert_eq!(
+        read(&node, "owned", "id -u; cat /etc/sec/password").await,
+        "1000\nhunter2"
+    );
+    assert_eq!(
+        read(&node, "owned", "cat /etc/proj/greeting").await,
+        "hello"
+    );
+    for pod in ["owned", "user-owned"] {
+        let token = read(&node, pod, "cat /etc/proj/token").await;
+        assert_eq!(token.split('.').count(), 3, "{pod}'s token: {token}");
+    }
+    let (out, code) = exec(&node, "user-owned", "app", "cat /etc/proj/greeting").await;
+    assert_ne!(
+        code, 0,
+        "without an fsGroup the 0400 file is root's alone: {out}"
+    );
 
     // 2: an update reaches the volume within syncFrequency (plus the read), the subPath
     // mount keeps the old content.

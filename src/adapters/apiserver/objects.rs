@@ -1,4 +1,4 @@
-//! ConfigMaps, Secrets and TokenRequests through kube-rs, each call rate-limited as the
+//! ConfigMaps, Secrets, Services, RuntimeClasses and TokenRequests through kube-rs, each call rate-limited as the
 //! connection's other calls (not the heartbeat's).
 
 use std::future::Future;
@@ -8,13 +8,14 @@ use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest as KubeTokenRequest, TokenRequestSpec,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, ListParams, PostParams};
 
 use super::errors::Answer;
 use super::{Budget, KubeClients};
 use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
-use crate::domain::volumes::{ConfigMapData, SecretData};
+use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
 use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
 
 impl KubeClients {
@@ -132,6 +133,17 @@ impl PodObjectsApi for KubeClients {
                 }
             })
             .collect())
+    }
+
+    async fn get_runtime_class(
+        &self,
+        name: &str,
+    ) -> Result<Option<RuntimeClassData>, ObjectsError> {
+        let api: Api<RuntimeClass> = Api::all(self.connection.client.clone());
+        let class = self
+            .object_call("get", "runtimeclass", "", name, api.get(name))
+            .await?;
+        Ok(class.map(|c| RuntimeClassData { handler: c.handler }))
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

@@ -18,8 +18,8 @@ use crate::domain::kuberuntime::labels::{
     CONTAINER_BACKOFF_STEP_ANNOTATION, CONTAINER_HASH_ANNOTATION,
 };
 use crate::domain::kuberuntime::requests::{
-    ContainerConfig, ContainerSecurity, LinuxResources, NamespaceMode, NamespaceOptions, Protocol,
-    SandboxConfig, SandboxSecurity, SeLinuxOption, SecurityProfile,
+    ContainerConfig, ContainerSecurity, LinuxResources, MountPropagation, NamespaceMode,
+    NamespaceOptions, Protocol, SandboxConfig, SandboxSecurity, SeLinuxOption, SecurityProfile,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerEvent, ContainerEventKind, ContainerFilter, ContainerState,
@@ -408,6 +408,16 @@ fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
                 container_path: m.container_path.clone(),
                 host_path: m.host_path.clone(),
                 readonly: m.readonly,
+                propagation: match m.propagation {
+                    MountPropagation::Private => proto::MountPropagation::PropagationPrivate,
+                    MountPropagation::HostToContainer => {
+                        proto::MountPropagation::PropagationHostToContainer
+                    }
+                    MountPropagation::Bidirectional => {
+                        proto::MountPropagation::PropagationBidirectional
+                    }
+                }
+                .into(),
                 ..Default::default()
             })
             .collect(),
@@ -615,6 +625,7 @@ impl RuntimeService for CriRuntime {
                     uid: meta.uid,
                     namespace: meta.namespace,
                     labels: to_btree(s.labels),
+                    runtime_handler: s.runtime_handler,
                 }
             })
             .collect())
@@ -1094,8 +1105,9 @@ mod tests {
             mounts: vec![Mount {
                 container_path: "/data".into(),
                 host_path: "/srv/data".into(),
-                sub_path: None,
                 readonly: true,
+                propagation: MountPropagation::HostToContainer,
+                ..Mount::default()
             }],
             linux: LinuxResources {
                 cpu_period: 100_000,
@@ -1116,6 +1128,10 @@ mod tests {
         assert_eq!(w.mounts.len(), 1);
         assert_eq!(w.mounts[0].container_path, "/data");
         assert_eq!(w.mounts[0].host_path, "/srv/data");
+        assert_eq!(
+            w.mounts[0].propagation,
+            i32::from(proto::MountPropagation::PropagationHostToContainer)
+        );
         assert!(w.mounts[0].readonly);
         assert!(w.stdin && w.tty);
         let r = w.linux.and_then(|l| l.resources).unwrap_or_default();

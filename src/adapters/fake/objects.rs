@@ -1,4 +1,4 @@
-//! In-memory ConfigMaps, Secrets and service-account tokens for the volume manager's
+//! In-memory ConfigMaps, Secrets, RuntimeClasses and service-account tokens for the volume manager's
 //! tests; every call is counted. Never proof the kube adapter works.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
-use crate::domain::volumes::{ConfigMapData, SecretData};
+use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
 use crate::ports::api::{CallError, CallErrorKind, ObjectsError, PodObjectsApi, TokenRequest};
 
 #[derive(Debug, Default)]
@@ -16,6 +16,7 @@ struct State {
     config_maps: BTreeMap<(String, String), ConfigMapData>,
     secrets: BTreeMap<(String, String), SecretData>,
     services: Vec<ServiceInfo>,
+    runtime_classes: BTreeMap<String, RuntimeClassData>,
     /// Tokens issued so far, in order.
     tokens: Vec<TokenRequest>,
     /// Lifetime the fake gives tokens from the "now" the test sets.
@@ -64,6 +65,15 @@ impl FakeObjects {
 
     pub fn put_service(&self, service: ServiceInfo) {
         self.lock().services.push(service);
+    }
+
+    pub fn put_runtime_class(&self, name: &str, handler: &str) {
+        self.lock().runtime_classes.insert(
+            name.into(),
+            RuntimeClassData {
+                handler: handler.into(),
+            },
+        );
     }
 
     /// Sets the `type` of a Secret put before (`kubernetes.io/dockerconfigjson` ...).
@@ -170,6 +180,14 @@ impl PodObjectsApi for FakeObjects {
             });
         }
         Ok(state.services.clone())
+    }
+
+    async fn get_runtime_class(
+        &self,
+        name: &str,
+    ) -> Result<Option<RuntimeClassData>, ObjectsError> {
+        self.check("get", "runtimeclass", "", name)?;
+        Ok(self.lock().runtime_classes.get(name).cloned())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::domain::securitycontext::{fs_group_mode, volume_root_matches, VolumeSetup};
-use crate::domain::volumes::payload::Payload;
+use crate::domain::volumes::payload::{FilesOwnership, Payload};
 use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
@@ -38,6 +38,7 @@ struct Node {
 struct State {
     bound: Vec<SubPath>,
     written: BTreeMap<PathBuf, Payload>,
+    owned: BTreeMap<PathBuf, FilesOwnership>,
     refuse_sub_paths: bool,
     tree: BTreeMap<PathBuf, Node>,
     /// Mount points and their tmpfs options.
@@ -153,6 +154,11 @@ impl FakePodFiles {
         self.state().written.get(dir).cloned()
     }
 
+    /// The ownership the payload last written into `dir` was given.
+    pub fn written_ownership(&self, dir: &Path) -> Option<FilesOwnership> {
+        self.state().owned.get(dir).cloned()
+    }
+
     /// Every bind fails as a link out of the volume would.
     pub fn refuse_sub_paths(&self) {
         self.state().refuse_sub_paths = true;
@@ -259,11 +265,13 @@ impl PodFiles for FakePodFiles {
         &self,
         dir: &Path,
         payload: &Payload,
+        ownership: &FilesOwnership,
         _stamp: &str,
     ) -> Result<bool, PodFilesError> {
         let mut state = self.state();
         let changed = state.written.get(dir) != Some(payload);
         state.written.insert(dir.to_owned(), payload.clone());
+        state.owned.insert(dir.to_owned(), ownership.clone());
         Ok(changed)
     }
 

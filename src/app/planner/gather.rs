@@ -121,8 +121,18 @@ fn resolve(given: GivenFlags, deps: &Deps) -> Result<(ResolvedConfig, Snapshot),
 pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs, Vec<String>> {
     let (resolved, facts) = resolve(given, deps)?;
     let mut warnings = Vec::new();
+    let mut skipped_manifests = Vec::new();
     let mut desired = Vec::new();
     let mut sources_complete = true;
+    let node_config = &resolved.node;
+    if node_config.static_pod_path.is_none()
+        && node_config.static_pod_url.is_none()
+        && node_config.cluster.is_none()
+    {
+        warnings.push(
+            "no pod source: neither --pod-manifest-path (staticPodPath), --manifest-url (staticPodURL) nor --kubeconfig is set, so no pod is planned".into(),
+        );
+    }
     let sources = (deps.sources_for)(&resolved.node, Arc::clone(&deps.clock))
         .map_err(|e| vec![Chain(&e).to_string()])?;
     for source in sources {
@@ -134,12 +144,7 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
                 if update.source != "file" && !update.errors.is_empty() {
                     sources_complete = false;
                 }
-                warnings.extend(
-                    update
-                        .errors
-                        .iter()
-                        .map(|e| format!("skipping a bad static pod manifest: {e}")),
-                );
+                skipped_manifests.extend(update.errors.iter().map(ToString::to_string));
             }
             Err(e) => {
                 sources_complete = false;
@@ -190,6 +195,7 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         desired,
         sources_complete,
         warnings,
+        skipped_manifests,
         observed,
         images,
         now_unix_nanos,

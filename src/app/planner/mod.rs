@@ -69,9 +69,11 @@ pub struct PlanInputs {
     /// False when a source could not be read: like the pod loop, which terminates
     /// unwanted pods only once every source has spoken, the plan then removes nothing.
     pub sources_complete: bool,
-    /// Problems that do not invalidate the configuration (bad manifests, an
-    /// unreachable runtime or URL).
+    /// Problems that do not invalidate the configuration (an unreachable runtime or
+    /// URL, no pod source).
     pub warnings: Vec<String>,
+    /// Manifests no pod was planned from, each with every problem it has.
+    pub skipped_manifests: Vec<String>,
     /// What the runtime holds, one entry per pod uid.
     pub observed: Vec<PodRuntimeStatus>,
     /// Whether the images the plan asks about ([`images_wanted`]) are on the node; one
@@ -129,6 +131,9 @@ pub struct Plan {
     pub valid: bool,
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
+    /// Static pod manifests skipped as bad, each with its problems: the plan covers the
+    /// others, and the exit status is 1.
+    pub skipped_manifests: Vec<String>,
     /// Number of runtime actions (sandboxes, containers, pods to kill or start, image pulls).
     pub action_count: usize,
     pub config: Vec<ConfigEntry>,
@@ -150,6 +155,7 @@ impl Plan {
             valid: false,
             problems,
             warnings: Vec::new(),
+            skipped_manifests: Vec::new(),
             action_count: 0,
             config: Vec::new(),
             not_implemented: Vec::new(),
@@ -161,9 +167,9 @@ impl Plan {
         }
     }
 
-    /// 1 invalid, 2 valid with actions, 0 valid and nothing to do.
+    /// 1 invalid or a manifest skipped, 2 valid with actions, 0 valid and nothing to do.
     pub fn exit_code(&self) -> u8 {
-        if !self.valid {
+        if !self.valid || !self.skipped_manifests.is_empty() {
             EXIT_INVALID
         } else if self.action_count > 0 {
             EXIT_ACTIONS
@@ -1028,6 +1034,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         valid: true,
         problems: Vec::new(),
         warnings,
+        skipped_manifests: inputs.skipped_manifests.clone(),
         action_count,
         config: config_entries(resolved),
         not_implemented: states::not_implemented_given(resolved)

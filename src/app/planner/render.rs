@@ -106,6 +106,9 @@ pub fn render_text(plan: &Plan) -> String {
     for warning in &plan.warnings {
         let _ = writeln!(out, "  warning: {warning}");
     }
+    for skipped in &plan.skipped_manifests {
+        let _ = writeln!(out, "  skipped a bad static pod manifest: {skipped}");
+    }
     if !plan.valid {
         return out;
     }

@@ -79,6 +79,7 @@ fn inputs(
         desired,
         sources_complete: true,
         warnings: Vec::new(),
+        skipped_manifests: Vec::new(),
         observed,
         images: BTreeMap::new(),
         now_unix_nanos: NOW,

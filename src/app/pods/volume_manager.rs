@@ -16,11 +16,13 @@ use tracing::{debug, warn};
 use super::volumes;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
+use crate::domain::volumes::payload::WRITER_DIR_MODE;
 use crate::domain::volumes::plan::{plan_volumes, VolumeAction};
 use crate::domain::volumes::services::{service_env, ServiceInfo};
 use crate::domain::volumes::token::{requires_refresh, IssuedToken};
 use crate::domain::volumes::{
-    references, ConfigMapData, Fetched, PodFacts, PodInputs, PodObjects, SecretData, TokenKey,
+    references, ConfigMapData, Fetched, PodFacts, PodInputs, PodObjects, RuntimeClassData,
+    SecretData, TokenKey,
 };
 use crate::ports::api::{PodObjectsApi, TokenRequest};
 use crate::ports::clock::Clock;
@@ -48,6 +50,7 @@ struct Caches {
     secrets: HashMap<ObjectKey, Cached<SecretData>>,
     tokens: HashMap<(String, TokenKey), IssuedToken>,
     services: Option<Cached<Vec<ServiceInfo>>>,
+    runtime_classes: HashMap<String, Cached<RuntimeClassData>>,
 }
 
 /// A volume that was not set up, with its message (upstream's `FailedMount`).
@@ -165,12 +168,26 @@ impl VolumeManager {
             let value = self.token(api, pod, &key).await;
             (key, value)
         }));
-        let (config_maps, secrets, tokens, services) =
-            tokio::join!(config_maps, secrets, tokens, self.services(api, now));
+        let runtime_class = async {
+            match pod.spec.runtime_class_name.as_deref() {
+                Some(name) if !name.is_empty() => {
+                    Some((name.to_owned(), self.runtime_class(api, name, now).await))
+                }
+                _ => None,
+            }
+        };
+        let (config_maps, secrets, tokens, services, runtime_class) = tokio::join!(
+            config_maps,
+            secrets,
+            tokens,
+            self.services(api, now),
+            runtime_class
+        );
         inputs.objects = PodObjects {
             config_maps: config_maps.into_iter().collect(),
             secrets: secrets.into_iter().collect(),
             tokens: tokens.into_iter().collect(),
+            runtime_classes: runtime_class.into_iter().collect(),
         };
         inputs.service_env =
             service_env(&services, ns, pod.spec.enable_service_links.unwrap_or(true));
@@ -202,6 +219,39 @@ impl VolumeManager {
         if !matches!(v, Fetched::Failed(_)) {
             self.caches().config_maps.insert(
                 key,
+                Cached {
+                    at: now,
+                    value: v.clone(),
+                },
+            );
+        }
+        v
+    }
+
+    /// The RuntimeClass `name`, cached as ConfigMaps are (upstream reads them from an
+    /// informer: a class made or changed is seen within the cache's time to live).
+    async fn runtime_class(
+        &self,
+        api: &dyn PodObjectsApi,
+        name: &str,
+        now: Duration,
+    ) -> Fetched<RuntimeClassData> {
+        let cached = self
+            .caches()
+            .runtime_classes
+            .get(name)
+            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
+        if let Some(v) = cached {
+            return v;
+        }
+        let v = match api.get_runtime_class(name).await {
+            Ok(Some(class)) => Fetched::Found(class),
+            Ok(None) => Fetched::NotFound,
+            Err(e) => Fetched::Failed(Chain(&e).to_string()),
+        };
+        if !matches!(v, Fetched::Failed(_)) {
+            self.caches().runtime_classes.insert(
+                name.to_owned(),
                 Cached {
                     at: now,
                     value: v.clone(),
@@ -439,12 +489,13 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
             dir,
             payload,
             tmpfs,
+            ownership,
         } => {
             if *tmpfs {
-                files.mount_tmpfs(dir, None, 0o755)?;
+                files.mount_tmpfs(dir, None, WRITER_DIR_MODE)?;
             }
             files
-                .write_atomically(dir, payload, stamp)
+                .write_atomically(dir, payload, ownership, stamp)
                 .map(|_| ())
                 .map_err(Into::into)
         }

@@ -201,6 +201,30 @@ fn pod_requests(pod: &Pod) -> Amounts {
     aggregate(pod, requests_of, |_| {})
 }
 
+fn overhead_of(pod: &Pod) -> Amounts {
+    let get = |name: &str| pod.spec.overhead.get(name).copied().unwrap_or_else(zero);
+    Amounts {
+        cpu: get("cpu"),
+        memory: get("memory"),
+    }
+}
+
+/// Upstream's `PodRequestsAndLimits`, what the pod's cgroup is sized by: the pod's
+/// overhead (its RuntimeClass's, `spec.overhead`) added to its requests, and to each of
+/// its limits that is set.
+fn pod_requests_and_limits(pod: &Pod) -> (Amounts, PodLimits) {
+    let overhead = overhead_of(pod);
+    let requests = pod_requests(pod).add(overhead);
+    let mut limits = pod_limits(pod);
+    if !limits.total.cpu.is_zero() {
+        limits.total.cpu = limits.total.cpu + overhead.cpu;
+    }
+    if !limits.total.memory.is_zero() {
+        limits.total.memory = limits.total.memory + overhead.memory;
+    }
+    (requests, limits)
+}
+
 fn pod_limits(pod: &Pod) -> PodLimits {
     let mut every_cpu = true;
     let mut every_memory = true;
@@ -231,7 +255,8 @@ fn shares(milli_cpu: i64) -> u64 {
     u64::try_from(milli_cpu_to_shares(milli_cpu)).unwrap_or(MIN_SHARES as u64)
 }
 
-/// Upstream ResourceConfigForPod: shares from the summed cpu requests; quota
+/// Upstream ResourceConfigForPod: shares from the summed cpu requests (with the pod's
+/// overhead, as the limits below); quota
 /// and period from the limits only when every container has a cpu limit;
 /// a memory limit only when every container has one; pids from
 /// `pod_pids_limit` when > 0. BestEffort gets 2 shares (MinShares) and nothing
@@ -246,8 +271,7 @@ pub fn pod_resource_config(pod: &Pod, s: &CgroupSettings) -> ResourceConfig {
             ..ResourceConfig::default()
         };
     }
-    let requests = pod_requests(pod);
-    let limits = pod_limits(pod);
+    let (requests, limits) = pod_requests_and_limits(pod);
     let period = i64::try_from(s.cpu_cfs_quota_period_us).unwrap_or(i64::MAX);
     let quota = if s.cpu_cfs_quota {
         milli_cpu_to_quota(limits.total.cpu.milli_value(), period)
@@ -277,7 +301,7 @@ pub fn qos_resource_configs<'a>(
         .into_iter()
         .filter(|p| qos_class(&p.spec) == QosClass::Burstable)
         .fold(0i64, |sum, p| {
-            sum.saturating_add(pod_requests(p).cpu.milli_value())
+            sum.saturating_add(pod_requests_and_limits(p).0.cpu.milli_value())
         });
     let burstable = ResourceConfig {
         cpu_shares: Some(shares(burstable_milli)),
@@ -478,6 +502,26 @@ mod tests {
                 pids_limit: None,
             }
         );
+    }
+
+    /// Upstream's `TestResourceConfigForPodWithCustomCPUCFSQuotaPeriod` overhead cases:
+    /// the overhead adds to the requests and to the limits that are set.
+    #[test]
+    fn the_pod_overhead_adds_to_requests_and_set_limits() {
+        let mut p = issue_pod();
+        p.spec.overhead = list(&[("cpu", "250m"), ("memory", "32Mi")]);
+        let rc = pod_resource_config(&p, &CgroupSettings::default());
+        assert_eq!(
+            (rc.cpu_shares, rc.cpu_quota, rc.memory_limit),
+            (Some(512), Some(75_000), Some(134_217_728 + 33_554_432))
+        );
+        let (burstable, _) = qos_resource_configs([&p]);
+        assert_eq!(burstable.cpu_shares, Some(512));
+        // Without a memory limit none is made up from the overhead.
+        let mut p = pod("x", vec![container(&[("cpu", "100m")], &[])], vec![]);
+        p.spec.overhead = list(&[("cpu", "100m"), ("memory", "32Mi")]);
+        let rc = pod_resource_config(&p, &CgroupSettings::default());
+        assert_eq!((rc.cpu_shares, rc.memory_limit), (Some(204), None));
     }
 
     #[test]

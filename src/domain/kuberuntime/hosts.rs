@@ -111,7 +111,7 @@ pub fn hosts_mount(
         container_path: ETC_HOSTS_PATH.into(),
         host_path: etc_hosts_file(ctx, &pod.metadata.uid).display().to_string(),
         readonly: false,
-        sub_path: None,
+        ..Default::default()
     })
 }
 

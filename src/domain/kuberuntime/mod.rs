@@ -16,5 +16,6 @@ pub mod pleg;
 pub mod pod_sync;
 pub mod requests;
 pub mod runtime;
+pub mod runtime_class;
 pub mod teardown;
 pub mod termination;

@@ -9,6 +9,7 @@
 //! are present, the in-memory pull back-off, the time, the cgroup parent), carries the
 //! plan out, and records what happened; the dry-run planner prints the same plan.
 
+use super::runtime_class::{runtime_handler, RuntimeClassError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,7 +21,8 @@ use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, Restar
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
     apply_image, container_config_and_skipped_env, empty_dir_setups, pod_dir, pod_log_dir,
-    sandbox_config, sandbox_dns, ContainerConfig, RequestContext, RequestError, SandboxConfig,
+    sandbox_config, sandbox_dns, sandbox_hostname, ContainerConfig, FqdnTooLong, RequestContext,
+    RequestError, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ImageInfo, ImageUser, PodRuntimeStatus, SandboxState,
@@ -98,6 +100,32 @@ pub struct SandboxCreation {
     pub volumes: Vec<VolumeSetup>,
     /// What the pod's DNS configuration could not honour, to report.
     pub dns_warnings: Vec<DnsWarning>,
+    /// Why the sandbox cannot be created (its RuntimeClass, its FQDN): it is not.
+    pub config_error: Option<SandboxConfigError>,
+}
+
+/// Why the kubelet cannot make a sandbox's config (upstream's `createPodSandbox`
+/// failing before the runtime is called).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxConfigError {
+    #[error(transparent)]
+    RuntimeClass(#[from] RuntimeClassError),
+    #[error(transparent)]
+    Fqdn(#[from] FqdnTooLong),
+}
+
+/// The first reason the pod's sandbox config cannot be made, in upstream's order.
+fn sandbox_config_error(inputs: &SyncInputs<'_>) -> Option<SandboxConfigError> {
+    let pod = inputs.pod;
+    if let Err(e) = runtime_handler(pod, &inputs.pod_inputs.objects) {
+        return Some(e.into());
+    }
+    if !pod.spec.host_network {
+        if let Err(e) = sandbox_hostname(inputs.requests, pod) {
+            return Some(e.into());
+        }
+    }
+    None
 }
 
 /// A container that cannot start now, with the status it shows and when to look again.
@@ -522,6 +550,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         ],
         volumes: empty_dir_setups(inputs.requests, pod),
         dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
+        config_error: sandbox_config_error(inputs),
     });
     let (init, regular) = candidates(pod, inputs.runtime, &actions);
     let init_containers: Vec<ContainerPlan> = init
@@ -540,7 +569,11 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     // Most syncs of a running pod start nothing: no config to build then.
     let sandbox =
         if create_sandbox.is_some() || !init_containers.is_empty() || !containers.is_empty() {
-            sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
+            SandboxConfig {
+                runtime_handler: runtime_handler(pod, &inputs.pod_inputs.objects)
+                    .unwrap_or_default(),
+                ..sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
+            }
         } else {
             SandboxConfig::default()
         };

@@ -231,6 +231,8 @@ pub struct SandboxEntry {
     pub uid: String,
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
+    /// The runtime handler it was made with (empty: the runtime's default).
+    pub runtime_handler: String,
 }
 
 /// Which sandboxes to list; empty fields match everything.

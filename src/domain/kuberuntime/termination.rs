@@ -45,7 +45,7 @@ pub fn message_mount(
             .display()
             .to_string(),
         readonly: false,
-        sub_path: None,
+        ..Default::default()
     })
 }
 

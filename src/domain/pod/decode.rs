@@ -21,9 +21,11 @@ pub fn pod_from_value(value: &serde_json::Value) -> Result<Pod, Vec<PodError>> {
         .get("spec")
         .map(super::fields::refused_fields)
         .unwrap_or_default();
-    let mut pod = serde_json::from_value::<Pod>(value).map_err(|e| {
+    // The path of a value that does not fit (a bad quantity names its resource).
+    let mut pod = serde_path_to_error::deserialize::<_, Pod>(value).map_err(|e| {
+        let path = e.path().to_string();
         vec![PodError::Decode {
-            reason: e.to_string(),
+            reason: format!("{path}: {}", e.into_inner()),
         }]
     })?;
     pod.spec.refused_fields = refused_fields;
@@ -206,5 +208,24 @@ spec:
         let value = serde_json::json!({"spec": {"restartPolicy": ""}});
         let pod = pod_from_value(&value).expect("pod");
         assert_eq!(pod.spec.restart_policy, RestartPolicy::Always);
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_named_with_its_path() {
+        let value = serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"cpu": "1x"}}}]}
+        });
+        let errors: Vec<String> = pod_from_value(&value)
+            .expect_err("must fail")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("cannot decode pod: spec.containers[0].resources.limits.cpu: "),
+            "{errors:?}"
+        );
     }
 }

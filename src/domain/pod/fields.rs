@@ -337,10 +337,9 @@ const VOLUME_MOUNTS: &[Field] = &[
         "bind-mount options are not given to the runtime",
     ),
     honoured("mountPath", "the CRI mount's container path"),
-    refused_unless(
+    honoured(
         "mountPropagation",
-        &["None"],
-        "mount propagation is not given to the runtime (only None is supported)",
+        "the CRI mount's propagation (Bidirectional for privileged containers only; the volume's host folder must be on a shared mount: rkubelet does not make its root directory rshared as upstream does)",
     ),
     honoured("name", "the volume mounted"),
     honoured("readOnly", "a read-only CRI mount"),
@@ -638,7 +637,10 @@ pub const POD_SPEC: &[Field] = &[
                     honoured("value", "the option's value"),
                 ],
             ),
-            honoured("searches[]", "the pod's resolv.conf search list, after its policy's"),
+            honoured(
+                "searches[]",
+                "the pod's resolv.conf search list, after its policy's",
+            ),
         ],
     ),
     honoured("dnsPolicy", "the sandbox's DNS configuration"),
@@ -647,10 +649,7 @@ pub const POD_SPEC: &[Field] = &[
         "ephemeralContainers[]",
         "ephemeral containers are not started",
     ),
-    not_ours(
-        "evictionResponders[]",
-        "the Eviction API's responders'",
-    ),
+    not_ours("evictionResponders[]", "the Eviction API's responders'"),
     object(
         "hostAliases[]",
         "the pod's /etc/hosts",
@@ -677,7 +676,11 @@ pub const POD_SPEC: &[Field] = &[
         "credentials of the image pulls",
         &[honoured("name", "the Secret read")],
     ),
-    object("initContainers[]", "run in order before the containers", CONTAINER),
+    object(
+        "initContainers[]",
+        "run in order before the containers",
+        CONTAINER,
+    ),
     honoured("nodeName", "node admission (NodeName)"),
     honoured("nodeSelector", NODE_AFFINITY),
     object(
@@ -688,23 +691,23 @@ pub const POD_SPEC: &[Field] = &[
             "node admission: only linux runs (PodOSNotSupported)",
         )],
     ),
-    refused(
+    honoured(
         "overhead",
-        "counted by admission but not in the pod's cgroup (the RuntimeClass is not resolved)",
+        "admission, the pod's cgroup and the sandbox's resources",
     ),
     not_ours("preemptionPolicy", SCHEDULER),
     honoured(
         "priority",
         "critical pods (OOM score, eviction order and admission)",
     ),
-    honoured(
-        "priorityClassName",
-        "system-node-critical pods' OOM score",
-    ),
+    honoured("priorityClassName", "system-node-critical pods' OOM score"),
     object(
         "readinessGates[]",
         "the pod's Ready condition (ReadinessGatesNotReady until each gate's condition is True)",
-        &[honoured("conditionType", "the condition read from the pod's status")],
+        &[honoured(
+            "conditionType",
+            "the condition read from the pod's status",
+        )],
     ),
     refused("resourceClaims[]", DRA),
     refused(
@@ -712,9 +715,9 @@ pub const POD_SPEC: &[Field] = &[
         "pod-level resources are not applied to the pod's cgroup",
     ),
     honoured("restartPolicy", "restarts of exited containers"),
-    refused(
+    honoured(
         "runtimeClassName",
-        "the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one",
+        "the sandbox's runtime handler, from the node.k8s.io/v1 RuntimeClass",
     ),
     not_ours("schedulerName", SCHEDULER),
     not_ours("schedulingGates[]", SCHEDULER),
@@ -732,10 +735,9 @@ pub const POD_SPEC: &[Field] = &[
         "serviceAccountName",
         "the service account's tokens (TokenRequest)",
     ),
-    refused_unless(
+    honoured(
         "setHostnameAsFQDN",
-        &["false"],
-        "the pod's hostname is not set to its FQDN",
+        "the sandbox's hostname (the FQDN, at most 64 characters)",
     ),
     honoured("shareProcessNamespace", "the sandbox's PID namespace"),
     honoured("subdomain", "the pod's FQDN in /etc/hosts"),
@@ -750,10 +752,7 @@ pub const POD_SPEC: &[Field] = &[
             honoured("effect", "matched against the node's taints"),
             honoured("key", "matched against the node's taints"),
             honoured("operator", "matched against the node's taints"),
-            not_ours(
-                "tolerationSeconds",
-                "the taint eviction controller's",
-            ),
+            not_ours("tolerationSeconds", "the taint eviction controller's"),
             honoured("value", "matched against the node's taints"),
         ],
     ),

@@ -162,6 +162,13 @@ pub struct PodSpec {
     /// What the pod's runtime class adds to its resources (`spec.overhead`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub overhead: BTreeMap<String, Quantity>,
+    /// The `node.k8s.io/v1` RuntimeClass whose handler runs the pod; `None` or empty:
+    /// the runtime's default handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_class_name: Option<String>,
+    /// The sandbox's hostname is the pod's FQDN (with a subdomain) rather than its name.
+    #[serde(rename = "setHostnameAsFQDN", skip_serializing_if = "Option::is_none")]
+    pub set_hostname_as_fqdn: Option<bool>,
     // Identity and credentials from API objects (issue 13).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub service_account_name: String,
@@ -313,6 +320,8 @@ impl Default for PodSpec {
             share_process_namespace: None,
             security_context: None,
             overhead: BTreeMap::new(),
+            runtime_class_name: None,
+            set_hostname_as_fqdn: None,
             service_account_name: String::new(),
             automount_service_account_token: None,
             image_pull_secrets: Vec::new(),
@@ -540,6 +549,10 @@ pub struct VolumeMount {
     /// `subPath` with `$(VAR)` from the container's environment.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub sub_path_expr: String,
+    /// `None`, `HostToContainer` or `Bidirectional` (privileged containers only); unset
+    /// is `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_propagation: Option<String>,
 }
 
 /// A volume. The sources the kubelet sets up itself are modelled; a volume of another

@@ -455,6 +455,40 @@ fn validate_container(
                 "must be unique",
             ));
         }
+        validate_mount_propagation(m, c, &format!("{p}.mountPropagation"), errors);
+    }
+}
+
+/// Upstream's `validateMountPropagation`: a known mode, and `Bidirectional` (mounts the
+/// container makes reach the host) for privileged containers only.
+fn validate_mount_propagation(
+    mount: &VolumeMount,
+    container: &Container,
+    field: &str,
+    errors: &mut Vec<PodError>,
+) {
+    const MODES: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
+    let Some(mode) = &mount.mount_propagation else {
+        return;
+    };
+    if !MODES.contains(&mode.as_str()) {
+        errors.push(PodError::Unsupported {
+            field: field.to_owned(),
+            value: quoted(mode),
+            supported: supported_list(&MODES),
+        });
+    }
+    let privileged = container
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.privileged)
+        .unwrap_or(false);
+    if mode == "Bidirectional" && !privileged {
+        errors.push(PodError::Forbidden {
+            field: field.to_owned(),
+            detail: "Bidirectional mount propagation is available only to privileged containers"
+                .into(),
+        });
     }
 }
 
@@ -632,6 +666,28 @@ mod tests {
                 vec![
                     "spec.containers[0].volumeMounts[0].name: Not found: \"data\"",
                     "spec.containers[0].volumeMounts[0].mountPath: Required value",
+                ],
+            ),
+            (
+                "mount propagation: unknown, and Bidirectional unprivileged",
+                |p| {
+                    p.spec.volumes.push(Volume {
+                        name: "data".into(),
+                        empty_dir: Some(EmptyDirVolume::default()),
+                        ..Volume::default()
+                    });
+                    for (path, mode) in [("/a", "Sideways"), ("/b", "Bidirectional"), ("/c", "HostToContainer")] {
+                        p.spec.containers[0].volume_mounts.push(VolumeMount {
+                            name: "data".into(),
+                            mount_path: path.into(),
+                            mount_propagation: Some(mode.into()),
+                            ..VolumeMount::default()
+                        });
+                    }
+                },
+                vec![
+                    "spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: \"Sideways\": supported values: \"Bidirectional\", \"HostToContainer\", \"None\"",
+                    "spec.containers[0].volumeMounts[1].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
                 ],
             ),
             (

@@ -331,6 +331,8 @@ impl Serialize for GoDuration {
     }
 }
 
+/// A string only, as upstream's `metav1.Duration`: a bare number (`syncFrequency: 10`)
+/// is refused rather than read as nanoseconds, which no one writing it means.
 impl<'de> Deserialize<'de> for GoDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(GoDurationVisitor)
@@ -339,25 +341,30 @@ impl<'de> Deserialize<'de> for GoDuration {
 
 struct GoDurationVisitor;
 
+/// Upstream's words for a number where a duration string belongs, with what to write.
+const NUMBER_FOR_DURATION: &str = "json: cannot unmarshal number into Go value of type string (a duration is a string with a unit, such as \"10s\" or \"1m30s\")";
+
 impl Visitor<'_> for GoDurationVisitor {
     type Value = GoDuration;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Go duration string such as \"1m30s\" or an integer count of nanoseconds")
+        f.write_str("a Go duration string such as \"1m30s\"")
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<GoDuration, E> {
         GoDuration::parse(v).map_err(E::custom)
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<GoDuration, E> {
-        Ok(GoDuration::from_nanos(v))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<GoDuration, E> {
+        Err(E::custom(NUMBER_FOR_DURATION))
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<GoDuration, E> {
-        i64::try_from(v)
-            .map(GoDuration::from_nanos)
-            .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<GoDuration, E> {
+        Err(E::custom(NUMBER_FOR_DURATION))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<GoDuration, E> {
+        Err(E::custom(NUMBER_FOR_DURATION))
     }
 }
 
@@ -583,14 +590,15 @@ mod tests {
             serde_json::from_str::<GoDuration>(r#""1m30s""#).expect("valid test input"),
             d
         );
-        assert_eq!(
-            serde_json::from_str::<GoDuration>("90000000000").expect("valid test input"),
-            d
-        );
-        assert_eq!(
-            serde_json::from_str::<GoDuration>("-5").expect("valid test input"),
-            GoDuration::from_nanos(-5)
-        );
+        // A bare number is no duration (`syncFrequency: 10` is not 10 ns), as upstream's.
+        for number in ["90000000000", "-5", "10", "1.5"] {
+            let err = serde_json::from_str::<GoDuration>(number).expect_err("a number");
+            assert!(
+                err.to_string()
+                    .contains("json: cannot unmarshal number into Go value of type string"),
+                "{number}: {err}"
+            );
+        }
         let err = serde_json::from_str::<GoDuration>(r#""10""#).expect_err("must be rejected");
         assert!(
             err.to_string()

@@ -146,6 +146,16 @@ pub struct PodObjects {
     pub config_maps: BTreeMap<String, Fetched<ConfigMapData>>,
     pub secrets: BTreeMap<String, Fetched<SecretData>>,
     pub tokens: BTreeMap<TokenKey, Fetched<String>>,
+    /// The pod's RuntimeClass (cluster-scoped), by name.
+    pub runtime_classes: BTreeMap<String, Fetched<RuntimeClassData>>,
+}
+
+/// What the kubelet reads of a `node.k8s.io/v1` RuntimeClass: the CRI runtime handler
+/// (its `overhead` reaches the pod through the API server's admission, as
+/// `spec.overhead`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeClassData {
+    pub handler: String,
 }
 
 /// What the node knows about a pod besides its spec, for the downward API.

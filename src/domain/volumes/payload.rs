@@ -9,9 +9,14 @@ use crate::domain::pod::{
     ConfigMapVolumeSource, DownwardApiVolumeFile, KeyToPath, Pod, ProjectedVolumeSource,
     SecretVolumeSource,
 };
+use crate::domain::securitycontext::fs_group_mode;
 
 /// Mode of a file when the volume sets none (`0644`, API defaulting's 420).
 pub const DEFAULT_MODE: u32 = 0o644;
+
+/// Mode of a projected token with an owner (`fsGroup` or one container user), whatever
+/// the volume's `defaultMode`.
+const TOKEN_OWNED_MODE: u32 = 0o600;
 
 /// One file: content and permission bits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +27,106 @@ pub struct FileProjection {
 
 /// Relative path (may contain `/`) to file.
 pub type Payload = BTreeMap<String, FileProjection>;
+
+/// Who owns the files of a pod's configMap, secret, downwardAPI and projected volumes
+/// (upstream's mounter arguments `FsUser` and `FsGroup`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VolumeOwners {
+    /// The one user every init and app container runs as (upstream's `FsUserFrom`;
+    /// `None` when a container sets none or two differ): owner of a projected token.
+    pub fs_user: Option<u32>,
+    /// The pod's `fsGroup`: group of every file, folder and link, with its read bits.
+    pub fs_group: Option<u32>,
+}
+
+impl VolumeOwners {
+    pub fn of(pod: &Pod) -> VolumeOwners {
+        let pod_sc = pod.spec.security_context.as_ref();
+        let pod_user = pod_sc.and_then(|sc| sc.run_as_user);
+        let mut fs_user = None;
+        for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+            let user = container
+                .security_context
+                .as_ref()
+                .and_then(|sc| sc.run_as_user)
+                .or(pod_user)
+                .and_then(|uid| u32::try_from(uid).ok());
+            match (user, fs_user) {
+                (None, _) => return Self::with_user(pod, None),
+                (Some(uid), Some(seen)) if uid != seen => return Self::with_user(pod, None),
+                (Some(uid), _) => fs_user = Some(uid),
+            }
+        }
+        Self::with_user(pod, fs_user)
+    }
+
+    fn with_user(pod: &Pod, fs_user: Option<u32>) -> VolumeOwners {
+        VolumeOwners {
+            fs_user,
+            fs_group: pod
+                .spec
+                .security_context
+                .as_ref()
+                .and_then(|sc| sc.fs_group)
+                .and_then(|gid| u32::try_from(gid).ok()),
+        }
+    }
+}
+
+/// What the atomic writer gives a volume's files and folders besides their content and
+/// the files' modes (which the payload carries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesOwnership {
+    /// Group of the volume's folder, everything the writer makes in it and its links
+    /// (`fsGroup`); `None`: the kubelet's own.
+    pub group: Option<u32>,
+    /// Files given to a user (a projected service account token to `fs_user`).
+    pub users: BTreeMap<String, u32>,
+    /// Mode of the folders the writer makes, and of the volume's folder with a group.
+    pub dir_mode: u32,
+}
+
+/// Mode of the folders the atomic writer makes, as upstream's.
+pub const WRITER_DIR_MODE: u32 = 0o755;
+
+impl Default for FilesOwnership {
+    fn default() -> Self {
+        FilesOwnership {
+            group: None,
+            users: BTreeMap::new(),
+            dir_mode: WRITER_DIR_MODE,
+        }
+    }
+}
+
+/// Applies `owners` to a volume's files as upstream's `SetVolumeOwnership` leaves them
+/// (these volumes are read-only: the group gets read, and search on folders, which are
+/// setgid), the files in `user_files` given to `fs_user`. Returns the ownership the
+/// writer applies; `payload`'s modes are the final ones, so an unchanged volume compares
+/// equal to what is on disk.
+pub fn apply_owners(
+    payload: &mut Payload,
+    owners: VolumeOwners,
+    user_files: &[String],
+) -> FilesOwnership {
+    let mut ownership = FilesOwnership::default();
+    if let Some(uid) = owners.fs_user {
+        ownership.users = user_files
+            .iter()
+            .filter(|path| payload.contains_key(*path))
+            .map(|path| (path.clone(), uid))
+            .collect();
+    }
+    if let Some(gid) = owners.fs_group {
+        ownership.group = Some(gid);
+        ownership.dir_mode =
+            fs_group_mode(WRITER_DIR_MODE, true, false, true).unwrap_or(WRITER_DIR_MODE);
+        for file in payload.values_mut() {
+            file.mode = fs_group_mode(file.mode, false, false, true).unwrap_or(file.mode);
+        }
+    }
+    ownership
+}
 
 /// Why a volume's files cannot be made, in upstream's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -266,12 +371,15 @@ pub fn downward_payload(
     Ok(())
 }
 
-/// A projected volume's files, its sources merged in order.
+/// A projected volume's files, its sources merged in order. A service account token is
+/// `0600` when the volume has an owner (`owners`), the group's read bits added after,
+/// rather than the volume's `defaultMode`, as upstream writes it.
 pub fn projected_payload(
     pod: &Pod,
     source: &ProjectedVolumeSource,
     objects: &PodObjects,
     facts: &PodFacts,
+    owners: VolumeOwners,
 ) -> Result<Payload, PayloadError> {
     let default_mode = mode_of(source.default_mode, DEFAULT_MODE);
     let mut out = Payload::new();
@@ -320,11 +428,16 @@ pub fn projected_payload(
                     })
                 }
             };
+            let owned = owners.fs_user.is_some() || owners.fs_group.is_some();
             out.insert(
                 t.path.clone(),
                 FileProjection {
                     data: token.into_bytes(),
-                    mode: default_mode,
+                    mode: if owned {
+                        TOKEN_OWNED_MODE
+                    } else {
+                        default_mode
+                    },
                 },
             );
         }

@@ -7,7 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::payload::{self, Payload, PayloadError, DEFAULT_MODE};
+use super::payload::{
+    self, apply_owners, FilesOwnership, Payload, PayloadError, VolumeOwners, DEFAULT_MODE,
+};
 use super::{volume_dir, PodFacts, PodObjects, VolumeKind};
 use crate::domain::cgroup::config::pod_cpu_and_memory;
 use crate::domain::kuberuntime::requests::{empty_dir_setup, RequestContext};
@@ -110,11 +112,13 @@ pub enum VolumeAction {
     },
     /// A host path, checked (and maybe created) first.
     HostPath { path: PathBuf, kind: HostPathType },
-    /// Files written atomically into `dir` (on tmpfs when `tmpfs`).
+    /// Files written atomically into `dir` (on tmpfs when `tmpfs`), owned as `ownership`
+    /// says.
     Files {
         dir: PathBuf,
         payload: Payload,
         tmpfs: bool,
+        ownership: FilesOwnership,
     },
 }
 
@@ -178,14 +182,21 @@ fn action(
     let uid = &pod.metadata.uid;
     let kind = VolumeKind::of(volume);
     let dir = |plugin: &str| volume_dir(&ctx.root_dir, uid, plugin, &volume.name);
-    let files = |payload: Payload, tmpfs: bool| -> Result<VolumeAction, VolumeErrorKind> {
+    let owners = VolumeOwners::of(pod);
+    let owned_files = |mut payload: Payload,
+                       tmpfs: bool,
+                       user_files: &[String]|
+     -> Result<VolumeAction, VolumeErrorKind> {
         payload::validate_payload(&payload)?;
+        let ownership = apply_owners(&mut payload, owners, user_files);
         Ok(VolumeAction::Files {
             dir: dir(kind.plugin_dir().unwrap_or_default()),
             payload,
             tmpfs,
+            ownership,
         })
     };
+    let files = |payload: Payload, tmpfs: bool| owned_files(payload, tmpfs, &[]);
     match &kind {
         VolumeKind::HostPath => {
             let host = volume.host_path.clone().unwrap_or_default();
@@ -232,9 +243,16 @@ fn action(
         }
         VolumeKind::Projected => {
             let source = volume.projected.clone().unwrap_or_default();
-            files(
-                payload::projected_payload(pod, &source, objects, facts)?,
+            let tokens: Vec<String> = source
+                .sources
+                .iter()
+                .filter_map(|p| p.service_account_token.as_ref())
+                .map(|t| t.path.clone())
+                .collect();
+            owned_files(
+                payload::projected_payload(pod, &source, objects, facts, owners)?,
                 true,
+                &tokens,
             )
         }
         VolumeKind::Unsupported(plugin) => Err(VolumeErrorKind::Unsupported {

@@ -3,7 +3,9 @@ use std::path::Path;
 
 use super::downward::{field_value, format_map, resource_value};
 use super::env::{is_env_var_name, resolve_environment, EnvError};
-use super::payload::{payload_change, validate_path, FileProjection, Payload};
+use super::payload::{
+    payload_change, validate_path, FileProjection, FilesOwnership, Payload, VolumeOwners,
+};
 use super::plan::{
     check_host_path, plan_volumes, FileKind, HostPathStep, HostPathType, VolumeAction,
 };
@@ -135,11 +137,13 @@ fn the_kube_api_access_volume_gives_token_ca_and_namespace() {
         payload,
         tmpfs,
         dir,
+        ownership,
     }) = &plans[0].action
     else {
         panic!("{plans:?}");
     };
     assert!(tmpfs, "a projected volume carries a token: tmpfs");
+    assert_eq!(ownership, &FilesOwnership::default(), "no fsGroup, no user");
     assert!(dir.ends_with("kubernetes.io~projected/kube-api-access-x"));
     let file = |d: &str| FileProjection {
         data: d.as_bytes().to_vec(),
@@ -498,4 +502,135 @@ fn downward_api_secret_and_projected_volumes_are_tmpfs_config_maps_are_not() {
         .collect();
     // Upstream's downwardAPI and secret plugins wrap a memory emptyDir; configMap's not.
     assert_eq!(tmpfs, [true, false, true]);
+}
+
+/// A pod with a secret volume and a projected one (token and configMap), its security
+/// context and its containers' users as given.
+fn owned_volumes_pod(pod_sc: serde_json::Value, users: &[Option<i64>]) -> Pod {
+    let containers: Vec<serde_json::Value> = users
+        .iter()
+        .enumerate()
+        .map(|(i, user)| match user {
+            Some(uid) => serde_json::json!({"name": format!("c{i}"), "image": "busybox",
+                "securityContext": {"runAsUser": uid}}),
+            None => serde_json::json!({"name": format!("c{i}"), "image": "busybox"}),
+        })
+        .collect();
+    pod(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+        "spec": {"securityContext": pod_sc, "containers": containers, "volumes": [
+            {"name": "s", "secret": {"secretName": "s", "defaultMode": 0o440}},
+            {"name": "p", "projected": {"defaultMode": 0o400, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "cfg"}}]}}]}
+    }))
+}
+
+fn owned_volume_plans(p: &Pod) -> Vec<(Payload, FilesOwnership)> {
+    let mut objects = PodObjects::default();
+    objects.config_maps.insert("cfg".into(), cm(&[("a", "1")]));
+    objects.secrets.insert(
+        "s".into(),
+        Fetched::Found(SecretData {
+            data: BTreeMap::from([("data-1".to_owned(), b"value-1".to_vec())]),
+            kind: "Opaque".into(),
+        }),
+    );
+    let key = TokenKey {
+        audience: String::new(),
+        expiration_seconds: 3607,
+    };
+    objects.tokens.insert(key, Fetched::Found("tok".into()));
+    plan_volumes(&ctx(), p, &objects, &facts())
+        .into_iter()
+        .map(|plan| match plan.action {
+            Ok(VolumeAction::Files {
+                payload, ownership, ..
+            }) => (payload, ownership),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_fs_user_is_the_one_user_every_container_runs_as() {
+    let owners = |sc, users: &[Option<i64>]| VolumeOwners::of(&owned_volumes_pod(sc, users));
+    let none = serde_json::json!({});
+    assert_eq!(
+        owners(none.clone(), &[Some(1000), Some(1000)]).fs_user,
+        Some(1000)
+    );
+    assert_eq!(
+        owners(none.clone(), &[Some(1000), Some(1001)]).fs_user,
+        None
+    );
+    assert_eq!(owners(none.clone(), &[Some(1000), None]).fs_user, None);
+    let pod_user = serde_json::json!({"runAsUser": 2000, "fsGroup": 3000});
+    assert_eq!(
+        owners(pod_user.clone(), &[None, Some(2000)]),
+        VolumeOwners {
+            fs_user: Some(2000),
+            fs_group: Some(3000)
+        }
+    );
+    assert_eq!(owners(pod_user, &[None, Some(1000)]).fs_user, None);
+}
+
+/// Upstream's e2e: secrets_volume.go and projected_secret.go "as non-root with
+/// defaultMode and fsGroup set" (0440, the group's read bits kept), and
+/// service_accounts.go "should set ownership and permission when RunAsUser or FsGroup is
+/// present" (the token 0600 for its user, 0640 with an fsGroup).
+#[test]
+fn volume_files_get_the_fs_group_and_a_token_its_user() {
+    let token_and_secret = |sc, users: &[Option<i64>]| {
+        let plans = owned_volume_plans(&owned_volumes_pod(sc, users));
+        let (secret, secret_owner) = plans[0].clone();
+        let (projected, projected_owner) = plans[1].clone();
+        (
+            secret["data-1"].mode,
+            projected["token"].mode,
+            projected["a"].mode,
+            secret_owner,
+            projected_owner,
+        )
+    };
+
+    // Neither: the volume's modes, root's files.
+    let (secret, token, cfg, secret_owner, projected_owner) =
+        token_and_secret(serde_json::json!({}), &[None]);
+    assert_eq!((secret, token, cfg), (0o440, 0o400, 0o400));
+    assert_eq!(secret_owner, FilesOwnership::default());
+    assert_eq!(projected_owner, FilesOwnership::default());
+
+    // The user alone: the token is 0600 and the user's; the rest unchanged.
+    let (secret, token, cfg, _, projected_owner) =
+        token_and_secret(serde_json::json!({"runAsUser": 1000}), &[None]);
+    assert_eq!((secret, token, cfg), (0o440, 0o600, 0o400));
+    assert_eq!(
+        projected_owner.users,
+        BTreeMap::from([("token".to_owned(), 1000)])
+    );
+    assert_eq!(projected_owner.group, None);
+
+    // The group alone: every file readable by it, folders searchable and setgid.
+    let (secret, token, cfg, secret_owner, projected_owner) =
+        token_and_secret(serde_json::json!({"fsGroup": 1001}), &[None]);
+    assert_eq!((secret, token, cfg), (0o440, 0o640, 0o440));
+    for owner in [&secret_owner, &projected_owner] {
+        assert_eq!(owner.group, Some(1001));
+        assert_eq!(owner.dir_mode, 0o2755);
+    }
+    assert!(projected_owner.users.is_empty());
+
+    // Both.
+    let (_, token, _, _, projected_owner) = token_and_secret(
+        serde_json::json!({"runAsUser": 1000, "fsGroup": 1001}),
+        &[None],
+    );
+    assert_eq!(token, 0o640);
+    assert_eq!(
+        projected_owner.users,
+        BTreeMap::from([("token".to_owned(), 1000)])
+    );
+    assert_eq!(projected_owner.group, Some(1001));
 }

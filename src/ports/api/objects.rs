@@ -1,5 +1,6 @@
-//! The API objects a node reads for its pods' volumes and environment: ConfigMaps,
-//! Secrets, and service-account tokens (TokenRequest). The Node authorizer lets a node
+//! The API objects a node reads for its pods' volumes, environment and runtime:
+//! ConfigMaps, Secrets, service-account tokens (TokenRequest), Services and
+//! RuntimeClasses. The Node authorizer lets a node
 //! read only the objects its pods reference, so these are single gets, never lists.
 
 use async_trait::async_trait;
@@ -8,7 +9,7 @@ use thiserror::Error;
 use super::CallError;
 use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
-use crate::domain::volumes::{ConfigMapData, SecretData};
+use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
 
 #[derive(Debug, Error)]
 pub enum ObjectsError {
@@ -66,4 +67,11 @@ pub trait PodObjectsApi: Send + Sync {
     /// # Errors
     /// [`ObjectsError::Call`].
     async fn list_services(&self) -> Result<Vec<ServiceInfo>, ObjectsError>;
+
+    /// A `node.k8s.io/v1` RuntimeClass (the Node authorizer lets a node read them all);
+    /// `Ok(None)` when it does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_runtime_class(&self, name: &str)
+        -> Result<Option<RuntimeClassData>, ObjectsError>;
 }

@@ -287,6 +287,7 @@ impl RuntimeService for FakeRuntime {
             uid: config.uid.clone(),
             namespace: config.namespace.clone(),
             labels: config.labels.clone(),
+            runtime_handler: config.runtime_handler.clone(),
         };
         s.sandboxes.insert(id.clone(), entry);
         Ok(id)

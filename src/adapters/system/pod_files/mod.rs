@@ -13,12 +13,14 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, readlinkat, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, openat2, readlinkat, renameat, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
-use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
+use nix::unistd::{fchown, fchownat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
 use crate::domain::securitycontext::VolumeSetup;
-use crate::domain::volumes::payload::{payload_change, top_level_entries, FileProjection, Payload};
+use crate::domain::volumes::payload::{
+    payload_change, top_level_entries, FileProjection, FilesOwnership, Payload,
+};
 use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
@@ -293,10 +295,16 @@ impl PodFiles for SystemPodFiles {
         &self,
         dir: &Path,
         payload: &Payload,
+        ownership: &FilesOwnership,
         stamp: &str,
     ) -> Result<bool, PodFilesError> {
         std::fs::create_dir_all(dir).map_err(PodFilesError::io("create", dir))?;
         let dir_fd = open_dir(dir)?;
+        if ownership.group.is_some() {
+            // The volume's own folder too, as upstream's walk starts there: a container
+            // of the group must search it to reach its files.
+            own_folder(&dir_fd, dir, ownership)?;
+        }
         let data_link = dir.join(DATA_DIR);
         let old = match readlinkat(&dir_fd, DATA_DIR) {
             Ok(target) => {
@@ -335,12 +343,12 @@ impl PodFiles for SystemPodFiles {
                 target: ts_name,
             });
         }
-        mkdirat(&dir_fd, ts_name.as_str(), Mode::from_bits_truncate(0o755))
+        mkdirat(&dir_fd, ts_name.as_str(), Mode::from_bits_truncate(0o700))
             .map_err(errno_at("create", &ts_path))?;
         let ts_fd = open_dir(&ts_path)?;
-        fchmod(&ts_fd, Mode::from_bits_truncate(0o755)).map_err(errno_at("chmod", &ts_path))?;
+        own_folder(&ts_fd, &ts_path, ownership)?;
         for (rel, file) in payload {
-            write_file_beneath(&ts_fd, &ts_path, Path::new(rel), file)?;
+            write_file_beneath(&ts_fd, &ts_path, rel, file, ownership)?;
         }
         let tmp_link = dir.join(DATA_TMP);
         match unlinkat(&dir_fd, DATA_TMP, UnlinkatFlags::NoRemoveDir) {
@@ -348,6 +356,7 @@ impl PodFiles for SystemPodFiles {
             Err(e) => return Err(errno_at("remove", &tmp_link)(e)),
         }
         symlinkat(ts_name.as_str(), &dir_fd, DATA_TMP).map_err(errno_at("link", &tmp_link))?;
+        own_link(&dir_fd, DATA_TMP, &tmp_link, ownership)?;
         renameat(&dir_fd, DATA_TMP, &dir_fd, DATA_DIR).map_err(errno_at("rename", &data_link))?;
         let wanted = top_level_entries(payload);
         for entry in wanted.iter().filter(|e| is_plain_name(e)) {
@@ -362,6 +371,7 @@ impl PodFiles for SystemPodFiles {
                     let points_to = Path::new(DATA_DIR).join(entry);
                     symlinkat(&points_to, &dir_fd, entry.as_str())
                         .map_err(errno_at("link", &link))?;
+                    own_link(&dir_fd, entry.as_str(), &link, ownership)?;
                 }
                 Err(e) => return Err(errno_at("stat", &link)(e)),
             }
@@ -467,12 +477,43 @@ fn is_writer_folder(name: &str) -> bool {
 }
 
 /// Writes `file` at `rel` under `root_fd`, its folders made on the way, no link followed.
+/// Gives the opened folder `fd` the writer's folder mode and `ownership`'s group.
+fn own_folder(fd: &OwnedFd, path: &Path, ownership: &FilesOwnership) -> Result<(), PodFilesError> {
+    if let Some(gid) = ownership.group {
+        fchown(fd, None, Some(Gid::from_raw(gid))).map_err(errno_at("chown", path))?;
+    }
+    // After the chown, which may clear the setgid bit.
+    fchmod(fd, Mode::from_bits_truncate(ownership.dir_mode)).map_err(errno_at("chmod", path))
+}
+
+/// Gives the link `name` in `dir_fd` (not what it points to) `ownership`'s group.
+fn own_link(
+    dir_fd: &OwnedFd,
+    name: &str,
+    shown: &Path,
+    ownership: &FilesOwnership,
+) -> Result<(), PodFilesError> {
+    let Some(gid) = ownership.group else {
+        return Ok(());
+    };
+    fchownat(
+        dir_fd,
+        name,
+        None,
+        Some(Gid::from_raw(gid)),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .map_err(errno_at("chown", shown))
+}
+
 fn write_file_beneath(
     root_fd: &OwnedFd,
     root: &Path,
-    rel: &Path,
+    rel_path: &str,
     file: &FileProjection,
+    ownership: &FilesOwnership,
 ) -> Result<(), PodFilesError> {
+    let rel = Path::new(rel_path);
     let shown = root.join(rel);
     let parts = plain_components(rel)
         .filter(|p| !p.is_empty())
@@ -500,6 +541,7 @@ fn write_file_beneath(
             Mode::empty(),
         )
         .map_err(errno_at("open", &shown))?;
+        own_folder(&next, &shown, ownership)?;
         parent = Some(next);
     }
     let at = parent.as_ref().unwrap_or(root_fd);
@@ -510,9 +552,15 @@ fn write_file_beneath(
         Mode::from_bits_truncate(0o600),
     )
     .map_err(errno_at("write", &shown))?;
+    let user = ownership.users.get(rel_path).copied().map(Uid::from_raw);
+    let group = ownership.group.map(Gid::from_raw);
+    if user.is_some() || group.is_some() {
+        fchown(&fd, user, group).map_err(errno_at("chown", &shown))?;
+    }
     let mut out = std::fs::File::from(fd);
     out.write_all(&file.data)
         .map_err(PodFilesError::io("write", &shown))?;
+    // After the chown, which clears set-id bits.
     out.set_permissions(std::fs::Permissions::from_mode(file.mode))
         .map_err(PodFilesError::io("chmod", &shown))?;
     Ok(())

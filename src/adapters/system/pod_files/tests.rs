@@ -2,6 +2,7 @@
 //! must be refused, and nothing outside the volume read, written or removed.
 
 use super::*;
+use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 
 struct Volume {
@@ -168,7 +169,7 @@ fn the_writer_swaps_data_in_one_rename_and_removes_only_its_own_old_folder() {
     let first = Payload::from([("a".into(), file("1")), ("sub/b".into(), file("2"))]);
     let stamp1 = "2026_01_01_00_00_00.1";
     assert!(matches!(
-        SystemPodFiles.write_atomically(&dir, &first, stamp1),
+        SystemPodFiles.write_atomically(&dir, &first, &FilesOwnership::default(), stamp1),
         Ok(true)
     ));
     assert_eq!(
@@ -180,12 +181,22 @@ fn the_writer_swaps_data_in_one_rename_and_removes_only_its_own_old_folder() {
         Some("2")
     );
     assert!(matches!(
-        SystemPodFiles.write_atomically(&dir, &first, "2026_01_01_00_00_01.2"),
+        SystemPodFiles.write_atomically(
+            &dir,
+            &first,
+            &FilesOwnership::default(),
+            "2026_01_01_00_00_01.2"
+        ),
         Ok(false)
     ));
     let second = Payload::from([("a".into(), file("9"))]);
     assert!(matches!(
-        SystemPodFiles.write_atomically(&dir, &second, "2026_01_01_00_00_02.3"),
+        SystemPodFiles.write_atomically(
+            &dir,
+            &second,
+            &FilesOwnership::default(),
+            "2026_01_01_00_00_02.3"
+        ),
         Ok(true)
     ));
     assert_eq!(
@@ -197,11 +208,65 @@ fn the_writer_swaps_data_in_one_rename_and_removes_only_its_own_old_folder() {
 }
 
 #[test]
+fn with_a_group_the_writer_gives_it_every_folder_file_and_link_and_a_user_its_files() {
+    let v = volume();
+    let dir = v.volume.clone();
+    let meta =
+        |p: &Path| std::fs::symlink_metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    // Ids the test process may give files to whoever it runs as: its own.
+    let (uid, gid) = (meta(&dir).uid(), meta(&dir).gid());
+    let payload = Payload::from([
+        (
+            "token".into(),
+            FileProjection {
+                data: b"t".to_vec(),
+                mode: 0o640,
+            },
+        ),
+        (
+            "sub/key".into(),
+            FileProjection {
+                data: b"k".to_vec(),
+                mode: 0o440,
+            },
+        ),
+    ]);
+    let ownership = FilesOwnership {
+        group: Some(gid),
+        users: BTreeMap::from([("token".to_owned(), uid)]),
+        dir_mode: 0o2755,
+    };
+    let written =
+        SystemPodFiles.write_atomically(&dir, &payload, &ownership, "2026_01_01_00_00_00.1");
+    assert!(matches!(written, Ok(true)), "{written:?}");
+    let data = dir.join("..2026_01_01_00_00_00.1");
+    for folder in [&dir, &data, &data.join("sub")] {
+        assert_eq!(meta(folder).mode() & 0o7777, 0o2755, "{}", folder.display());
+        assert_eq!(meta(folder).gid(), gid, "{}", folder.display());
+    }
+    assert_eq!(meta(&data.join("sub/key")).mode() & 0o7777, 0o440);
+    assert_eq!(meta(&data.join("token")).mode() & 0o7777, 0o640);
+    assert_eq!(meta(&data.join("token")).uid(), uid);
+    for link in ["..data", "token", "sub"] {
+        assert_eq!(meta(&dir.join(link)).gid(), gid, "{link}");
+    }
+    // Unchanged: nothing written again.
+    let again =
+        SystemPodFiles.write_atomically(&dir, &payload, &ownership, "2026_01_01_00_00_01.2");
+    assert!(matches!(again, Ok(false)), "{again:?}");
+}
+
+#[test]
 fn a_data_link_swapped_to_a_host_folder_is_refused_and_the_host_folder_kept() {
     let v = volume();
     let dir = v.volume.clone();
     let first = Payload::from([("a".into(), file("1"))]);
-    let written = SystemPodFiles.write_atomically(&dir, &first, "2026_01_01_00_00_00.1");
+    let written = SystemPodFiles.write_atomically(
+        &dir,
+        &first,
+        &FilesOwnership::default(),
+        "2026_01_01_00_00_00.1",
+    );
     assert!(matches!(written, Ok(true)), "{written:?}");
     // CVE-2017-1002102: the container replaces `..data` with a link to a host folder;
     // the next update must neither read nor remove it.
@@ -213,7 +278,12 @@ fn a_data_link_swapped_to_a_host_folder_is_refused_and_the_host_folder_kept() {
         let _ = std::fs::remove_file(dir.join("..data"));
         symlink(&target, dir.join("..data")).unwrap_or_else(|e| panic!("link: {e}"));
         let second = Payload::from([("a".into(), file("2"))]);
-        let got = SystemPodFiles.write_atomically(&dir, &second, "2026_01_01_00_00_05.2");
+        let got = SystemPodFiles.write_atomically(
+            &dir,
+            &second,
+            &FilesOwnership::default(),
+            "2026_01_01_00_00_05.2",
+        );
         assert!(
             matches!(got, Err(PodFilesError::ForeignDataLink { .. })),
             "{target}: {got:?}"
@@ -225,7 +295,12 @@ fn a_data_link_swapped_to_a_host_folder_is_refused_and_the_host_folder_kept() {
     symlink("..2026_01_01_00_00_00.1", dir.join("..data")).unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_file(dir.join("a"));
     symlink(&v.host, dir.join("a")).unwrap_or_else(|e| panic!("link: {e}"));
-    let got = SystemPodFiles.write_atomically(&dir, &Payload::new(), "2026_01_01_00_00_06.3");
+    let got = SystemPodFiles.write_atomically(
+        &dir,
+        &Payload::new(),
+        &FilesOwnership::default(),
+        "2026_01_01_00_00_06.3",
+    );
     assert!(matches!(got, Ok(true)), "{got:?}");
     v.host_unchanged();
 }

@@ -419,6 +419,7 @@ fn a_config_that_cannot_be_built_holds_the_container_without_a_pull() {
         read_only: false,
         sub_path: String::new(),
         sub_path_expr: String::new(),
+        mount_propagation: None,
     }];
     let runtime = status(vec![], vec![]);
     let absent = BTreeMap::from([(IMAGE.to_owned(), ImagePresence::Absent)]);
@@ -553,7 +554,7 @@ fn a_rejected_pod_starts_nothing_and_stops_what_runs() {
 fn a_pod_with_a_refused_field_is_rejected_naming_it() {
     let value = serde_json::json!({
         "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
-        "spec": {"runtimeClassName": "sandboxed",
+        "spec": {"hostUsers": false,
                  "containers": [{"name": "app", "image": IMAGE}]}
     });
     let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
@@ -563,7 +564,7 @@ fn a_pod_with_a_refused_field_is_rejected_naming_it() {
     assert!(
         rejected
             .message
-            .ends_with(": spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: the pod would run with the default one"),
+            .ends_with(": spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's"),
         "{}",
         rejected.message
     );

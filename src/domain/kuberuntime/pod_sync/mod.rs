@@ -33,7 +33,7 @@ use crate::domain::kuberuntime::gc::{
 use crate::domain::kuberuntime::hosts::{etc_hosts_file, hosts_ip, HostsFile};
 use crate::domain::kuberuntime::plan::{
     complete_after_pull, images_to_inspect, plan_pod_sync, ContainerAction, ContainerPlan, Held,
-    SyncInputs, SyncPlan, RETRY_AFTER_ERROR,
+    SandboxCreation, SyncInputs, SyncPlan, RETRY_AFTER_ERROR,
 };
 use crate::domain::kuberuntime::requests::{pod_log_dir_of, ContainerConfig, RequestContext};
 use crate::domain::kuberuntime::runtime::{SandboxState, SandboxStatus};
@@ -465,6 +465,16 @@ impl<'a> PodSync<'a> {
             .map(|s| s.ip.clone())
             .unwrap_or_default();
         match plan.create_sandbox {
+            // Upstream makes the config (the RuntimeClass's handler, the FQDN) as it
+            // creates the sandbox: the same event and retry as a runtime's refusal.
+            Some(SandboxCreation {
+                config_error: Some(error),
+                ..
+            }) => {
+                self.warn(format!("failed to create pod sandbox; retrying: {error}"));
+                self.event(None, pod_events::failed_create_sandbox(&error.to_string()));
+                self.fail();
+            }
             Some(creation) => self.call(
                 Effect::CreateSandbox {
                     creation,

@@ -344,6 +344,58 @@ fn a_sandbox_that_cannot_be_created_fails_the_sync_with_upstreams_event() {
     assert_eq!(outcome.retry_after, Some(RETRY_AFTER_ERROR));
 }
 
+/// Upstream's `runtimeclass.go`: a pod of a class that cannot be found is not given a
+/// sandbox; one of a found class gets its handler.
+#[test]
+fn a_runtime_class_gives_the_sandbox_its_handler_or_fails_the_sync() {
+    use crate::domain::volumes::{Fetched, RuntimeClassData};
+    let mut p = pod(vec![], vec![container("app", IMAGE)]);
+    p.spec.runtime_class_name = Some("alt".into());
+    let inputs = |class: Fetched<RuntimeClassData>| {
+        let mut facts = PlanningFacts {
+            images: images(&[IMAGE]),
+            cgroup_parent: "/kubepods/besteffort/poduid-1".into(),
+            ..Default::default()
+        };
+        facts
+            .pod_inputs
+            .objects
+            .runtime_classes
+            .insert("alt".into(), class);
+        Answer::Inputs(Box::new(facts))
+    };
+
+    let found = Fetched::Found(RuntimeClassData {
+        handler: "runc-alt".into(),
+    });
+    let (_, steps, outcome) = drive(&p, PodRuntimeStatus::default(), images(&[IMAGE]), |s| {
+        matches!(s, Step::Need(Need::Inputs { .. })).then(|| inputs(found.clone()))
+    });
+    let handler = steps.iter().find_map(|s| match s {
+        Step::Do(Effect::CreateSandbox { config, .. }) => Some(config.runtime_handler.clone()),
+        _ => None,
+    });
+    assert_eq!(handler.as_deref(), Some("runc-alt"));
+    assert!(!outcome.failed);
+
+    let (names, steps, outcome) = drive(&p, PodRuntimeStatus::default(), images(&[IMAGE]), |s| {
+        matches!(s, Step::Need(Need::Inputs { .. })).then(|| inputs(Fetched::NotFound))
+    });
+    assert!(!names.iter().any(|n| n == "do create sandbox"), "{names:?}");
+    let event = steps.iter().find_map(|s| match s {
+        Step::Do(Effect::Event { event, .. }) => Some(event.clone()),
+        _ => None,
+    });
+    let event = event.expect("an event");
+    assert_eq!(event.reason, "FailedCreatePodSandBox");
+    assert_eq!(
+        event.message,
+        "Failed to create pod sandbox: runtimeclass.node.k8s.io \"alt\" not found"
+    );
+    assert!(outcome.failed);
+    assert_eq!(outcome.retry_after, Some(RETRY_AFTER_ERROR));
+}
+
 #[test]
 fn a_runtime_that_cannot_be_read_fails_the_sync_before_any_effect() {
     let p = pod(vec![], vec![container("app", IMAGE)]);

@@ -88,6 +88,31 @@ pub struct Mount {
     /// A volume's subpath: `host_path` is its bind target, which the kubelet binds
     /// before the container is created (`ports::pod_files::PodFiles::bind_sub_path`).
     pub sub_path: Option<crate::domain::volumes::subpath::SubPath>,
+    pub propagation: MountPropagation,
+}
+
+/// How mounts made later under a mount's source or target reach the other side (the
+/// CRI's `MountPropagation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MountPropagation {
+    /// Neither way (`mountPropagation: None` or unset): the runtime's `rprivate`.
+    #[default]
+    Private,
+    /// The host's later mounts reach the container (`rslave`).
+    HostToContainer,
+    /// Both ways (`rshared`): privileged containers only.
+    Bidirectional,
+}
+
+impl MountPropagation {
+    /// Upstream's `translateMountPropagation` of a validated mode.
+    pub fn of(mode: Option<&str>) -> MountPropagation {
+        match mode {
+            Some("HostToContainer") => MountPropagation::HostToContainer,
+            Some("Bidirectional") => MountPropagation::Bidirectional,
+            _ => MountPropagation::Private,
+        }
+    }
 }
 
 /// The Linux resource settings of one container (cgroup values as the
@@ -423,7 +448,7 @@ pub fn sandbox_config(
         hostname: if pod.spec.host_network {
             String::new()
         } else {
-            pod_hostname(pod)
+            sandbox_hostname(ctx, pod).unwrap_or_else(|_| pod_hostname(pod))
         },
         log_directory: pod_log_dir(ctx, pod).display().to_string(),
         labels,
@@ -446,6 +471,32 @@ pub fn sandbox_config(
 
 /// spec.hostname, else the pod name, cut to one DNS label without a
 /// trailing `-` or `.`.
+/// The longest FQDN the kernel's nodename holds (upstream's `GetNodenameForKernel`).
+const FQDN_MAX_LEN: usize = 64;
+
+/// A `setHostnameAsFQDN` pod whose FQDN the kernel cannot hold: its sandbox is not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is too long ({FQDN_MAX_LEN} characters is the max, {} characters requested)", fqdn.len())]
+pub struct FqdnTooLong {
+    pub fqdn: String,
+}
+
+/// The sandbox's hostname (upstream's `GetNodenameForKernel`): the pod's hostname, or
+/// with `setHostnameAsFQDN` and a subdomain its FQDN, which must fit the kernel's 64
+/// bytes.
+pub fn sandbox_hostname(ctx: &RequestContext, pod: &Pod) -> Result<String, FqdnTooLong> {
+    let hostname = pod_hostname(pod);
+    let domain = super::hosts::pod_host_domain(ctx, pod);
+    if domain.is_empty() || pod.spec.set_hostname_as_fqdn != Some(true) {
+        return Ok(hostname);
+    }
+    let fqdn = format!("{hostname}.{domain}");
+    if fqdn.len() > FQDN_MAX_LEN {
+        return Err(FqdnTooLong { fqdn });
+    }
+    Ok(fqdn)
+}
+
 fn pod_hostname(pod: &Pod) -> String {
     let name = if pod.spec.hostname.is_empty() {
         &pod.metadata.name
@@ -780,6 +831,7 @@ fn mounts(
                     .to_string(),
                 readonly: vm.read_only || must_mount_read_only,
                 sub_path,
+                propagation: MountPropagation::of(vm.mount_propagation.as_deref()),
             })
         })
         .collect()

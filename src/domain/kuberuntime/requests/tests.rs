@@ -148,6 +148,35 @@ fn sandbox_metadata_labels_and_annotations() {
     assert_eq!(under.cgroup_parent, "/kubepods/besteffort/poduid-1");
 }
 
+/// Upstream's `TestGetNodenameForKernel`, through the pod: the FQDN with
+/// `setHostnameAsFQDN` and a subdomain, refused past 64 characters.
+#[test]
+fn a_sandbox_hostname_is_the_fqdn_when_asked() {
+    let mut p = pod_with(vec![]);
+    p.spec.subdomain = "db".into();
+    assert_eq!(super::sandbox_hostname(&ctx(), &p), Ok("web".into()));
+    p.spec.set_hostname_as_fqdn = Some(true);
+    assert_eq!(
+        super::sandbox_hostname(&ctx(), &p),
+        Ok("web.db.prod.svc.cluster.local".into())
+    );
+    assert_eq!(
+        sandbox_config(&ctx(), &p, 0, "").hostname,
+        "web.db.prod.svc.cluster.local"
+    );
+    p.spec.subdomain.clear();
+    assert_eq!(super::sandbox_hostname(&ctx(), &p), Ok("web".into()));
+    p.spec.subdomain = "db".into();
+    p.spec.hostname = "h".repeat(40);
+    let long = format!("{}.db.prod.svc.cluster.local", "h".repeat(40));
+    assert_eq!(
+        super::sandbox_hostname(&ctx(), &p).map_err(|e| e.to_string()),
+        Err(format!(
+            "failed to construct FQDN from pod hostname and cluster domain, FQDN {long} is too long (64 characters is the max, 66 characters requested)"
+        ))
+    );
+}
+
 #[test]
 fn sandbox_hostname() {
     let mut p = pod_with(vec![]);
@@ -390,6 +419,7 @@ fn vm(name: &str, path: &str, read_only: bool, sub: &str) -> VolumeMount {
         read_only,
         sub_path: sub.into(),
         sub_path_expr: String::new(),
+        mount_propagation: None,
     }
 }
 
@@ -407,14 +437,14 @@ fn mounts_resolve_volumes() {
                 container_path: "/data".into(),
                 host_path: "/srv/data".into(),
                 readonly: true,
-                sub_path: None,
+                ..Mount::default()
             },
             Mount {
                 container_path: "/tmp/s".into(),
                 host_path: "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/scratch"
                     .into(),
                 readonly: false,
-                sub_path: None,
+                ..Mount::default()
             },
             // A subpath: the runtime mounts the kubelet's bind of it (upstream's folder),
             // never `<volume>/<subPath>` as text.
@@ -428,13 +458,14 @@ fn mounts_resolve_volumes() {
                     path: "app/conf".into(),
                     target: "/var/lib/kubelet/pods/uid-1/volume-subpaths/data/app/2".into(),
                 }),
+                ..Mount::default()
             },
             // The instance's termination message file (upstream's).
             Mount {
                 container_path: "/dev/termination-log".into(),
                 host_path: "/var/lib/kubelet/pods/uid-1/containers/app/0".into(),
                 readonly: false,
-                sub_path: None,
+                ..Mount::default()
             },
         ]
     );

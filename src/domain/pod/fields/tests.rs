@@ -55,17 +55,17 @@ fn what_the_api_server_adds_to_every_pod_is_not_refused() {
 fn each_refused_field_is_named_with_its_indexes() {
     let mut pod = api_defaulted_pod();
     let spec = &mut pod["spec"];
-    spec["runtimeClassName"] = json!("gvisor");
+    spec["hostnameOverride"] = json!("other");
     spec["ephemeralContainers"] = json!([{"name": "debugger", "image": "busybox"}]);
-    spec["containers"][0]["volumeMounts"][0]["mountPropagation"] = json!("HostToContainer");
+    spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("Enabled");
     spec["containers"][0]["lifecycle"] = json!({"stopSignal": "SIGUSR1"});
     assert_eq!(
         paths(spec),
         [
             "spec.containers[0].lifecycle.stopSignal",
-            "spec.containers[0].volumeMounts[0].mountPropagation",
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly",
             "spec.ephemeralContainers",
-            "spec.runtimeClassName",
+            "spec.hostnameOverride",
         ]
     );
 }
@@ -77,18 +77,19 @@ fn a_value_the_node_can_honour_is_not_refused() {
     spec["hostUsers"] = json!(true);
     spec["setHostnameAsFQDN"] = json!(false);
     spec["os"] = json!({"name": "linux"});
-    spec["containers"][0]["volumeMounts"][0]["mountPropagation"] = json!("None");
+    spec["containers"][0]["volumeMounts"][0]["mountPropagation"] = json!("Bidirectional");
+    spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("Disabled");
     spec["containers"][0]["stdinOnce"] = json!(false);
     assert_eq!(paths(spec), Vec::<String>::new());
 
     spec["hostUsers"] = json!(false);
-    spec["containers"][0]["volumeMounts"][0]["mountPropagation"] = json!("Bidirectional");
+    spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("IfPossible");
     let refused = refused_fields(spec);
     let text: Vec<String> = refused.iter().map(ToString::to_string).collect();
     assert_eq!(
         text,
         [
-            "spec.containers[0].volumeMounts[0].mountPropagation: \"Bidirectional\": mount propagation is not given to the runtime (only None is supported)",
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: \"IfPossible\": recursive read-only mounts are not asked of the runtime (only Disabled is supported)",
             "spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's",
         ]
     );
@@ -146,17 +147,16 @@ fn the_decoder_records_the_refused_fields_and_admission_names_them() {
     let pod = pod_from_value(&value).expect("decodes");
     assert_eq!(admit(&pod), Ok(()));
 
-    value["spec"]["runtimeClassName"] = json!("gvisor");
-    value["spec"]["setHostnameAsFQDN"] = json!(true);
+    value["spec"]["hostnameOverride"] = json!("other");
+    value["spec"]["hostUsers"] = json!(false);
     let pod = pod_from_value(&value).expect("decodes");
     let rejection = admit(&pod).expect_err("refused");
     assert_eq!(rejection.reason, "PodFeatureUnsupported");
     assert_eq!(
         rejection.message,
         "Pod requires node features that are not available: \
-         spec.runtimeClassName: the RuntimeClass is not resolved to a runtime handler: \
-         the pod would run with the default one; \
-         spec.setHostnameAsFQDN: true: the pod's hostname is not set to its FQDN"
+         spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's; \
+         spec.hostnameOverride: the hostname override is not given to the sandbox"
     );
 }
 
