@@ -422,6 +422,7 @@ fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
             })
             .collect(),
         stdin: c.stdin,
+        stdin_once: c.stdin_once,
         tty: c.tty,
         linux: Some(proto::LinuxContainerConfig {
             resources: Some(resources_to_wire(&c.linux)),
@@ -1121,6 +1122,7 @@ mod tests {
                 }],
             },
             stdin: true,
+            stdin_once: true,
             tty: true,
             ..Default::default()
         };
@@ -1133,7 +1135,7 @@ mod tests {
             i32::from(proto::MountPropagation::PropagationHostToContainer)
         );
         assert!(w.mounts[0].readonly);
-        assert!(w.stdin && w.tty);
+        assert!(w.stdin && w.stdin_once && w.tty);
         let r = w.linux.and_then(|l| l.resources).unwrap_or_default();
         assert_eq!(
             (r.cpu_period, r.cpu_quota, r.cpu_shares),

@@ -417,10 +417,9 @@ const CONTAINER: &[Field] = &[
     ),
     object("startupProbe", "the startup probe", PROBE),
     honoured("stdin", "the CRI's stdin (attach)"),
-    refused_unless(
+    honoured(
         "stdinOnce",
-        &["false"],
-        "stdin is not closed after the first attach",
+        "the CRI's stdin_once (stdin closed after the first attach)",
     ),
     honoured("terminationMessagePath", "the termination message file"),
     honoured(

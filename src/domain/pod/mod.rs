@@ -403,6 +403,9 @@ pub struct Container {
     pub tty: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// The runtime closes stdin once the first attach ends.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_once: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
     /// `File` (empty reads as `File`) or `FallbackToLogsOnError`.
@@ -443,6 +446,7 @@ impl Default for Container {
             restart_policy: None,
             tty: false,
             stdin: false,
+            stdin_once: false,
             termination_message_path: DEFAULT_TERMINATION_MESSAGE_PATH.to_string(),
             termination_message_policy: String::new(),
             security_context: None,

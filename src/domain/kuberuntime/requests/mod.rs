@@ -241,6 +241,7 @@ pub struct ContainerConfig {
     pub linux: LinuxResources,
     pub security: ContainerSecurity,
     pub stdin: bool,
+    pub stdin_once: bool,
     pub tty: bool,
 }
 
@@ -695,6 +696,7 @@ pub fn container_config_and_skipped_env(
         linux: linux_resources(ctx, pod, container),
         security: securitycontext::container_security(&ctx.security, pod, container)?,
         stdin: container.stdin,
+        stdin_once: container.stdin_once,
         tty: container.tty,
         envs,
     };
