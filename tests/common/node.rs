@@ -268,6 +268,23 @@ impl Node {
         )
     }
 
+    /// `sh -c script` in container `container` of pod `pod` once it runs, through the
+    /// CRI's `ExecSync`: (stdout, exit code).
+    #[allow(dead_code)] // the volume and propagation tests
+    pub async fn exec_sh(&self, pod: &str, container: &str, script: &str) -> (String, i32) {
+        let entry = self.wait_running(pod, container, 60).await;
+        let cmd = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+        let result = self
+            .rt
+            .exec_sync(&entry.status.id, &cmd, Duration::from_secs(10))
+            .await
+            .expect("ExecSync");
+        (
+            String::from_utf8_lossy(&result.stdout).into_owned(),
+            result.exit_code,
+        )
+    }
+
     /// The pod called `pod` in rkubelet's `GET /pods`, if listed.
     pub fn pod_json(&self, pod: &str) -> Option<Value> {
         let (code, body) = http_get(self.pods_port(), "/pods")?;

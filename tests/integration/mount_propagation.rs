@@ -5,27 +5,13 @@
 //! with rkubelet; needs root and containerd, and fails, saying which is missing, without
 //! them.
 
+use crate::common::node::{container, pod, Node};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-
-use rkubelet::ports::runtime::RuntimeService;
-
-use crate::common::node::{container, pod, Node};
 
 /// `sh -c script` in the `main` container of `pod`: (stdout, exit code).
 async fn exec(node: &Node, pod: &str, script: &str) -> (String, i32) {
-    let entry = node.wait_running(pod, "main", 60).await;
-    let cmd = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
-    let result = node
-        .rt
-        .exec_sync(&entry.status.id, &cmd, Duration::from_secs(10))
-        .await
-        .expect("ExecSync");
-    (
-        String::from_utf8_lossy(&result.stdout).into_owned(),
-        result.exit_code,
-    )
+    node.exec_sh(pod, "main", script).await
 }
 
 fn host_mount(args: &[&str]) {

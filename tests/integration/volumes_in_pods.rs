@@ -10,22 +10,11 @@ use std::time::{Duration, Instant};
 use crate::common::api_pods::{eventually, phase, pod, start};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE, POLL};
-use rkubelet::ports::runtime::RuntimeService;
 use serde_json::Value;
 
 /// `sh -c script` in container `container` of pod `pod`: (stdout, exit code).
 async fn exec(node: &Node, pod: &str, container: &str, script: &str) -> (String, i32) {
-    let entry = node.wait_running(pod, container, 60).await;
-    let cmd = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
-    let result = node
-        .rt
-        .exec_sync(&entry.status.id, &cmd, Duration::from_secs(10))
-        .await
-        .expect("ExecSync");
-    (
-        String::from_utf8_lossy(&result.stdout).into_owned(),
-        result.exit_code,
-    )
+    node.exec_sh(pod, container, script).await
 }
 
 /// What `script` prints in the container, asserting it succeeded.
