@@ -115,10 +115,13 @@ pub enum SandboxConfigError {
 }
 
 /// The first reason the pod's sandbox config cannot be made, in upstream's order.
-fn sandbox_config_error(inputs: &SyncInputs<'_>) -> Option<SandboxConfigError> {
+fn sandbox_config_error(
+    inputs: &SyncInputs<'_>,
+    handler: &Result<String, RuntimeClassError>,
+) -> Option<SandboxConfigError> {
     let pod = inputs.pod;
-    if let Err(e) = runtime_handler(pod, &inputs.pod_inputs.objects) {
-        return Some(e.into());
+    if let Err(e) = handler {
+        return Some(e.clone().into());
     }
     if !pod.spec.host_network {
         if let Err(e) = sandbox_hostname(inputs.requests, pod) {
@@ -541,6 +544,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     } else {
         actions.containers_to_kill.clone()
     };
+    let handler = runtime_handler(pod, &inputs.pod_inputs.objects);
     let create_sandbox = actions.create_sandbox.then(|| SandboxCreation {
         attempt: actions.attempt,
         reason: actions.create_sandbox_reason.clone().unwrap_or_default(),
@@ -550,7 +554,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         ],
         volumes: empty_dir_setups(inputs.requests, pod),
         dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
-        config_error: sandbox_config_error(inputs),
+        config_error: sandbox_config_error(inputs, &handler),
     });
     let (init, regular) = candidates(pod, inputs.runtime, &actions);
     let init_containers: Vec<ContainerPlan> = init
@@ -570,8 +574,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
     let sandbox =
         if create_sandbox.is_some() || !init_containers.is_empty() || !containers.is_empty() {
             SandboxConfig {
-                runtime_handler: runtime_handler(pod, &inputs.pod_inputs.objects)
-                    .unwrap_or_default(),
+                runtime_handler: handler.clone().unwrap_or_default(),
                 ..sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
             }
         } else {

@@ -300,11 +300,6 @@ impl PodFiles for SystemPodFiles {
     ) -> Result<bool, PodFilesError> {
         std::fs::create_dir_all(dir).map_err(PodFilesError::io("create", dir))?;
         let dir_fd = open_dir(dir)?;
-        if ownership.group.is_some() {
-            // The volume's own folder too, as upstream's walk starts there: a container
-            // of the group must search it to reach its files.
-            own_folder(&dir_fd, dir, ownership)?;
-        }
         let data_link = dir.join(DATA_DIR);
         let old = match readlinkat(&dir_fd, DATA_DIR) {
             Ok(target) => {
@@ -334,6 +329,12 @@ impl PodFiles for SystemPodFiles {
         let change = payload_change(&current, payload);
         if old.is_some() && !change.changed {
             return Ok(false);
+        }
+        if ownership.group.is_some() {
+            // The volume's own folder too, as upstream's walk starts there: a container
+            // of the group must search it to reach its files. Only when writing: an
+            // unchanged volume was owned when it was written.
+            own_folder(&dir_fd, dir, ownership)?;
         }
         let ts_name = format!("..{stamp}");
         let ts_path = dir.join(&ts_name);
