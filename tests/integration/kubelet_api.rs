@@ -584,6 +584,136 @@ fn kubectl_streaming(
     (child, reader)
 }
 
+/// kubectl with `args` on a terminal (script(1) gives it a pty), each of `lines` typed
+/// after a pause; its output once it ends.
+fn on_a_terminal(cluster: &Cluster, args: &str, lines: &[&str]) -> std::process::Output {
+    let kubectl = cluster.var("KUBECTL");
+    let mut shell = Command::new("script")
+        .args(["-qefc"])
+        .arg(format!("{kubectl} {args}"))
+        .arg("/dev/null")
+        .env("KUBECONFIG", cluster.admin_kubeconfig())
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    {
+        use std::io::Write;
+        let mut stdin = shell.stdin.take().expect("stdin");
+        std::thread::sleep(Duration::from_secs(3));
+        for line in lines {
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .expect("line written");
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    wait_for(30, &format!("kubectl {args} to end"), || {
+        shell.try_wait().ok().flatten().map(|_| ())
+    });
+    shell.wait_with_output().expect("script output")
+}
+
+/// The status of the ephemeral container `name` of pod `streams`, once it has one.
+fn ephemeral_status(cluster: &Cluster, name: &str) -> Option<serde_json::Value> {
+    let pod = cluster.get_json(&["pod", "streams"])?;
+    pod["status"]["ephemeralContainerStatuses"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+}
+
+/// Upstream's `ephemeral_containers.go` ("will start an ephemeral container in an existing
+/// pod": running, exec'd into, its logs read), then `kubectl debug -it --target`: a
+/// shell sharing the target's processes, whose exit ends it for good (never restarted).
+fn ephemeral_containers(cluster: &Cluster, image: &str) {
+    let image_flag = format!("--image={image}");
+    let out = cluster.kubectl(&[
+        "debug",
+        "streams",
+        &image_flag,
+        "--image-pull-policy=IfNotPresent",
+        "-c",
+        "debugger",
+        "--",
+        "sh",
+        "-c",
+        "while true; do echo polo; sleep 2; done",
+    ]);
+    assert!(out.status.success(), "kubectl debug: {out:?}");
+    wait_for(60, "the ephemeral container running", || {
+        ephemeral_status(cluster, "debugger")?["state"]
+            .get("running")
+            .map(|_| ())
+    });
+    let status = ephemeral_status(cluster, "debugger").expect("status");
+    assert_eq!(status["ready"], false, "{status}");
+    assert!(
+        status["containerID"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("containerd://")),
+        "{status}"
+    );
+    let out = cluster.kubectl(&[
+        "exec",
+        "streams",
+        "-c",
+        "debugger",
+        "--",
+        "/bin/echo",
+        "marco",
+    ]);
+    assert_eq!(text(&out), "marco\n", "{out:?}");
+    let logs = wait_for(20, "the ephemeral container's log", || {
+        let out = cluster.kubectl(&["logs", "streams", "-c", "debugger"]);
+        let log = text(&out);
+        log.contains("polo").then_some(log)
+    });
+    assert!(logs.lines().all(|l| l == "polo"), "{logs}");
+
+    // kubectl debug -it with a target: `ps` sees the target's httpd.
+    let out = on_a_terminal(
+        cluster,
+        &format!(
+            "debug -it streams {image_flag} --image-pull-policy=IfNotPresent -c shell --target=web -- sh"
+        ),
+        &["ps -o pid,args", "exit 3"],
+    );
+    let seen = text(&out);
+    assert!(
+        seen.contains("httpd -f -p 8080"),
+        "the target's processes: {seen:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ended = wait_for(30, "the debugging shell terminated", || {
+        let status = ephemeral_status(cluster, "shell")?;
+        status["state"]
+            .get("terminated")
+            .is_some()
+            .then_some(status)
+    });
+    assert_eq!(ended["state"]["terminated"]["exitCode"], 3, "{ended}");
+    // Never restarted: a relist and a resync later it is still the one instance.
+    std::thread::sleep(Duration::from_secs(5));
+    let later = ephemeral_status(cluster, "shell").expect("status");
+    assert_eq!(later["restartCount"], 0, "{later}");
+    assert_eq!(later["containerID"], ended["containerID"], "{later}");
+    assert!(later["state"].get("terminated").is_some(), "{later}");
+    // Its events name it as upstream's `GenerateContainerRef` does.
+    let events = cluster
+        .get_json(&["events", "--field-selector", "involvedObject.name=streams"])
+        .and_then(|list| list["items"].as_array().cloned())
+        .unwrap_or_default();
+    assert!(
+        events.iter().any(|e| e["reason"] == "Started"
+            && e["involvedObject"]["fieldPath"] == "spec.ephemeralContainers{debugger}"),
+        "{events:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
@@ -649,35 +779,13 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     let attached = reader.join().expect("reader");
     assert!(attached.contains("tick "), "kubectl attach: {attached:?}");
 
-    // kubectl exec -it: an interactive shell on a terminal (script(1) gives kubectl a
-    // pty), driven by the test: a command, its output, then the shell's exit code.
-    let kubectl = cluster.var("KUBECTL");
-    let mut shell = Command::new("script")
-        .args(["-qefc"])
-        .arg(format!("{kubectl} exec -it streams -c web -- sh"))
-        .arg("/dev/null")
-        .env("KUBECONFIG", cluster.admin_kubeconfig())
-        .env("TERM", "dumb")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script runs");
-    {
-        use std::io::Write;
-        let mut stdin = shell.stdin.take().expect("stdin");
-        std::thread::sleep(Duration::from_secs(3));
-        stdin
-            .write_all(b"echo answer-$((6*7)); tty\n")
-            .expect("command written");
-        std::thread::sleep(Duration::from_secs(2));
-        stdin.write_all(b"exit 7\n").expect("exit written");
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    wait_for(20, "the interactive shell to end", || {
-        shell.try_wait().ok().flatten().map(|_| ())
-    });
-    let out = shell.wait_with_output().expect("script output");
+    // kubectl exec -it: an interactive shell on a terminal, driven by the test: a
+    // command, its output, then the shell's exit code.
+    let out = on_a_terminal(
+        &cluster,
+        "exec -it streams -c web -- sh",
+        &["echo answer-$((6*7)); tty", "exit 7"],
+    );
     let seen = text(&out);
     assert!(
         seen.contains("answer-42"),
@@ -689,6 +797,8 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
         "a terminal in the container: {seen:?}"
     );
     assert_eq!(out.status.code(), Some(7), "{seen:?}");
+
+    ephemeral_containers(&cluster, &node.busybox);
 
     // kubectl logs: --tail, --timestamps, --since, -p after the restart, -f streaming.
     let logs = |args: &[&str]| {

@@ -78,7 +78,7 @@ impl ImageGc {
             .pods
             .active_pods()
             .iter()
-            .flat_map(|p| p.spec.containers.iter().chain(&p.spec.init_containers))
+            .flat_map(|p| p.spec.all_containers())
             .map(|c| c.image.clone())
             .collect();
         in_use.extend(wanted_image_ids(&images, &named));

@@ -41,7 +41,7 @@ use crate::domain::kuberuntime::runtime::{ContainerState, ImageUser, PodRuntimeS
 use crate::domain::kuberuntime::teardown::{self, Stopping};
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::node::{NodeNameSource, NodeSettings};
-use crate::domain::pod::{qos_class, Pod, CONFIG_SOURCE_ANNOTATION};
+use crate::domain::pod::{qos_class, ContainerKind, Pod, CONFIG_SOURCE_ANNOTATION};
 use crate::domain::units::duration::GoDuration;
 
 pub use crate::domain::cgroup::CgroupVersion;
@@ -410,6 +410,9 @@ pub struct HeldContainer {
     pub name: String,
     pub image: String,
     pub init: bool,
+    /// An ephemeral container (`kubectl debug`); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
     /// `CrashLoopBackOff`, `ImagePullBackOff`, `ErrImageNeverPull`,
     /// `CreateContainerConfigError`, `ErrImageInspect`.
     pub reason: String,
@@ -429,6 +432,9 @@ pub struct PodActionsPlan {
     pub create_sandbox: Option<SandboxCreation>,
     /// The sandbox kept and started into, when no new one is created.
     pub keep_sandbox: Option<String>,
+    /// Started before the init containers, as upstream starts them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub start_ephemeral_containers: Vec<ContainerStart>,
     pub start_init_containers: Vec<ContainerStart>,
     pub start_containers: Vec<ContainerStart>,
     pub kill_containers: Vec<ContainerKill>,
@@ -691,7 +697,8 @@ fn held(hold: &ContainerHold) -> HeldContainer {
     HeldContainer {
         name: hold.name.clone(),
         image: hold.image.clone(),
-        init: hold.init,
+        init: hold.kind == ContainerKind::Init,
+        ephemeral: hold.kind == ContainerKind::Ephemeral,
         reason: held.waiting.reason.clone(),
         message: held.waiting.message.clone(),
         // Whole seconds, rounded up: when to look again, not a stopwatch.
@@ -722,6 +729,7 @@ fn actions_plan(run: &DryRun) -> (PodActionsPlan, usize) {
         kill_pod: None,
         create_sandbox: None,
         keep_sandbox,
+        start_ephemeral_containers: Vec::new(),
         start_init_containers: Vec::new(),
         start_containers: Vec::new(),
         kill_containers: Vec::new(),
@@ -751,17 +759,17 @@ fn actions_plan(run: &DryRun) -> (PodActionsPlan, usize) {
                 containers: containers.clone(),
             }),
             Effect::CreateContainer {
-                init,
+                kind,
                 name,
                 image,
                 reason,
                 config,
                 ..
             } => {
-                let list = if *init {
-                    &mut out.start_init_containers
-                } else {
-                    &mut out.start_containers
+                let list = match kind {
+                    ContainerKind::Ephemeral => &mut out.start_ephemeral_containers,
+                    ContainerKind::Init => &mut out.start_init_containers,
+                    ContainerKind::Regular => &mut out.start_containers,
                 };
                 list.push(start(config, name, image, reason));
             }
@@ -770,6 +778,7 @@ fn actions_plan(run: &DryRun) -> (PodActionsPlan, usize) {
     }
     let count = usize::from(out.kill_pod.is_some())
         + usize::from(out.create_sandbox.is_some())
+        + out.start_ephemeral_containers.len()
         + out.start_init_containers.len()
         + out.start_containers.len()
         + out.kill_containers.len()
@@ -848,6 +857,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
             kill_pod: None,
             create_sandbox: None,
             keep_sandbox: None,
+            start_ephemeral_containers: Vec::new(),
             start_init_containers: Vec::new(),
             start_containers: Vec::new(),
             kill_containers: Vec::new(),

@@ -284,6 +284,14 @@ pub fn render_text(plan: &Plan) -> String {
                 pull.containers.join(", ")
             );
         }
+        for start in &a.start_ephemeral_containers {
+            let _ = writeln!(
+                out,
+                "    start ephemeral container {} ({})",
+                start.name, start.image
+            );
+            let _ = writeln!(out, "      security: {}", security_line(&start.security));
+        }
         for start in &a.start_init_containers {
             let _ = writeln!(
                 out,
@@ -318,7 +326,11 @@ pub fn render_text(plan: &Plan) -> String {
             let _ = writeln!(
                 out,
                 "    hold {}container {} ({}) [{}]: {}; next try in {}",
-                if held.init { "init " } else { "" },
+                match (held.init, held.ephemeral) {
+                    (true, _) => "init ",
+                    (_, true) => "ephemeral ",
+                    _ => "",
+                },
                 held.name,
                 held.image,
                 held.reason,

@@ -376,17 +376,12 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             Err(error) => Answer::Failed(Chain(&error).to_string()),
         },
         Effect::PostStart {
-            init,
+            kind,
             index,
             id,
             sandbox_id,
         } => {
-            let list = if init {
-                &pod.spec.init_containers
-            } else {
-                &pod.spec.containers
-            };
-            let Some(spec) = list.get(index) else {
+            let Some(spec) = pod.spec.container(kind, index) else {
                 return Answer::Done;
             };
             match probes::post_start(ctx, pod, spec, &id, &sandbox_id).await {
@@ -468,13 +463,7 @@ async fn read_termination_messages(
         .iter_mut()
         .filter(|c| c.state == ContainerState::Exited)
     {
-        let Some(spec) = pod
-            .spec
-            .init_containers
-            .iter()
-            .chain(&pod.spec.containers)
-            .find(|s| s.name == c.name)
-        else {
+        let Some(spec) = pod.spec.all_containers().find(|s| s.name == c.name) else {
             continue;
         };
         let path = termination::message_file(&ctx.requests, &pod.metadata.uid, &c.name, c.attempt);

@@ -138,7 +138,7 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             warn!(error = %Chain(&error), "failed to remove pod folder");
         }
         let mut backoff = lock(&ctx.image_backoff);
-        for c in pod.spec.containers.iter().chain(&pod.spec.init_containers) {
+        for c in pod.spec.all_containers() {
             backoff.reset(&image_pull_key(uid, &c.image));
         }
     }

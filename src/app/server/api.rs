@@ -349,13 +349,7 @@ impl KubeletApi {
                 format!("pod {pod_name:?} does not exist\n"),
             );
         };
-        let known = pod
-            .spec
-            .containers
-            .iter()
-            .chain(&pod.spec.init_containers)
-            .any(|c| &c.name == container);
-        if !known {
+        if !pod.spec.has_container(container) {
             return response(
                 StatusCode::NOT_FOUND,
                 TEXT,

@@ -59,8 +59,9 @@ pub fn pod_reference(pod: &Pod) -> ObjectReference {
 }
 
 /// Upstream's `GenerateContainerRef`: the pod with `spec.containers{name}` (or
-/// `spec.initContainers{name}`) as field path. A name in neither list (a container found
-/// in the runtime only) gets the pod's reference, as upstream's fallback does.
+/// `spec.initContainers{name}`, `spec.ephemeralContainers{name}`) as field path. A name
+/// in no list (a container found in the runtime only) gets the pod's reference, as
+/// upstream's fallback does.
 pub fn container_reference(pod: &Pod, container: &str) -> ObjectReference {
     let mut object = pod_reference(pod);
     let spec = &pod.spec;
@@ -68,6 +69,12 @@ pub fn container_reference(pod: &Pod, container: &str) -> ObjectReference {
         object.field_path = format!("spec.containers{{{container}}}");
     } else if spec.init_containers.iter().any(|c| c.name == container) {
         object.field_path = format!("spec.initContainers{{{container}}}");
+    } else if spec
+        .ephemeral_containers
+        .iter()
+        .any(|e| e.container.name == container)
+    {
+        object.field_path = format!("spec.ephemeralContainers{{{container}}}");
     }
     object
 }

@@ -8,9 +8,9 @@
 //!
 //! The decision rules follow the upstream kubelet's `computePodActions` with
 //! the sidecar-aware init container handling (the path upstream takes for
-//! all pods once legacy sidecar handling is gone). Not modelled here yet:
-//! liveness/startup probe results, ephemeral containers, in-place resize and
-//! deletion timestamps; callers handle pod termination separately.
+//! all pods once legacy sidecar handling is gone). Not modelled here:
+//! liveness/startup probe results, in-place resize and deletion timestamps;
+//! callers handle pod termination separately.
 
 use std::fmt;
 
@@ -120,6 +120,9 @@ pub struct PodActions {
     pub containers_to_start: Vec<ContainerToStart>,
     /// Instances to kill individually (only meaningful when `!kill_pod`).
     pub containers_to_kill: Vec<ContainerToKill>,
+    /// Indices into `pod.spec.ephemeral_containers` never started yet: started in the
+    /// running sandbox whether initialization is done or not, never again once they ran.
+    pub ephemeral_containers_to_start: Vec<usize>,
 }
 
 impl PodActions {
@@ -130,6 +133,7 @@ impl PodActions {
             && self.init_containers_to_start.is_empty()
             && self.containers_to_start.is_empty()
             && self.containers_to_kill.is_empty()
+            && self.ephemeral_containers_to_start.is_empty()
     }
 
     /// Indices of the regular containers to start.
@@ -282,6 +286,16 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodRuntimeStatus) -> PodActions {
         plan_fresh_sandbox(pod, status, &mut actions);
         return actions;
     }
+    // Any record of the container, in any sandbox, means it ran: ephemeral containers
+    // are never restarted.
+    actions.ephemeral_containers_to_start = pod
+        .spec
+        .ephemeral_containers
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| status.find_container(&e.container.name).is_none())
+        .map(|(i, _)| i)
+        .collect();
 
     let initialized = plan_init_containers(pod, status, &mut actions);
     if actions.kill_pod || !initialized {

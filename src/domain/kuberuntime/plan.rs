@@ -21,13 +21,13 @@ use crate::domain::kuberuntime::backoff::{restart_backoff, BackoffPolicy, Restar
 use crate::domain::kuberuntime::dns::DnsWarning;
 use crate::domain::kuberuntime::requests::{
     apply_image, container_config_and_skipped_env, empty_dir_setups, pod_dir, pod_log_dir,
-    sandbox_config, sandbox_dns, sandbox_hostname, ContainerConfig, FqdnTooLong, RequestContext,
-    RequestError, SandboxConfig,
+    sandbox_config, sandbox_dns, sandbox_hostname, ContainerConfig, FqdnTooLong, NamespaceMode,
+    RequestContext, RequestError, SandboxConfig,
 };
 use crate::domain::kuberuntime::runtime::{
     ContainerState, ImageInfo, ImageUser, PodRuntimeStatus, SandboxState,
 };
-use crate::domain::pod::{container_hash, format_pod, Container, ImageAction, Pod};
+use crate::domain::pod::{container_hash, format_pod, Container, ContainerKind, ImageAction, Pod};
 use crate::domain::securitycontext::{self, Rejection, VolumeSetup};
 use crate::domain::status::Waiting;
 use crate::domain::units::duration::GoDuration;
@@ -166,7 +166,8 @@ pub enum ContainerAction {
 /// The plan for one container `compute_pod_actions` wants started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerPlan {
-    /// Index into the pod's init containers or containers.
+    /// Which of the pod's lists `index` is into.
+    pub kind: ContainerKind,
     pub index: usize,
     pub name: String,
     pub image: String,
@@ -211,6 +212,9 @@ pub struct SyncPlan {
     /// `create_sandbox`, and what containers are created against either way. Left
     /// empty (default) when the sync neither creates a sandbox nor starts a container.
     pub sandbox: SandboxConfig,
+    /// Ephemeral containers to start, before the init containers (upstream's order: a
+    /// failing init container does not keep a debugger out).
+    pub ephemeral_containers: Vec<ContainerPlan>,
     /// Init containers to start, in order; a sync stops at the first that does not start.
     pub init_containers: Vec<ContainerPlan>,
     pub containers: Vec<ContainerPlan>,
@@ -231,13 +235,17 @@ impl SyncPlan {
             && self.kill_pod.is_none()
             && self.kill_containers.is_empty()
             && self.create_sandbox.is_none()
+            && self.ephemeral_containers.is_empty()
             && self.init_containers.is_empty()
             && self.containers.is_empty()
     }
 
-    /// Every container plan, init containers first.
+    /// Every container plan in start order: ephemeral, init, then regular containers.
     pub fn steps(&self) -> impl Iterator<Item = &ContainerPlan> {
-        self.init_containers.iter().chain(&self.containers)
+        self.ephemeral_containers
+            .iter()
+            .chain(&self.init_containers)
+            .chain(&self.containers)
     }
 
     /// The images to pull, each once, in start order, with the containers waiting for it.
@@ -271,6 +279,7 @@ pub fn something_left_to_kill(status: &PodRuntimeStatus) -> bool {
 
 /// A container `compute_pod_actions` wants started, before its image is considered.
 struct Candidate<'p> {
+    kind: ContainerKind,
     index: usize,
     container: &'p Container,
     reason: String,
@@ -278,42 +287,56 @@ struct Candidate<'p> {
     backoff: RestartBackoff,
 }
 
-/// The containers to start, init containers first, with their crash-loop back-off.
+/// The containers to start in start order (ephemeral, init, regular), with their
+/// crash-loop back-off.
 fn candidates<'p>(
     pod: &'p Pod,
     runtime: &PodRuntimeStatus,
     actions: &PodActions,
-) -> (Vec<Candidate<'p>>, Vec<Candidate<'p>>) {
-    let candidate = |index: usize, container: &'p Container, reason: String| {
-        let newest = runtime.find_container(&container.name);
-        Candidate {
-            index,
-            container,
-            reason,
-            restart_count: newest.map_or(0, |c| c.attempt.saturating_add(1)),
-            backoff: restart_backoff(BackoffPolicy::CRASH_LOOP, newest, container_hash(container)),
-        }
-    };
+) -> Vec<Candidate<'p>> {
     if actions.kill_pod && !actions.create_sandbox {
-        return (Vec::new(), Vec::new());
+        return Vec::new();
     }
-    let init = actions
-        .init_containers_to_start
+    let wanted = actions
+        .ephemeral_containers_to_start
         .iter()
-        .filter_map(|&i| {
-            let c = pod.spec.init_containers.get(i)?;
-            Some(candidate(i, c, "init container due".to_owned()))
+        .map(|&i| {
+            (
+                ContainerKind::Ephemeral,
+                i,
+                "ephemeral container due".to_owned(),
+            )
         })
-        .collect();
-    let regular = actions
-        .containers_to_start
-        .iter()
-        .filter_map(|s| {
-            let c = pod.spec.containers.get(s.index)?;
-            Some(candidate(s.index, c, s.reason.clone()))
+        .chain(
+            actions
+                .init_containers_to_start
+                .iter()
+                .map(|&i| (ContainerKind::Init, i, "init container due".to_owned())),
+        )
+        .chain(
+            actions
+                .containers_to_start
+                .iter()
+                .map(|s| (ContainerKind::Regular, s.index, s.reason.clone())),
+        );
+    wanted
+        .filter_map(|(kind, index, reason)| {
+            let container = pod.spec.container(kind, index)?;
+            let newest = runtime.find_container(&container.name);
+            Some(Candidate {
+                kind,
+                index,
+                container,
+                reason,
+                restart_count: newest.map_or(0, |c| c.attempt.saturating_add(1)),
+                backoff: restart_backoff(
+                    BackoffPolicy::CRASH_LOOP,
+                    newest,
+                    container_hash(container),
+                ),
+            })
         })
-        .collect();
-    (init, regular)
+        .collect()
 }
 
 /// The images whose presence [`plan_pod_sync`] needs: those of the containers it would
@@ -324,9 +347,8 @@ pub fn images_to_inspect(
     now_unix_nanos: i64,
 ) -> Vec<String> {
     let actions = compute_pod_actions(pod, runtime);
-    let (init, regular) = candidates(pod, runtime, &actions);
     let mut images: Vec<String> = Vec::new();
-    for c in init.iter().chain(&regular) {
+    for c in candidates(pod, runtime, &actions) {
         if c.backoff.remaining(now_unix_nanos).is_none() && !images.contains(&c.container.image) {
             images.push(c.container.image.clone());
         }
@@ -363,6 +385,7 @@ fn plan_container(inputs: &SyncInputs<'_>, c: Candidate<'_>) -> ContainerPlan {
         plan_image_and_config(inputs, &c)
     };
     ContainerPlan {
+        kind: c.kind,
         index: c.index,
         name: container.name.clone(),
         image: image.to_owned(),
@@ -440,6 +463,7 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
         &pod_inputs,
     )
     .and_then(|(mut config, skipped_env)| {
+        join_target_namespace(inputs, c, &mut config)?;
         // A pulled image is inspected after its pull (`complete_after_pull`).
         match facts.filter(|_| !pull_image) {
             Some(facts) => {
@@ -459,6 +483,39 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
     }
 }
 
+/// An ephemeral container with a target joins the target's process namespace (upstream's
+/// `getTargetID`: the target's newest instance, whatever its state), unless the pod
+/// shares one namespace already.
+fn join_target_namespace(
+    inputs: &SyncInputs<'_>,
+    c: &Candidate<'_>,
+    config: &mut ContainerConfig,
+) -> Result<(), RequestError> {
+    if c.kind != ContainerKind::Ephemeral {
+        return Ok(());
+    }
+    let Some(target) = inputs
+        .pod
+        .spec
+        .ephemeral_containers
+        .get(c.index)
+        .map(|e| e.target_container_name.as_str())
+        .filter(|t| !t.is_empty())
+    else {
+        return Ok(());
+    };
+    let instance = inputs
+        .runtime
+        .find_container(target)
+        .ok_or_else(|| RequestError::TargetNotFound(target.to_owned()))?;
+    let namespaces = &mut config.security.namespace_options;
+    if namespaces.pid == NamespaceMode::Container {
+        namespaces.pid = NamespaceMode::Target;
+        namespaces.target_id.clone_from(&instance.id);
+    }
+    Ok(())
+}
+
 /// Upstream's `CreateContainerConfigError`.
 fn config_error(e: RequestError) -> Held {
     Held {
@@ -472,18 +529,13 @@ fn config_error(e: RequestError) -> Held {
 /// `Held` is upstream's `CreateContainerConfigError`.
 pub fn complete_after_pull(
     pod: &Pod,
+    kind: ContainerKind,
     index: usize,
-    init: bool,
     config: &ContainerConfig,
     facts: &ImageFacts,
 ) -> Result<ContainerConfig, Held> {
-    let list = if init {
-        &pod.spec.init_containers
-    } else {
-        &pod.spec.containers
-    };
     let mut config = config.clone();
-    if let Some(container) = list.get(index) {
+    if let Some(container) = pod.spec.container(kind, index) {
         apply_image(&mut config, pod, container, &facts.id, &facts.user).map_err(config_error)?;
     }
     Ok(config)
@@ -502,6 +554,7 @@ fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
     actions.init_containers_to_start.clear();
     actions.containers_to_start.clear();
     actions.containers_to_kill.clear();
+    actions.ephemeral_containers_to_start.clear();
     SyncPlan {
         kill_pod: something_left_to_kill(inputs.runtime).then_some(reason),
         kill_containers: Vec::new(),
@@ -509,6 +562,7 @@ fn rejected_plan(inputs: &SyncInputs<'_>, rejection: Rejection) -> SyncPlan {
         create_sandbox: None,
         sandbox_id: String::new(),
         sandbox: SandboxConfig::default(),
+        ephemeral_containers: Vec::new(),
         init_containers: Vec::new(),
         containers: Vec::new(),
         resync_after: None,
@@ -556,30 +610,34 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         dns_warnings: sandbox_dns(inputs.requests, pod).warnings,
         config_error: sandbox_config_error(inputs, &handler),
     });
-    let (init, regular) = candidates(pod, inputs.runtime, &actions);
-    let init_containers: Vec<ContainerPlan> = init
-        .into_iter()
-        .map(|c| plan_container(inputs, c))
-        .collect();
-    let containers: Vec<ContainerPlan> = regular
-        .into_iter()
-        .map(|c| plan_container(inputs, c))
-        .collect();
-    let resync_after = init_containers
+    let mut ephemeral_containers = Vec::new();
+    let mut init_containers = Vec::new();
+    let mut containers = Vec::new();
+    for candidate in candidates(pod, inputs.runtime, &actions) {
+        let list = match candidate.kind {
+            ContainerKind::Ephemeral => &mut ephemeral_containers,
+            ContainerKind::Init => &mut init_containers,
+            ContainerKind::Regular => &mut containers,
+        };
+        list.push(plan_container(inputs, candidate));
+    }
+    let resync_after = ephemeral_containers
         .iter()
+        .chain(&init_containers)
         .chain(&containers)
         .filter_map(|c| c.held().map(|h| h.retry_after))
         .min();
     // Most syncs of a running pod start nothing: no config to build then.
-    let sandbox =
-        if create_sandbox.is_some() || !init_containers.is_empty() || !containers.is_empty() {
-            SandboxConfig {
-                runtime_handler: handler.clone().unwrap_or_default(),
-                ..sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
-            }
-        } else {
-            SandboxConfig::default()
-        };
+    let starts_any =
+        !(ephemeral_containers.is_empty() && init_containers.is_empty() && containers.is_empty());
+    let sandbox = if create_sandbox.is_some() || starts_any {
+        SandboxConfig {
+            runtime_handler: handler.clone().unwrap_or_default(),
+            ..sandbox_config(inputs.requests, pod, actions.attempt, inputs.cgroup_parent)
+        }
+    } else {
+        SandboxConfig::default()
+    };
     SyncPlan {
         kill_only: actions.kill_pod && !actions.create_sandbox,
         sandbox,
@@ -591,6 +649,7 @@ pub fn plan_pod_sync(inputs: &SyncInputs<'_>) -> SyncPlan {
         kill_pod,
         kill_containers,
         create_sandbox,
+        ephemeral_containers,
         init_containers,
         containers,
         resync_after,

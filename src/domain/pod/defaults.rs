@@ -23,6 +23,11 @@ pub fn apply_api_defaults(pod: &mut Pod) {
         .containers
         .iter_mut()
         .chain(spec.init_containers.iter_mut())
+        .chain(
+            spec.ephemeral_containers
+                .iter_mut()
+                .map(|e| &mut e.container),
+        )
     {
         if container.image_pull_policy.is_none() {
             container.image_pull_policy = Some(container.pull_policy());

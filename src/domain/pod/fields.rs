@@ -435,6 +435,57 @@ const CONTAINER: &[Field] = &[
     honoured("workingDir", "the container's working directory"),
 ];
 
+/// The fields the API server's validation refuses for an ephemeral container
+/// (`allowedEphemeralContainerFields`): the kubelet never sees them.
+const NOT_FOR_EPHEMERAL: &str = "the API server's (refused for an ephemeral container)";
+
+/// An ephemeral container: a container's fields, of which the API server lets through
+/// only those that do not make it part of the workload, and its target.
+const EPHEMERAL_CONTAINER: &[Field] = &[
+    honoured("args[]", "the container's command line"),
+    honoured("command[]", "the container's command line"),
+    object("env[]", "the container's environment", ENV),
+    object("envFrom[]", "the container's environment", ENV_FROM),
+    honoured("image", "pulled and run"),
+    honoured("imagePullPolicy", "when the image is pulled"),
+    not_ours("lifecycle", NOT_FOR_EPHEMERAL),
+    not_ours("livenessProbe", NOT_FOR_EPHEMERAL),
+    honoured("name", "the container's name"),
+    not_ours("ports[]", NOT_FOR_EPHEMERAL),
+    not_ours("readinessProbe", NOT_FOR_EPHEMERAL),
+    not_ours("resizePolicy[]", NOT_FOR_EPHEMERAL),
+    not_ours("resources", NOT_FOR_EPHEMERAL),
+    not_ours("restartPolicy", NOT_FOR_EPHEMERAL),
+    not_ours("restartPolicyRules[]", NOT_FOR_EPHEMERAL),
+    object(
+        "securityContext",
+        "the CRI's security context",
+        CONTAINER_SECURITY,
+    ),
+    not_ours("startupProbe", NOT_FOR_EPHEMERAL),
+    honoured("stdin", "the CRI's stdin (kubectl debug -i, attach)"),
+    honoured(
+        "stdinOnce",
+        "the CRI's stdin_once (stdin closed after the first attach)",
+    ),
+    honoured(
+        "targetContainerName",
+        "the target container's process namespace (the CRI's TARGET)",
+    ),
+    honoured("terminationMessagePath", "the termination message file"),
+    honoured(
+        "terminationMessagePolicy",
+        "the termination message (File or FallbackToLogsOnError)",
+    ),
+    honoured("tty", "the CRI's tty"),
+    refused(
+        "volumeDevices[]",
+        "raw block devices are not given to containers",
+    ),
+    object("volumeMounts[]", "the CRI mounts", VOLUME_MOUNTS),
+    honoured("workingDir", "the container's working directory"),
+];
+
 const KEY_TO_PATH: &[Field] = &[
     honoured("key", "the key written"),
     honoured("mode", "the file's mode"),
@@ -644,9 +695,10 @@ pub const POD_SPEC: &[Field] = &[
     ),
     honoured("dnsPolicy", "the sandbox's DNS configuration"),
     honoured("enableServiceLinks", "service environment variables"),
-    refused(
+    object(
         "ephemeralContainers[]",
-        "ephemeral containers are not started",
+        "started once in the running pod, never restarted",
+        EPHEMERAL_CONTAINER,
     ),
     not_ours("evictionResponders[]", "the Eviction API's responders'"),
     object(

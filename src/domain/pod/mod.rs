@@ -125,6 +125,10 @@ pub struct PodSpec {
     pub containers: Vec<Container>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<Container>,
+    /// Added to a running pod through the `ephemeralcontainers` subresource (`kubectl
+    /// debug`): started once, never restarted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_containers: Vec<EphemeralContainer>,
     pub restart_policy: RestartPolicy,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub host_network: bool,
@@ -304,6 +308,7 @@ impl Default for PodSpec {
         PodSpec {
             containers: Vec::new(),
             init_containers: Vec::new(),
+            ephemeral_containers: Vec::new(),
             restart_policy: RestartPolicy::Always,
             host_network: false,
             termination_grace_period_seconds: None,
@@ -427,6 +432,61 @@ pub struct Container {
     /// otherwise. Read it through [`container_hash`].
     #[serde(skip)]
     pub upstream_hash: Option<u32>,
+}
+
+/// `v1.EphemeralContainer`: a container's fields (the API server refuses the ones an
+/// ephemeral container may not have) and the container whose namespaces it joins.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EphemeralContainer {
+    #[serde(flatten)]
+    pub container: Container,
+    /// The container whose process namespace it shares (`kubectl debug --target`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_container_name: String,
+}
+
+/// Which of a pod's container lists a container is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ContainerKind {
+    Init,
+    Regular,
+    Ephemeral,
+}
+
+impl ContainerKind {
+    /// Upstream's word for it in logs (`containerType`) and the planner.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ContainerKind::Init => "init container",
+            ContainerKind::Regular => "container",
+            ContainerKind::Ephemeral => "ephemeral container",
+        }
+    }
+}
+
+impl PodSpec {
+    /// Every container of the pod: init, regular, then ephemeral ones.
+    pub fn all_containers(&self) -> impl Iterator<Item = &Container> {
+        self.init_containers
+            .iter()
+            .chain(&self.containers)
+            .chain(self.ephemeral_containers.iter().map(|e| &e.container))
+    }
+
+    /// Whether the pod has a container of any kind called `name`.
+    pub fn has_container(&self, name: &str) -> bool {
+        self.all_containers().any(|c| c.name == name)
+    }
+
+    /// The container at `index` of the list `kind` names.
+    pub fn container(&self, kind: ContainerKind, index: usize) -> Option<&Container> {
+        match kind {
+            ContainerKind::Init => self.init_containers.get(index),
+            ContainerKind::Regular => self.containers.get(index),
+            ContainerKind::Ephemeral => self.ephemeral_containers.get(index).map(|e| &e.container),
+        }
+    }
 }
 
 impl Default for Container {
@@ -927,10 +987,6 @@ fn priority_is_critical(spec: &PodSpec) -> bool {
 /// True for a critical pod in the `system-node-critical` class.
 pub fn is_node_critical_pod(pod: &Pod) -> bool {
     is_critical_pod(pod) && pod.spec.priority_class_name == SYSTEM_NODE_CRITICAL
-}
-
-fn all_containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
-    spec.containers.iter().chain(spec.init_containers.iter())
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub fn qos_class(spec: &PodSpec) -> QosClass {
             None => *q,
         });
     };
-    for container in all_containers(spec) {
+    for container in spec.all_containers() {
         let res = &container.resources;
         let mut limited = 0;
         for (i, name) in QOS_RESOURCES.iter().enumerate() {
@@ -420,7 +420,8 @@ mod tests {
         ];
         for (name, spec, capacity, expect) in cases {
             for (cname, low, high) in expect {
-                let c = all_containers(&spec)
+                let c = spec
+                    .all_containers()
                     .find(|c| c.name == cname)
                     .expect("container in case");
                 let got = container_oom_score_adj(&spec, c, capacity);

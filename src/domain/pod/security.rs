@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::validate::{invalid, quoted, required};
-use super::{all_containers, Pod, PodError};
+use super::{Pod, PodError};
 
 /// `spec.securityContext`: settings for every container of the pod (a container's own
 /// [`SecurityContext`] overrides the ones both have) and the pod-only ones (groups,
@@ -364,7 +364,7 @@ pub(super) fn validate_security(pod: &Pod, errors: &mut Vec<PodError>) {
             continue;
         };
         let field = format!("metadata.annotations[{key}]");
-        if !all_containers(spec).any(|c| c.name == container) {
+        if !spec.all_containers().any(|c| c.name == container) {
             errors.push(invalid(
                 field.clone(),
                 quoted(container),

@@ -281,6 +281,14 @@ fn decode_one(
     }
 
     let mut errors = validate_pod(&pod);
+    // Upstream validates a static pod as a pod being created, and the API server adds
+    // ephemeral containers only to a running pod.
+    if !pod.spec.ephemeral_containers.is_empty() {
+        errors.push(PodError::Forbidden {
+            field: "spec.ephemeralContainers".to_owned(),
+            detail: "cannot be set on create".to_owned(),
+        });
+    }
     if let Some(resource) = api_reference(item) {
         errors.push(PodError::ApiReference {
             resource: resource.to_string(),
@@ -706,6 +714,24 @@ status:
             err.contains("spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"),
             "{err}"
         );
+    }
+
+    /// Upstream validates a static pod as one being created, where the API server refuses
+    /// ephemeral containers; a bad target is named too (its `validateEphemeralContainers`).
+    #[test]
+    fn ephemeral_containers_are_refused_in_a_static_pod() {
+        let manifest = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{
+            "containers":[{"name":"c","image":"i"}],
+            "ephemeralContainers":[{"name":"c","image":"i"},
+                                   {"name":"d","image":"i","targetContainerName":"nope"}]}}"#;
+        let err = error(manifest);
+        for expected in [
+            "spec.ephemeralContainers[0].name: Duplicate value: \"c\"",
+            "spec.ephemeralContainers[1].targetContainerName: Not found: \"nope\"",
+            "spec.ephemeralContainers: Forbidden: cannot be set on create",
+        ] {
+            assert!(err.contains(expected), "{expected} in {err}");
+        }
     }
 
     #[test]

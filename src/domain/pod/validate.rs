@@ -152,6 +152,41 @@ pub(in crate::domain) fn required(field: String, detail: &str) -> PodError {
 /// found, worded as upstream's validation: a valid name, containers with
 /// unique valid names and images, sane ports, policies, resources, volumes
 /// and mounts. An empty result means valid.
+/// Upstream's `validateEphemeralContainers` as far as the kubelet relies on it: the
+/// container's own checks, a name unique among all the pod's containers, and a target
+/// that is one of the other containers.
+fn validate_ephemeral_containers(
+    spec: &PodSpec,
+    volume_names: &BTreeSet<String>,
+    container_names: &mut BTreeSet<String>,
+    errors: &mut Vec<PodError>,
+) {
+    let others: BTreeSet<&str> = spec
+        .init_containers
+        .iter()
+        .chain(&spec.containers)
+        .map(|c| c.name.as_str())
+        .collect();
+    for (i, e) in spec.ephemeral_containers.iter().enumerate() {
+        let path = format!("spec.ephemeralContainers[{i}]");
+        validate_container(
+            &e.container,
+            &path,
+            spec,
+            volume_names,
+            container_names,
+            errors,
+        );
+        let target = e.target_container_name.as_str();
+        if !target.is_empty() && !others.contains(target) {
+            errors.push(PodError::NotFound {
+                field: format!("{path}.targetContainerName"),
+                value: quoted(target),
+            });
+        }
+    }
+}
+
 pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
     let mut errors = Vec::new();
     let meta = &pod.metadata;
@@ -234,6 +269,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
             });
         }
     }
+    validate_ephemeral_containers(spec, &volume_names, &mut container_names, &mut errors);
 
     const DNS_POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
     if !spec.dns_policy.is_empty() && !DNS_POLICIES.contains(&spec.dns_policy.as_str()) {

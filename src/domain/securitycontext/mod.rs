@@ -355,18 +355,14 @@ pub fn verify_run_as_non_root(
     }
 }
 
-/// True when a container of the pod (init containers too) asks to be privileged.
+/// True when a container of the pod (of any kind) asks to be privileged.
 pub fn has_privileged_container(pod: &Pod) -> bool {
-    pod.spec
-        .init_containers
-        .iter()
-        .chain(&pod.spec.containers)
-        .any(|c| {
-            c.security_context
-                .as_ref()
-                .and_then(|sc| sc.privileged)
-                .unwrap_or(false)
-        })
+    pod.spec.all_containers().any(|c| {
+        c.security_context
+            .as_ref()
+            .and_then(|sc| sc.privileged)
+            .unwrap_or(false)
+    })
 }
 
 /// The sandbox's security context as upstream v1.26 builds it: `RuntimeDefault`
@@ -550,9 +546,7 @@ pub fn admit(pod: &Pod, settings: &SecuritySettings) -> Result<(), Rejection> {
     }
     let wants_apparmor = pod
         .spec
-        .init_containers
-        .iter()
-        .chain(&pod.spec.containers)
+        .all_containers()
         .any(|c| apparmor_profile(pod, c).is_some_and(|p| p != SecurityProfile::Unconfined));
     if wants_apparmor && !settings.apparmor_enabled {
         return Err(Rejection {

@@ -139,6 +139,8 @@ pub struct ApiPodStatus {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub init_container_statuses: Vec<ApiContainerStatus>,
     pub container_statuses: Vec<ApiContainerStatus>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ephemeral_container_statuses: Vec<ApiContainerStatus>,
     /// `Initialized`, `ContainersReady`, `Ready`, `PodScheduled` (see [`pod_conditions`]);
     /// empty for a rejected pod.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -390,14 +392,16 @@ pub fn rejected_pod_status(reason: &str, message: &str) -> ApiPodStatus {
 }
 
 impl ApiPodStatus {
-    /// The statuses of the regular containers, then of the init containers.
+    /// The statuses of the regular containers, then of the init and the ephemeral
+    /// containers.
     pub fn all_container_statuses(&self) -> impl Iterator<Item = &ApiContainerStatus> {
         self.container_statuses
             .iter()
             .chain(&self.init_container_statuses)
+            .chain(&self.ephemeral_container_statuses)
     }
 
-    /// The status of the container (or init container) called `name`.
+    /// The status of the container (of any kind) called `name`.
     pub fn container_status(&self, name: &str) -> Option<&ApiContainerStatus> {
         self.all_container_statuses().find(|c| c.name == name)
     }
@@ -541,6 +545,26 @@ pub fn api_pod_status(
         qos_class: qos_class(&pod.spec).to_string(),
         init_container_statuses: convert(&pod.spec.init_containers, "PodInitializing"),
         container_statuses: convert(&pod.spec.containers, app_default),
+        ephemeral_container_statuses: pod
+            .spec
+            .ephemeral_containers
+            .iter()
+            .map(|e| {
+                let c = &e.container;
+                let mut api = container_api_status(
+                    c,
+                    status,
+                    waiting.get(&c.name),
+                    app_default,
+                    runtime_name,
+                );
+                // No probe runs in an ephemeral container, and upstream's prober reports
+                // readiness for the other containers only.
+                api.ready = false;
+                api.started = false;
+                api
+            })
+            .collect(),
         ..ApiPodStatus::default()
     };
     // A plain init container is ready once it has succeeded (upstream's prober manager
@@ -743,6 +767,56 @@ mod tests {
             ready,
             [("first", true), ("second", false), ("third", false)]
         );
+    }
+
+    /// Upstream's `convertToAPIContainerStatuses` over the ephemeral containers: each
+    /// one's state, never ready, and neither the phase nor `Ready` follows it.
+    #[test]
+    fn ephemeral_containers_report_their_own_statuses() {
+        let mut p = pod(&[], &["app"]);
+        for name in ["debugger", "later"] {
+            p.spec
+                .ephemeral_containers
+                .push(crate::domain::pod::EphemeralContainer {
+                    container: Container {
+                        name: name.into(),
+                        image: "busybox:1.36".into(),
+                        ..Default::default()
+                    },
+                    target_container_name: "app".into(),
+                });
+        }
+        let mut exited = instance("debugger", "d1", 0, ContainerState::Exited);
+        exited.exit_code = 7;
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![instance("app", "a1", 0, ContainerState::Running), exited],
+            ..Default::default()
+        };
+        let status = api_pod_status(&p, &runtime, &BTreeMap::new(), "containerd");
+        assert_eq!(status.phase, "Running");
+        let [debugger, later] = status.ephemeral_container_statuses.as_slice() else {
+            panic!("two: {:?}", status.ephemeral_container_statuses);
+        };
+        assert!(!debugger.ready && debugger.restart_count == 0);
+        assert_eq!(debugger.container_id, "containerd://d1");
+        assert!(
+            matches!(&debugger.state, ApiContainerState::Terminated(t) if t.exit_code == 7),
+            "{:?}",
+            debugger.state
+        );
+        assert_eq!(
+            later.state,
+            ApiContainerState::Waiting(Waiting::new("ContainerCreating", ""))
+        );
+        assert_eq!(status.container_status("debugger"), Some(debugger));
+        let json = serde_json::to_value(&status).expect("json");
+        assert_eq!(json["ephemeralContainerStatuses"][0]["name"], "debugger");
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == "Ready");
+        assert_eq!(ready.map(|c| c.status.as_str()), Some("True"));
     }
 
     #[test]

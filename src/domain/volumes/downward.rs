@@ -88,9 +88,7 @@ pub fn resource_value(
         container.ok_or_else(|| DownwardError::ContainerNotFound(String::new()))?
     } else {
         pod.spec
-            .containers
-            .iter()
-            .chain(&pod.spec.init_containers)
+            .all_containers()
             .find(|c| c.name == selector.container_name)
             .ok_or_else(|| DownwardError::ContainerNotFound(selector.container_name.clone()))?
     };

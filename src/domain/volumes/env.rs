@@ -318,9 +318,7 @@ pub fn resolve_environment(
 /// True when a container's environment needs the pod's IP (known once its sandbox is).
 pub fn needs_pod_ip(pod: &Pod) -> bool {
     pod.spec
-        .containers
-        .iter()
-        .chain(&pod.spec.init_containers)
+        .all_containers()
         .flat_map(|c| &c.env)
         .filter_map(|v| v.value_from.as_ref()?.field_ref.as_ref())
         .any(|f| f.field_path.starts_with("status.podIP"))

@@ -240,8 +240,7 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
     for reference in &pod.spec.image_pull_secrets {
         refs.secrets.insert(reference.name.clone());
     }
-    let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
-    for c in containers {
+    for c in pod.spec.all_containers() {
         for from in &c.env_from {
             if let Some(r) = &from.config_map_ref {
                 refs.config_maps.insert(r.name.clone());

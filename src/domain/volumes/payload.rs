@@ -44,7 +44,7 @@ impl VolumeOwners {
         let pod_sc = pod.spec.security_context.as_ref();
         let pod_user = pod_sc.and_then(|sc| sc.run_as_user);
         let mut fs_user = None;
-        for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+        for container in pod.spec.all_containers() {
             let user = container
                 .security_context
                 .as_ref()

@@ -512,13 +512,15 @@ fn run_as_non_root_on_a_root_image_is_a_config_error_with_upstreams_message() {
         id: "sha256:pulled".into(),
         user: ImageUser::root(),
     };
-    let held = complete_after_pull(&p, 0, false, &start.config, &facts).expect_err("held");
+    let held = complete_after_pull(&p, ContainerKind::Regular, 0, &start.config, &facts)
+        .expect_err("held");
     assert_eq!(held.waiting.reason, "CreateContainerConfigError");
     let facts = ImageFacts {
         id: "sha256:pulled".into(),
         user: ImageUser::of(Some(1000), ""),
     };
-    let config = complete_after_pull(&p, 0, false, &start.config, &facts).expect("config");
+    let config =
+        complete_after_pull(&p, ContainerKind::Regular, 0, &start.config, &facts).expect("config");
     assert_eq!(config.image, "sha256:pulled");
     assert_eq!(config.security.run_as_user, Some(1000));
 }
@@ -571,14 +573,14 @@ fn a_pod_with_a_refused_field_is_rejected_naming_it() {
     assert!(plan.create_sandbox.is_none() && plan.containers.is_empty());
 }
 
-/// `kubectl debug` adds an ephemeral container to a running pod: the node cannot start
-/// it, but the pod runs on (nothing stopped), warned about, rather than being killed.
+/// A field the node cannot honour on a pod already running (adopted from another kubelet
+/// in a swap): the pod runs on (nothing stopped), warned about, rather than being killed.
 #[test]
 fn a_refused_field_on_a_running_pod_warns_and_stops_nothing() {
     let value = serde_json::json!({
         "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
         "spec": {"containers": [{"name": "app", "image": IMAGE}],
-                 "ephemeralContainers": [{"name": "debugger", "image": IMAGE}]}
+                 "hostnameOverride": "other"}
     });
     let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
     let c = &p.spec.containers[0];
@@ -592,11 +594,113 @@ fn a_refused_field_on_a_running_pod_warns_and_stops_nothing() {
     let unhonoured = plan.unhonoured.as_ref().expect("warned about");
     assert_eq!(unhonoured.reason, "PodFeatureUnsupported");
     assert!(
-        unhonoured.message.contains("spec.ephemeralContainers"),
+        unhonoured.message.contains("spec.hostnameOverride"),
         "{}",
         unhonoured.message
     );
     // The same pod, new on the node, is refused.
     let fresh = super::tests::plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
     assert!(fresh.rejected.is_some());
+}
+
+fn with_debugger(target: &str) -> Pod {
+    let mut p = pod(vec![container("app", IMAGE)]);
+    p.spec
+        .init_containers
+        .push(container("setup", "registry.example/setup:1"));
+    p.spec
+        .ephemeral_containers
+        .push(crate::domain::pod::EphemeralContainer {
+            container: container("debugger", IMAGE),
+            target_container_name: target.into(),
+        });
+    p
+}
+
+/// Upstream's `computePodActions`: an ephemeral container starts in the running sandbox
+/// before the init containers (a stuck init container does not keep it out), joins its
+/// target's process namespace, and is never started again once it has run.
+#[test]
+fn an_ephemeral_container_starts_once_in_its_targets_process_namespace() {
+    let p = with_debugger("app");
+    let setup = &p.spec.init_containers[0];
+    let app = &p.spec.containers[0];
+    let debugger = &p.spec.ephemeral_containers[0].container;
+    let mut running = status(
+        vec![sandbox(SandboxState::Ready)],
+        vec![
+            ContainerStatus {
+                exit_code: 0,
+                ..instance(setup, 0, ContainerState::Exited)
+            },
+            instance(app, 0, ContainerState::Running),
+        ],
+    );
+    let plan1 = plan(&p, &running, &present(&[IMAGE]));
+    assert!(plan1.kill_pod.is_none() && plan1.containers.is_empty());
+    let [step] = plan1.ephemeral_containers.as_slice() else {
+        panic!("one ephemeral start: {:?}", plan1.ephemeral_containers);
+    };
+    assert_eq!(
+        (step.kind, step.name.as_str()),
+        (ContainerKind::Ephemeral, "debugger")
+    );
+    let ContainerAction::Start(start) = &step.action else {
+        panic!("started: {:?}", step.action);
+    };
+    let ns = &start.config.security.namespace_options;
+    assert_eq!(
+        (ns.pid, ns.target_id.as_str()),
+        (NamespaceMode::Target, "app-0")
+    );
+    assert_eq!(
+        plan1.steps().next().map(|s| s.kind),
+        Some(ContainerKind::Ephemeral)
+    );
+
+    // Exited, it stays exited: no restart whatever the restart policy.
+    running.containers.push(ContainerStatus {
+        exit_code: 1,
+        ..instance(debugger, 0, ContainerState::Exited)
+    });
+    assert!(plan(&p, &running, &present(&[IMAGE])).is_empty());
+
+    // A sandbox made afresh starts the pod's own containers only.
+    let fresh = plan(&p, &status(vec![], vec![]), &present(&[IMAGE]));
+    assert!(fresh.create_sandbox.is_some() && fresh.ephemeral_containers.is_empty());
+}
+
+#[test]
+fn an_ephemeral_containers_missing_target_holds_it_with_upstreams_message() {
+    let p = with_debugger("app");
+    let setup = &p.spec.init_containers[0];
+    // Initialization still runs: the debugger starts anyway, but `app` has no instance.
+    let initializing = status(
+        vec![sandbox(SandboxState::Ready)],
+        vec![instance(setup, 0, ContainerState::Running)],
+    );
+    let plan = plan(&p, &initializing, &present(&[IMAGE]));
+    let held = plan.ephemeral_containers[0].held().expect("held");
+    assert_eq!(held.waiting.reason, "CreateContainerConfigError");
+    assert_eq!(held.waiting.message, "unable to find target container app");
+    assert_eq!(plan.resync_after, Some(RETRY_AFTER_ERROR));
+
+    // Without a target, or in a pod sharing one process namespace, the pod's is used.
+    let mut shared = with_debugger("");
+    let untargeted = super::tests::plan(&shared, &initializing, &present(&[IMAGE]));
+    let ContainerAction::Start(start) = &untargeted.ephemeral_containers[0].action else {
+        panic!("started");
+    };
+    assert_eq!(
+        start.config.security.namespace_options.pid,
+        NamespaceMode::Container
+    );
+    shared.spec.share_process_namespace = Some(true);
+    shared.spec.ephemeral_containers[0].target_container_name = "setup".into();
+    let in_pod = super::tests::plan(&shared, &initializing, &present(&[IMAGE]));
+    let ContainerAction::Start(start) = &in_pod.ephemeral_containers[0].action else {
+        panic!("started");
+    };
+    let ns = &start.config.security.namespace_options;
+    assert_eq!((ns.pid, ns.target_id.as_str()), (NamespaceMode::Pod, ""));
 }

@@ -40,7 +40,7 @@ use crate::domain::kuberuntime::runtime::{SandboxState, SandboxStatus};
 use crate::domain::kuberuntime::teardown::{self, Stopping};
 use crate::domain::kuberuntime::termination;
 use crate::domain::node_status::status::NodeEvent;
-use crate::domain::pod::{Container, Pod};
+use crate::domain::pod::{Container, ContainerKind, Pod};
 use crate::domain::status::Waiting;
 use crate::domain::volumes::subpath::SubPath;
 
@@ -99,7 +99,6 @@ enum Phase {
 #[derive(Debug, Clone)]
 struct Current {
     at: usize,
-    init: bool,
     step: ContainerPlan,
     /// The request, completed after a pull.
     config: Option<ContainerConfig>,
@@ -376,21 +375,27 @@ impl<'a> PodSync<'a> {
             };
             self.outcome.failed = true;
             let pod = self.pod;
-            for (init, c) in pod
+            for (kind, c) in pod
                 .spec
                 .init_containers
                 .iter()
-                .map(|c| (true, c))
-                .chain(pod.spec.containers.iter().map(|c| (false, c)))
+                .map(|c| (ContainerKind::Init, c))
+                .chain(
+                    pod.spec
+                        .containers
+                        .iter()
+                        .map(|c| (ContainerKind::Regular, c)),
+                )
             {
                 let step = ContainerPlan {
+                    kind,
                     index: 0,
                     name: c.name.clone(),
                     image: c.image.clone(),
                     reason: String::new(),
                     action: ContainerAction::Held(held.clone()),
                 };
-                self.outcome.hold(init, &step, held.clone());
+                self.outcome.hold(&step, held.clone());
             }
             self.phase = Phase::Finished;
             return;
@@ -577,24 +582,14 @@ impl<'a> PodSync<'a> {
         };
     }
 
-    /// The container plan at `at` in start order, and whether it is an init container.
-    fn step_at(&self, at: usize) -> Option<(bool, ContainerPlan)> {
-        let plan = self.plan.as_ref()?;
-        let inits = plan.init_containers.len();
-        if at < inits {
-            plan.init_containers.get(at).map(|s| (true, s.clone()))
-        } else {
-            plan.containers.get(at - inits).map(|s| (false, s.clone()))
-        }
+    /// The container plan at `at` in start order.
+    fn step_at(&self, at: usize) -> Option<ContainerPlan> {
+        self.plan.as_ref()?.steps().nth(at).cloned()
     }
 
-    fn spec_of(&self, init: bool, index: usize) -> Option<&'a Container> {
+    fn spec_of(&self, step: &ContainerPlan) -> Option<&'a Container> {
         let pod: &'a Pod = self.pod;
-        if init {
-            pod.spec.init_containers.get(index)
-        } else {
-            pod.spec.containers.get(index)
-        }
+        pod.spec.container(step.kind, step.index)
     }
 
     fn container(&mut self, at: usize, stage: Stage) {
@@ -618,11 +613,9 @@ impl<'a> PodSync<'a> {
                 Awaiting::PulledImage,
             ),
             Stage::MessageFile => {
-                let mount = self
-                    .spec_of(current.init, current.step.index)
-                    .and_then(|spec| {
-                        termination::message_mount(self.requests, self.pod, spec, config.attempt)
-                    });
+                let mount = self.spec_of(&current.step).and_then(|spec| {
+                    termination::message_mount(self.requests, self.pod, spec, config.attempt)
+                });
                 match mount {
                     Some(mount) => self.call(
                         Effect::CreateMessageFile {
@@ -660,7 +653,7 @@ impl<'a> PodSync<'a> {
                     .unwrap_or_default();
                 self.call(
                     Effect::CreateContainer {
-                        init: current.init,
+                        kind: current.step.kind,
                         index: current.step.index,
                         name,
                         image: current.step.image.clone(),
@@ -681,13 +674,13 @@ impl<'a> PodSync<'a> {
             ),
             Stage::PostStart => {
                 let has_hook = self
-                    .spec_of(current.init, current.step.index)
+                    .spec_of(&current.step)
                     .and_then(|spec| spec.lifecycle.as_ref())
                     .is_some_and(|l| l.post_start.is_some());
                 if has_hook {
                     self.call(
                         Effect::PostStart {
-                            init: current.init,
+                            kind: current.step.kind,
                             index: current.step.index,
                             id: current.id.clone(),
                             sandbox_id: self.sandbox_id.clone(),
@@ -703,7 +696,7 @@ impl<'a> PodSync<'a> {
 
     /// Held as planned, or the pull (once per image and sync), or the request as planned.
     fn container_begin(&mut self, at: usize) {
-        let Some((init, step)) = self.step_at(at) else {
+        let Some(step) = self.step_at(at) else {
             self.phase = Phase::AfterContainers;
             return;
         };
@@ -715,12 +708,11 @@ impl<'a> PodSync<'a> {
                 }
                 self.current = Some(Current {
                     at,
-                    init,
                     step: step.clone(),
                     config: None,
                     id: String::new(),
                 });
-                self.outcome.hold(init, &step, held);
+                self.outcome.hold(&step, held);
                 return self.container_done(true);
             }
             ContainerAction::Start(start) => start.clone(),
@@ -730,7 +722,6 @@ impl<'a> PodSync<'a> {
         }
         self.current = Some(Current {
             at,
-            init,
             step: step.clone(),
             config: Some(start.config.clone()),
             id: String::new(),
@@ -792,7 +783,7 @@ impl<'a> PodSync<'a> {
         let Some(current) = self.current.clone() else {
             return self.fail();
         };
-        self.outcome.hold(current.init, &current.step, held);
+        self.outcome.hold(&current.step, held);
         self.container_done(true);
     }
 
@@ -814,7 +805,7 @@ impl<'a> PodSync<'a> {
         let Some(current) = self.current.take() else {
             return self.fail();
         };
-        if held && current.init {
+        if held && current.step.kind == ContainerKind::Init {
             self.phase = Phase::Finished;
             return;
         }
@@ -862,8 +853,8 @@ impl<'a> PodSync<'a> {
                     };
                     match complete_after_pull(
                         self.pod,
+                        current.step.kind,
                         current.step.index,
-                        current.init,
                         config,
                         &facts,
                     ) {
@@ -901,7 +892,7 @@ impl<'a> PodSync<'a> {
                     .config
                     .as_ref()
                     .and_then(|config| {
-                        let spec = self.spec_of(current.init, current.step.index)?;
+                        let spec = self.spec_of(&current.step)?;
                         termination::message_mount(self.requests, self.pod, spec, config.attempt)
                     })
                     .map(|m| m.host_path)

@@ -14,6 +14,7 @@ use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{PodRuntimeStatus, SandboxStatus};
 use crate::domain::kuberuntime::teardown::TerminationPlan;
 use crate::domain::node_status::status::NodeEvent;
+use crate::domain::pod::ContainerKind;
 use crate::domain::securitycontext::Rejection;
 use crate::domain::status::Waiting;
 use crate::domain::units::duration::GoDuration;
@@ -132,7 +133,7 @@ pub enum Effect {
     },
     /// [`Answer::ContainerCreated`] or [`Answer::Failed`].
     CreateContainer {
-        init: bool,
+        kind: ContainerKind,
         index: usize,
         name: String,
         /// The spec's image (the config may name the image's id).
@@ -148,7 +149,7 @@ pub enum Effect {
     /// Run the container's `postStart` hook; a failure kills the container.
     /// [`Answer::Done`] or [`Answer::Failed`] with upstream's message.
     PostStart {
-        init: bool,
+        kind: ContainerKind,
         index: usize,
         id: String,
         sandbox_id: String,
@@ -211,7 +212,7 @@ pub enum Answer {
 /// A container the sync did not start, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerHold {
-    pub init: bool,
+    pub kind: ContainerKind,
     pub name: String,
     pub image: String,
     pub held: Held,
@@ -246,12 +247,12 @@ impl SyncOutcome {
         self.retry_after = Some(self.retry_after.map_or(after, |d| d.min(after)));
     }
 
-    pub(super) fn hold(&mut self, init: bool, step: &ContainerPlan, held: Held) {
+    pub(super) fn hold(&mut self, step: &ContainerPlan, held: Held) {
         self.failed |= held.is_error();
         self.waiting.insert(step.name.clone(), held.waiting.clone());
         self.retry(held.retry_after);
         self.holds.push(ContainerHold {
-            init,
+            kind: step.kind,
             name: step.name.clone(),
             image: step.image.clone(),
             held,

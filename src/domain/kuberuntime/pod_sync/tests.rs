@@ -276,6 +276,56 @@ fn an_init_container_that_does_not_start_stops_the_sync() {
     assert_eq!(outcome.retry_after, Some(RETRY_AFTER_ERROR));
 }
 
+/// Upstream's step 5: ephemeral containers start first, in the running sandbox, while an
+/// init container still runs; one that fails to start does not stop the next.
+#[test]
+fn ephemeral_containers_start_first_and_one_failing_does_not_stop_the_sync() {
+    let mut p = pod(
+        vec![container("first", IMAGE)],
+        vec![container("app", IMAGE)],
+    );
+    for name in ["broken", "debugger"] {
+        p.spec
+            .ephemeral_containers
+            .push(crate::domain::pod::EphemeralContainer {
+                container: container(name, IMAGE),
+                target_container_name: String::new(),
+            });
+    }
+    let first = &p.spec.init_containers[0];
+    let runtime = PodRuntimeStatus {
+        sandboxes: vec![ready_sandbox("10.0.0.9")],
+        containers: vec![ContainerStatus {
+            hash: container_hash(first),
+            ..ContainerStatus::new("first-0", "first", ContainerState::Running)
+        }],
+        ..PodRuntimeStatus::default()
+    };
+    let (names, steps, outcome) = drive(&p, runtime, images(&[IMAGE]), |s| match s {
+        Step::Do(Effect::StartContainer { container, .. }) if container == "broken" => {
+            Some(Answer::Failed("exec format error".into()))
+        }
+        _ => None,
+    });
+    let creates: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("do create"))
+        .collect();
+    assert_eq!(
+        creates,
+        ["do create broken", "do create debugger"],
+        "{names:?}"
+    );
+    assert!(steps.iter().any(|s| matches!(
+        s,
+        Step::Do(Effect::CreateContainer { kind: ContainerKind::Ephemeral, sandbox_id, .. })
+            if sandbox_id == "sb-new"
+    )));
+    assert!(names.iter().any(|n| n == "do start debugger"), "{names:?}");
+    assert_eq!(outcome.waiting["broken"].reason, "RunContainerError");
+    assert_eq!(outcome.holds[0].kind, ContainerKind::Ephemeral);
+}
+
 #[test]
 fn one_pull_serves_every_container_of_the_image_and_a_failed_pull_holds_them_all() {
     let p = pod(vec![], vec![container("a", IMAGE), container("b", IMAGE)]);

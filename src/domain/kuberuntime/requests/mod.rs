@@ -275,6 +275,10 @@ pub enum RequestError {
     /// The security context cannot be honoured; upstream's message.
     #[error(transparent)]
     SecurityContext(#[from] securitycontext::SecurityContextError),
+    /// An ephemeral container's `targetContainerName` has no instance to share
+    /// namespaces with; upstream's `getTargetID` message.
+    #[error("unable to find target container {0}")]
+    TargetNotFound(String),
 }
 
 /// The node settings the requests depend on.

@@ -56,7 +56,8 @@ fn each_refused_field_is_named_with_its_indexes() {
     let mut pod = api_defaulted_pod();
     let spec = &mut pod["spec"];
     spec["hostnameOverride"] = json!("other");
-    spec["ephemeralContainers"] = json!([{"name": "debugger", "image": "busybox"}]);
+    spec["ephemeralContainers"] = json!([{"name": "debugger", "image": "busybox",
+        "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}]}]);
     spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("Enabled");
     spec["containers"][0]["lifecycle"] = json!({"stopSignal": "SIGUSR1"});
     assert_eq!(
@@ -64,7 +65,7 @@ fn each_refused_field_is_named_with_its_indexes() {
         [
             "spec.containers[0].lifecycle.stopSignal",
             "spec.containers[0].volumeMounts[0].recursiveReadOnly",
-            "spec.ephemeralContainers",
+            "spec.ephemeralContainers[0].volumeDevices",
             "spec.hostnameOverride",
         ]
     );
@@ -183,9 +184,13 @@ fn a_schema_path_takes_its_row_or_the_covering_ancestors() {
             "a subpath with $(VAR) from the environment"
         ))
     );
-    assert!(matches!(
+    assert_eq!(
         treatment_of("spec.ephemeralContainers[].volumeMounts[].name"),
-        Some(Treatment::Refused { .. })
+        Some(Treatment::Honoured("the volume mounted"))
+    );
+    assert!(matches!(
+        treatment_of("spec.ephemeralContainers[].ports[].containerPort"),
+        Some(Treatment::NotTheKubelets(_))
     ));
     assert!(matches!(
         treatment_of("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[].topologyKey"),
