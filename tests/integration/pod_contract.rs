@@ -4,7 +4,7 @@
 //! readiness probe run at once when the startup probe succeeds (`container_probe.go`,
 //! "should be ready immediately after startupProbe succeeds"), `activeDeadlineSeconds`
 //! (`pods.go`), `dnsConfig` (`dns.go`), RuntimeClass with its overhead
-//! (`runtimeclass.go`), `setHostnameAsFQDN`. One control plane, node
+//! (`runtimeclass.go`), `setHostnameAsFQDN`, the DNS limits' events. One control plane, node
 //! and rkubelet serve every case. Missing peers fail the test.
 
 use std::path::Path;
@@ -109,10 +109,17 @@ fn pod_memory_limit(uid: &str) -> Option<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), containerd and root: run by scripts/test.sh"]
 async fn the_pod_api_promises_hold() {
+    // The node's resolver: one nameserver, so a pod's own three exceed the limit.
+    let resolv = tempfile::tempdir().expect("temp dir");
+    let resolv_conf = resolv.path().join("resolv.conf");
+    std::fs::write(&resolv_conf, "nameserver 192.0.2.53\n").expect("resolv.conf");
     let (cluster, mut node) = crate::common::api_pods::start(
         "podcontract",
         ClusterOptions::default(),
-        &["--cluster-domain=cluster.local"],
+        &[
+            "--cluster-domain=cluster.local",
+            &format!("--resolv-conf={}", resolv_conf.display()),
+        ],
     );
     let image = node.busybox.clone();
     // RuntimeClasses (upstream's `runtimeclass.go`): one whose handler the private
@@ -157,6 +164,11 @@ async fn the_pod_api_promises_hold() {
     // Upstream's `dns.go`, "should support configurable pod DNS nameservers".
     cluster.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dns\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [203.0.113.53]\n    searches: [resolv.conf.local]\n    options:\n    - {{name: ndots, value: \"2\"}}\n    - {{name: edns0}}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"cat /etc/resolv.conf; sleep 3600\"]\n"
+    ));
+    cluster.apply(&sleeper(
+        "dns-limits",
+        &image,
+        "  dnsPolicy: Default\n  dnsConfig:\n    nameservers: [203.0.113.1, 203.0.113.2, 203.0.113.3]\n",
     ));
     cluster.apply(&sleeper("deadline", &image, "  activeDeadlineSeconds: 8\n"));
     cluster.apply(&sleeper("deadline-added", &image, ""));
@@ -255,6 +267,27 @@ async fn the_pod_api_promises_hold() {
         "only the pod's nameserver: {text}"
     );
 
+    // Upstream's DNS configurer's events: the node's nameserver and the pod's three are
+    // one too many; ClusterFirst without `--cluster-dns` falls back to the node's.
+    let dns_event = |name: &str, reason: &str| {
+        eventually(60, &format!("pod {name}'s {reason} event"), || {
+            events_of(&cluster, name)
+                .into_iter()
+                .find(|(type_, r, _)| type_ == "Warning" && r == reason)
+                .map(|(_, _, message)| message)
+        })
+    };
+    assert_eq!(
+        dns_event("dns-limits", "DNSConfigForming"),
+        "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 192.0.2.53 203.0.113.1 203.0.113.2"
+    );
+    let missing = dns_event("deadline-added", "MissingClusterDNS");
+    assert!(
+        missing.starts_with("pod: \"deadline-added_default(")
+            && missing.ends_with(")\". kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy."),
+        "{missing}"
+    );
+
     // RuntimeClass: the handler the class names runs the sandbox, the class's overhead
     // (in the spec by admission) sizes the pod's cgroup; a handler the runtime lacks and
     // a class that does not exist fail sandbox creation with upstream's event.
@@ -349,6 +382,7 @@ async fn the_pod_api_promises_hold() {
         "unhandled",
         "fqdn",
         "dns",
+        "dns-limits",
         "gated",
         "initialized",
         "startup",

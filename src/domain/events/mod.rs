@@ -31,6 +31,8 @@ pub mod reason {
     pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
     pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    pub const DNS_CONFIG_FORMING: &str = "DNSConfigForming";
+    pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
     pub const FAILED_MOUNT: &str = "FailedMount";
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
     pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
@@ -153,6 +155,28 @@ pub fn failed_create_sandbox(error: &str) -> NodeEvent {
         reason::FAILED_CREATE_POD_SANDBOX,
         format!("Failed to create pod sandbox: {error}"),
     )
+}
+
+/// What the pod's DNS configuration could not honour, as upstream's DNS configurer
+/// records it on the pod; `None` for what validation already refuses (a bad policy).
+pub fn dns_warning(
+    pod: &Pod,
+    unhonoured: &crate::domain::kuberuntime::dns::DnsWarning,
+) -> Option<NodeEvent> {
+    use crate::domain::kuberuntime::dns::DnsWarning;
+    match unhonoured {
+        DnsWarning::InvalidPolicy(_) => None,
+        DnsWarning::MissingClusterDns => Some(warning(
+            reason::MISSING_CLUSTER_DNS,
+            format!(
+                "pod: {:?}. {unhonoured}",
+                crate::domain::pod::format_pod(pod)
+            ),
+        )),
+        DnsWarning::NameserversTruncated(_) | DnsWarning::SearchesTruncated(_) => {
+            Some(warning(reason::DNS_CONFIG_FORMING, unhonoured.to_string()))
+        }
+    }
 }
 
 /// A volume that could not be set up (`message`: upstream's `MountVolume.SetUp failed

@@ -480,13 +480,20 @@ impl<'a> PodSync<'a> {
                 self.event(None, pod_events::failed_create_sandbox(&error.to_string()));
                 self.fail();
             }
-            Some(creation) => self.call(
-                Effect::CreateSandbox {
-                    creation,
-                    config: Box::new(plan.sandbox),
-                },
-                Awaiting::Sandbox,
-            ),
+            Some(creation) => {
+                for unhonoured in &creation.dns_warnings {
+                    if let Some(event) = pod_events::dns_warning(self.pod, unhonoured) {
+                        self.event(None, event);
+                    }
+                }
+                self.call(
+                    Effect::CreateSandbox {
+                        creation,
+                        config: Box::new(plan.sandbox),
+                    },
+                    Awaiting::Sandbox,
+                );
+            }
             None => {
                 self.sandbox_id = plan.sandbox_id;
                 self.phase = Phase::HostsFile;

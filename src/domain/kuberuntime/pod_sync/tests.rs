@@ -326,6 +326,37 @@ fn ephemeral_containers_start_first_and_one_failing_does_not_stop_the_sync() {
     assert_eq!(outcome.holds[0].kind, ContainerKind::Ephemeral);
 }
 
+/// Upstream's DNS configurer: a limit the pod's DNS settings exceed is a Warning event
+/// on the pod, recorded as its sandbox is made.
+#[test]
+fn dns_settings_beyond_the_limits_are_evented_with_the_sandbox() {
+    let mut p = pod(vec![], vec![container("app", IMAGE)]);
+    p.spec.dns_policy = "None".into();
+    p.spec.dns_config = Some(crate::domain::pod::PodDnsConfig {
+        nameservers: ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    });
+    let (names, steps, _) = drive(&p, PodRuntimeStatus::default(), images(&[IMAGE]), |_| None);
+    let event = names
+        .iter()
+        .position(|n| n == "do event DNSConfigForming")
+        .expect("the event");
+    let create = names.iter().position(|n| n == "do create sandbox");
+    assert!(create.is_some_and(|c| event < c), "{names:?}");
+    let message = steps.iter().find_map(|s| match s {
+        Step::Do(Effect::Event { event, .. }) if event.reason == "DNSConfigForming" => {
+            Some(event.message.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(
+        message.as_deref(),
+        Some("Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.0.0.1 10.0.0.2 10.0.0.3")
+    );
+}
+
 #[test]
 fn one_pull_serves_every_container_of_the_image_and_a_failed_pull_holds_them_all() {
     let p = pod(vec![], vec![container("a", IMAGE), container("b", IMAGE)]);
