@@ -3,9 +3,9 @@
 //! support pod readiness gates"), init containers' status (`init_container.go`), the
 //! readiness probe run at once when the startup probe succeeds (`container_probe.go`,
 //! "should be ready immediately after startupProbe succeeds"), `activeDeadlineSeconds`
-//! (`pods.go`), `dnsConfig` (`dns.go`), RuntimeClass with its overhead
-//! (`runtimeclass.go`), `setHostnameAsFQDN`, the DNS limits' events. One control plane, node
-//! and rkubelet serve every case. Missing peers fail the test.
+//! (`pods.go`), `dnsConfig` (`dns.go`) and the DNS limits' events, RuntimeClass with
+//! its overhead (`runtimeclass.go`), `setHostnameAsFQDN`, `subPathExpr` (`expansion.go`).
+//! One control plane, node and rkubelet serve every case. Missing peers fail the test.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -56,6 +56,22 @@ fn sleeper(name: &str, image: &str, extra_spec: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n{extra_spec}  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
     )
+}
+
+/// Upstream's `expansion.go` pod: container `app` with `env` (YAML list items), an
+/// emptyDir `workdir1` mounted by `mounts`, running `command`; `restartPolicy: Never`.
+fn expansion_pod(name: &str, image: &str, env: &str, mounts: &str, command: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{notmysubpath: mypath}}\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  restartPolicy: Never\n  volumes:\n  - {{name: workdir1, emptyDir: {{}}}}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {command:?}]\n    env:\n{env}    volumeMounts:\n{mounts}"
+    )
+}
+
+/// The reason and message the pod's one container waits with.
+fn waiting(cluster: &Cluster, name: &str) -> Option<(String, String)> {
+    let p = pod(cluster, name)?;
+    let w = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+    let text = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
+    w.is_object().then(|| (text("reason"), text("message")))
 }
 
 /// Waits for the pod to be ended for its active deadline, as upstream ends it: `Failed`,
@@ -165,6 +181,39 @@ async fn the_pod_api_promises_hold() {
     cluster.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dns\nspec:\n  nodeName: {NODE}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [203.0.113.53]\n    searches: [resolv.conf.local]\n    options:\n    - {{name: ndots, value: \"2\"}}\n    - {{name: edns0}}\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"cat /etc/resolv.conf; sleep 3600\"]\n"
     ));
+    // Upstream's `expansion.go`: subPathExpr from the environment; `..` and an absolute
+    // path refused; a failing expansion that an update of the pod makes valid.
+    let pod_name_env = |value: &str| format!("    - {{name: POD_NAME, value: {value:?}}}\n");
+    let sub_path_mount =
+        "    - {name: workdir1, mountPath: /logscontainer, subPathExpr: $(POD_NAME)}\n";
+    cluster.apply(&expansion_pod(
+        "subpath-ok",
+        &image,
+        &pod_name_env("subpath-ok"),
+        &format!("{sub_path_mount}    - {{name: workdir1, mountPath: /testcontainer}}\n"),
+        "test -d /testcontainer/subpath-ok",
+    ));
+    cluster.apply(&expansion_pod(
+        "subpath-dots",
+        &image,
+        &pod_name_env(".."),
+        sub_path_mount,
+        "true",
+    ));
+    cluster.apply(&expansion_pod(
+        "subpath-absolute",
+        &image,
+        &pod_name_env("/tmp"),
+        sub_path_mount,
+        "true",
+    ));
+    cluster.apply(&expansion_pod(
+        "subpath-later",
+        &image,
+        "    - {name: POD_NAME, value: foo}\n    - name: ANNOTATION\n      valueFrom: {fieldRef: {apiVersion: v1, fieldPath: \"metadata.annotations['mysubpath']\"}}\n",
+        "    - {name: workdir1, mountPath: /subpath_mount, subPathExpr: $(ANNOTATION)/$(POD_NAME)}\n    - {name: workdir1, mountPath: /volume_mount}\n",
+        "test -d /volume_mount/mypath/foo && sleep 3600",
+    ));
     cluster.apply(&sleeper(
         "dns-limits",
         &image,
@@ -266,6 +315,32 @@ async fn the_pod_api_promises_hold() {
         1,
         "only the pod's nameserver: {text}"
     );
+
+    // subPathExpr: expanded into the volume; refused with upstream's messages.
+    eventually(60, "pod subpath-ok Succeeded", || {
+        pod(&cluster, "subpath-ok").filter(|p| p["status"]["phase"] == "Succeeded")
+    });
+    for (name, message) in [
+        (
+            "subpath-dots",
+            "unable to provision SubPath `..`: must not contain '..'",
+        ),
+        (
+            "subpath-absolute",
+            "error SubPath `/tmp` must not be an absolute path",
+        ),
+        ("subpath-later", "missing value for ANNOTATION"),
+    ] {
+        let (reason, got) = eventually(60, &format!("pod {name} held"), || {
+            waiting(&cluster, name).filter(|w| w.0 == "CreateContainerConfigError")
+        });
+        assert!(got.contains(message), "{name}: {reason}: {got}");
+    }
+    let out = cluster.kubectl(&["annotate", "pod", "subpath-later", "mysubpath=mypath"]);
+    assert!(out.status.success(), "{out:?}");
+    eventually(60, "pod subpath-later Running once annotated", || {
+        pod(&cluster, "subpath-later").filter(|p| p["status"]["phase"] == "Running")
+    });
 
     // Upstream's DNS configurer's events: the node's nameserver and the pod's three are
     // one too many; ClusterFirst without `--cluster-dns` falls back to the node's.
@@ -383,6 +458,10 @@ async fn the_pod_api_promises_hold() {
         "fqdn",
         "dns",
         "dns-limits",
+        "subpath-ok",
+        "subpath-dots",
+        "subpath-absolute",
+        "subpath-later",
         "gated",
         "initialized",
         "startup",
