@@ -908,3 +908,35 @@ fn systemd_shows_slice_names_and_properties() {
         assert_eq!(plan["schemaVersion"], 4);
     }
 }
+
+/// A manifest with several problems (issue 32's new user): every one named in one pass,
+/// the bad quantity by its field, the unknown key by name; the manifest skipped, exit 1.
+#[test]
+fn a_bad_manifest_is_skipped_with_every_problem_named_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("manifest dir");
+    std::fs::write(
+        manifests.join("bad.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  restartPolicy: Sometimes\n  containers:\n  - name: App_1\n    image: busybox\n    comand: [sleep]\n    resources: {limits: {cpu: lots}}\n",
+    )
+    .expect("manifest");
+    let (plan, code, _) = dry_run(&[
+        "--container-runtime-endpoint=fake://".into(),
+        snapshot_file(dir.path()),
+        format!("--pod-manifest-path={}", manifests.display()),
+    ]);
+    assert_eq!(code, 1, "{plan}");
+    let skipped = strs(&plan["skippedManifests"]);
+    let [one] = skipped.as_slice() else {
+        panic!("one skipped manifest: {plan}");
+    };
+    for want in [
+        "spec.restartPolicy: Unsupported value: \"Sometimes\"",
+        "spec.containers[0].resources.limits.cpu: quantities must match",
+        "spec.containers[0].name: Invalid value: \"App_1\"",
+        "spec.containers[0].comand: not a field rkubelet knows",
+    ] {
+        assert!(one.contains(want), "{want} missing from {one}");
+    }
+}

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{
-    apply_api_defaults, pod_from_value, validate_pod, Pod, PodError, CONFIG_SOURCE_ANNOTATION,
+    apply_api_defaults, decode_pod, validate_pod, Pod, PodError, CONFIG_SOURCE_ANNOTATION,
 };
 use crate::domain::status::{rejected_pod_status, ApiPodStatus};
 
@@ -58,13 +58,21 @@ pub fn decode_api_pod(value: &Value) -> Result<ApiPod, InvalidApiPod> {
         uid: text(value, "uid"),
         errors,
     };
-    let mut pod = pod_from_value(value).map_err(invalid)?;
+    let decoded = decode_pod(value);
+    let Some(mut pod) = decoded.pod.clone() else {
+        return Err(invalid(decoded.errors));
+    };
     apply_api_defaults(&mut pod);
     pod.metadata
         .annotations
         .entry(CONFIG_SOURCE_ANNOTATION.to_owned())
         .or_insert_with(|| API_SOURCE.to_owned());
-    let errors = validate_pod(&pod);
+    let mut errors = decoded.errors.clone();
+    errors.extend(
+        validate_pod(&pod)
+            .into_iter()
+            .filter(|e| decoded.is_news(e)),
+    );
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
@@ -193,6 +201,24 @@ mod tests {
             ),
             "{}",
             status.message
+        );
+        // Every problem at once: the quantity that does not decode, and what validation
+        // finds in the rest.
+        bad["spec"]["containers"][0]["name"] = json!("App_1");
+        let errors: Vec<String> = decode_api_pod(&bad)
+            .expect_err("invalid")
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors[1].contains("spec.containers[0].resources.limits.cpu"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[2].starts_with("spec.containers[0].name: Invalid value: \"App_1\""),
+            "{errors:?}"
         );
     }
 }

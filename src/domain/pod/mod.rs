@@ -23,7 +23,7 @@ pub mod security;
 pub mod static_pod;
 pub mod validate;
 
-pub use decode::pod_from_value;
+pub use decode::{decode_pod, pod_from_value, DecodedPod};
 pub use defaults::apply_api_defaults;
 pub use hash::{container_hash, container_hash_matches};
 pub use qos::{container_oom_score_adj, pod_container_oom_score_adj, qos_class};

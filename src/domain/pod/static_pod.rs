@@ -8,7 +8,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::domain::pod::{
-    apply_api_defaults, pod_from_value, validate_pod, Pod, PodError, CONFIG_HASH_ANNOTATION,
+    apply_api_defaults, decode_pod, validate_pod, Pod, PodError, CONFIG_HASH_ANNOTATION,
     CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
 use crate::domain::upstream::static_pod_uid::{pod_items, upstream_pod, UidSource, UpstreamPod};
@@ -232,13 +232,20 @@ fn decode_one(
         origin: origin.to_string(),
         errors,
     };
-    let mut pod = pod_from_value(item).map_err(invalid)?;
+    // Every problem of the manifest at once: what does not decode, then what the decoded
+    // rest fails in validation, and, for a pod refused anyway, the fields not honoured.
+    let decoded = decode_pod(item);
+    let Some(mut pod) = decoded.pod.clone() else {
+        return Err(invalid(decoded.errors));
+    };
     // Checked before defaulting, which would make any name non-empty.
     if pod.metadata.name.is_empty() {
-        return Err(invalid(vec![PodError::Required {
+        let mut errors = decoded.errors;
+        errors.push(PodError::Required {
             field: "metadata.name".to_string(),
             detail: "name is needed for the pod".to_string(),
-        }]));
+        });
+        return Err(invalid(errors));
     }
     apply_api_defaults(&mut pod);
 
@@ -280,7 +287,12 @@ fn decode_one(
         }
     }
 
-    let mut errors = validate_pod(&pod);
+    let mut errors = decoded.errors.clone();
+    errors.extend(
+        validate_pod(&pod)
+            .into_iter()
+            .filter(|e| decoded.is_news(e)),
+    );
     // Upstream validates a static pod as a pod being created, and the API server adds
     // ephemeral containers only to a running pod.
     if !pod.spec.ephemeral_containers.is_empty() {
@@ -297,6 +309,13 @@ fn decode_one(
     if errors.is_empty() {
         Ok(pod)
     } else {
+        errors.extend(
+            pod.spec
+                .refused_fields
+                .iter()
+                .cloned()
+                .map(PodError::Refused),
+        );
         Err(invalid(errors))
     }
 }

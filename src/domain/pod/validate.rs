@@ -36,6 +36,26 @@ pub enum PodError {
     /// from it.
     #[error("static pods may not reference {resource}")]
     ApiReference { resource: String },
+    /// A field the node cannot honour (or does not know), named beside the other
+    /// problems of a pod that is invalid anyway.
+    #[error("{0}")]
+    Refused(super::fields::RefusedField),
+}
+
+impl PodError {
+    /// The field the error names, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            PodError::Required { field, .. }
+            | PodError::Invalid { field, .. }
+            | PodError::Duplicate { field, .. }
+            | PodError::NotFound { field, .. }
+            | PodError::Unsupported { field, .. }
+            | PodError::Forbidden { field, .. } => Some(field),
+            PodError::Refused(refused) => Some(&refused.path),
+            PodError::Decode { .. } | PodError::ApiReference { .. } => None,
+        }
+    }
 }
 
 fn suffix(detail: &str) -> String {
