@@ -26,6 +26,9 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 #[allow(dead_code)]
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
+#[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
@@ -345,7 +348,7 @@ fn measure(
     let cri = CriRuntime::connect(&ctrd.var("CRI_ENDPOINT"), Duration::from_secs(30))
         .map_err(|e| format!("CRI client: {e}"))?;
     let image = ctrd.var("BUSYBOX_IMAGE");
-    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let dir = mounts::TempRoot::new().map_err(|e| format!("temp dir: {e}"))?;
     let mut figures = Figures::default();
     let count = env_number("RKUBELET_BENCH_API_PODS", 100);
     // Upstream's figure for all pods is printed beside ours, not a goal: one round (and

@@ -35,6 +35,9 @@ mod cluster;
 mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
 
 use cluster::Cluster;
 use common::{at_most, below, fail, free_port};
@@ -298,7 +301,7 @@ pub fn main() {
     }
     let ctrd = Containerd::try_start("bench-evict").unwrap_or_else(|e| fail("eviction", &e));
     let cluster = Cluster::start("bench-evict");
-    let dir = tempfile::tempdir().unwrap_or_else(|e| fail("eviction", &e.to_string()));
+    let dir = mounts::TempRoot::new().unwrap_or_else(|e| fail("eviction", &e.to_string()));
     let runs = reaction_secs(&cluster, &ctrd, dir.path(), true)
         .and_then(|notified| Ok((notified, reaction_secs(&cluster, &ctrd, dir.path(), false)?)));
     let (notified, polled) = runs.unwrap_or_else(|e| {

@@ -19,6 +19,9 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 #[allow(dead_code)]
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
+#[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
@@ -139,7 +142,7 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
     let cri = CriRuntime::connect(&ctrd.var("CRI_ENDPOINT"), Duration::from_secs(30))
         .map_err(|e| format!("CRI client: {e}"))?;
     let image = ctrd.var("BUSYBOX_IMAGE");
-    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let dir = mounts::TempRoot::new().map_err(|e| format!("temp dir: {e}"))?;
     let manifests = dir.path().join("manifests");
     std::fs::create_dir_all(&manifests).map_err(|e| format!("manifests: {e}"))?;
     for i in 0..pods {

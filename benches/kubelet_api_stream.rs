@@ -19,6 +19,9 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 #[allow(dead_code)]
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
+#[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
@@ -108,7 +111,7 @@ fn measure(kind: Kubelet, c: &Cluster, bins: &Path, mib: usize) -> Result<Figure
     let node = format!("kstream-{tag}");
     let ctrd = Containerd::try_start(&format!("kstream{tag}"))?;
     let image = ctrd.var("BUSYBOX_IMAGE");
-    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let dir = mounts::TempRoot::new().map_err(|e| format!("temp dir: {e}"))?;
     let kubeconfig = c.node_kubeconfig(&node, 30);
     let common = [
         format!("--kubeconfig={}", kubeconfig.display()),

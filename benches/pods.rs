@@ -28,6 +28,9 @@ use rkubelet::ports::runtime::RuntimeService;
 mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
 
 use common::bare_cri::{BareCri, POD_NAME_LABEL};
 use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, rss_parts, unmeasured};
@@ -116,7 +119,7 @@ impl Env {
 /// A running rkubelet with its own directories; killed on drop.
 struct Kubelet {
     child: Child,
-    dir: tempfile::TempDir,
+    dir: mounts::TempRoot,
     /// Wall clock at the spawn, in the runtime's unit (nanoseconds since the epoch).
     spawned_at_nanos: i64,
 }
@@ -125,7 +128,7 @@ impl Kubelet {
     /// Writes `pods` (names) as static pod manifests, then starts rkubelet; returns it
     /// and the instant just before the spawn.
     fn start(env: &Env, pods: &[String]) -> Result<(Kubelet, Instant), String> {
-        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let dir = mounts::TempRoot::new().map_err(|e| format!("temp dir: {e}"))?;
         let manifests = dir.path().join("manifests");
         let root = dir.path().join("root");
         for d in [&manifests, &root] {

@@ -34,6 +34,9 @@ use rkubelet::ports::runtime::RuntimeService;
 mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
+#[allow(dead_code)] // shared with the tests, which use more of it
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
 #[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;

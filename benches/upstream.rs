@@ -20,6 +20,9 @@ mod containerd;
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
 #[allow(dead_code)]
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
+#[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
@@ -226,7 +229,7 @@ fn measure(
     let _context = rt.enter();
     let cri = CriRuntime::connect(&ctrd.var("CRI_ENDPOINT"), Duration::from_secs(30))
         .map_err(|e| format!("CRI client: {e}"))?;
-    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let dir = mounts::TempRoot::new().map_err(|e| format!("temp dir: {e}"))?;
     let manifests = dir.path().join("manifests");
     write_manifests(&manifests, &ctrd.var("BUSYBOX_IMAGE"))?;
     let kubeconfig = c.node_kubeconfig(&node, 30);

@@ -25,6 +25,9 @@ mod containerd;
 #[allow(dead_code)]
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
+#[allow(dead_code)]
+#[path = "../tests/common/mounts.rs"]
+mod mounts;
 
 mod common;
 
@@ -174,7 +177,7 @@ fn main() {
     let many = env_number("RKUBELET_BENCH_VOLUME_PODS", 50);
     let c = Cluster::start("benchvp");
     let ctrd = Containerd::start("benchvp");
-    let dir = tempfile::tempdir().unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
+    let dir = mounts::TempRoot::new().unwrap_or_else(|e| fail("volume_pods", &e.to_string()));
     let root = dir.path().join("root");
     let kubeconfig = c.node_kubeconfig(NODE, 30);
     let log = std::fs::File::create(dir.path().join("rkubelet.log"))

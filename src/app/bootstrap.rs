@@ -150,6 +150,13 @@ pub enum StartupError {
         #[source]
         source: HostError,
     },
+    /// Upstream's `setupDataDirs`: "error configuring root directory".
+    #[error("error configuring root directory {}", path.display())]
+    RootDirectory {
+        path: PathBuf,
+        #[source]
+        source: HostError,
+    },
     #[error("failed to run the container runtime at {endpoint}")]
     Runtime {
         endpoint: RuntimeEndpoint,
@@ -377,6 +384,30 @@ pub async fn start_runtime(
     Ok((runtime, version.runtime_name))
 }
 
+/// Step: the root directory on a shared mount (upstream's `MakeRShared` in
+/// `setupDataDirs`), so the volumes under it can be mounted with `HostToContainer` or
+/// `Bidirectional` propagation: bound onto itself `rshared` when its mount is private.
+/// Nothing is mounted on the simulated runtime.
+fn share_root_dir(host: &dyn Host, resolved: &ResolvedConfig) -> Result<(), StartupError> {
+    if resolved.node.runtime_endpoint.is_simulated() {
+        return Ok(());
+    }
+    let root = &resolved.options.root_dir;
+    let fail = |source| StartupError::RootDirectory {
+        path: root.clone(),
+        source,
+    };
+    let mountinfo = host
+        .read_to_string(Path::new("/proc/self/mountinfo"))
+        .map_err(fail)?;
+    if crate::domain::volumes::propagation::is_shared(&mountinfo, root) {
+        return Ok(());
+    }
+    host.make_rshared(root).map_err(fail)?;
+    info!(path = %root.display(), "root directory bound onto itself rshared, for mount propagation");
+    Ok(())
+}
+
 /// Step: the cgroup driver (checked against the runtime's where it says), then the
 /// container manager's tree: `kubepods` with node allocatable and the QoS cgroups.
 pub async fn start_container_manager(
@@ -446,6 +477,7 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     check_root(deps.host.as_ref());
     apply_oom_score_adj(deps.host.as_ref(), resolved.node.oom_score_adj);
     let (runtime, runtime_name) = start_runtime(deps, &resolved.node).await?;
+    share_root_dir(deps.host.as_ref(), &resolved)?;
     let containers = start_container_manager(&resolved, deps, runtime.as_ref()).await?;
     Ok(Started {
         resolved,
@@ -1112,6 +1144,48 @@ mod tests {
         let calls = host.oom_score_adj_calls();
         assert_eq!(calls.len(), 1);
         assert!(!calls[0].applied);
+    }
+
+    /// Upstream's `MakeRShared`: a root directory on a private mount is bound onto itself
+    /// rshared; one already on a shared mount, or a simulated node, is left alone.
+    #[tokio::test]
+    async fn the_root_directory_is_made_rshared_unless_it_propagates_already() {
+        let private = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n";
+        let shared = "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n";
+        for (mountinfo, endpoint, made) in [
+            (private, "unix:///run/containerd/containerd.sock", true),
+            (shared, "unix:///run/containerd/containerd.sock", false),
+            (private, "fake://", false),
+        ] {
+            let host = Arc::new(FakeHost::new().with_file("/proc/self/mountinfo", mountinfo));
+            let root = "--root-dir=/var/lib/rk";
+            let flag = format!("--container-runtime-endpoint={endpoint}");
+            let config =
+                crate::app::test_support::resolved_on(&host, &[root, &flag]).expect("valid");
+            start(config, &deps(&host)).await.expect("starts");
+            let want: Vec<PathBuf> = if made {
+                vec!["/var/lib/rk".into()]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(host.made_shared(), want, "{mountinfo} {endpoint}");
+        }
+        // Without the mount table, a real node does not start (upstream's fatal error).
+        let host = Arc::new(FakeHost::new());
+        let config = crate::app::test_support::resolved_on(
+            &host,
+            &["--container-runtime-endpoint=unix:///run/containerd/containerd.sock"],
+        )
+        .expect("valid");
+        let Err(error) = start(config, &deps(&host)).await else {
+            panic!("started without the mount table");
+        };
+        assert!(
+            error
+                .to_string()
+                .starts_with("error configuring root directory"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

@@ -81,6 +81,14 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// Upstream's `MakeRShared` of the root directory failed.
+    #[error("failed to make {} rshared ({step})", path.display())]
+    MakeShared {
+        path: PathBuf,
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("invalid NOTIFY_SOCKET {socket:?}: {detail}")]
     NotifySocketInvalid { socket: String, detail: String },
     #[error("failed to notify the service manager at {socket:?}")]
@@ -195,6 +203,14 @@ pub trait Host: Send + Sync {
     /// # Errors
     /// [`HostError::CreateDir`].
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError>;
+
+    /// Bind-mounts `path` (and the mounts below it) onto itself and makes the bind
+    /// `rshared`, so mounts below it propagate (upstream's `MakeRShared`, after it found
+    /// `path` on a mount that is not shared).
+    ///
+    /// # Errors
+    /// [`HostError::MakeShared`] naming the step that failed.
+    fn make_rshared(&self, path: &Path) -> Result<(), HostError>;
 
     /// The text of the file at `path` (links followed).
     ///

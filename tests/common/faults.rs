@@ -313,17 +313,7 @@ pub fn children(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Mount points below `prefix` (from /proc/self/mountinfo).
-pub fn mounts_below(prefix: &Path) -> Vec<String> {
-    let prefix = format!("{}/", prefix.display());
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&prefix) || format!("{m}/") == prefix)
-        .map(str::to_string)
-        .collect()
-}
+pub use super::mounts::mounts_below;
 
 /// The pod cgroups (`pod<uid>` folders) under `root` in the v1 `cpu` hierarchy, by uid.
 pub fn pod_cgroups(cgroup_root: &str) -> Vec<String> {

@@ -14,6 +14,7 @@ pub mod containerd;
 pub mod env_file;
 pub mod faults;
 pub mod kubelet_api;
+pub mod mounts;
 pub mod node;
 pub mod ports;
 pub mod systemd;

@@ -365,11 +365,7 @@ impl Drop for Node {
         }
         // rkubelet leaves running pods' volumes mounted when it stops (as upstream): the
         // test's folders go only once their tmpfs mounts (secrets, tokens) are gone.
-        let mut mounts = super::faults::mounts_below(self._dirs.path());
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for mount in mounts {
-            let _ = nix::mount::umount2(mount.as_str(), nix::mount::MntFlags::MNT_DETACH);
-        }
+        super::mounts::unmount_below(self._dirs.path());
     }
 }
 
@@ -389,7 +385,7 @@ pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 
 /// Calls `f` on every folder under `dir`, `depth` levels down at most (cgroup trees:
 /// their files are no folders to walk).
-#[allow(dead_code)] // pod_contract only
+#[allow(dead_code)] // pod_contract and mount_propagation only
 pub fn walk_dirs(dir: &Path, depth: usize, f: &mut dyn FnMut(&Path)) {
     if depth == 0 {
         return;

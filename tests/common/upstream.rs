@@ -158,22 +158,7 @@ impl UpstreamKubelet {
     }
 }
 
-/// Unmounts every mount at or below `dir`, deepest first (upstream bind-mounts its root
-/// folder onto itself, and volumes below it).
-pub fn unmount_below(dir: &Path) {
-    let root = dir.display().to_string();
-    let below = format!("{root}/");
-    let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .filter(|m| m.starts_with(&below) || *m == root)
-        .collect();
-    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-    for m in mounts {
-        let _ = Command::new("umount").arg(&m).status();
-    }
-}
+pub use super::mounts::unmount_below;
 
 /// Removes the pod log folders of pods named `*-<node>` from /var/log/pods (where
 /// upstream v1.26 always writes them).

@@ -1,12 +1,14 @@
 //! `mountPropagation` (issue 32) as upstream's e2e checks it (`test/e2e/node/
-//! mount_propagation.go`): a shared host folder mounted into four privileged static pods,
-//! each with one mode; each pod and the host mount a tmpfs in it; each side sees the
-//! mounts its mode lets through and no other. On a private containerd
-//! with rkubelet; needs root and containerd, and fails, saying which is missing, without
-//! them.
+//! mount_propagation.go`): a host folder under the kubelet's root directory (which the
+//! kubelet makes rshared at start, upstream's `MakeRShared`) mounted into four
+//! privileged static pods, each with one mode; each pod and the host mount a tmpfs in it;
+//! each side sees the mounts its mode lets through and no other. Then an emptyDir
+//! mounted `HostToContainer`, which needs the root directory rshared. On a private
+//! containerd with rkubelet; needs root and containerd, and fails, saying which is
+//! missing, without them.
 
 use crate::common::node::{container, pod, Node};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// `sh -c script` in the `main` container of `pod`: (stdout, exit code).
@@ -24,16 +26,6 @@ fn host_mount(args: &[&str]) {
         "mount {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Unmounts everything at or under its folder on the host when dropped, also when the
-/// test fails.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-R").arg(&self.0).output();
-    }
 }
 
 /// The manifest of pod `name` mounting `host` at `/mnt/test` with `mode` (unset when
@@ -68,18 +60,10 @@ fn propagation_pod(
 async fn mounts_reach_the_containers_and_the_host_as_their_propagation_says() {
     let mut node = Node::start("propagation");
     let image = node.busybox.clone();
-    let shared = tempfile::tempdir().expect("temp dir");
-    let host = shared.path().join("shared");
+    // Upstream's test uses `/var/lib/kubelet/<namespace>`: shared through the root's bind.
+    // The node's folders, mounts included, go with it.
+    let host = node.root.join("propagation");
     std::fs::create_dir_all(&host).expect("shared folder");
-    // A shared mount of its own, as upstream's test makes its host folder, so that the
-    // runtime's rshared and rslave mounts of it propagate.
-    host_mount(&[
-        "--bind",
-        &host.display().to_string(),
-        &host.display().to_string(),
-    ]);
-    let _unmount = Unmount(host.clone());
-    host_mount(&["--make-rshared", &host.display().to_string()]);
 
     // Privileged, all of them, as upstream's, so that each can mount.
     let modes = [
@@ -94,10 +78,47 @@ async fn mounts_reach_the_containers_and_the_host_as_their_propagation_says() {
             &propagation_pod(name, &image, &host, mode, "sleep 3600"),
         );
     }
+    // An emptyDir mounted HostToContainer: containerd refuses its rslave bind unless the
+    // folder is on a shared mount.
+    let watcher = container("main", &image, "sleep 3600").replace(
+        "    command:",
+        "    volumeMounts:\n    - {name: scratch, mountPath: /mnt/scratch, mountPropagation: HostToContainer}\n    command:",
+    );
+    node.write(
+        "watcher.yaml",
+        &pod(
+            "watcher",
+            "  volumes:\n  - {name: scratch, emptyDir: {}}\n",
+            &[],
+            &[watcher],
+        ),
+    );
     node.kubelet();
     for (name, _) in modes {
         node.wait_running(&format!("{name}-n1"), "main", 60).await;
     }
+    node.wait_running("watcher-n1", "main", 60).await;
+    let mut scratch = None;
+    crate::common::node::walk_dirs(&node.root.join("pods"), 4, &mut |dir| {
+        if dir.ends_with("kubernetes.io~empty-dir/scratch") {
+            scratch = Some(dir.to_owned());
+        }
+    });
+    let scratch = scratch.expect("the watcher's emptyDir");
+    std::fs::create_dir_all(scratch.join("from-host")).expect("folder in the emptyDir");
+    host_mount(&[
+        "-t",
+        "tmpfs",
+        "from-host",
+        &scratch.join("from-host").display().to_string(),
+    ]);
+    std::fs::write(scratch.join("from-host/file"), "from the host\n").expect("file");
+    let (out, code) = exec(&node, "watcher-n1", "cat /mnt/scratch/from-host/file").await;
+    assert_eq!(
+        (out.trim(), code),
+        ("from the host", 0),
+        "the host's mount in the emptyDir reaches the container"
+    );
     // Each pod mounts a tmpfs at /mnt/test/<its name> once all run (a mount made before
     // another container started would be copied into its recursive bind), then the host.
     for (name, _) in modes {

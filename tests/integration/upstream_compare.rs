@@ -399,6 +399,8 @@ async fn rkubelet_sends_the_cri_requests_upstream_v1_26_sends() {
 
     drop(kubelet);
     remove_pod_logs_of(&node);
+    // rkubelet's root is bound onto itself (rshared), as upstream's is.
+    crate::common::mounts::unmount_below(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     let left = ctrd.down();
     assert!(left.is_empty(), "containerd teardown left: {left:?}");

@@ -30,6 +30,7 @@ struct State {
     notify_socket: bool,
     ready_notifications: usize,
     created_dirs: Vec<PathBuf>,
+    made_shared: Vec<PathBuf>,
     code_page_releases: usize,
     /// The files `read_to_string` and `files_in` see, by path.
     files: BTreeMap<PathBuf, String>,
@@ -81,6 +82,7 @@ impl FakeHost {
                 notify_socket: false,
                 ready_notifications: 0,
                 created_dirs: Vec::new(),
+                made_shared: Vec::new(),
                 code_page_releases: 0,
                 files: BTreeMap::new(),
             })),
@@ -164,6 +166,11 @@ impl FakeHost {
     /// Directories `create_dir_all` was called on, in order.
     pub fn created_dirs(&self) -> Vec<PathBuf> {
         self.state().created_dirs.clone()
+    }
+
+    /// Folders `make_rshared` was called on, in order.
+    pub fn made_shared(&self) -> Vec<PathBuf> {
+        self.state().made_shared.clone()
     }
 
     /// Puts a file with `text` at `path`, for `read_to_string` and `files_in`.
@@ -256,6 +263,11 @@ impl Host for FakeHost {
 
     fn create_dir_all(&self, path: &Path) -> Result<(), HostError> {
         self.state().created_dirs.push(path.to_owned());
+        Ok(())
+    }
+
+    fn make_rshared(&self, path: &Path) -> Result<(), HostError> {
+        self.state().made_shared.push(path.to_owned());
         Ok(())
     }
 

@@ -243,6 +243,35 @@ impl Host for SystemHost {
         })
     }
 
+    fn make_rshared(&self, path: &Path) -> Result<(), HostError> {
+        use nix::mount::{mount, MsFlags};
+        let failed = |step: &'static str| {
+            move |errno: nix::errno::Errno| HostError::MakeShared {
+                path: path.to_owned(),
+                step,
+                source: errno.into(),
+            }
+        };
+        // Recursive, unlike upstream's plain bind: mounts already below the root (a
+        // kubelet swapped in beside running pods) stay visible through the bind.
+        mount(
+            Some(path),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(failed("bind-mount onto itself"))?;
+        mount(
+            None::<&str>,
+            path,
+            None::<&str>,
+            MsFlags::MS_SHARED | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(failed("make-rshared"))
+    }
+
     fn read_to_string(&self, path: &Path) -> Result<String, HostError> {
         std::fs::read_to_string(path).map_err(|source| HostError::ReadFile {
             path: path.to_owned(),
@@ -534,6 +563,40 @@ mod tests {
             host.files_in(&missing),
             Err(HostError::ListDir { path, .. }) if path == missing
         ));
+        Ok(())
+    }
+
+    /// Mounting needs mount(2): root, as scripts/test.sh runs the tests.
+    #[test]
+    fn a_folder_made_rshared_propagates_and_keeps_what_was_mounted_below_it(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("root");
+        let below = root.join("pods/volume");
+        std::fs::create_dir_all(&below)?;
+        mount(
+            Some("tmpfs"),
+            &below,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            Some("size=1m"),
+        )?;
+        std::fs::write(below.join("file"), "kept")?;
+        let host = host_without_socket();
+        let made = host.make_rshared(&root);
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+        let seen = std::fs::read_to_string(below.join("file"));
+        // The tmpfs's copy in the bind, the bind, then the tmpfs beneath it.
+        let _ = umount2(&below, MntFlags::MNT_DETACH);
+        let _ = umount2(&root, MntFlags::MNT_DETACH);
+        let _ = umount2(&below, MntFlags::MNT_DETACH);
+        made?;
+        assert!(
+            crate::domain::volumes::propagation::is_shared(&mountinfo, &root),
+            "{mountinfo}"
+        );
+        assert_eq!(seen?, "kept");
         Ok(())
     }
 

@@ -41,7 +41,7 @@ const V1_CONTROLLERS: &[&str] = &[
 ];
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
+pub(crate) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

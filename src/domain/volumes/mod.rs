@@ -11,6 +11,7 @@ pub mod downward;
 pub mod env;
 pub mod payload;
 pub mod plan;
+pub mod propagation;
 pub mod services;
 pub mod subpath;
 pub mod token;

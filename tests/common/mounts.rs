@@ -1,0 +1,47 @@
+//! The mounts a test leaves below its folders: rkubelet and the upstream kubelet bind
+//! their root folder onto itself (rshared, for mount propagation), and running pods'
+//! volumes stay mounted when a kubelet stops. Benches include this file too.
+
+use std::path::Path;
+
+/// Mount points at or below `prefix` (from /proc/self/mountinfo).
+pub fn mounts_below(prefix: &Path) -> Vec<String> {
+    let prefix = format!("{}/", prefix.display());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix) || format!("{m}/") == prefix)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Unmounts every mount at or below `dir`, deepest first, each detached (a kubelet's
+/// self-bind is unmounted after the volumes inside it).
+pub fn unmount_below(dir: &Path) {
+    let mut mounts = mounts_below(dir);
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for mount in mounts {
+        let _ = nix::mount::umount2(mount.as_str(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// A temporary folder for a kubelet's root: what was mounted below it is unmounted
+/// before the folder goes.
+pub struct TempRoot(pub tempfile::TempDir);
+
+impl TempRoot {
+    pub fn new() -> std::io::Result<TempRoot> {
+        tempfile::tempdir().map(TempRoot)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        unmount_below(self.0.path());
+    }
+}
