@@ -267,16 +267,9 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let unmounted = std::process::Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success())
-            || std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.path)
-                .status()
-                .is_ok_and(|s| s.success());
-        if unmounted {
+        // The disk and what is mounted on or in it: a kubelet's root binds onto itself.
+        super::mounts::unmount_below(&self.path);
+        if super::mounts::mounts_below(&self.path).is_empty() {
             let _ = std::fs::remove_dir(&self.path);
         } else {
             eprintln!("could not unmount {}", self.path.display());

@@ -339,7 +339,7 @@ const VOLUME_MOUNTS: &[Field] = &[
     honoured("mountPath", "the CRI mount's container path"),
     honoured(
         "mountPropagation",
-        "the CRI mount's propagation (Bidirectional for privileged containers only; the volume's host folder must be on a shared mount: rkubelet does not make its root directory rshared as upstream does)",
+        "the CRI mount's propagation (Bidirectional for privileged containers only; the root directory is made rshared at start, as upstream's MakeRShared)",
     ),
     honoured("name", "the volume mounted"),
     honoured("readOnly", "a read-only CRI mount"),
