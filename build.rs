@@ -9,10 +9,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read by the linker wrapper (scripts/link/cc-hot-first): a new list links anew.
     println!("cargo:rerun-if-changed=packaging/hot-functions.txt");
 
+    commit_and_date();
+
     let fds = protox::compile([&file], [&proto_dir])?;
     tonic_prost_build::configure()
         .build_server(false)
         .build_client(true)
         .compile_fds(fds)?;
     Ok(())
+}
+
+/// The commit rkubelet is built from and the build's date, for `--version=raw` and
+/// `rkubelet version` (`RKUBELET_COMMIT`, `RKUBELET_BUILD_DATE`); "unknown" outside a git
+/// checkout. The script runs again when the checkout moves to another commit.
+fn commit_and_date() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .env("TZ", "UTC")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+    };
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={dir}/{head_ref}");
+            println!("cargo:rerun-if-changed={dir}/packed-refs");
+        }
+    }
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    // The commit's date, not the clock's: the same commit builds the same binary.
+    let date = git(&[
+        "log",
+        "-1",
+        "--format=%cd",
+        "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
+    ])
+    .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=RKUBELET_COMMIT={commit}");
+    println!("cargo:rustc-env=RKUBELET_BUILD_DATE={date}");
 }

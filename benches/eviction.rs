@@ -129,26 +129,10 @@ fn domain_cycle_micros() -> f64 {
 }
 
 /// rkubelet's log time of a line (`2026-01-01T00:00:00.123456Z ...`), as Unix seconds.
+/// The time of a JSON log line (`ts`: milliseconds since the epoch), in seconds.
 fn log_time(line: &str) -> Option<f64> {
-    let stamp = line.split_whitespace().next()?;
-    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':');
-    let (h, min) = (
-        t.next()?.parse::<i64>().ok()?,
-        t.next()?.parse::<i64>().ok()?,
-    );
-    let sec: f64 = t.next()?.parse().ok()?;
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + min * 60) as f64 + sec)
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value["ts"].as_f64().map(|ms| ms / 1000.0)
 }
 
 fn now_secs() -> f64 {
@@ -228,6 +212,8 @@ fn reaction_secs(
             "--hostname-override=n1".into(),
             "--file-check-frequency=1s".into(),
             "--healthz-port=0".into(),
+            // The JSON lines carry the time to the microsecond with the date (`ts`).
+            "--logging-format=json".into(),
             format!("--system-reserved=memory={reserved_mi}Mi"),
             "--eviction-hard=memory.available<800Mi".into(),
             "--image-gc-high-threshold=100".into(),

@@ -151,7 +151,7 @@ export RKUBELET_BENCH_PROBE_PODS="${RKUBELET_BENCH_PROBE_PODS:-20}"
 # The 100 static pods of the `pods` bench (about 20 s with their containerd's start and
 # teardown) are its long form; CI starts 1 and 30.
 export RKUBELET_BENCH_MANY_PODS="${RKUBELET_BENCH_MANY_PODS:-0}"
-# The long forms (README figures) wait minutes: the CI run keeps to the tests' forms.
+# The long forms (the figures of docs/testing.md) wait minutes: the CI run keeps to the tests' forms.
 export RKUBELET_BENCH_PLEG_STALL="${RKUBELET_BENCH_PLEG_STALL:-0}"
 export RKUBELET_BENCH_CONTAINERD_SOAK_SECS="${RKUBELET_BENCH_CONTAINERD_SOAK_SECS:-0}"
 # One bench at a time, each timed, so a slow one shows in the log, on a machine the

@@ -4,10 +4,15 @@ use std::process::ExitCode;
 
 use rkubelet::app::bootstrap::{self, StartupError};
 use rkubelet::app::{cli, compose, logging, planner};
-use rkubelet::domain::config;
+use rkubelet::domain::{config, version};
 
 fn main() -> ExitCode {
-    let given = match cli::parse(std::env::args_os()) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() == 2 && args[1] == "version" {
+        println!("{}", version::own_line(&version::Build::current()));
+        return ExitCode::SUCCESS;
+    }
+    let given = match cli::parse(args.iter().cloned()) {
         Ok(given) => given,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -18,6 +23,22 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Upstream prints the version once every flag has parsed, and quits.
+    match cli::version_request(args) {
+        Ok(version::VersionRequest::No) => {}
+        Ok(version::VersionRequest::Line) => {
+            println!("{}", version::version_line());
+            return ExitCode::SUCCESS;
+        }
+        Ok(version::VersionRequest::Raw) => {
+            println!("{}", version::raw(&version::Build::current()));
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            command_failed(line!(), &format!("failed to parse kubelet flag: {message}"));
+            return ExitCode::FAILURE;
+        }
+    }
     // The flag-only options find the files and the root directory; their problems are
     // reported with every other one by the configuration's resolve step.
     let options = config::flag_options(&given).unwrap_or_default();
@@ -47,6 +68,29 @@ fn main() -> ExitCode {
         }
         Err(e) => report(&e),
     }
+}
+
+/// Upstream's last line of a kubelet that cannot start, in klog's format (logging is
+/// not set up yet).
+fn command_failed(line: u32, error: &str) {
+    use rkubelet::domain::log_format::{klog_text, LogRecord, LogValue, Severity};
+    let unix_nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let pairs = [("err".to_owned(), LogValue::Text(error.to_owned()))];
+    eprintln!(
+        "{}",
+        klog_text(&LogRecord {
+            severity: Severity::Error,
+            verbosity: 0,
+            unix_nanos,
+            pid: std::process::id(),
+            file: file!(),
+            line,
+            message: "command failed",
+            pairs: &pairs,
+        })
+    );
 }
 
 fn report(e: &StartupError) -> ExitCode {

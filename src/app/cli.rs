@@ -8,6 +8,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::domain::config::ResolvedConfig;
+use crate::domain::version::{parse_version_flag, VersionRequest};
 
 use crate::domain::config::flags::{FlagKind, FlagSpec, State, Target, FLAGS};
 use crate::domain::config::layers::GivenFlags;
@@ -96,21 +97,48 @@ fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
     }
 }
 
+/// Upstream's `--version` (`verflag`): a boolean, or `raw`; read by [`version_request`].
+const VERSION_FLAG: &str = "version";
+
 /// The clap command with every flag of the table.
 pub fn command() -> Command {
     let defaults = serde_json::to_value(KubeletConfiguration::default()).unwrap_or(Value::Null);
-    let version = concat!(
-        env!("CARGO_PKG_VERSION"),
-        " (kubelet.config.k8s.io/v1beta1)"
-    );
+    let version = Arg::new(VERSION_FLAG)
+        .long(VERSION_FLAG)
+        .help("Print version information and quit (--version=raw: upstream's version.Info, with rkubelet's own version and commit; `rkubelet version`: rkubelet's own)")
+        .num_args(0..=1)
+        .require_equals(true)
+        .default_missing_value("true")
+        .value_name("true|raw")
+        .help_heading(heading(State::Implemented));
     FLAGS.iter().fold(
         Command::new("rkubelet")
-            .version(version)
             .about(ABOUT)
             .disable_help_subcommand(true)
-            .max_term_width(110),
+            .disable_version_flag(true)
+            .max_term_width(110)
+            .arg(version),
         |cmd, spec| cmd.arg(arg_for(spec, &defaults)),
     )
+}
+
+/// What `--version` on the command line asks (upstream prints and exits after parsing
+/// every flag); [`VersionRequest::No`] without it.
+///
+/// # Errors
+/// The command line does not parse, or upstream's message for a bad `--version` value.
+pub fn version_request<I, T>(args: I) -> Result<VersionRequest, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let matches = command()
+        .try_get_matches_from(normalize_args(args))
+        .map_err(|e| e.to_string())?;
+    match matches.get_one::<String>(VERSION_FLAG) {
+        Some(value) => parse_version_flag(value),
+        None => Ok(VersionRequest::No),
+    }
 }
 
 /// Go's pflag treats `_` and `-` in flag names alike: normalise to `-`.
@@ -191,8 +219,9 @@ where
 /// accepted-but-not-implemented flag and field given, with its value.
 pub fn warn_compatibility(resolved: &ResolvedConfig) {
     use crate::domain::config::states;
+    // Upstream's flag parser writes these as plain lines, whatever the log format.
     for notice in states::deprecation_notices(&resolved.options.given) {
-        warn!("{notice}");
+        eprintln!("{notice}");
     }
     let given = states::not_implemented_given(resolved);
     if let Some(message) = states::not_implemented_warning(&given) {

@@ -5,7 +5,7 @@
 //! rkubelet with the same manifests and node name. What containerd recorded for each
 //! sandbox and container (`crictl inspectp`/`inspect`: the CRI config it received and
 //! the OCI spec it wrote) must be the same, apart from the differences listed in
-//! [`ALLOWED`] and documented in the README.
+//! [`ALLOWED`] and documented in `docs/live-swap.md`.
 //!
 //! Needs root, containerd and the upstream binaries (`scripts/test-env/kube-bins.sh`);
 //! fails without them.
@@ -26,7 +26,7 @@ use crate::common::start_daemon;
 use crate::common::upstream::{self, remove_pod_logs_of, UpstreamArgs, UpstreamKubelet};
 
 /// A difference allowed between the two views: where it is (a part of the flattened
-/// path) and why (the README says the same).
+/// path) and why (`docs/live-swap.md` says the same).
 struct Allowed {
     /// Only in the sandboxes and containers whose name holds this ("" for all).
     object_contains: &'static str,

@@ -782,7 +782,8 @@ mod tests {
         node.spec.provider_id = "fake://n1".into();
         node.status.daemon_endpoints.kubelet_endpoint.port = 10250;
         node.status.node_info.machine_id = "m".into();
-        node.status.node_info.kube_proxy_version = "v1.26.1".into();
+        node.status.node_info.kube_proxy_version =
+            crate::domain::version::KUBERNETES.git_version.into();
         node.status.capacity.insert(
             "cpu".into(),
             crate::domain::units::quantity::Quantity::parse("2").expect("q"),

@@ -185,7 +185,7 @@ impl NodeAgentSettings {
 }
 
 /// The Kubernetes version rkubelet reports itself as (the API it implements).
-pub const KUBELET_VERSION: &str = "v1.26.1";
+pub const KUBELET_VERSION: &str = crate::domain::version::KUBERNETES.git_version;
 
 /// The ports the agent works through.
 #[derive(Clone)]

@@ -301,7 +301,12 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("fail-swap-on", Bool, &["failSwapOn"], "Refuse to start when swap is on.").ni(),
     cfg("register-node", Bool, &["registerNode"], "Register the node with the API server."),
     cfg("register-with-taints", Taints, &["registerWithTaints"], "Taints to register the node with (key=value:Effect, comma-separated)."),
-    opt("vmodule", Str, "", "Per-file log verbosity, pattern=N pairs separated by commas.").ni(),
+    opt(
+        "vmodule",
+        Str,
+        "",
+        "comma-separated list of pattern=N settings for file-filtered logging (only works for text log format)",
+    ),
     opt("log-json-split-stream", Bool, "false", "JSON logs: info to stdout, errors to stderr.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
     opt("log-json-info-buffer-size", Str, "0", "JSON logs: size of the info stream's buffer.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
     opt("log-text-split-stream", Bool, "false", "Text logs: info to stdout, errors to stderr.").ni().deprecated(CONFIG_FLAG_DEPRECATED),

@@ -104,7 +104,7 @@ pub struct Logging {
     pub format: String,
     pub flush_frequency: GoDuration,
     pub verbosity: u32,
-    /// Accepted, not implemented: per-file verbosity (`[{filePattern, verbosity}]`).
+    /// Per-file verbosity (`[{filePattern, verbosity}]`; `--vmodule` replaces it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vmodule: Option<Vec<Map<String, Value>>>,
     /// Accepted, not implemented: format-specific options (`json`, `text`).

@@ -41,6 +41,8 @@ pub struct FlagOptions {
     pub dry_run_snapshot: Option<PathBuf>,
     /// `--housekeeping-interval`: how often the eviction manager observes the node.
     pub housekeeping_interval: Duration,
+    /// `--vmodule` when given: it replaces `logging.vmodule`.
+    pub vmodule: Option<Vec<crate::domain::log_format::VModuleRule>>,
     /// Every flag given on the command line (long name, text), to report deprecated and
     /// not-implemented ones.
     pub given: Vec<(String, String)>,
@@ -67,6 +69,7 @@ impl Default for FlagOptions {
             cpu_weight_curve: WeightCurve::default(),
             dry_run_snapshot: None,
             housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
+            vmodule: None,
             given: Vec::new(),
         }
     }
@@ -156,6 +159,17 @@ impl FlagOptions {
                 }
             },
         };
+        let vmodule = given.get("vmodule").and_then(|text| {
+            crate::domain::log_format::parse_vmodule(text)
+                .map_err(|reason| {
+                    problems.push(ConfigError::InvalidFlag {
+                        flag: "vmodule".into(),
+                        value: text.clone(),
+                        reason,
+                    })
+                })
+                .ok()
+        });
         let exit_needs_lock =
             exit_on_lock_contention && non_empty_path(given.get("lock-file")).is_none();
         if exit_needs_lock {
@@ -208,6 +222,7 @@ impl FlagOptions {
             cpu_weight_curve,
             dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
             housekeeping_interval,
+            vmodule,
             given: Vec::new(),
         };
         if problems.is_empty() {

@@ -78,11 +78,13 @@ pub enum LogFormat {
 }
 
 /// `logging`: how the kubelet logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoggingSettings {
     pub format: LogFormat,
     /// `logging.verbosity` (`-v`).
     pub verbosity: u32,
+    /// `--vmodule`, else `logging.vmodule`: the verbosity per source file (text only).
+    pub vmodule: Vec<crate::domain::log_format::VModuleRule>,
 }
 
 /// The address `/healthz` is served on.

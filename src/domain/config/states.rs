@@ -188,7 +188,6 @@ pub const FIELDS: &[FieldSpec] = &[
         note: "on unless set to false (upstream: off), where the kernel offers it (cgroup v1)",
     },
     done("logging"),
-    ni("logging.vmodule", "one verbosity applies to all code"),
     ni("logging.options", "logs go to stderr unbuffered"),
     ni("enableSystemLogHandler", NO_SERVER),
     ni("enableSystemLogQuery", NO_SERVER),
@@ -652,7 +651,7 @@ mod tests {
                 ("read-only-port", "0"),
                 ("max-pods", "10"),
             ],
-            Some("hairpinMode: none\nlogging:\n  vmodule: []\nmaxPods: 20\n"),
+            Some("hairpinMode: none\nlogging:\n  options: {}\nmaxPods: 20\n"),
         );
         let listed = not_implemented_given(&resolved);
         let pairs: Vec<(&str, &str)> = listed
@@ -665,7 +664,7 @@ mod tests {
                 ("--pod-infra-container-image", "pause:3.10"),
                 ("--storage-driver-password", "(redacted)"),
                 ("hairpinMode", "none"),
-                ("logging.vmodule", "[]"),
+                ("logging.options", "{}"),
             ]
         );
         let warning = not_implemented_warning(&listed).expect("a warning");

@@ -271,6 +271,7 @@ pub fn validate(
             LogFormat::Text
         }
     };
+    let vmodule = logging_vmodule(c, options, log_format, &mut problems);
     if !["AlwaysAllow", "Webhook"].contains(&c.authorization.mode.as_str()) {
         problems.push(invalid(format!(
             "invalid configuration: authorization.mode (--authorization-mode) {:?} must be one of \"AlwaysAllow\" or \"Webhook\"",
@@ -420,6 +421,7 @@ pub fn validate(
         logging: LoggingSettings {
             format: log_format,
             verbosity: c.logging.verbosity,
+            vmodule,
         },
         allowed_unsafe_sysctls,
         hostname: options
@@ -434,6 +436,65 @@ pub fn validate(
         log_rotation,
         server,
     })
+}
+
+/// `--vmodule` when given, else `logging.vmodule`, checked as upstream's
+/// `ValidateLoggingConfiguration` checks it (text format only, patterns without `=` or
+/// `,`, verbosities that fit an int32).
+fn logging_vmodule(
+    c: &KubeletConfiguration,
+    options: &FlagOptions,
+    format: LogFormat,
+    problems: &mut Vec<ConfigError>,
+) -> Vec<crate::domain::log_format::VModuleRule> {
+    use crate::domain::log_format::VModuleRule;
+    let rules: Vec<VModuleRule> = match &options.vmodule {
+        Some(rules) => rules.clone(),
+        None => {
+            let mut rules = Vec::new();
+            for (i, item) in c.logging.vmodule.iter().flatten().enumerate() {
+                let path = format!("logging.vmodule[{i}]");
+                let pattern = item
+                    .get("filePattern")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or_default();
+                let level = item.get("verbosity").and_then(serde_json::Value::as_u64);
+                if pattern.is_empty() {
+                    problems.push(invalid(format!(
+                        "invalid configuration: {path}: Required value: File pattern must not be empty"
+                    )));
+                } else if pattern.contains(['=', ',']) {
+                    problems.push(invalid(format!(
+                        "invalid configuration: {path}: Invalid value: {pattern:?}: File pattern must not contain equal sign or comma"
+                    )));
+                }
+                match level
+                    .and_then(|l| u32::try_from(l).ok())
+                    .filter(|l| *l <= i32::MAX.unsigned_abs())
+                {
+                    Some(verbosity) => rules.push(VModuleRule {
+                        pattern: pattern.to_owned(),
+                        verbosity,
+                    }),
+                    None => problems.push(invalid(format!(
+                        "invalid configuration: {path}: Invalid value: {}: Must be <= {}",
+                        item.get("verbosity")
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                        i32::MAX
+                    ))),
+                }
+            }
+            rules
+        }
+    };
+    if !rules.is_empty() && format != LogFormat::Text {
+        problems.push(invalid(
+            "invalid configuration: logging.vmodule: Forbidden: Only supported for text log format"
+                .into(),
+        ));
+    }
+    rules
 }
 
 /// The container log manager's settings, checked as upstream checks them (a negative
@@ -658,7 +719,8 @@ mod tests {
             node.logging,
             LoggingSettings {
                 format: LogFormat::Json,
-                verbosity: 4
+                verbosity: 4,
+                vmodule: Vec::new(),
             }
         );
         assert!(node.eviction.merge_default_eviction_settings);
