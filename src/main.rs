@@ -8,9 +8,32 @@ use rkubelet::domain::{config, version};
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.len() == 2 && args[1] == "version" {
-        println!("{}", version::own_line(&version::Build::current()));
-        return ExitCode::SUCCESS;
+    // rkubelet's own commands beside upstream's flags.
+    let words: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    match words.as_slice() {
+        ["version"] => {
+            println!("{}", version::own_line(&cli::build()));
+            return ExitCode::SUCCESS;
+        }
+        ["completion", shell] => {
+            return match cli::write_completion(shell, &mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        ["man"] => {
+            return match cli::write_man_page(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("error: cannot write the man page: {error}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
     }
     let given = match cli::parse(args.iter().cloned()) {
         Ok(given) => given,
@@ -31,7 +54,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(version::VersionRequest::Raw) => {
-            println!("{}", version::raw(&version::Build::current()));
+            println!("{}", version::raw(&cli::build()));
             return ExitCode::SUCCESS;
         }
         Err(message) => {

@@ -97,6 +97,21 @@ fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
     }
 }
 
+/// This binary's build facts, for `--version=raw` and `rkubelet version`.
+pub fn build() -> crate::domain::version::Build {
+    use crate::domain::version::{go_arch, Build};
+    Build {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: env!("RKUBELET_COMMIT"),
+        date: env!("RKUBELET_BUILD_DATE"),
+        platform: format!(
+            "{}/{}",
+            std::env::consts::OS,
+            go_arch(std::env::consts::ARCH)
+        ),
+    }
+}
+
 /// Upstream's `--version` (`verflag`): a boolean, or `raw`; read by [`version_request`].
 const VERSION_FLAG: &str = "version";
 
@@ -139,6 +154,36 @@ where
         Some(value) => parse_version_flag(value),
         None => Ok(VersionRequest::No),
     }
+}
+
+/// `rkubelet completion SHELL`: the completion script of every flag, for `bash`, `zsh` or
+/// `fish`.
+///
+/// # Errors
+/// Another shell, named with those supported.
+pub fn write_completion(shell: &str, out: &mut dyn std::io::Write) -> Result<(), String> {
+    use clap_complete::Shell;
+    let shell = match shell {
+        "bash" => Shell::Bash,
+        "zsh" => Shell::Zsh,
+        "fish" => Shell::Fish,
+        other => {
+            return Err(format!(
+                "unsupported shell {other:?}: must be one of \"bash\", \"zsh\" or \"fish\""
+            ))
+        }
+    };
+    clap_complete::generate(shell, &mut command(), "rkubelet", out);
+    Ok(())
+}
+
+/// `rkubelet man`: the man page (section 8) of every flag, grouped as `--help` groups
+/// them.
+///
+/// # Errors
+/// The output cannot be written.
+pub fn write_man_page(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    clap_mangen::Man::new(command()).section("8").render(out)
 }
 
 /// Go's pflag treats `_` and `-` in flag names alike: normalise to `-`.

@@ -41,7 +41,7 @@ fn enabled(meta: &Metadata<'_>, rules: &[VModuleRule], verbosity: u32) -> bool {
 /// A span's or an event's fields as pairs; `message` apart.
 #[derive(Default)]
 struct Pairs {
-    message: String,
+    message: Option<String>,
     pairs: Vec<(String, LogValue)>,
 }
 
@@ -63,9 +63,11 @@ impl Pairs {
 }
 
 impl Visit for Pairs {
+    // The macros record the format string's text as the first `message`; a `message`
+    // pair given too (upstream's eviction line has one) comes after it.
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            value.clone_into(&mut self.message);
+        if field.name() == "message" && self.message.is_none() {
+            self.message = Some(value.to_owned());
         } else {
             self.push(field, LogValue::Text(value.to_owned()));
         }
@@ -73,8 +75,8 @@ impl Visit for Pairs {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         let text = format!("{value:?}");
-        if field.name() == "message" {
-            self.message = text;
+        if field.name() == "message" && self.message.is_none() {
+            self.message = Some(text);
         } else {
             self.push(field, LogValue::Text(unquoted(text)));
         }
@@ -117,7 +119,11 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut pairs = Pairs::default();
+        // A span has no message: every field is a pair.
+        let mut pairs = Pairs {
+            message: Some(String::new()),
+            ..Pairs::default()
+        };
         attrs.record(&mut pairs);
         if let Some(span) = ctx.span(id) {
             span.extensions_mut().insert(SpanPairs(pairs.pairs));
@@ -125,7 +131,10 @@ where
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let mut pairs = Pairs::default();
+        let mut pairs = Pairs {
+            message: Some(String::new()),
+            ..Pairs::default()
+        };
         values.record(&mut pairs);
         if let Some(span) = ctx.span(id) {
             if let Some(stored) = span.extensions_mut().get_mut::<SpanPairs>() {
@@ -162,6 +171,15 @@ where
             }
         }
         event.record(&mut fields);
+        // A key the event gives itself replaces its span's (a sync's `pod`, logged again).
+        let mut seen = std::collections::BTreeSet::new();
+        let mut pairs: Vec<(String, LogValue)> = fields
+            .pairs
+            .into_iter()
+            .rev()
+            .filter(|(key, _)| seen.insert(key.clone()))
+            .collect();
+        pairs.reverse();
         let severity = match *meta.level() {
             Level::ERROR => Severity::Error,
             Level::WARN => Severity::Warning,
@@ -177,8 +195,8 @@ where
             pid: self.pid,
             file: meta.file().unwrap_or_default(),
             line: meta.line().unwrap_or_default(),
-            message: &fields.message,
-            pairs: &fields.pairs,
+            message: fields.message.as_deref().unwrap_or_default(),
+            pairs: &pairs,
         };
         let line = if self.json {
             json_line(&record)
@@ -261,6 +279,7 @@ mod tests {
             let _entered = span.enter();
             let error = std::io::Error::other("no route");
             tracing::warn!(attempt = 3, path = ?"/var/x", error = %error, "Failed to probe");
+            tracing::info!(message = %"low on memory", "Evicting pod");
             tracing::debug!("not at -v=0");
         });
         let line = text.lines().next().unwrap_or_default();
@@ -270,7 +289,14 @@ mod tests {
             line.ends_with("] \"Failed to probe\" pod=\"default/web\" uid=\"u1\" attempt=3 path=\"/var/x\" err=\"no route\""),
             "{text}"
         );
-        assert_eq!(text.lines().count(), 1, "{text}");
+        let eviction = text.lines().nth(1).unwrap_or_default();
+        assert!(
+            eviction.ends_with(
+                "] \"Evicting pod\" pod=\"default/web\" uid=\"u1\" message=\"low on memory\""
+            ),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2, "{text}");
     }
 
     #[test]

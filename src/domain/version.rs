@@ -34,24 +34,8 @@ pub struct Build {
     pub platform: String,
 }
 
-impl Build {
-    /// This binary's.
-    pub fn current() -> Build {
-        Build {
-            version: env!("CARGO_PKG_VERSION"),
-            commit: env!("RKUBELET_COMMIT"),
-            date: env!("RKUBELET_BUILD_DATE"),
-            platform: format!(
-                "{}/{}",
-                std::env::consts::OS,
-                go_arch(std::env::consts::ARCH)
-            ),
-        }
-    }
-}
-
-/// Go's name for an architecture.
-fn go_arch(arch: &str) -> &str {
+/// Go's name for an architecture (`GOARCH`).
+pub fn go_arch(arch: &str) -> &str {
     match arch {
         "x86_64" => "amd64",
         "aarch64" => "arm64",

@@ -241,7 +241,7 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     assert!(log.contains("Evicting pod"), "no Evicted event in the log");
     assert!(
         log.contains("node condition changed")
-            && log.contains("condition=MemoryPressure status=\"True\""),
+            && log.contains("condition=\"MemoryPressure\" status=\"True\""),
         "MemoryPressure True not logged"
     );
     assert!(
@@ -294,7 +294,7 @@ async fn a_pod_over_its_request_is_evicted_under_memory_pressure_and_best_effort
     // The condition clears once the transition period has passed without pressure.
     eventually!(60, "MemoryPressure False in the log", {
         node.log_text()
-            .contains("condition=MemoryPressure status=\"False\"")
+            .contains("condition=\"MemoryPressure\" status=\"False\"")
             .then_some(())
     });
     // The Node's status went the same way, with upstream's node events.
@@ -433,7 +433,7 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
     let starts = node
         .log_text()
         .lines()
-        .filter(|l| l.contains("started container") && l.contains("container=done "))
+        .filter(|l| l.contains("started container") && l.contains("container=\"done\""))
         .count();
     assert_eq!(starts, 1, "the finished pod was started again");
     let log = node.log_text();

@@ -92,30 +92,76 @@ fn the_unit_is_shaped_like_upstreams() {
     }
 }
 
-/// The install step puts both binaries under PREFIX and the unit files under DESTDIR.
+/// `make install` installs what was built (here the tests' build of both binaries,
+/// staged under DESTDIR with PREFIX): the binaries, the units, the man page and the
+/// completions, which bash loads; it builds nothing, and without a build it says how to
+/// make one.
 #[test]
-fn make_install_places_the_binary_and_the_units() {
+fn make_install_places_what_was_built() {
     require("make", "install make (Debian: apt-get install make)");
-    let output = Command::new("make")
-        .args(["-n", "install", "DESTDIR=/stage", "PREFIX=/opt/rk"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("make runs");
-    let plan = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{plan}");
-    for expected in [
-        "cargo build --release",
-        "/stage/opt/rk/bin/rkubelet\n",
-        "/stage/opt/rk/bin/rkubelet-snapshot\n",
-        "/stage/etc/systemd/system/rkubelet.service",
-        "/stage/etc/systemd/system/rkubelet.service.d/10-rkubelet-kubeadm.conf",
-        "s#/usr/local/bin/rkubelet#/opt/rk/bin/rkubelet#",
+    let stage = tempfile::tempdir().expect("stage");
+    let built = Path::new(env!("CARGO_BIN_EXE_rkubelet"))
+        .parent()
+        .expect("the binaries' folder");
+    let make = |built: &Path| {
+        Command::new("make")
+            .args(["install", "PREFIX=/opt/rk"])
+            .arg(format!("DESTDIR={}", stage.path().display()))
+            .arg(format!("BUILT={}", built.display()))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("make runs")
+    };
+    let out = make(built);
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        !said.contains("cargo "),
+        "make install built something: {said}"
+    );
+    let root = stage.path();
+    for file in [
+        "opt/rk/bin/rkubelet",
+        "opt/rk/bin/rkubelet-snapshot",
+        "etc/systemd/system/rkubelet.service",
+        "etc/systemd/system/rkubelet.service.d/10-rkubelet-kubeadm.conf",
+        "opt/rk/share/zsh/site-functions/_rkubelet",
+        "opt/rk/share/fish/vendor_completions.d/rkubelet.fish",
     ] {
-        assert!(
-            plan.contains(expected),
-            "make install lacks {expected}:\n{plan}"
-        );
+        assert!(root.join(file).is_file(), "{file} not installed: {said}");
     }
+    let unit =
+        std::fs::read_to_string(root.join("etc/systemd/system/rkubelet.service")).expect("unit");
+    assert!(unit.contains("/opt/rk/bin/rkubelet"), "{unit}");
+    let man =
+        std::fs::read_to_string(root.join("opt/rk/share/man/man8/rkubelet.8")).expect("man page");
+    assert!(man.contains(".TH rkubelet 8"), "{man}");
+    assert!(man.contains("pod\\-manifest\\-path"), "the flags are in it");
+    // bash loads the completion and offers the flags.
+    let completion = root.join("opt/rk/share/bash-completion/completions/rkubelet");
+    let bash = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p rkubelet && COMP_WORDS=(rkubelet --pod-man); COMP_CWORD=1; COMP_LINE='rkubelet --pod-man'; COMP_POINT=19; _rkubelet rkubelet --pod-man rkubelet; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            completion.display()
+        ))
+        .output()
+        .expect("bash runs");
+    let offered = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        offered.contains("--pod-manifest-path"),
+        "{offered} {:?}",
+        bash.stderr
+    );
+    // No build, no install: the message says what to run.
+    let empty = tempfile::tempdir().expect("empty");
+    let out = make(empty.path());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run 'make build PROFILE=release' first"),
+        "{out:?}"
+    );
 }
 
 /// The linker wrapper of optimized builds (scripts/link/cc-hot-first) places the listed

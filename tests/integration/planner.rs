@@ -317,10 +317,13 @@ fn cgroup_tree(own_root: &str) -> Vec<PathBuf> {
     let own = own_root.trim_matches('/');
     let mut dirs = Vec::new();
     cgroup_dirs(Path::new("/sys/fs/cgroup"), 3, &mut dirs);
+    // Other tests' trees (their rkubelet's, a private systemd's `rksd-`) come and go
+    // meanwhile: only this one's and the machine's own count.
     dirs.retain(|dir| {
         dir.components().all(|part| {
             let part = part.as_os_str().to_string_lossy();
-            !part.starts_with("rkubelet-") || part == own
+            !(part.starts_with("rkubelet-") || part.starts_with("rksd-") || part.starts_with("rk-"))
+                || part == own
         })
     });
     dirs.sort();

@@ -66,6 +66,8 @@ async fn exec(node: &Node, pod: &str, script: &str) {
 fn log_has(node: &Node, needles: &[&str]) -> Option<()> {
     node.log_text()
         .lines()
+        // klog quotes the message: its own quotes come escaped.
+        .map(|l| l.replace("\\\"", "\""))
         .any(|l| needles.iter().all(|n| l.contains(n)))
         .then_some(())
 }
