@@ -10,16 +10,33 @@
 # Extra arguments are passed to rkubelet.
 #
 # Settings go to rkubelet in a KubeletConfiguration file written under the state folder
-# (as upstream recommends; the equivalent flags are deprecated). When rkubelet stops
-# (Ctrl-C), the script removes what it made: the private containerd with its pods, the
-# root folder, the pod logs and the file. Each run starts with fresh ones.
+# (as upstream recommends; the equivalent flags are deprecated). Everything the run makes
+# lives in the state folder (${TMPDIR:-/tmp}/rkubelet-run, or RKUBELET_STATE_DIR): the
+# private containerd, the root folder, the pod logs, the serving certificate, the file;
+# the kubelet API listens on 127.0.0.1 only. When rkubelet stops (Ctrl-C), the script
+# removes all of it. Each run starts with fresh ones. `run.sh --help` prints this and
+# rkubelet's flags, and does nothing else.
 #
 # The build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
 # on panic; scripts/test.sh builds the binary the benchmarks start with it, so each
-# command reuses what the other built. `make install` builds the packaged binary (release, abort on panic).
+# command reuses what the other built. `make` builds the packaged binary (release, abort
+# on panic); `make install PROFILE=release-unwind` installs this one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+for arg in "$@"; do
+    if [[ "$arg" == --help || "$arg" == -h ]]; then
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        built="${CARGO_TARGET_DIR:-target}/release-unwind/rkubelet"
+        if [[ -x "$built" ]]; then
+            echo
+            "$built" --help
+        else
+            echo "(rkubelet's flags: run.sh builds it first; or cargo run -- --help)"
+        fi
+        exit 0
+    fi
+done
 state=${RKUBELET_STATE_DIR:-${TMPDIR:-/tmp}/rkubelet-run}
 port=${RKUBELET_HEALTHZ_PORT:-10248}
 profile=release-unwind
@@ -34,7 +51,7 @@ if [[ -z "$endpoint" ]]; then
 fi
 
 if [[ "$endpoint" == containerd ]]; then
-    "$root/scripts/test-env/install-deps.sh"
+    "$root/scripts/test-env/install-deps.sh" --runtime-only
 fi
 cargo build --locked --profile "$profile" --bin rkubelet
 
@@ -47,7 +64,7 @@ cleanup() {
         "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
     fi
     # --one-file-system: never into a mount left below the state folder.
-    rm -rf --one-file-system "$state/root" "$state/logs" "$config"
+    rm -rf --one-file-system "$state/root" "$state/logs" "$state/pki" "$config"
     rmdir "$state" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -56,7 +73,7 @@ trap cleanup EXIT
 if [[ "$endpoint" == containerd ]]; then
     "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
 fi
-rm -rf --one-file-system "$state/root" "$state/logs"
+rm -rf --one-file-system "$state/root" "$state/logs" "$state/pki"
 mkdir -p "$state/root" "$state/logs"
 
 # A YAML string in double quotes (paths may hold any character).
@@ -65,6 +82,7 @@ quote() {
     printf '"%s"' "${s//\"/\\\"}"
 }
 settings=(
+    "address: 127.0.0.1"
     "healthzPort: $port"
     "fileCheckFrequency: 2s"
     "podLogsDir: $(quote "$state/logs")"
@@ -93,5 +111,6 @@ fi
 } >"$config"
 
 status=0
-"${CARGO_TARGET_DIR:-target}/$profile/rkubelet" --config="$config" --root-dir="$state/root" "$@" || status=$?
+"${CARGO_TARGET_DIR:-target}/$profile/rkubelet" --config="$config" --root-dir="$state/root" \
+    --cert-dir="$state/pki" "$@" || status=$?
 exit "$status"

@@ -9,10 +9,20 @@
 #   etcd-server + openssl (the private control plane, scripts/test-env/cluster-up.sh),
 #   python3-pip + Python's prometheus_client from PyPI (the real Prometheus text parser of
 #   the kubelet API's metrics test).
+# With --runtime-only (scripts/run.sh's demo): the private containerd's packages alone,
+# containerd, runc, the CNI plugins, busybox-static, iptables, gcc and libc6-dev.
 set -euo pipefail
 
-PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev python3 dbus dbus-user-session systemd
-      zstd etcd-server openssl python3-pip)
+RUNTIME_PKGS=(containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev)
+RUNTIME_BINS=(containerd containerd-shim-runc-v2 ctr runc /usr/lib/cni/bridge /usr/lib/cni/host-local
+              /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc)
+runtime_only=0
+[ "${1:-}" = --runtime-only ] && runtime_only=1
+if [ $runtime_only -eq 1 ]; then
+    PKGS=("${RUNTIME_PKGS[@]}")
+else
+    PKGS=("${RUNTIME_PKGS[@]}" python3 dbus dbus-user-session systemd zstd etcd-server openssl python3-pip)
+fi
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: must run as root" >&2
@@ -54,13 +64,18 @@ for pkg_service in containerd:containerd.service etcd-server:etcd.service; do
         "disabled and stopped it again (rkubelet's scripts use private instances only;" \
         "'systemctl enable --now $service' turns it on)"
 done
-for b in containerd containerd-shim-runc-v2 ctr runc busctl dbus-daemon /usr/lib/cni/bridge /usr/lib/cni/host-local \
-         /usr/lib/cni/portmap /usr/lib/cni/loopback /bin/busybox iptables gcc python3 etcd openssl zstd; do
+bins=("${RUNTIME_BINS[@]}")
+[ $runtime_only -eq 1 ] || bins+=(busctl dbus-daemon python3 etcd openssl zstd)
+for b in "${bins[@]}"; do
     if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then
         echo "install-deps.sh: $b still missing after install" >&2
         exit 1
     fi
 done
+if [ $runtime_only -eq 1 ]; then
+    echo "install-deps.sh: ok (runtime only)"
+    exit 0
+fi
 # The kubelet API's metrics test parses /metrics* with prometheus_client (PyPI). Debian's
 # own python refuses pip installs (PEP 668) unless told.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then

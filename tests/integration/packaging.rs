@@ -164,6 +164,28 @@ fn make_install_places_what_was_built() {
     );
 }
 
+/// `scripts/run.sh --help` says what the demo does and changes nothing: no state folder,
+/// no build, no containerd.
+#[test]
+fn the_demo_scripts_help_has_no_side_effects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/run.sh"))
+        .arg("--help")
+        .env("RKUBELET_STATE_DIR", &state)
+        .env("CARGO_TARGET_DIR", dir.path().join("no-build"))
+        .output()
+        .expect("run.sh runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("the kubelet API listens on 127.0.0.1 only"),
+        "{text}"
+    );
+    assert!(!state.exists(), "--help made the state folder");
+    assert!(!dir.path().join("no-build").exists(), "--help built");
+}
+
 /// The linker wrapper of optimized builds (scripts/link/cc-hot-first) places the listed
 /// functions first, matching them by demangled name, and leaves every other link as `cc`
 /// makes it. Linked for real, with the lld that rustc links with.

@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The runtime name rkubelet's simulated runtime (`fake://`) reports: pods on it say
+/// they are simulated.
+pub const SIMULATED_RUNTIME_NAME: &str = "rkubelet-fake";
+
 /// Whether a pod sandbox can host containers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SandboxState {

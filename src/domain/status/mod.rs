@@ -581,8 +581,20 @@ pub fn api_pod_status(
         }
     }
     api.conditions = pod_conditions(pod, &api);
+    if runtime_name == crate::domain::kuberuntime::runtime::SIMULATED_RUNTIME_NAME {
+        api.conditions.push(PodCondition::new(
+            SIMULATED_CONDITION,
+            true,
+            "SimulatedRuntime",
+            "the node runs rkubelet's simulated runtime (fake://): no container of this pod really runs"
+                .to_owned(),
+        ));
+    }
     api
 }
+
+/// The condition a pod on the simulated runtime shows, in its status and `/pods`.
+pub const SIMULATED_CONDITION: &str = "rkubelet.io/Simulated";
 
 #[cfg(test)]
 mod tests {
@@ -817,6 +829,34 @@ mod tests {
             .iter()
             .find(|c| c.condition_type == "Ready");
         assert_eq!(ready.map(|c| c.status.as_str()), Some("True"));
+    }
+
+    #[test]
+    fn a_pod_on_the_simulated_runtime_says_so() {
+        let runtime = PodRuntimeStatus {
+            sandboxes: vec![ready_sandbox()],
+            containers: vec![instance("app", "a1", 0, ContainerState::Running)],
+            ..Default::default()
+        };
+        let simulated = api_pod_status(
+            &pod(&[], &["app"]),
+            &runtime,
+            &BTreeMap::new(),
+            crate::domain::kuberuntime::runtime::SIMULATED_RUNTIME_NAME,
+        );
+        let condition = simulated
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == SIMULATED_CONDITION)
+            .expect("the condition");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", "SimulatedRuntime")
+        );
+        assert!(!app_pod_status(&runtime)
+            .conditions
+            .iter()
+            .any(|c| c.condition_type == SIMULATED_CONDITION));
     }
 
     #[test]

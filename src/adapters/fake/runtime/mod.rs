@@ -24,7 +24,7 @@ use crate::ports::runtime::{
 
 mod runtime_stats;
 
-pub const FAKE_RUNTIME_NAME: &str = "rkubelet-fake";
+pub use crate::domain::kuberuntime::runtime::SIMULATED_RUNTIME_NAME as FAKE_RUNTIME_NAME;
 
 #[derive(Debug, Default)]
 struct State {
