@@ -5,6 +5,7 @@
 //! "kubeletVersion":"v1.26.1"}`); and `--vmodule`, the verbosity per source file.
 
 use crate::domain::units::go_quote;
+use crate::domain::units::time::klog_timestamp;
 
 /// klog's severity: the header's first letter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,36 +72,6 @@ fn short_caller(file: &str, line: u32) -> String {
     }
 }
 
-/// `MMDD hh:mm:ss.uuuuuu` in UTC (klog writes the local time; nodes run in UTC).
-fn klog_time(unix_nanos: i64) -> String {
-    let secs = unix_nanos.div_euclid(1_000_000_000);
-    let micros = unix_nanos.rem_euclid(1_000_000_000) / 1_000;
-    let days = secs.div_euclid(86_400);
-    let in_day = secs.rem_euclid(86_400);
-    let (_, month, day) = civil_from_days(days);
-    format!(
-        "{month:02}{day:02} {:02}:{:02}:{:02}.{micros:06}",
-        in_day / 3600,
-        in_day % 3600 / 60,
-        in_day % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// klog's text form of a pair's value: text quoted as Go's `%q`, or, when it spans
 /// lines, klog's `<` block with each line indented by a tab.
 fn text_value(value: &LogValue) -> String {
@@ -125,7 +96,7 @@ pub fn klog_text(record: &LogRecord<'_>) -> String {
     let mut out = format!(
         "{}{} {:>7} {}:{}] {}",
         record.severity.letter(),
-        klog_time(record.unix_nanos),
+        klog_timestamp(record.unix_nanos),
         record.pid,
         base_name(record.file),
         record.line,
@@ -346,9 +317,12 @@ mod tests {
 
     #[test]
     fn the_date_is_the_calendars() {
-        assert_eq!(klog_time(0), "0101 00:00:00.000000");
+        assert_eq!(klog_timestamp(0), "0101 00:00:00.000000");
         // 2024-02-29 23:59:59.999999.
-        assert_eq!(klog_time(1_709_251_199_999_999_000), "0229 23:59:59.999999");
+        assert_eq!(
+            klog_timestamp(1_709_251_199_999_999_000),
+            "0229 23:59:59.999999"
+        );
     }
 
     /// Upstream's `vmoduleConfigurationPFlag.Set` cases.

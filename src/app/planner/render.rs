@@ -284,42 +284,32 @@ pub fn render_text(plan: &Plan) -> String {
                 pull.containers.join(", ")
             );
         }
-        for start in &a.start_ephemeral_containers {
-            let _ = writeln!(
-                out,
-                "    start ephemeral container {} ({})",
-                start.name, start.image
-            );
-            let _ = writeln!(out, "      security: {}", security_line(&start.security));
-        }
-        for start in &a.start_init_containers {
-            let _ = writeln!(
-                out,
-                "    start init container {} ({})",
-                start.name, start.image
-            );
-            let _ = writeln!(out, "      security: {}", security_line(&start.security));
-            for sub in &start.sub_paths {
+        // Ephemeral containers start first (upstream's order); only regular ones say why.
+        let starts = [
+            ("ephemeral container", &a.start_ephemeral_containers, false),
+            ("init container", &a.start_init_containers, false),
+            ("container", &a.start_containers, true),
+        ];
+        for (kind, list, with_reason) in starts {
+            for start in list {
+                let reason = if with_reason {
+                    format!(": {}", start.reason)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     out,
-                    "      bind subPath {:?} of volume {} at {}",
-                    sub.path, sub.volume, sub.target
+                    "    start {kind} {} ({}){reason}",
+                    start.name, start.image
                 );
-            }
-        }
-        for start in &a.start_containers {
-            let _ = writeln!(
-                out,
-                "    start container {} ({}): {}",
-                start.name, start.image, start.reason
-            );
-            let _ = writeln!(out, "      security: {}", security_line(&start.security));
-            for sub in &start.sub_paths {
-                let _ = writeln!(
-                    out,
-                    "      bind subPath {:?} of volume {} at {}",
-                    sub.path, sub.volume, sub.target
-                );
+                let _ = writeln!(out, "      security: {}", security_line(&start.security));
+                for sub in &start.sub_paths {
+                    let _ = writeln!(
+                        out,
+                        "      bind subPath {:?} of volume {} at {}",
+                        sub.path, sub.volume, sub.target
+                    );
+                }
             }
         }
         for held in &a.held_containers {

@@ -21,7 +21,9 @@ pub fn qos_class(spec: &PodSpec) -> QosClass {
             None => *q,
         });
     };
-    for container in spec.all_containers() {
+    // Ephemeral containers have no resources and do not count (upstream's `GetPodQOS`):
+    // a debugger added to a Guaranteed pod leaves it Guaranteed.
+    for container in spec.init_containers.iter().chain(&spec.containers) {
         let res = &container.resources;
         let mut limited = 0;
         for (i, name) in QOS_RESOURCES.iter().enumerate() {
@@ -146,6 +148,23 @@ mod tests {
     use super::*;
     use crate::domain::pod::fixtures::{container, list, q, spec_of};
 
+    #[test]
+    fn an_ephemeral_container_leaves_the_class_as_it_was() {
+        let mut spec = PodSpec {
+            containers: vec![container("app", list("1", "1Gi"), list("1", "1Gi"))],
+            ..PodSpec::default()
+        };
+        assert_eq!(qos_class(&spec), QosClass::Guaranteed);
+        spec.ephemeral_containers
+            .push(crate::domain::pod::EphemeralContainer {
+                container: Container {
+                    name: "debugger".into(),
+                    ..Container::default()
+                },
+                target_container_name: "app".into(),
+            });
+        assert_eq!(qos_class(&spec), QosClass::Guaranteed);
+    }
     #[test]
     fn qos_class_table() {
         let g = |n| container(n, list("100m", "100Mi"), list("100m", "100Mi"));

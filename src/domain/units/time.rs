@@ -38,6 +38,21 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// `unix_nanos` as klog's `MMDD hh:mm:ss.uuuuuu`, in UTC (klog writes the local time;
+/// nodes run in UTC).
+pub fn klog_timestamp(unix_nanos: i64) -> String {
+    let secs = unix_nanos.div_euclid(1_000_000_000);
+    let micros = unix_nanos.rem_euclid(1_000_000_000) / 1_000;
+    let in_day = secs.rem_euclid(86_400);
+    let (_, month, day) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{month:02}{day:02} {:02}:{:02}:{:02}.{micros:06}",
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60
+    )
+}
+
 /// `unix_nanos` as `YYYYMMDD-hhmmss` in UTC (Go's `20060102-150405`, the suffix of a
 /// rotated container log).
 pub fn compact_utc_timestamp(unix_nanos: i64) -> String {

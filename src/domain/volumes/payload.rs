@@ -44,7 +44,9 @@ impl VolumeOwners {
         let pod_sc = pod.spec.security_context.as_ref();
         let pod_user = pod_sc.and_then(|sc| sc.run_as_user);
         let mut fs_user = None;
-        for container in pod.spec.all_containers() {
+        // Upstream's `FsUserFrom` leaves ephemeral containers out: a debugger added
+        // later does not change who owns the files.
+        for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
             let user = container
                 .security_context
                 .as_ref()
