@@ -538,8 +538,14 @@ fn main() {
     let clients = rt
         .block_on(admin_clients(&c.admin_kubeconfig()))
         .unwrap_or_else(|e| fail("api_pods", &format!("admin client: {e}")));
-    let up = measure(Kubelet::Upstream, &c, Some(&bins), &rt, &clients)
-        .unwrap_or_else(|e| fail("api_pods", &format!("the upstream kubelet's run: {e}")));
+    // An A/B of two rkubelet builds (by hand) needs rkubelet's half alone; upstream's
+    // figures then print as unavailable and their goals as not measured.
+    let up = if env_number("RKUBELET_BENCH_API_UPSTREAM", 1) == 0 {
+        Figures::default()
+    } else {
+        measure(Kubelet::Upstream, &c, Some(&bins), &rt, &clients)
+            .unwrap_or_else(|e| fail("api_pods", &format!("the upstream kubelet's run: {e}")))
+    };
     let ours = measure(Kubelet::Rkubelet, &c, None, &rt, &clients)
         .unwrap_or_else(|e| fail("api_pods", &format!("rkubelet's run: {e}")));
     let secs = |v: Option<f64>| v.map_or("unavailable".into(), |v| format!("{v:.3} s"));

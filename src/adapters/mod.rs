@@ -2,6 +2,7 @@
 pub mod apiserver;
 pub mod cgroupfs;
 pub mod cri;
+pub mod csi;
 pub mod fake;
 pub mod pki;
 pub mod probe;

@@ -129,6 +129,8 @@ pub struct Deps {
     pub pod_files: Arc<dyn crate::ports::pod_files::PodFiles>,
     /// The containers' log files: rotated, and read by `/containerLogs`.
     pub container_logs: Arc<dyn crate::ports::container_logs::ContainerLogs>,
+    /// CSI drivers' registration sockets and node services.
+    pub csi_plugins: Arc<dyn crate::ports::csi::CsiPlugins>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -618,6 +620,8 @@ fn start_pod_loop(
                 .get("cpu")
                 .map_or(0, |q| q.milli_value()),
             allocatable_memory_bytes: node.node.allocatable.get("memory").map_or(0, |q| q.value()),
+            node_name: node.node_name.clone(),
+            node_labels: Default::default(),
         });
     let mut pod_loop = PodLoop::new(ctx, store.clone(), settings)
         .with_node_info(node_info)
@@ -626,6 +630,7 @@ fn start_pod_loop(
         // The API server is one more source: "every source has spoken" waits for its
         // first list, once the node is registered.
         sources.push(Box::new(ApiPodSource::new(connected.clone(), store)));
+        links.volumes.set_connected(connected.clone());
         pod_loop = pod_loop.with_connected(connected);
     }
     if let Some(hooks) = eviction {
@@ -716,6 +721,8 @@ pub struct PodLinks {
     pub events: PodEventSink,
     pub static_pods: watch::Sender<Vec<crate::domain::pod::Pod>>,
     pub volumes: Arc<VolumeManager>,
+    /// The registered CSI drivers.
+    pub csi_drivers: crate::app::plugins::CsiDrivers,
 }
 
 impl PodLinks {
@@ -729,6 +736,7 @@ impl PodLinks {
             events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).0,
             volumes: Arc::new(VolumeManager::standalone(clock, files).with_cache_ttl(cache_ttl)),
+            csi_drivers: crate::app::plugins::CsiDrivers::default(),
         }
     }
 }
@@ -936,6 +944,15 @@ pub async fn run(
         connected.then(|| connected_rx.clone()),
         shutdown_rx.clone(),
     )?;
+    // Connected mode: CSI drivers register once the Node is (they write to it).
+    if connected {
+        let watcher = crate::app::plugins::PluginWatcher::new(
+            &started.resolved.options.root_dir,
+            Arc::clone(&deps.csi_plugins),
+            links.csi_drivers.clone(),
+        );
+        tokio::spawn(watcher.run(connected_rx.clone(), shutdown_rx.clone()));
+    }
     // Connected mode: the node agent runs beside the pod loop until shutdown.
     let _node_agent = crate::app::node::startup::start_if_connected(
         &started,

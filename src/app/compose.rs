@@ -164,6 +164,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         host_facts: Arc::new(SystemHostFacts),
         pod_files: Arc::new(SystemPodFiles),
         container_logs: Arc::new(SystemContainerLogs),
+        csi_plugins: Arc::new(crate::adapters::csi::SocketCsiPlugins),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod logging;
 pub mod metrics;
 pub mod node;
 pub mod planner;
+pub mod plugins;
 pub mod pods;
 pub mod server;
 pub mod stats_provider;

@@ -46,6 +46,7 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
         host_facts: Arc::new(crate::adapters::fake::FakeHostFacts::default()),
         pod_files: Arc::new(crate::adapters::fake::FakePodFiles::default()),
         container_logs: Arc::new(crate::adapters::fake::FakeContainerLogs::new()),
+        csi_plugins: Arc::new(crate::adapters::fake::FakeCsiPlugins::default()),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod admission;
 pub mod cgroup;
 pub mod code_pages;
 pub mod config;
+pub mod csi;
 pub mod events;
 pub mod eviction;
 pub mod kubelet_api;

@@ -5,6 +5,7 @@ pub mod cert_store;
 pub mod cgroup;
 pub mod clock;
 pub mod container_logs;
+pub mod csi;
 pub mod error;
 pub mod host;
 pub mod host_facts;

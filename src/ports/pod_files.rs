@@ -97,6 +97,13 @@ pub trait PodFiles: Send + Sync {
     /// [`PodFilesError::Io`].
     fn set_up_empty_dir(&self, setup: &VolumeSetup) -> Result<(), PodFilesError>;
 
+    /// The `fsGroup` walk of [`PodFiles::set_up_empty_dir`] on an existing folder (a
+    /// `local` PersistentVolume's); `setup.mode` is not used.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn give_to_fs_group(&self, setup: &VolumeSetup) -> Result<(), PodFilesError>;
+
     /// Mounts a tmpfs on `dir` (created first) unless something is mounted there already;
     /// `size_bytes` `None` or 0: the kernel's default size.
     ///
@@ -197,6 +204,10 @@ impl PodFiles for NoPodFiles {
     }
 
     fn set_up_empty_dir(&self, _setup: &VolumeSetup) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn give_to_fs_group(&self, _setup: &VolumeSetup) -> Result<(), PodFilesError> {
         Err(PodFilesError::Unavailable)
     }
 

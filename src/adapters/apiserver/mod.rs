@@ -12,6 +12,7 @@ mod mirror_pods;
 mod objects;
 mod observed;
 mod pods;
+mod storage;
 
 use std::future::Future;
 use std::path::Path;
@@ -269,6 +270,7 @@ impl ApiConnector for KubeConnector {
             mirror_pods: clients.clone(),
             certificates: clients.clone(),
             objects: clients.clone(),
+            storage: clients.clone(),
             pods: clients,
         })
     }

@@ -1,4 +1,5 @@
-//! ConfigMaps, Secrets, Services, RuntimeClasses and TokenRequests through kube-rs, each call rate-limited as the
+//! ConfigMaps, Secrets, Services, RuntimeClasses, claims, PersistentVolumes and
+//! TokenRequests through kube-rs, each call rate-limited as the
 //! connection's other calls (not the heartbeat's).
 
 use std::future::Future;
@@ -7,12 +8,15 @@ use async_trait::async_trait;
 use k8s_openapi::api::authentication::v1::{
     BoundObjectReference, TokenRequest as KubeTokenRequest, TokenRequestSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, ListParams, PostParams};
 
 use super::errors::Answer;
 use super::{Budget, KubeClients};
+use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData, PersistentVolumeSource};
 use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
@@ -20,7 +24,7 @@ use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
 
 impl KubeClients {
     /// `Ok(None)` on 404.
-    async fn object_call<T, F>(
+    pub(super) async fn object_call<T, F>(
         &self,
         verb: &'static str,
         kind: &'static str,
@@ -146,6 +150,41 @@ impl PodObjectsApi for KubeClients {
         Ok(class.map(|c| RuntimeClassData { handler: c.handler }))
     }
 
+    async fn get_persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ClaimData>, ObjectsError> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.connection.client.clone(), namespace);
+        let claim = self
+            .object_call(
+                "get",
+                "persistentvolumeclaim",
+                namespace,
+                name,
+                api.get(name),
+            )
+            .await?;
+        Ok(claim.map(|c| ClaimData {
+            uid: c.metadata.uid.unwrap_or_default(),
+            volume_name: c.spec.and_then(|s| s.volume_name).unwrap_or_default(),
+            phase: c.status.and_then(|s| s.phase).unwrap_or_default(),
+            being_deleted: c.metadata.deletion_timestamp.is_some(),
+        }))
+    }
+
+    async fn get_persistent_volume(
+        &self,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeData>, ObjectsError> {
+        let api: Api<PersistentVolume> = Api::all(self.connection.client.clone());
+        let pv = self
+            .object_call("get", "persistentvolume", "", name, api.get(name))
+            .await?;
+        Ok(pv.map(|pv| persistent_volume_data(pv.spec.unwrap_or_default())))
+    }
+
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
         let api: Api<ServiceAccount> =
             Api::namespaced(self.connection.client.clone(), &request.namespace);
@@ -190,5 +229,54 @@ impl PodObjectsApi for KubeClients {
             issued_unix: 0,
             expires_unix: status.expiration_timestamp.0.as_second(),
         })
+    }
+}
+
+/// The kubelet's view of a PersistentVolume's spec; a source other than `hostPath` and
+/// `local` is named by its field, as the pod's volumes are.
+fn persistent_volume_data(
+    spec: k8s_openapi::api::core::v1::PersistentVolumeSpec,
+) -> PersistentVolumeData {
+    let source = if let Some(h) = &spec.host_path {
+        PersistentVolumeSource::HostPath {
+            path: h.path.clone(),
+            kind: h.type_.clone().unwrap_or_default(),
+        }
+    } else if let Some(l) = &spec.local {
+        PersistentVolumeSource::Local {
+            path: l.path.clone(),
+        }
+    } else {
+        // The spec's one source is the field set besides the common ones.
+        const COMMON: &[&str] = &[
+            "accessModes",
+            "capacity",
+            "claimRef",
+            "mountOptions",
+            "nodeAffinity",
+            "persistentVolumeReclaimPolicy",
+            "storageClassName",
+            "volumeMode",
+            "volumeAttributesClassName",
+        ];
+        let plugin = serde_json::to_value(&spec)
+            .ok()
+            .and_then(|v| {
+                v.as_object()
+                    .and_then(|o| o.keys().find(|k| !COMMON.contains(&k.as_str())).cloned())
+            })
+            .unwrap_or_default();
+        PersistentVolumeSource::Other(plugin)
+    };
+    let node_affinity = spec
+        .node_affinity
+        .and_then(|a| a.required)
+        .and_then(|required| serde_json::to_value(required).ok())
+        .and_then(|v| serde_json::from_value(v).ok());
+    PersistentVolumeData {
+        claim_uid: spec.claim_ref.map(|r| r.uid.unwrap_or_default()),
+        source,
+        volume_mode: spec.volume_mode.unwrap_or_default(),
+        node_affinity,
     }
 }

@@ -50,6 +50,7 @@ pub(super) struct State {
     pub(super) pod_events: Vec<(u64, crate::ports::api::PodWatchEvent)>,
     /// Watches from before this version get 410 Gone.
     pub(super) pods_compacted: u64,
+    csi_nodes: BTreeMap<String, crate::ports::api::CsiNodeObject>,
 }
 
 /// The fake API server; clone it to share.
@@ -129,6 +130,7 @@ impl FakeApiServer {
             mirror_pods: me.clone(),
             certificates: me.clone(),
             objects: Arc::new(super::FakeObjects::default()),
+            storage: me.clone(),
             pods: me,
         }
     }
@@ -153,6 +155,11 @@ impl FakeApiServer {
 
     pub fn node(&self, name: &str) -> Option<NodeObject> {
         self.lock().nodes.get(name).cloned()
+    }
+
+    /// The CSINode `name`, as stored.
+    pub fn csi_node(&self, name: &str) -> Option<crate::ports::api::CsiNodeObject> {
+        self.lock().csi_nodes.get(name).cloned()
     }
 
     pub fn put_node(&self, node: NodeObject) {
@@ -672,6 +679,49 @@ impl ApiConnector for FakeConnector {
             c.push(path.to_path_buf());
         }
         Ok(self.server.clients())
+    }
+}
+
+#[async_trait]
+impl crate::ports::api::CsiNodeApi for FakeApiServer {
+    async fn get_csi_node(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::ports::api::CsiNodeObject>, crate::ports::api::ObjectsError> {
+        let mut state = self.lock();
+        state.journal.push(format!("get csinode {name}"));
+        Ok(state.csi_nodes.get(name).cloned())
+    }
+
+    async fn create_csi_node(
+        &self,
+        name: &str,
+        _node_uid: &str,
+        drivers: &[crate::domain::csi::CsiNodeDriver],
+    ) -> Result<(), crate::ports::api::ObjectsError> {
+        let mut state = self.lock();
+        state.journal.push(format!("create csinode {name}"));
+        state.version += 1;
+        let object = crate::ports::api::CsiNodeObject {
+            name: name.to_owned(),
+            resource_version: state.version.to_string(),
+            drivers: drivers.to_vec(),
+        };
+        state.csi_nodes.insert(name.to_owned(), object);
+        Ok(())
+    }
+
+    async fn update_csi_node(
+        &self,
+        node: &crate::ports::api::CsiNodeObject,
+    ) -> Result<(), crate::ports::api::ObjectsError> {
+        let mut state = self.lock();
+        state.journal.push(format!("update csinode {}", node.name));
+        state.version += 1;
+        let mut stored = node.clone();
+        stored.resource_version = state.version.to_string();
+        state.csi_nodes.insert(node.name.clone(), stored);
+        Ok(())
     }
 }
 

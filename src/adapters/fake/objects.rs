@@ -1,4 +1,5 @@
-//! In-memory ConfigMaps, Secrets, RuntimeClasses and service-account tokens for the volume manager's
+//! In-memory ConfigMaps, Secrets, RuntimeClasses, claims, PersistentVolumes and
+//! service-account tokens for the volume manager's
 //! tests; every call is counted. Never proof the kube adapter works.
 
 use std::collections::BTreeMap;
@@ -6,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData};
 use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
@@ -17,6 +19,8 @@ struct State {
     secrets: BTreeMap<(String, String), SecretData>,
     services: Vec<ServiceInfo>,
     runtime_classes: BTreeMap<String, RuntimeClassData>,
+    claims: BTreeMap<(String, String), ClaimData>,
+    persistent_volumes: BTreeMap<String, PersistentVolumeData>,
     /// Tokens issued so far, in order.
     tokens: Vec<TokenRequest>,
     /// Lifetime the fake gives tokens from the "now" the test sets.
@@ -74,6 +78,16 @@ impl FakeObjects {
                 handler: handler.into(),
             },
         );
+    }
+
+    pub fn put_claim(&self, namespace: &str, name: &str, claim: ClaimData) {
+        self.lock()
+            .claims
+            .insert((namespace.into(), name.into()), claim);
+    }
+
+    pub fn put_persistent_volume(&self, name: &str, volume: PersistentVolumeData) {
+        self.lock().persistent_volumes.insert(name.into(), volume);
     }
 
     /// Sets the `type` of a Secret put before (`kubernetes.io/dockerconfigjson` ...).
@@ -188,6 +202,27 @@ impl PodObjectsApi for FakeObjects {
     ) -> Result<Option<RuntimeClassData>, ObjectsError> {
         self.check("get", "runtimeclass", "", name)?;
         Ok(self.lock().runtime_classes.get(name).cloned())
+    }
+
+    async fn get_persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ClaimData>, ObjectsError> {
+        self.check("get", "persistentvolumeclaim", namespace, name)?;
+        Ok(self
+            .lock()
+            .claims
+            .get(&(namespace.into(), name.into()))
+            .cloned())
+    }
+
+    async fn get_persistent_volume(
+        &self,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeData>, ObjectsError> {
+        self.check("get", "persistentvolume", "", name)?;
+        Ok(self.lock().persistent_volumes.get(name).cloned())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

@@ -276,8 +276,12 @@ impl PodFiles for FakePodFiles {
     }
 
     fn set_up_empty_dir(&self, setup: &VolumeSetup) -> Result<(), PodFilesError> {
+        self.state().make_dirs(&setup.path, Some(setup.mode))?;
+        self.give_to_fs_group(setup)
+    }
+
+    fn give_to_fs_group(&self, setup: &VolumeSetup) -> Result<(), PodFilesError> {
         let mut state = self.state();
-        state.make_dirs(&setup.path, Some(setup.mode))?;
         let Some(gid) = setup.fs_group.and_then(|g| u32::try_from(g).ok()) else {
             return Ok(());
         };

@@ -11,20 +11,23 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::volumes;
+use crate::app::node::ConnectedNode;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
+use crate::domain::volumes::claim::bound_volume_names;
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
-use crate::domain::volumes::plan::{plan_volumes, VolumeAction};
+use crate::domain::volumes::plan::{plan_volumes, FileKind, VolumeAction};
 use crate::domain::volumes::services::{service_env, ServiceInfo};
 use crate::domain::volumes::token::{requires_refresh, IssuedToken};
 use crate::domain::volumes::{
     references, ConfigMapData, Fetched, PodFacts, PodInputs, PodObjects, RuntimeClassData,
-    SecretData, TokenKey,
+    SecretData, TokenKey, VolumeKind,
 };
-use crate::ports::api::{PodObjectsApi, TokenRequest};
+use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
 use crate::ports::clock::Clock;
 use crate::ports::error::Chain;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
@@ -53,6 +56,14 @@ struct Caches {
     runtime_classes: HashMap<String, Cached<RuntimeClassData>>,
 }
 
+fn fetched<T>(answer: Result<Option<T>, ObjectsError>) -> Fetched<T> {
+    match answer {
+        Ok(Some(v)) => Fetched::Found(v),
+        Ok(None) => Fetched::NotFound,
+        Err(e) => Fetched::Failed(Chain(&e).to_string()),
+    }
+}
+
 /// A volume that was not set up, with its message (upstream's `FailedMount`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedMount {
@@ -70,6 +81,8 @@ pub struct VolumeManager {
     caches: Mutex<Caches>,
     /// Where the volumes' files are written and their subpaths bound.
     files: Arc<dyn PodFiles>,
+    /// The registered Node, whose labels a PersistentVolume's node affinity matches.
+    node: Mutex<Option<watch::Receiver<Option<ConnectedNode>>>>,
 }
 
 impl VolumeManager {
@@ -83,7 +96,13 @@ impl VolumeManager {
             facts: Mutex::new(PodFacts::default()),
             caches: Mutex::new(Caches::default()),
             files,
+            node: Mutex::new(None),
         }
+    }
+
+    /// The registered Node (connected mode), for its name and labels.
+    pub fn set_connected(&self, node: watch::Receiver<Option<ConnectedNode>>) {
+        *self.node.lock().unwrap_or_else(PoisonError::into_inner) = Some(node);
     }
 
     /// The pod files port the volumes are set up through.
@@ -144,6 +163,15 @@ impl VolumeManager {
                 .for_pod(pod),
             ..PodInputs::default()
         };
+        if let Some(node) = &*self.node.lock().unwrap_or_else(PoisonError::into_inner) {
+            if let Some(connected) = &*node.borrow() {
+                inputs.facts.node_name.clone_from(&connected.node_name);
+                inputs
+                    .facts
+                    .node_labels
+                    .clone_from(&connected.node.metadata.labels);
+            }
+        }
         let api = self
             .api
             .lock()
@@ -176,22 +204,56 @@ impl VolumeManager {
                 _ => None,
             }
         };
-        let (config_maps, secrets, tokens, services, runtime_class) = tokio::join!(
+        let (config_maps, secrets, tokens, services, runtime_class, claimed) = tokio::join!(
             config_maps,
             secrets,
             tokens,
             self.services(api, now),
-            runtime_class
+            runtime_class,
+            Self::claims(api, ns, refs.claims)
         );
         inputs.objects = PodObjects {
             config_maps: config_maps.into_iter().collect(),
             secrets: secrets.into_iter().collect(),
             tokens: tokens.into_iter().collect(),
             runtime_classes: runtime_class.into_iter().collect(),
+            ..claimed
         };
         inputs.service_env =
             service_env(&services, ns, pod.spec.enable_service_links.unwrap_or(true));
         inputs
+    }
+
+    /// A cached read: the value read within `cache_ttl` of `now`, else `fetch`'s. A
+    /// failed call is not cached: the next sync tries again.
+    async fn cached<K, T>(
+        &self,
+        pick: fn(&mut Caches) -> &mut HashMap<K, Cached<T>>,
+        key: K,
+        now: Duration,
+        fetch: impl std::future::Future<Output = Result<Option<T>, ObjectsError>>,
+    ) -> Fetched<T>
+    where
+        K: Eq + std::hash::Hash,
+        T: Clone,
+    {
+        let hit = pick(&mut self.caches())
+            .get(&key)
+            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
+        if let Some(v) = hit {
+            return v;
+        }
+        let v = fetched(fetch.await);
+        if !matches!(v, Fetched::Failed(_)) {
+            pick(&mut self.caches()).insert(
+                key,
+                Cached {
+                    at: now,
+                    value: v.clone(),
+                },
+            );
+        }
+        v
     }
 
     async fn config_map(
@@ -202,30 +264,13 @@ impl VolumeManager {
         now: Duration,
     ) -> Fetched<ConfigMapData> {
         let key = (ns.to_owned(), name.to_owned());
-        let cached = self
-            .caches()
-            .config_maps
-            .get(&key)
-            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
-        if let Some(v) = cached {
-            return v;
-        }
-        let v = match api.get_config_map(ns, name).await {
-            Ok(Some(cm)) => Fetched::Found(cm),
-            Ok(None) => Fetched::NotFound,
-            Err(e) => Fetched::Failed(Chain(&e).to_string()),
-        };
-        // A failed call is not cached: the next sync tries again.
-        if !matches!(v, Fetched::Failed(_)) {
-            self.caches().config_maps.insert(
-                key,
-                Cached {
-                    at: now,
-                    value: v.clone(),
-                },
-            );
-        }
-        v
+        self.cached(
+            |c| &mut c.config_maps,
+            key,
+            now,
+            api.get_config_map(ns, name),
+        )
+        .await
     }
 
     /// The RuntimeClass `name`, cached as ConfigMaps are (upstream reads them from an
@@ -236,29 +281,13 @@ impl VolumeManager {
         name: &str,
         now: Duration,
     ) -> Fetched<RuntimeClassData> {
-        let cached = self
-            .caches()
-            .runtime_classes
-            .get(name)
-            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
-        if let Some(v) = cached {
-            return v;
-        }
-        let v = match api.get_runtime_class(name).await {
-            Ok(Some(class)) => Fetched::Found(class),
-            Ok(None) => Fetched::NotFound,
-            Err(e) => Fetched::Failed(Chain(&e).to_string()),
-        };
-        if !matches!(v, Fetched::Failed(_)) {
-            self.caches().runtime_classes.insert(
-                name.to_owned(),
-                Cached {
-                    at: now,
-                    value: v.clone(),
-                },
-            );
-        }
-        v
+        self.cached(
+            |c| &mut c.runtime_classes,
+            name.to_owned(),
+            now,
+            api.get_runtime_class(name),
+        )
+        .await
     }
 
     async fn secret(
@@ -269,29 +298,39 @@ impl VolumeManager {
         now: Duration,
     ) -> Fetched<SecretData> {
         let key = (ns.to_owned(), name.to_owned());
-        let cached = self
-            .caches()
-            .secrets
-            .get(&key)
-            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
-        if let Some(v) = cached {
-            return v;
+        self.cached(|c| &mut c.secrets, key, now, api.get_secret(ns, name))
+            .await
+    }
+
+    /// The pod's claims, then the PersistentVolumes they are bound to, read on every
+    /// sync as upstream's volume manager reprocesses a pod (a claim bound meanwhile is
+    /// seen at once).
+    async fn claims(
+        api: &dyn PodObjectsApi,
+        ns: &str,
+        names: std::collections::BTreeSet<String>,
+    ) -> PodObjects {
+        let mut objects = PodObjects::default();
+        if names.is_empty() {
+            return objects;
         }
-        let v = match api.get_secret(ns, name).await {
-            Ok(Some(s)) => Fetched::Found(s),
-            Ok(None) => Fetched::NotFound,
-            Err(e) => Fetched::Failed(Chain(&e).to_string()),
-        };
-        if !matches!(v, Fetched::Failed(_)) {
-            self.caches().secrets.insert(
-                key,
-                Cached {
-                    at: now,
-                    value: v.clone(),
-                },
-            );
-        }
-        v
+        objects.claims = join_all(names.into_iter().map(|name| async move {
+            let value = fetched(api.get_persistent_volume_claim(ns, &name).await);
+            (name, value)
+        }))
+        .await
+        .into_iter()
+        .collect();
+        objects.persistent_volumes = join_all(bound_volume_names(&objects).into_iter().map(
+            |name| async move {
+                let value = fetched(api.get_persistent_volume(&name).await);
+                (name, value)
+            },
+        ))
+        .await
+        .into_iter()
+        .collect();
+        objects
     }
 
     async fn token(&self, api: &dyn PodObjectsApi, pod: &Pod, key: &TokenKey) -> Fetched<String> {
@@ -410,11 +449,17 @@ impl VolumeManager {
         }
         let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
         if !all {
+            // Folders and paths (claims' too) were set up with the sandbox.
             plans.retain(|p| {
-                !matches!(
-                    p.action,
-                    Ok(VolumeAction::EmptyDir { .. } | VolumeAction::HostPath { .. })
-                )
+                pod.spec.volumes.iter().any(|v| {
+                    v.name == p.name
+                        && !matches!(
+                            VolumeKind::of(v),
+                            VolumeKind::EmptyDir
+                                | VolumeKind::HostPath
+                                | VolumeKind::PersistentVolumeClaim
+                        )
+                })
             });
         }
         let stamp = timestamp(self.clock.now_unix_nanos());
@@ -427,7 +472,7 @@ impl VolumeManager {
                     Ok(action) => carry_out(files.as_ref(), &action, &stamp).map_err(|error| {
                         format!(
                             "MountVolume.SetUp failed for volume {:?} : {}",
-                            plan.name,
+                            plan.spec_name,
                             Chain(&error)
                         )
                     }),
@@ -469,6 +514,8 @@ enum SetUpError {
     Files(#[from] PodFilesError),
     #[error(transparent)]
     HostPath(#[from] volumes::HostPathError),
+    #[error("local volume path {0:?} does not exist or is not a directory")]
+    LocalPath(std::path::PathBuf),
 }
 
 fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result<(), SetUpError> {
@@ -484,6 +531,15 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
         }
         VolumeAction::HostPath { path, kind } => {
             Ok(volumes::prepare_host_path(files, path, *kind)?)
+        }
+        VolumeAction::Local { path, owner } => {
+            if files.file_kind(path) != Some(FileKind::Directory) {
+                return Err(SetUpError::LocalPath(path.clone()));
+            }
+            match owner {
+                Some(setup) => Ok(files.give_to_fs_group(setup)?),
+                None => Ok(()),
+            }
         }
         VolumeAction::Files {
             dir,
@@ -655,5 +711,89 @@ mod tests {
             failed[0].message,
             "MountVolume.SetUp failed for volume \"cfg\" : configmap \"gone\" not found"
         );
+    }
+
+    #[tokio::test]
+    async fn a_claim_is_read_with_its_volume_each_sync_and_a_local_folder_takes_the_fs_group() {
+        use crate::domain::volumes::claim::{
+            ClaimData, PersistentVolumeData, PersistentVolumeSource,
+        };
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let api = FakeObjects::default();
+        let files = FakePodFiles::default();
+        files.put_file("/mnt/disks/a/old", "x");
+        let vm = VolumeManager::standalone(clock, Arc::new(files.clone()))
+            .with_api(Arc::new(api.clone()))
+            .with_cache_ttl(Duration::from_secs(60));
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "ns", "uid": "u2"},
+            "spec": {"securityContext": {"fsGroup": 2000},
+              "containers": [{"name": "c", "image": "busybox",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+              "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "db"}}]}
+        }))
+        .expect("pod");
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let claim = ClaimData {
+            uid: "c-uid".into(),
+            volume_name: "pv1".into(),
+            phase: "Pending".into(),
+            being_deleted: false,
+        };
+        api.put_claim("ns", "db", claim.clone());
+        let inputs = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 1, "an unbound claim names no volume to read");
+        let failed = vm.set_up(&ctx, &p, &inputs).await;
+        assert_eq!(
+            failed[0].message,
+            "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC ns/db: PVC is not bound"
+        );
+        // Bound meanwhile: the next sync sees it, whatever the objects' cache says.
+        api.put_claim(
+            "ns",
+            "db",
+            ClaimData {
+                phase: "Bound".into(),
+                ..claim
+            },
+        );
+        api.put_persistent_volume(
+            "pv1",
+            PersistentVolumeData {
+                claim_uid: Some("c-uid".into()),
+                source: PersistentVolumeSource::Local {
+                    path: "/mnt/disks/a".into(),
+                },
+                volume_mode: "Filesystem".into(),
+                node_affinity: None,
+            },
+        );
+        let inputs = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 3, "the claim, then its volume");
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        assert_eq!(
+            files.group(std::path::Path::new("/mnt/disks/a/old")),
+            Some(2000)
+        );
+        // A volume whose folder is gone is refused, naming it.
+        api.put_persistent_volume(
+            "pv1",
+            PersistentVolumeData {
+                claim_uid: Some("c-uid".into()),
+                source: PersistentVolumeSource::Local {
+                    path: "/mnt/disks/gone".into(),
+                },
+                volume_mode: String::new(),
+                node_affinity: None,
+            },
+        );
+        let inputs = vm.inputs(&p).await;
+        let failed = vm.set_up(&ctx, &p, &inputs).await;
+        assert_eq!(
+            failed[0].message,
+            "MountVolume.SetUp failed for volume \"pv1\" : local volume path \"/mnt/disks/gone\" does not exist or is not a directory"
+        );
+        // A running pod's resync leaves the claim alone.
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::pod::resources::pod_request;
-use crate::domain::pod::{is_static_pod, NodeSelectorRequirement, Pod, Toleration};
+use crate::domain::pod::{is_static_pod, NodeSelector, NodeSelectorRequirement, Pod, Toleration};
 use crate::domain::units::quantity::Quantity;
 
 pub use crate::domain::config::model::Taint;
@@ -254,16 +254,26 @@ fn matches_required_affinity(pod: &Pod, node: &NodeInfo) -> bool {
     else {
         return true;
     };
+    node_selector_matches(required, &node.name, &node.labels)
+}
+
+/// Upstream's `MatchNodeSelectorTerms`: a node (its name and labels) matches a required
+/// node selector (a pod's node affinity, a PersistentVolume's).
+pub fn node_selector_matches(
+    required: &NodeSelector,
+    node_name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     // Terms are ORed; a term with no requirement matches nothing.
     required.node_selector_terms.iter().any(|term| {
         (!term.match_expressions.is_empty() || !term.match_fields.is_empty())
             && term
                 .match_expressions
                 .iter()
-                .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+                .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
             && term.match_fields.iter().all(|r| {
                 // Only `metadata.name` is a node field a selector may name.
-                r.key == "metadata.name" && requirement_matches(r, Some(node.name.as_str()))
+                r.key == "metadata.name" && requirement_matches(r, Some(node_name))
             })
     })
 }

@@ -570,7 +570,14 @@ const VOLUME: &[Field] = &[
     no_plugin("iscsi"),
     honoured("name", "the volume's name"),
     no_plugin("nfs"),
-    no_plugin("persistentVolumeClaim"),
+    object(
+        "persistentVolumeClaim",
+        "the bound PersistentVolume's hostPath or local path (other sources: the pod waits)",
+        &[
+            honoured("claimName", "the claim read, then its PersistentVolume"),
+            honoured("readOnly", "every mount of it read-only"),
+        ],
+    ),
     no_plugin("photonPersistentDisk"),
     no_plugin("portworxVolume"),
     object(

@@ -254,13 +254,13 @@ pub struct NodeAffinity {
 }
 
 /// Terms ORed; within a term, every requirement must hold.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSelector {
     pub node_selector_terms: Vec<NodeSelectorTerm>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSelectorTerm {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -269,7 +269,7 @@ pub struct NodeSelectorTerm {
     pub match_fields: Vec<NodeSelectorRequirement>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSelectorRequirement {
     pub key: String,
@@ -639,9 +639,21 @@ pub struct Volume {
     pub downward_api: Option<DownwardApiVolumeSource>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub projected: Option<ProjectedVolumeSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
     /// Any other source, by its field name (`csi`, `nfs` ...).
     #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
     pub unsupported: BTreeMap<String, serde_json::Value>,
+}
+
+/// A claim in the pod's namespace; `readOnly` makes every mount of it read-only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PersistentVolumeClaimVolumeSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub claim_name: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// `{name}`: an object in the pod's namespace.

@@ -7,6 +7,7 @@
 //! each volume (`plan`). The I/O (fetching objects, writing files atomically, mounting
 //! tmpfs) is the app's.
 
+pub mod claim;
 pub mod downward;
 pub mod env;
 pub mod payload;
@@ -43,6 +44,8 @@ pub enum VolumeKind {
     Secret,
     DownwardApi,
     Projected,
+    /// A PersistentVolumeClaim: the source of the PersistentVolume bound to it.
+    PersistentVolumeClaim,
     /// A source the kubelet does not set up, by its field name (`csi`, `nfs` ...);
     /// empty when the volume names no source at all.
     Unsupported(String),
@@ -62,6 +65,8 @@ impl VolumeKind {
             VolumeKind::DownwardApi
         } else if volume.projected.is_some() {
             VolumeKind::Projected
+        } else if volume.persistent_volume_claim.is_some() {
+            VolumeKind::PersistentVolumeClaim
         } else {
             VolumeKind::Unsupported(
                 volume
@@ -83,7 +88,9 @@ impl VolumeKind {
             VolumeKind::Secret => Some(SECRET_PLUGIN),
             VolumeKind::DownwardApi => Some(DOWNWARD_API_PLUGIN),
             VolumeKind::Projected => Some(PROJECTED_PLUGIN),
-            VolumeKind::HostPath | VolumeKind::Unsupported(_) => None,
+            VolumeKind::HostPath
+            | VolumeKind::PersistentVolumeClaim
+            | VolumeKind::Unsupported(_) => None,
         }
     }
 }
@@ -98,14 +105,28 @@ pub fn volume_dir(root_dir: &Path, pod_uid: &str, plugin: &str, name: &str) -> P
     pod_volumes_dir(root_dir, pod_uid).join(plugin).join(name)
 }
 
-/// The host path a container's mount of `volume` binds: the hostPath itself, or the
-/// volume's folder; `None` for an unsupported kind.
-pub fn volume_source_path(root_dir: &Path, pod_uid: &str, volume: &Volume) -> Option<PathBuf> {
+/// The host path a container's mount of `volume` binds: the hostPath itself, the path
+/// of the PersistentVolume its claim is bound to, or the volume's folder; `None` for an
+/// unsupported kind or a claim that gives no volume. Whether every mount of it is
+/// read-only (a claim's `readOnly`) comes with it.
+pub fn volume_source_path(
+    root_dir: &Path,
+    pod: &crate::domain::pod::Pod,
+    volume: &Volume,
+    objects: &PodObjects,
+) -> Option<(PathBuf, bool)> {
     if let Some(host) = &volume.host_path {
-        return Some(PathBuf::from(&host.path));
+        return Some((PathBuf::from(&host.path), false));
+    }
+    if let Some(claimed) = claim::resolve_claim(pod, volume, objects) {
+        let claimed = claimed.ok()?;
+        return Some((claimed.host_path()?, claimed.read_only));
     }
     let plugin = VolumeKind::of(volume).plugin_dir()?;
-    Some(volume_dir(root_dir, pod_uid, plugin, &volume.name))
+    Some((
+        volume_dir(root_dir, &pod.metadata.uid, plugin, &volume.name),
+        false,
+    ))
 }
 
 /// A ConfigMap's content: `data` (text) and `binaryData`.
@@ -149,6 +170,10 @@ pub struct PodObjects {
     pub tokens: BTreeMap<TokenKey, Fetched<String>>,
     /// The pod's RuntimeClass (cluster-scoped), by name.
     pub runtime_classes: BTreeMap<String, Fetched<RuntimeClassData>>,
+    /// The claims of the pod's volumes, by name, and the PersistentVolumes they are
+    /// bound to (cluster-scoped), by name.
+    pub claims: BTreeMap<String, Fetched<claim::ClaimData>>,
+    pub persistent_volumes: BTreeMap<String, Fetched<claim::PersistentVolumeData>>,
 }
 
 /// What the kubelet reads of a `node.k8s.io/v1` RuntimeClass: the CRI runtime handler
@@ -167,6 +192,9 @@ pub struct PodFacts {
     /// Node allocatable, for `resourceFieldRef` of a limit the container does not set.
     pub allocatable_cpu_milli: i64,
     pub allocatable_memory_bytes: i64,
+    /// The Node's name and labels, for a PersistentVolume's node affinity.
+    pub node_name: String,
+    pub node_labels: BTreeMap<String, String>,
 }
 
 impl PodFacts {
@@ -199,6 +227,8 @@ pub struct References {
     pub config_maps: std::collections::BTreeSet<String>,
     pub secrets: std::collections::BTreeSet<String>,
     pub tokens: std::collections::BTreeSet<TokenKey>,
+    /// PersistentVolumeClaims; the PersistentVolumes are read once the claims are.
+    pub claims: std::collections::BTreeSet<String>,
 }
 
 /// How long a ConfigMap or Secret read for a pod is used before it is read again, by
@@ -237,6 +267,8 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
             }
         }
     }
+    refs.claims
+        .extend(claim::claim_names(pod).map(str::to_owned));
     // Pull secrets: the Node authorizer lets a node read those its pods name.
     for reference in &pod.spec.image_pull_secrets {
         refs.secrets.insert(reference.name.clone());

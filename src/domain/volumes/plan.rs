@@ -7,12 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::claim::{claim_key, resolve_claim, ClaimError, PersistentVolumeSource};
 use super::payload::{
     self, apply_owners, FilesOwnership, Payload, PayloadError, VolumeOwners, DEFAULT_MODE,
 };
 use super::{volume_dir, PodFacts, PodObjects, VolumeKind};
 use crate::domain::cgroup::config::pod_cpu_and_memory;
 use crate::domain::kuberuntime::requests::{empty_dir_setup, RequestContext};
+use crate::domain::pod::security::FsGroupChangePolicy;
 use crate::domain::pod::{Pod, Volume};
 use crate::domain::securitycontext::VolumeSetup;
 use crate::domain::units::quantity::Quantity;
@@ -112,6 +114,12 @@ pub enum VolumeAction {
     },
     /// A host path, checked (and maybe created) first.
     HostPath { path: PathBuf, kind: HostPathType },
+    /// A `local` PersistentVolume's folder, which must exist; given to the pod's
+    /// `fsGroup` (`owner`) unless its claim is read-only, as upstream's local plugin.
+    Local {
+        path: PathBuf,
+        owner: Option<VolumeSetup>,
+    },
     /// Files written atomically into `dir` (on tmpfs when `tmpfs`), owned as `ownership`
     /// says.
     Files {
@@ -125,8 +133,19 @@ pub enum VolumeAction {
 /// Why a volume cannot be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VolumeErrorKind {
-    #[error("the {plugin:?} volume plugin is not supported by rkubelet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected)")]
+    #[error("the {plugin:?} volume plugin is not supported by rkubelet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, and persistentVolumeClaim bound to a hostPath or local PersistentVolume)")]
     Unsupported { plugin: String },
+    /// A claim that gives no volume; `expected` are the pod's mounted volumes, which
+    /// upstream's message lists.
+    #[error("error processing PVC {claim}: {error}")]
+    Claim {
+        claim: String,
+        #[source]
+        error: ClaimError,
+        expected: Vec<String>,
+    },
+    #[error("no matching NodeSelectorTerms")]
+    NodeAffinity,
     #[error(
         "emptyDir medium {medium:?} is not supported by rkubelet (supported: \"\" and \"Memory\")"
     )]
@@ -141,19 +160,49 @@ pub enum VolumeErrorKind {
     Payload(#[from] PayloadError),
 }
 
-/// A volume that cannot be set up, in upstream's `FailedMount` words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("MountVolume.SetUp failed for volume {volume:?} : {kind}")]
+/// A volume that cannot be set up, in upstream's `FailedMount` words: the operation
+/// that failed and the volume's spec name (a claim's PersistentVolume), or, for a claim
+/// that gives no volume, the volume manager's wait that ends at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeError {
     pub volume: String,
-    #[source]
     pub kind: VolumeErrorKind,
 }
 
-/// One volume's plan.
+impl std::fmt::Display for VolumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (volume, kind) = (&self.volume, &self.kind);
+        match kind {
+            VolumeErrorKind::Claim { expected, .. } => {
+                // Upstream's getUnattachedVolumes compares names of another kind, so
+                // every expected volume is listed as unattached too.
+                let list = expected.join(" ");
+                write!(
+                    f,
+                    "Unable to attach or mount volumes: unmounted volumes=[{list}], unattached volumes=[{list}]: {kind}"
+                )
+            }
+            VolumeErrorKind::NodeAffinity => write!(
+                f,
+                "MountVolume.NodeAffinity check failed for volume {volume:?} : {kind}"
+            ),
+            _ => write!(f, "MountVolume.SetUp failed for volume {volume:?} : {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for VolumeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+/// One volume's plan: `name` is the pod's volume, `spec_name` the name upstream's
+/// events give it (a claim's PersistentVolume, else the same).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumePlan {
     pub name: String,
+    pub spec_name: String,
     pub action: Result<VolumeAction, VolumeError>,
 }
 
@@ -255,9 +304,87 @@ fn action(
                 &tokens,
             )
         }
+        VolumeKind::PersistentVolumeClaim => claimed_action(pod, volume, objects, facts),
         VolumeKind::Unsupported(plugin) => Err(VolumeErrorKind::Unsupported {
             plugin: plugin.clone(),
         }),
+    }
+}
+
+/// The volumes named in the pod's containers' mounts, sorted (upstream's
+/// `getExpectedVolumes`, a set).
+fn expected_volumes(pod: &Pod) -> Vec<String> {
+    let names: std::collections::BTreeSet<&str> = pod
+        .spec
+        .all_containers()
+        .flat_map(|c| &c.volume_mounts)
+        .map(|m| m.name.as_str())
+        .collect();
+    names.into_iter().map(str::to_owned).collect()
+}
+
+fn claimed_action(
+    pod: &Pod,
+    volume: &Volume,
+    objects: &PodObjects,
+    facts: &PodFacts,
+) -> Result<VolumeAction, VolumeErrorKind> {
+    let Some(resolved) = resolve_claim(pod, volume, objects) else {
+        return Err(VolumeErrorKind::Unsupported {
+            plugin: "persistentVolumeClaim".into(),
+        });
+    };
+    let claimed = resolved.map_err(|error| VolumeErrorKind::Claim {
+        claim: claim_key(
+            pod,
+            volume
+                .persistent_volume_claim
+                .as_ref()
+                .map_or("", |c| c.claim_name.as_str()),
+        ),
+        error,
+        expected: expected_volumes(pod),
+    })?;
+    if !claimed.fits_node(&facts.node_name, &facts.node_labels) {
+        return Err(VolumeErrorKind::NodeAffinity);
+    }
+    match &claimed.source {
+        PersistentVolumeSource::HostPath { path, kind } => Ok(VolumeAction::HostPath {
+            path: PathBuf::from(path),
+            kind: claimed
+                .host_path_type()
+                .ok_or_else(|| VolumeErrorKind::InvalidHostPathType(kind.clone()))?,
+        }),
+        PersistentVolumeSource::Local { path } => {
+            let sc = pod.spec.security_context.as_ref();
+            let owner = sc
+                .and_then(|sc| sc.fs_group)
+                .filter(|_| !claimed.read_only)
+                .map(|fs_group| VolumeSetup {
+                    path: PathBuf::from(path),
+                    mode: 0,
+                    fs_group: Some(fs_group),
+                    on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
+                        == Some(FsGroupChangePolicy::OnRootMismatch),
+                    readonly: false,
+                });
+            Ok(VolumeAction::Local {
+                path: PathBuf::from(path),
+                owner,
+            })
+        }
+        PersistentVolumeSource::Other(plugin) => Err(VolumeErrorKind::Unsupported {
+            plugin: plugin.clone(),
+        }),
+    }
+}
+
+/// The name upstream's mount events give `volume`: a claim's PersistentVolume when it
+/// is bound to one, else the volume's own.
+fn spec_name(pod: &Pod, volume: &Volume, objects: &PodObjects) -> String {
+    match resolve_claim(pod, volume, objects) {
+        Some(Ok(claimed)) => claimed.volume_name,
+        _ => volume.name.clone(),
     }
 }
 
@@ -272,12 +399,16 @@ pub fn plan_volumes(
     pod.spec
         .volumes
         .iter()
-        .map(|volume| VolumePlan {
-            name: volume.name.clone(),
-            action: action(ctx, pod, volume, objects, facts).map_err(|kind| VolumeError {
-                volume: volume.name.clone(),
-                kind,
-            }),
+        .map(|volume| {
+            let spec_name = spec_name(pod, volume, objects);
+            VolumePlan {
+                name: volume.name.clone(),
+                action: action(ctx, pod, volume, objects, facts).map_err(|kind| VolumeError {
+                    volume: spec_name.clone(),
+                    kind,
+                }),
+                spec_name,
+            }
         })
         .collect()
 }

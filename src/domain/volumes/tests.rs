@@ -61,6 +61,7 @@ fn facts() -> PodFacts {
         host_ip: "192.168.1.2".into(),
         allocatable_cpu_milli: 2000,
         allocatable_memory_bytes: 1 << 30,
+        ..PodFacts::default()
     }
 }
 
@@ -78,7 +79,10 @@ fn volume_folders_follow_upstreams_layout() {
         .spec
         .volumes
         .iter()
-        .map(|v| volume_source_path(Path::new("/var/lib/kubelet"), "u1", v))
+        .map(|v| {
+            volume_source_path(Path::new("/var/lib/kubelet"), &p, v, &PodObjects::default())
+                .map(|(path, _)| path)
+        })
         .collect();
     assert_eq!(
         paths[0].as_deref(),
@@ -633,4 +637,222 @@ fn volume_files_get_the_fs_group_and_a_token_its_user() {
         BTreeMap::from([("token".to_owned(), 1000)])
     );
     assert_eq!(projected_owner.group, Some(1001));
+}
+
+mod claims {
+    use super::*;
+    use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData, PersistentVolumeSource};
+    use crate::domain::volumes::plan::VolumeErrorKind;
+
+    fn claim_pod(read_only: bool, fs_group: Option<i64>) -> Pod {
+        let mut json = base();
+        json["spec"]["volumes"] = serde_json::json!([
+            {"name": "data", "persistentVolumeClaim": {"claimName": "db", "readOnly": read_only}}
+        ]);
+        json["spec"]["containers"][0]["volumeMounts"] =
+            serde_json::json!([{"name": "data", "mountPath": "/data"}]);
+        if let Some(g) = fs_group {
+            json["spec"]["securityContext"] = serde_json::json!({"fsGroup": g});
+        }
+        pod(json)
+    }
+
+    fn bound(phase: &str) -> ClaimData {
+        ClaimData {
+            uid: "claim-uid".into(),
+            volume_name: "pv1".into(),
+            phase: phase.into(),
+            being_deleted: false,
+        }
+    }
+
+    fn volume(source: PersistentVolumeSource) -> PersistentVolumeData {
+        PersistentVolumeData {
+            claim_uid: Some("claim-uid".into()),
+            source,
+            volume_mode: String::new(),
+            node_affinity: None,
+        }
+    }
+
+    fn objects(claim: Fetched<ClaimData>, pv: Option<Fetched<PersistentVolumeData>>) -> PodObjects {
+        let mut o = PodObjects::default();
+        o.claims.insert("db".into(), claim);
+        if let Some(pv) = pv {
+            o.persistent_volumes.insert("pv1".into(), pv);
+        }
+        o
+    }
+
+    fn plan_of(p: &Pod, o: &PodObjects, facts: &PodFacts) -> Result<VolumeAction, String> {
+        let plans = plan_volumes(&ctx(), p, o, facts);
+        plans[0].action.clone().map_err(|e| e.to_string())
+    }
+
+    fn host_path_pv() -> Fetched<PersistentVolumeData> {
+        Fetched::Found(volume(PersistentVolumeSource::HostPath {
+            path: "/srv/db".into(),
+            kind: "DirectoryOrCreate".into(),
+        }))
+    }
+
+    #[test]
+    fn a_bound_claim_gives_its_persistent_volumes_path() {
+        let p = claim_pod(false, None);
+        let o = objects(Fetched::Found(bound("Bound")), Some(host_path_pv()));
+        assert_eq!(
+            plan_of(&p, &o, &facts()),
+            Ok(VolumeAction::HostPath {
+                path: "/srv/db".into(),
+                kind: HostPathType::DirectoryOrCreate
+            })
+        );
+        assert_eq!(
+            volume_source_path(Path::new("/var/lib/kubelet"), &p, &p.spec.volumes[0], &o),
+            Some(("/srv/db".into(), false))
+        );
+        let ro = claim_pod(true, None);
+        assert_eq!(
+            volume_source_path(Path::new("/var/lib/kubelet"), &ro, &ro.spec.volumes[0], &o),
+            Some(("/srv/db".into(), true)),
+            "a read-only claim makes every mount read-only"
+        );
+        assert!(references(&p).claims.contains("db"));
+    }
+
+    /// Upstream's desired_state_of_world_populator messages, each ending the volume
+    /// manager's wait at once (`Unable to attach or mount volumes`).
+    #[test]
+    fn a_claim_that_gives_no_volume_is_named_with_upstreams_reason() {
+        let p = claim_pod(false, None);
+        let prefix = "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC ns/db: ";
+        let cases = [
+            (
+                objects(Fetched::NotFound, None),
+                "failed to fetch PVC from API server: persistentvolumeclaims \"db\" not found",
+            ),
+            (objects(Fetched::Found(bound("Pending")), None), "PVC is not bound"),
+            (
+                objects(
+                    Fetched::Found(ClaimData {
+                        being_deleted: true,
+                        ..bound("Bound")
+                    }),
+                    None,
+                ),
+                "PVC is being deleted",
+            ),
+            (
+                objects(
+                    Fetched::Found(ClaimData {
+                        volume_name: String::new(),
+                        ..bound("Bound")
+                    }),
+                    None,
+                ),
+                "PVC has empty pvc.Spec.VolumeName",
+            ),
+            (
+                objects(Fetched::Found(bound("Bound")), Some(Fetched::NotFound)),
+                "failed to fetch PV pv1 from API server: persistentvolumes \"pv1\" not found",
+            ),
+            (
+                objects(
+                    Fetched::Found(bound("Bound")),
+                    Some(Fetched::Found(PersistentVolumeData {
+                        claim_uid: Some("other".into()),
+                        ..volume(PersistentVolumeSource::Local { path: "/x".into() })
+                    })),
+                ),
+                "found PV object pv1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid",
+            ),
+            (
+                objects(
+                    Fetched::Found(bound("Bound")),
+                    Some(Fetched::Found(PersistentVolumeData {
+                        claim_uid: None,
+                        ..volume(PersistentVolumeSource::Local { path: "/x".into() })
+                    })),
+                ),
+                "found PV object pv1 but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim",
+            ),
+            (
+                objects(
+                    Fetched::Found(bound("Bound")),
+                    Some(Fetched::Found(PersistentVolumeData {
+                        volume_mode: "Block".into(),
+                        ..volume(PersistentVolumeSource::Local { path: "/x".into() })
+                    })),
+                ),
+                "volume data has volumeMode Block, but is specified in volumeMounts",
+            ),
+        ];
+        for (o, reason) in cases {
+            assert_eq!(plan_of(&p, &o, &facts()), Err(format!("{prefix}{reason}")));
+        }
+    }
+
+    #[test]
+    fn a_local_volume_checks_node_affinity_and_takes_the_fs_group() {
+        let affinity: crate::domain::pod::NodeSelector = serde_json::from_value(serde_json::json!(
+            {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node1"]}]}]}
+        ))
+        .expect("selector");
+        let local = Fetched::Found(PersistentVolumeData {
+            node_affinity: Some(affinity),
+            ..volume(PersistentVolumeSource::Local {
+                path: "/mnt/disks/a".into(),
+            })
+        });
+        let o = objects(Fetched::Found(bound("Bound")), Some(local));
+        let mut here = facts();
+        here.node_name = "node1".into();
+        here.node_labels = BTreeMap::from([("kubernetes.io/hostname".into(), "node1".into())]);
+        let p = claim_pod(false, Some(2000));
+        let Ok(VolumeAction::Local { path, owner }) = plan_of(&p, &o, &here) else {
+            panic!("a local action: {:?}", plan_of(&p, &o, &here));
+        };
+        assert_eq!(path, Path::new("/mnt/disks/a"));
+        assert_eq!(owner.and_then(|s| s.fs_group), Some(2000));
+        let ro = claim_pod(true, Some(2000));
+        assert!(
+            matches!(
+                plan_of(&ro, &o, &here),
+                Ok(VolumeAction::Local { owner: None, .. })
+            ),
+            "a read-only claim's files keep their owner"
+        );
+        let mut elsewhere = here.clone();
+        elsewhere
+            .node_labels
+            .insert("kubernetes.io/hostname".into(), "node2".into());
+        assert_eq!(
+            plan_of(&p, &o, &elsewhere),
+            Err("MountVolume.NodeAffinity check failed for volume \"pv1\" : no matching NodeSelectorTerms".into())
+        );
+    }
+
+    #[test]
+    fn a_persistent_volume_of_another_plugin_is_refused_naming_it() {
+        let p = claim_pod(false, None);
+        let o = objects(
+            Fetched::Found(bound("Bound")),
+            Some(Fetched::Found(volume(PersistentVolumeSource::Other(
+                "csi".into(),
+            )))),
+        );
+        let plans = plan_volumes(&ctx(), &p, &o, &facts());
+        assert_eq!(plans[0].spec_name, "pv1");
+        let Err(e) = &plans[0].action else {
+            panic!("refused");
+        };
+        assert!(matches!(&e.kind, VolumeErrorKind::Unsupported { plugin } if plugin == "csi"));
+        assert!(
+            e.to_string().starts_with(
+                "MountVolume.SetUp failed for volume \"pv1\" : the \"csi\" volume plugin"
+            ),
+            "{e}"
+        );
+    }
 }

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use super::{
-    Cause, CertificateApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodApi, PodObjectsApi,
+    Cause, CertificateApi, CsiNodeApi, EventApi, LeaseApi, MirrorPodApi, NodeApi, PodApi,
+    PodObjectsApi,
 };
 
 /// One request to the API server as the client saw it: upstream's REST client metrics
@@ -46,6 +47,8 @@ pub struct ApiClients {
     pub objects: Arc<dyn PodObjectsApi>,
     /// The node's pods (watch, status, deletion); rate limited like events.
     pub pods: Arc<dyn PodApi>,
+    /// The node's CSINode (its registered CSI drivers).
+    pub storage: Arc<dyn CsiNodeApi>,
 }
 
 /// What a kubeconfig says, read without connecting.

@@ -11,6 +11,7 @@ pub mod mirror_pods;
 pub mod nodes;
 pub mod objects;
 pub mod pods;
+pub mod storage;
 
 use std::fmt;
 
@@ -26,6 +27,7 @@ pub use mirror_pods::{MirrorList, MirrorPodApi, MirrorPodsError};
 pub use nodes::{NodeApi, NodesError};
 pub use objects::{ObjectsError, PodObjectsApi, TokenRequest};
 pub use pods::{PodApi, PodList, PodWatch, PodWatchEvent, PodsError};
+pub use storage::{CsiNodeApi, CsiNodeObject};
 
 /// The boxed cause of a failed call (the client library's error), kept for the log.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -1,12 +1,13 @@
 //! The API objects a node reads for its pods' volumes, environment and runtime:
-//! ConfigMaps, Secrets, service-account tokens (TokenRequest), Services and
-//! RuntimeClasses. The Node authorizer lets a node
+//! ConfigMaps, Secrets, service-account tokens (TokenRequest), Services,
+//! RuntimeClasses, PersistentVolumeClaims and PersistentVolumes. The Node authorizer lets a node
 //! read only the objects its pods reference, so these are single gets, never lists.
 
 use async_trait::async_trait;
 use thiserror::Error;
 
 use super::CallError;
+use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData};
 use crate::domain::volumes::services::ServiceInfo;
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
@@ -74,4 +75,22 @@ pub trait PodObjectsApi: Send + Sync {
     /// [`ObjectsError::Call`].
     async fn get_runtime_class(&self, name: &str)
         -> Result<Option<RuntimeClassData>, ObjectsError>;
+
+    /// A PersistentVolumeClaim one of the node's pods names; `Ok(None)` when it does
+    /// not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_persistent_volume_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ClaimData>, ObjectsError>;
+
+    /// The PersistentVolume such a claim is bound to; `Ok(None)` when it does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_persistent_volume(
+        &self,
+        name: &str,
+    ) -> Result<Option<PersistentVolumeData>, ObjectsError>;
 }

@@ -402,6 +402,10 @@ impl PodFiles for SystemPodFiles {
         folders::set_up_empty_dir(setup)
     }
 
+    fn give_to_fs_group(&self, setup: &VolumeSetup) -> Result<(), PodFilesError> {
+        folders::give_to_fs_group(setup)
+    }
+
     fn mount_tmpfs(
         &self,
         dir: &Path,

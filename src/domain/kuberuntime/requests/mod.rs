@@ -686,7 +686,7 @@ pub fn container_config_and_skipped_env(
             super::log_rotation::live_log_name(restart_count)
         ),
         mounts: {
-            let mut all = mounts(ctx, pod, container, &env_map)?;
+            let mut all = mounts(ctx, pod, container, &env_map, &inputs.objects)?;
             let ip = super::hosts::hosts_ip(pod, &inputs.facts.pod_ip, &inputs.facts.host_ip);
             all.extend(super::hosts::hosts_mount(ctx, pod, container, ip));
             all.extend(super::termination::message_mount(
@@ -775,6 +775,7 @@ fn mounts(
     pod: &Pod,
     container: &Container,
     env: &BTreeMap<&str, &str>,
+    objects: &crate::domain::volumes::PodObjects,
 ) -> Result<Vec<Mount>, RequestError> {
     use crate::domain::volumes::subpath::{bind_target, checked_sub_path, SubPath};
     use crate::domain::volumes::VolumeKind;
@@ -793,11 +794,9 @@ fn mounts(
                     mount_path: vm.mount_path.clone(),
                     volume: vm.name.clone(),
                 })?;
-            let Some(source) = crate::domain::volumes::volume_source_path(
-                &ctx.root_dir,
-                &pod.metadata.uid,
-                volume,
-            ) else {
+            let Some((source, claim_read_only)) =
+                crate::domain::volumes::volume_source_path(&ctx.root_dir, pod, volume, objects)
+            else {
                 return Err(RequestError::UnsupportedVolume {
                     container: container.name.clone(),
                     mount_path: vm.mount_path.clone(),
@@ -835,7 +834,7 @@ fn mounts(
                     .map_or(source, |s| s.target.clone())
                     .display()
                     .to_string(),
-                readonly: vm.read_only || must_mount_read_only,
+                readonly: vm.read_only || must_mount_read_only || claim_read_only,
                 sub_path,
                 propagation: MountPropagation::of(vm.mount_propagation.as_deref()),
             })

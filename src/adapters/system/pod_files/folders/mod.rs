@@ -37,8 +37,12 @@ pub(super) fn create_dir_all(path: &Path, mode: Option<u32>) -> Result<(), PodFi
 }
 
 pub(super) fn set_up_empty_dir(setup: &VolumeSetup) -> Result<(), PodFilesError> {
+    create_dir_all(&setup.path, Some(setup.mode))?;
+    give_to_fs_group(setup)
+}
+
+pub(super) fn give_to_fs_group(setup: &VolumeSetup) -> Result<(), PodFilesError> {
     let path = &setup.path;
-    create_dir_all(path, Some(setup.mode))?;
     let Some(gid) = setup.fs_group.and_then(|g| u32::try_from(g).ok()) else {
         return Ok(());
     };

@@ -1,0 +1,106 @@
+//! In-memory CSI plugins for the plugin watcher's tests: the registration sockets present,
+//! each one's `GetInfo` answer, each driver's `NodeGetInfo` answer, and the statuses the
+//! plugins were told. Never proof the socket adapter works.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::domain::csi::{DriverNodeInfo, PluginInfo};
+use crate::ports::csi::{CsiError, CsiPlugins};
+
+#[derive(Debug, Default)]
+struct State {
+    sockets: BTreeMap<PathBuf, PluginInfo>,
+    drivers: BTreeMap<PathBuf, DriverNodeInfo>,
+    /// `(socket, registered, error)`, in order.
+    notified: Vec<(PathBuf, bool, String)>,
+    get_infos: usize,
+}
+
+/// Clone it to share.
+#[derive(Debug, Clone, Default)]
+pub struct FakeCsiPlugins {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeCsiPlugins {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A registration socket at `socket` answering `info`.
+    pub fn put_socket(&self, socket: impl Into<PathBuf>, info: PluginInfo) {
+        self.lock().sockets.insert(socket.into(), info);
+    }
+
+    pub fn remove_socket(&self, socket: impl AsRef<Path>) {
+        self.lock().sockets.remove(socket.as_ref());
+    }
+
+    /// A driver serving `NodeGetInfo` at `endpoint`.
+    pub fn put_driver(&self, endpoint: impl Into<PathBuf>, info: DriverNodeInfo) {
+        self.lock().drivers.insert(endpoint.into(), info);
+    }
+
+    pub fn notified(&self) -> Vec<(PathBuf, bool, String)> {
+        self.lock().notified.clone()
+    }
+
+    pub fn get_infos(&self) -> usize {
+        self.lock().get_infos
+    }
+}
+
+fn unreachable(socket: &Path, call: &'static str) -> CsiError {
+    CsiError::Call {
+        socket: socket.display().to_string(),
+        call,
+        message: "connection refused (fake)".into(),
+    }
+}
+
+#[async_trait]
+impl CsiPlugins for FakeCsiPlugins {
+    fn registration_sockets(&self, dir: &Path) -> Result<Vec<PathBuf>, CsiError> {
+        Ok(self
+            .lock()
+            .sockets
+            .keys()
+            .filter(|s| s.parent() == Some(dir))
+            .cloned()
+            .collect())
+    }
+
+    async fn get_info(&self, socket: &Path) -> Result<PluginInfo, CsiError> {
+        let mut state = self.lock();
+        state.get_infos += 1;
+        state
+            .sockets
+            .get(socket)
+            .cloned()
+            .ok_or_else(|| unreachable(socket, "GetInfo"))
+    }
+
+    async fn notify_registration(
+        &self,
+        socket: &Path,
+        registered: bool,
+        error: &str,
+    ) -> Result<(), CsiError> {
+        self.lock()
+            .notified
+            .push((socket.to_path_buf(), registered, error.to_owned()));
+        Ok(())
+    }
+
+    async fn node_get_info(&self, endpoint: &Path) -> Result<DriverNodeInfo, CsiError> {
+        self.lock()
+            .drivers
+            .get(endpoint)
+            .cloned()
+            .ok_or_else(|| unreachable(endpoint, "NodeGetInfo"))
+    }
+}

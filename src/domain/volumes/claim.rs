@@ -1,0 +1,239 @@
+//! A `persistentVolumeClaim` volume resolved as upstream's volume manager resolves it
+//! (`getPVCExtractPV`, `getPVSpec`, `checkNodeAffinity`): the claim must exist, not be
+//! deleted, be `Bound` with a `volumeName`; the PersistentVolume it names must point back
+//! to the claim's UID; its node affinity must match this node. The volume is then the
+//! PersistentVolume's source: a `hostPath` or a `local` path (CSI and the network
+//! plugins are refused with a reason).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::plan::HostPathType;
+use super::{Fetched, PodObjects};
+use crate::domain::admission::node_selector_matches;
+use crate::domain::pod::{NodeSelector, Pod, Volume};
+
+/// What the kubelet reads of a PersistentVolumeClaim.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimData {
+    pub uid: String,
+    /// `spec.volumeName`: the PersistentVolume bound to it.
+    pub volume_name: String,
+    /// `status.phase`: `Pending`, `Bound`, `Lost`.
+    pub phase: String,
+    pub being_deleted: bool,
+}
+
+/// A PersistentVolume's source, as far as the kubelet is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PersistentVolumeSource {
+    HostPath {
+        path: String,
+        kind: String,
+    },
+    Local {
+        path: String,
+    },
+    /// Any other source, by its field name (`csi`, `nfs` ...).
+    Other(String),
+}
+
+/// What the kubelet reads of a PersistentVolume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistentVolumeData {
+    /// `spec.claimRef.uid`; `None` when the volume has no claim reference.
+    pub claim_uid: Option<String>,
+    pub source: PersistentVolumeSource,
+    /// `spec.volumeMode`: `Filesystem` (the default) or `Block`.
+    pub volume_mode: String,
+    /// `spec.nodeAffinity.required`.
+    pub node_affinity: Option<NodeSelector>,
+}
+
+/// Why a claim does not give a volume, in upstream's words (after "error processing PVC
+/// <namespace>/<claim>: ").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    #[error("failed to fetch PVC from API server: {0}")]
+    ClaimNotFetched(String),
+    #[error("PVC is being deleted")]
+    BeingDeleted,
+    #[error("PVC is not bound")]
+    NotBound,
+    #[error("PVC has empty pvc.Spec.VolumeName")]
+    NoVolumeName,
+    #[error("failed to fetch PV {volume} from API server: {reason}")]
+    VolumeNotFetched { volume: String, reason: String },
+    #[error("found PV object {0} but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim")]
+    NoClaimRef(String),
+    #[error("found PV object {volume} but its pv.Spec.ClaimRef.UID {found} does not point to claim.UID {claim}")]
+    OtherClaim {
+        volume: String,
+        found: String,
+        claim: String,
+    },
+    #[error("volume {volume} has volumeMode {mode}, but is specified in volumeMounts")]
+    BlockMounted { volume: String, mode: String },
+}
+
+/// The volume a claim gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedVolume {
+    /// The PersistentVolume's name (upstream names it in its mount events).
+    pub volume_name: String,
+    pub source: PersistentVolumeSource,
+    /// The claim reference's `readOnly`: every mount of it is read-only.
+    pub read_only: bool,
+    pub node_affinity: Option<NodeSelector>,
+    pub volume_mode: String,
+}
+
+impl ClaimedVolume {
+    /// The host path a container's mount binds; `None` for a source rkubelet refuses.
+    pub fn host_path(&self) -> Option<PathBuf> {
+        match &self.source {
+            PersistentVolumeSource::HostPath { path, .. }
+            | PersistentVolumeSource::Local { path } => Some(PathBuf::from(path)),
+            PersistentVolumeSource::Other(_) => None,
+        }
+    }
+
+    /// The hostPath check of a `hostPath` PersistentVolume (`None`: not a hostPath, or an
+    /// invalid type, which the plan reports).
+    pub fn host_path_type(&self) -> Option<HostPathType> {
+        match &self.source {
+            PersistentVolumeSource::HostPath { kind, .. } => HostPathType::parse(kind),
+            _ => None,
+        }
+    }
+
+    /// Upstream's `CheckNodeAffinity`: a volume with required terms only on a node
+    /// matching one of them.
+    pub fn fits_node(&self, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.node_affinity
+            .as_ref()
+            .is_none_or(|required| node_selector_matches(required, node_name, labels))
+    }
+}
+
+/// `namespace/claim` as upstream prints it.
+pub fn claim_key(pod: &Pod, claim: &str) -> String {
+    format!("{}/{}", pod.metadata.namespace, claim)
+}
+
+/// The volume `volume`'s claim gives; `None` when `volume` is not a claim.
+pub fn resolve_claim(
+    pod: &Pod,
+    volume: &Volume,
+    objects: &PodObjects,
+) -> Option<Result<ClaimedVolume, ClaimError>> {
+    let source = volume.persistent_volume_claim.as_ref()?;
+    Some(resolve(
+        pod,
+        volume,
+        &source.claim_name,
+        source.read_only,
+        objects,
+    ))
+}
+
+fn resolve(
+    pod: &Pod,
+    volume: &Volume,
+    claim_name: &str,
+    read_only: bool,
+    objects: &PodObjects,
+) -> Result<ClaimedVolume, ClaimError> {
+    let claim = match objects.claims.get(claim_name) {
+        Some(Fetched::Found(claim)) => claim,
+        Some(Fetched::NotFound) => {
+            return Err(ClaimError::ClaimNotFetched(format!(
+                "persistentvolumeclaims {claim_name:?} not found"
+            )))
+        }
+        Some(Fetched::Failed(reason)) => return Err(ClaimError::ClaimNotFetched(reason.clone())),
+        None => return Err(ClaimError::ClaimNotFetched("no kubeClient defined".into())),
+    };
+    if claim.being_deleted {
+        return Err(ClaimError::BeingDeleted);
+    }
+    if claim.phase != "Bound" {
+        return Err(ClaimError::NotBound);
+    }
+    if claim.volume_name.is_empty() {
+        return Err(ClaimError::NoVolumeName);
+    }
+    let name = &claim.volume_name;
+    let not_fetched = |reason: String| ClaimError::VolumeNotFetched {
+        volume: name.clone(),
+        reason,
+    };
+    let pv = match objects.persistent_volumes.get(name) {
+        Some(Fetched::Found(pv)) => pv,
+        Some(Fetched::NotFound) => {
+            return Err(not_fetched(format!("persistentvolumes {name:?} not found")))
+        }
+        Some(Fetched::Failed(reason)) => return Err(not_fetched(reason.clone())),
+        None => return Err(not_fetched("not read".into())),
+    };
+    match &pv.claim_uid {
+        None => return Err(ClaimError::NoClaimRef(name.clone())),
+        Some(uid) if *uid != claim.uid => {
+            return Err(ClaimError::OtherClaim {
+                volume: name.clone(),
+                found: uid.clone(),
+                claim: claim.uid.clone(),
+            })
+        }
+        Some(_) => {}
+    }
+    let mode = if pv.volume_mode.is_empty() {
+        "Filesystem"
+    } else {
+        pv.volume_mode.as_str()
+    };
+    let mounted = pod
+        .spec
+        .all_containers()
+        .flat_map(|c| &c.volume_mounts)
+        .any(|m| m.name == volume.name);
+    if mounted && mode != "Filesystem" {
+        return Err(ClaimError::BlockMounted {
+            volume: volume.name.clone(),
+            mode: mode.to_owned(),
+        });
+    }
+    Ok(ClaimedVolume {
+        volume_name: name.clone(),
+        source: pv.source.clone(),
+        read_only,
+        node_affinity: pv.node_affinity.clone(),
+        volume_mode: mode.to_owned(),
+    })
+}
+
+/// The claims a pod's volumes name.
+pub fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
+    pod.spec
+        .volumes
+        .iter()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.as_str())
+}
+
+/// The PersistentVolumes the fetched claims are bound to, to read next (upstream reads
+/// a claim's volume only once the claim passes its checks).
+pub fn bound_volume_names(objects: &PodObjects) -> std::collections::BTreeSet<String> {
+    objects
+        .claims
+        .values()
+        .filter_map(|c| match c {
+            Fetched::Found(c)
+                if !c.being_deleted && c.phase == "Bound" && !c.volume_name.is_empty() =>
+            {
+                Some(c.volume_name.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}

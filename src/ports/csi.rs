@@ -1,0 +1,63 @@
+//! CSI node plugins as the kubelet meets them: the registration sockets plugins put in
+//! `<root-dir>/plugins_registry/` (the plugin registration v1 API: `GetInfo`,
+//! `NotifyRegistrationStatus`), and each registered driver's node service
+//! (`NodeGetInfo`).
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use crate::domain::csi::{DriverNodeInfo, PluginInfo};
+
+#[derive(Debug, Error)]
+pub enum CsiError {
+    /// A gRPC call failed: its status code and message, or the connection's error.
+    #[error("{call} on {socket}: {message}")]
+    Call {
+        socket: String,
+        call: &'static str,
+        message: String,
+    },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[async_trait]
+pub trait CsiPlugins: Send + Sync {
+    /// The sockets in the registration folder `dir` (made, mode 0750, when missing),
+    /// sorted; other files are left alone.
+    ///
+    /// # Errors
+    /// [`CsiError::Io`].
+    fn registration_sockets(&self, dir: &Path) -> Result<Vec<PathBuf>, CsiError>;
+
+    /// `Registration.GetInfo` on a registration socket.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn get_info(&self, socket: &Path) -> Result<PluginInfo, CsiError>;
+
+    /// `Registration.NotifyRegistrationStatus`: the outcome, `error` empty when
+    /// registered.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn notify_registration(
+        &self,
+        socket: &Path,
+        registered: bool,
+        error: &str,
+    ) -> Result<(), CsiError>;
+
+    /// `Node.NodeGetInfo` on a driver's socket.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_get_info(&self, endpoint: &Path) -> Result<DriverNodeInfo, CsiError>;
+}

@@ -1,0 +1,175 @@
+//! CSI driver registration (issue 33) against the real peers: the CSI hostpath driver
+//! v1.18.0 (`hostpathplugin`) and its `csi-node-driver-registrar` v2.17.0 run as host
+//! processes, as `../shared/REAL-PEERS.md` tested them under the upstream kubelet; a
+//! private kube-apiserver v1.26.1 and rkubelet. What the API shows: the node's `CSINode`
+//! (owned by its Node) lists the driver with its node ID and topology key, the Node has
+//! the `csi.volume.kubernetes.io/nodeid` annotation and the topology label, and the
+//! registrar is told it is registered; a registrar stopped (its socket removed) takes the
+//! driver off, and one started again puts it back. Missing peers fail the test.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::api_pods::{eventually, start};
+use crate::common::cluster::ClusterOptions;
+use crate::common::mounts::TempRoot;
+use crate::common::node::NODE;
+use crate::common::upstream::kube_bins;
+
+const DRIVER: &str = "hostpath.csi.k8s.io";
+const TOPOLOGY_KEY: &str = "topology.hostpath.csi/node";
+
+/// A host process whose output goes to `log`, stopped (SIGTERM, then waited for) on drop.
+struct Peer(Child);
+
+impl Peer {
+    fn start(binary: &Path, args: &[String], log: &Path) -> Peer {
+        let out = File::create(log).expect("peer log");
+        let err = out.try_clone().expect("peer log");
+        let child = Command::new(binary)
+            .args(args)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", binary.display()));
+        Peer(child)
+    }
+
+    /// SIGTERM, as a pod's container is stopped, and the wait for its exit.
+    fn stop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn csi_node_drivers(cluster: &crate::common::cluster::Cluster) -> Option<Vec<Value>> {
+    let csi_node = cluster.get_json(&["csinode", NODE])?;
+    Some(
+        csi_node["spec"]["drivers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, containerd, control plane, the CSI hostpath driver and node-driver-registrar: run by scripts/test.sh"]
+async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it() {
+    let bins = kube_bins();
+    for binary in ["hostpathplugin", "csi-node-driver-registrar"] {
+        assert!(
+            bins.join(binary).is_file(),
+            "{binary} is needed in {} (../shared/peers/bin/{binary}.zst)",
+            bins.display()
+        );
+    }
+    let (cluster, mut node) = start("csireg", ClusterOptions::default(), &[]);
+    let state = TempRoot::new().expect("temp dir");
+    let driver_dir = node.root.join("plugins/csi-hostpath");
+    std::fs::create_dir_all(&driver_dir).expect("driver folder");
+    let socket = driver_dir.join("csi.sock");
+    let registry = node.root.join("plugins_registry");
+    let _driver = Peer::start(
+        &bins.join("hostpathplugin"),
+        &[
+            format!("--drivername={DRIVER}"),
+            format!("--endpoint=unix://{}", socket.display()),
+            format!("--nodeid={NODE}"),
+            format!("--statedir={}", state.path().join("data").display()),
+            "--v=5".into(),
+        ],
+        &state.path().join("hostpathplugin.log"),
+    );
+    let registrar_args = [
+        format!("--csi-address={}", socket.display()),
+        format!("--kubelet-registration-path={}", socket.display()),
+        format!("--plugin-registration-path={}", registry.display()),
+        "--v=5".into(),
+    ];
+    let registrar_log = state.path().join("registrar.log");
+    let mut registrar = Peer::start(
+        &bins.join("csi-node-driver-registrar"),
+        &registrar_args,
+        &registrar_log,
+    );
+
+    // Registered: the CSINode lists the driver as NodeGetInfo gave it.
+    let drivers = eventually(60, "the driver in the node's CSINode", || {
+        csi_node_drivers(&cluster).filter(|d| !d.is_empty())
+    });
+    assert_eq!(drivers.len(), 1, "{drivers:?}");
+    assert_eq!(drivers[0]["name"], DRIVER);
+    assert_eq!(drivers[0]["nodeID"], NODE);
+    assert_eq!(
+        drivers[0]["topologyKeys"],
+        serde_json::json!([TOPOLOGY_KEY])
+    );
+    let csi_node = cluster.get_json(&["csinode", NODE]).expect("CSINode");
+    let the_node = cluster.get_json(&["node", NODE]).expect("Node");
+    let owner = &csi_node["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "Node");
+    assert_eq!(owner["name"], NODE);
+    assert_eq!(
+        owner["uid"], the_node["metadata"]["uid"],
+        "owned by its Node"
+    );
+    assert_eq!(
+        the_node["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"],
+        format!("{{\"{DRIVER}\":\"{NODE}\"}}")
+    );
+    assert_eq!(the_node["metadata"]["labels"][TOPOLOGY_KEY], NODE);
+    // Its `Received NotifyRegistrationStatus call` line (gogo's or protobuf-go's text).
+    let registered =
+        |log: &str| log.contains("PluginRegistered:true") || log.contains("plugin_registered:true");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let told = loop {
+        let log = std::fs::read_to_string(&registrar_log).unwrap_or_default();
+        if registered(&log) {
+            break log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the registrar was not told it is registered:\n{log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(!told.contains("PluginRegistered:false"), "{told}");
+
+    // The registrar stops and removes its socket: the driver is taken off.
+    registrar.stop();
+    eventually(30, "the driver off the CSINode", || {
+        csi_node_drivers(&cluster).filter(Vec::is_empty)
+    });
+    eventually(30, "the node-ID annotation removed", || {
+        let n = cluster.get_json(&["node", NODE])?;
+        n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+            .is_null()
+            .then_some(())
+    });
+
+    // Started again (a driver pod restarted): registered again.
+    let _registrar = Peer::start(
+        &bins.join("csi-node-driver-registrar"),
+        &registrar_args,
+        &state.path().join("registrar-2.log"),
+    );
+    let drivers = eventually(60, "the driver back in the CSINode", || {
+        csi_node_drivers(&cluster).filter(|d| !d.is_empty())
+    });
+    assert_eq!(drivers[0]["name"], DRIVER);
+    node.finish();
+}
