@@ -731,12 +731,18 @@ impl PodLinks {
         clock: Arc<dyn crate::ports::clock::Clock>,
         files: Arc<dyn crate::ports::pod_files::PodFiles>,
         cache_ttl: Duration,
+        csi_plugins: Arc<dyn crate::ports::csi::CsiPlugins>,
     ) -> Self {
+        let csi_drivers = crate::app::plugins::CsiDrivers::default();
         PodLinks {
             events: PodEventSink::new(),
             static_pods: watch::channel(Vec::new()).0,
-            volumes: Arc::new(VolumeManager::standalone(clock, files).with_cache_ttl(cache_ttl)),
-            csi_drivers: crate::app::plugins::CsiDrivers::default(),
+            volumes: Arc::new(
+                VolumeManager::standalone(clock, files)
+                    .with_cache_ttl(cache_ttl)
+                    .with_csi(csi_drivers.clone(), csi_plugins),
+            ),
+            csi_drivers,
         }
     }
 }
@@ -928,6 +934,7 @@ pub async fn run(
         Arc::clone(&deps.clock),
         Arc::clone(&deps.pod_files),
         cache_ttl,
+        Arc::clone(&deps.csi_plugins),
     );
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use thiserror::Error;
 
+use crate::domain::csi::volume::CsiPublish;
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
 
 #[derive(Debug, Error)]
@@ -60,4 +61,21 @@ pub trait CsiPlugins: Send + Sync {
     /// # Errors
     /// [`CsiError::Call`].
     async fn node_get_info(&self, endpoint: &Path) -> Result<DriverNodeInfo, CsiError>;
+
+    /// `Node.NodePublishVolume` of a filesystem volume at its target path.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError>;
+
+    /// `Node.NodeUnpublishVolume`.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_unpublish(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<(), CsiError>;
 }

@@ -4,8 +4,11 @@
 //! private kube-apiserver v1.26.1 and rkubelet. What the API shows: the node's `CSINode`
 //! (owned by its Node) lists the driver with its node ID and topology key, the Node has
 //! the `csi.volume.kubernetes.io/nodeid` annotation and the topology label, and the
-//! registrar is told it is registered; a registrar stopped (its socket removed) takes the
-//! driver off, and one started again puts it back. Missing peers fail the test.
+//! registrar is told it is registered; an inline (ephemeral) volume is published by the
+//! driver with the pod's identity, is writable and the `fsGroup`'s in the container, and
+//! is unpublished when the pod goes; a driver without the Ephemeral mode is refused in
+//! upstream's words; a registrar stopped (its socket removed) takes the driver off, and
+//! one started again puts it back. Missing peers fail the test.
 
 use std::fs::File;
 use std::path::Path;
@@ -15,7 +18,7 @@ use serde_json::Value;
 
 use crate::common::api_pods::{eventually, start};
 use crate::common::cluster::ClusterOptions;
-use crate::common::mounts::TempRoot;
+use crate::common::mounts::{mounts_below, TempRoot};
 use crate::common::node::NODE;
 use crate::common::upstream::kube_bins;
 
@@ -148,6 +151,64 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert!(!told.contains("PluginRegistered:false"), "{told}");
+
+    // An inline volume (upstream's e2e ephemeral.go: a pod writes and reads its volume):
+    // its CSIDriver allows Ephemeral, asks for the pod's identity, leaves fsGroup to the
+    // kubelet (`File`).
+    cluster.apply(&format!(
+        "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec:\n  attachRequired: false\n  podInfoOnMount: true\n  fsGroupPolicy: File\n  volumeLifecycleModes: [Persistent, Ephemeral]\n"
+    ));
+    let inline_pod = |name: &str, driver: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  securityContext: {{fsGroup: 1234}}\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, csi: {{driver: {driver}, volumeAttributes: {{size: 1Mi}}}}}}]\n",
+            node.busybox
+        )
+    };
+    cluster.apply(&inline_pod("inline", DRIVER));
+    eventually(60, "pod inline Running", || {
+        (crate::common::api_pods::phase(&cluster, "inline") == "Running").then_some(())
+    });
+    let (out, code) = node
+        .exec_sh(
+            "inline",
+            "app",
+            "echo written > /data/f && cat /data/f && stat -c %g /data && awk '$5 == \"/data\"' /proc/self/mountinfo | wc -l",
+        )
+        .await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out, "written\n1234\n1\n",
+        "the volume is mounted, writable and the fsGroup's"
+    );
+    let driver_log = state.path().join("hostpathplugin.log");
+    let published = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        published.contains("NodePublishVolume")
+            && published.contains("\"csi.storage.k8s.io/pod.name\":\"inline\"")
+            && published.contains("\"csi.storage.k8s.io/ephemeral\":\"true\""),
+        "the driver published it with the pod's identity:\n{published}"
+    );
+    // A driver without the Ephemeral mode (no CSIDriver): upstream's refusal.
+    cluster.apply(&inline_pod("refused", "nodriver.example.com"));
+    let message = "MountVolume.SetUp failed for volume \"data\" : kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode \"Ephemeral\" not supported by driver nodriver.example.com (only supports [\"Persistent\"])";
+    eventually(60, "FailedMount of pod refused", || {
+        crate::common::api_pods::events_of(&cluster, "refused")
+            .iter()
+            .any(|(kind, reason, m)| kind == "Warning" && reason == "FailedMount" && m == message)
+            .then_some(())
+    });
+    // Deleted, the pod's volume is unpublished by the driver; nothing stays mounted.
+    let out = cluster.kubectl(&["delete", "pod", "inline", "refused", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pods_dir = node.root.join("pods");
+    eventually(60, "the inline volume unpublished and unmounted", || {
+        let log = std::fs::read_to_string(&driver_log).ok()?;
+        (log.contains("NodeUnpublishVolume") && mounts_below(&pods_dir).is_empty()).then_some(())
+    });
 
     // The registrar stops and removes its socket: the driver is taken off.
     registrar.stop();

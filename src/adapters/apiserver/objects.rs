@@ -174,6 +174,24 @@ impl PodObjectsApi for KubeClients {
         }))
     }
 
+    async fn get_csi_driver(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::CsiDriverData>, ObjectsError> {
+        let api: Api<k8s_openapi::api::storage::v1::CSIDriver> =
+            Api::all(self.connection.client.clone());
+        let driver = self
+            .object_call("get", "csidriver", "", name, api.get(name))
+            .await?;
+        Ok(driver.map(|d| crate::domain::csi::volume::CsiDriverData {
+            // The API's defaults: attach required, no pod info, ReadWriteOnceWithFSType.
+            attach_required: d.spec.attach_required.unwrap_or(true),
+            pod_info_on_mount: d.spec.pod_info_on_mount.unwrap_or(false),
+            fs_group_policy: d.spec.fs_group_policy.unwrap_or_default(),
+            volume_lifecycle_modes: d.spec.volume_lifecycle_modes.unwrap_or_default(),
+        }))
+    }
+
     async fn get_persistent_volume(
         &self,
         name: &str,

@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tower::service_fn;
 
+use crate::domain::csi::volume::CsiPublish;
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
 use crate::ports::csi::{CsiError, CsiPlugins};
 
@@ -137,5 +138,52 @@ impl CsiPlugins for SocketCsiPlugins {
                 .map(|t| t.segments.into_iter().collect())
                 .unwrap_or_default(),
         })
+    }
+
+    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError> {
+        use csi::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        let request = csi::NodePublishVolumeRequest {
+            volume_id: volume.volume_handle.clone(),
+            publish_context: Default::default(),
+            staging_target_path: String::new(),
+            target_path: volume.target_path.display().to_string(),
+            volume_capability: Some(csi::VolumeCapability {
+                access_type: Some(AccessType::Mount(MountVolume {
+                    fs_type: volume.fs_type.clone(),
+                    mount_flags: Vec::new(),
+                    volume_mount_group: String::new(),
+                })),
+                // An inline volume is ReadWriteOnce.
+                access_mode: Some(AccessMode {
+                    mode: Mode::SingleNodeWriter as i32,
+                }),
+            }),
+            readonly: volume.readonly,
+            secrets: volume.secrets.clone().into_iter().collect(),
+            volume_context: volume.volume_context.clone().into_iter().collect(),
+        };
+        client
+            .node_publish_volume(request)
+            .await
+            .map_err(call_error(endpoint, "NodePublishVolume"))?;
+        Ok(())
+    }
+
+    async fn node_unpublish(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        client
+            .node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
+                volume_id: volume_handle.to_owned(),
+                target_path: target_path.display().to_string(),
+            })
+            .await
+            .map_err(call_error(endpoint, "NodeUnpublishVolume"))?;
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::domain::csi::volume::CsiPublish;
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
 use crate::ports::csi::{CsiError, CsiPlugins};
 
@@ -18,6 +19,10 @@ struct State {
     /// `(socket, registered, error)`, in order.
     notified: Vec<(PathBuf, bool, String)>,
     get_infos: usize,
+    /// Published volumes by target path.
+    published: BTreeMap<PathBuf, CsiPublish>,
+    /// `(volume handle, target path)` unpublished, in order.
+    unpublished: Vec<(String, PathBuf)>,
 }
 
 /// Clone it to share.
@@ -51,6 +56,14 @@ impl FakeCsiPlugins {
 
     pub fn get_infos(&self) -> usize {
         self.lock().get_infos
+    }
+
+    pub fn published(&self) -> BTreeMap<PathBuf, CsiPublish> {
+        self.lock().published.clone()
+    }
+
+    pub fn unpublished(&self) -> Vec<(String, PathBuf)> {
+        self.lock().unpublished.clone()
     }
 }
 
@@ -102,5 +115,33 @@ impl CsiPlugins for FakeCsiPlugins {
             .get(endpoint)
             .cloned()
             .ok_or_else(|| unreachable(endpoint, "NodeGetInfo"))
+    }
+
+    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError> {
+        let mut state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodePublishVolume"));
+        }
+        state
+            .published
+            .insert(volume.target_path.clone(), volume.clone());
+        Ok(())
+    }
+
+    async fn node_unpublish(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeUnpublishVolume"));
+        }
+        state.published.remove(target_path);
+        state
+            .unpublished
+            .push((volume_handle.to_owned(), target_path.to_path_buf()));
+        Ok(())
     }
 }

@@ -21,6 +21,7 @@ struct State {
     runtime_classes: BTreeMap<String, RuntimeClassData>,
     claims: BTreeMap<(String, String), ClaimData>,
     persistent_volumes: BTreeMap<String, PersistentVolumeData>,
+    csi_drivers: BTreeMap<String, crate::domain::csi::volume::CsiDriverData>,
     /// Tokens issued so far, in order.
     tokens: Vec<TokenRequest>,
     /// Lifetime the fake gives tokens from the "now" the test sets.
@@ -84,6 +85,10 @@ impl FakeObjects {
         self.lock()
             .claims
             .insert((namespace.into(), name.into()), claim);
+    }
+
+    pub fn put_csi_driver(&self, name: &str, driver: crate::domain::csi::volume::CsiDriverData) {
+        self.lock().csi_drivers.insert(name.into(), driver);
     }
 
     pub fn put_persistent_volume(&self, name: &str, volume: PersistentVolumeData) {
@@ -215,6 +220,14 @@ impl PodObjectsApi for FakeObjects {
             .claims
             .get(&(namespace.into(), name.into()))
             .cloned())
+    }
+
+    async fn get_csi_driver(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::CsiDriverData>, ObjectsError> {
+        self.check("get", "csidriver", "", name)?;
+        Ok(self.lock().csi_drivers.get(name).cloned())
     }
 
     async fn get_persistent_volume(

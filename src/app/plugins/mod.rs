@@ -43,6 +43,12 @@ impl CsiDrivers {
         self.lock().keys().cloned().collect()
     }
 
+    /// A driver as if registered, for the volume manager's tests.
+    #[cfg(test)]
+    pub fn insert_for_test(&self, driver: Driver) {
+        self.lock().insert(driver.name.clone(), driver);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Driver>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -149,6 +149,10 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
 /// Unmounts what is mounted under a pod's folder and removes it (kept with a mount left
 /// in it); whether it went. Every failure is logged.
 pub(super) async fn remove_pod_dir(ctx: &SyncContext, dir: PathBuf) -> bool {
+    // CSI volumes are their drivers' to unmount; one left keeps the folder.
+    if !ctx.volumes.tear_down_csi(&dir).await {
+        return false;
+    }
     let files = ctx.volumes.files();
     let removed = tokio::task::spawn_blocking(move || files.remove_pod_dir(&dir)).await;
     match removed {

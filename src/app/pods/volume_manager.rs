@@ -7,6 +7,7 @@
 //! running containers within the resync period plus `cache_ttl`.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,8 +15,13 @@ use futures_util::future::join_all;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use super::volumes;
+use super::volumes::{self, off_runtime};
 use crate::app::node::ConnectedNode;
+use crate::app::plugins::CsiDrivers;
+use crate::domain::csi::volume::{
+    published_volume, CsiDriverData, CsiPublish, CSI_PLUGIN_DIR, VOL_DATA_FILE,
+};
+use crate::domain::csi::Driver;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
 use crate::domain::volumes::claim::bound_volume_names;
@@ -29,6 +35,7 @@ use crate::domain::volumes::{
 };
 use crate::ports::api::{ObjectsError, PodObjectsApi, TokenRequest};
 use crate::ports::clock::Clock;
+use crate::ports::csi::CsiPlugins;
 use crate::ports::error::Chain;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
 
@@ -54,6 +61,7 @@ struct Caches {
     tokens: HashMap<(String, TokenKey), IssuedToken>,
     services: Option<Cached<Vec<ServiceInfo>>>,
     runtime_classes: HashMap<String, Cached<RuntimeClassData>>,
+    csi_drivers: HashMap<String, Cached<CsiDriverData>>,
 }
 
 fn fetched<T>(answer: Result<Option<T>, ObjectsError>) -> Fetched<T> {
@@ -83,6 +91,8 @@ pub struct VolumeManager {
     files: Arc<dyn PodFiles>,
     /// The registered Node, whose labels a PersistentVolume's node affinity matches.
     node: Mutex<Option<watch::Receiver<Option<ConnectedNode>>>>,
+    /// The registered CSI drivers and their node services, for CSI volumes.
+    csi: Option<(CsiDrivers, Arc<dyn CsiPlugins>)>,
 }
 
 impl VolumeManager {
@@ -97,7 +107,14 @@ impl VolumeManager {
             caches: Mutex::new(Caches::default()),
             files,
             node: Mutex::new(None),
+            csi: None,
         }
+    }
+
+    /// CSI volumes are published by the drivers registered in `drivers`.
+    pub fn with_csi(mut self, drivers: CsiDrivers, plugins: Arc<dyn CsiPlugins>) -> Self {
+        self.csi = Some((drivers, plugins));
+        self
     }
 
     /// The registered Node (connected mode), for its name and labels.
@@ -204,19 +221,32 @@ impl VolumeManager {
                 _ => None,
             }
         };
-        let (config_maps, secrets, tokens, services, runtime_class, claimed) = tokio::join!(
+        let csi_drivers = join_all(refs.csi_drivers.into_iter().map(|name| async move {
+            let value = self
+                .cached(
+                    |c| &mut c.csi_drivers,
+                    name.clone(),
+                    now,
+                    api.get_csi_driver(&name),
+                )
+                .await;
+            (name, value)
+        }));
+        let (config_maps, secrets, tokens, services, runtime_class, claimed, csi_drivers) = tokio::join!(
             config_maps,
             secrets,
             tokens,
             self.services(api, now),
             runtime_class,
-            Self::claims(api, ns, refs.claims)
+            Self::claims(api, ns, refs.claims),
+            csi_drivers
         );
         inputs.objects = PodObjects {
             config_maps: config_maps.into_iter().collect(),
             secrets: secrets.into_iter().collect(),
             tokens: tokens.into_iter().collect(),
             runtime_classes: runtime_class.into_iter().collect(),
+            csi_drivers: csi_drivers.into_iter().collect(),
             ..claimed
         };
         inputs.service_env =
@@ -458,10 +488,15 @@ impl VolumeManager {
                             VolumeKind::EmptyDir
                                 | VolumeKind::HostPath
                                 | VolumeKind::PersistentVolumeClaim
+                                | VolumeKind::Csi
                         )
                 })
             });
         }
+        // CSI volumes are the drivers' to publish, over gRPC, after the others.
+        let (publishes, plans): (Vec<_>, Vec<_>) = plans
+            .into_iter()
+            .partition(|p| matches!(p.action, Ok(VolumeAction::Csi(_))));
         let stamp = timestamp(self.clock.now_unix_nanos());
         let files = self.files.clone();
         let result = tokio::task::spawn_blocking(move || {
@@ -487,6 +522,26 @@ impl VolumeManager {
             failed
         })
         .await;
+        let result = match result {
+            Ok(mut failed) => {
+                for plan in publishes {
+                    let Ok(VolumeAction::Csi(publish)) = plan.action else {
+                        continue;
+                    };
+                    if let Err(message) = self.publish(&publish).await {
+                        failed.push(FailedMount {
+                            message: format!(
+                                "MountVolume.SetUp failed for volume {:?} : {message}",
+                                plan.spec_name
+                            ),
+                            volume: plan.name,
+                        });
+                    }
+                }
+                Ok(failed)
+            }
+            Err(e) => Err(e),
+        };
         match result {
             Ok(failed) => {
                 for f in &failed {
@@ -499,6 +554,105 @@ impl VolumeManager {
                 message: format!("volume setup task failed: {e}"),
             }],
         }
+    }
+
+    fn driver(&self, name: &str) -> Result<(Driver, Arc<dyn CsiPlugins>), String> {
+        self.csi
+            .as_ref()
+            .and_then(|(drivers, plugins)| Some((drivers.get(name)?, Arc::clone(plugins))))
+            .ok_or_else(|| {
+                format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name {name} not found in the list of registered CSI drivers")
+            })
+    }
+
+    /// Publishes a CSI volume through its driver: the volume's folder and its
+    /// `vol_data.json` first (the teardown reads it), then `NodePublishVolume`, then the
+    /// `fsGroup` walk when the driver's policy leaves it to the kubelet.
+    async fn publish(&self, publish: &CsiPublish) -> Result<(), String> {
+        let (driver, plugins) = self.driver(&publish.driver)?;
+        let vol_data = serde_json::to_vec(&publish.vol_data).map_err(|e| e.to_string())?;
+        let dir = publish.volume_dir.clone();
+        off_runtime(&self.files, move |f| {
+            f.create_dir_all(&dir, Some(0o750))?;
+            f.write_file(&dir.join(VOL_DATA_FILE), &vol_data)
+        })
+        .await
+        .map_err(|e| {
+            format!(
+                "kubernetes.io/csi: mounter.SetUpAt failed to save volume info data: {}",
+                Chain(&e)
+            )
+        })?;
+        plugins
+            .node_publish(Path::new(&driver.endpoint), publish)
+            .await
+            .map_err(|e| Chain(&e).to_string())?;
+        if let Some(owner) = publish.owner.clone() {
+            off_runtime(&self.files, move |f| f.give_to_fs_group(&owner))
+                .await
+                .map_err(|e| Chain(&e).to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Unpublishes the CSI volumes found under the pod folder `pod_dir` (their
+    /// `vol_data.json`), each through its driver; whether all are. A volume whose driver
+    /// is not registered, or whose call fails, stays mounted (the folder must stay).
+    pub async fn tear_down_csi(&self, pod_dir: &Path) -> bool {
+        let root = pod_dir.join("volumes").join(CSI_PLUGIN_DIR);
+        let listed = {
+            let root = root.clone();
+            off_runtime(&self.files, move |f| f.list_dir(&root)).await
+        };
+        let names = match listed {
+            Ok(names) => names,
+            Err(e) => {
+                warn!(dir = %root.display(), err = %Chain(&e), "CSI volumes not listed");
+                return false;
+            }
+        };
+        let mut all = true;
+        for name in names {
+            let dir = root.join(&name);
+            let data_path = dir.join(VOL_DATA_FILE);
+            let read = {
+                let data_path = data_path.clone();
+                off_runtime(&self.files, move |f| f.read(&data_path)).await
+            };
+            let Some(volume) = read
+                .ok()
+                .flatten()
+                .and_then(|data| published_volume(&dir, &data))
+            else {
+                // Nothing published there (or already unpublished).
+                continue;
+            };
+            let outcome = match self.driver(&volume.driver) {
+                Err(e) => Err(e),
+                Ok((driver, plugins)) => plugins
+                    .node_unpublish(
+                        Path::new(&driver.endpoint),
+                        &volume.volume_handle,
+                        &volume.target_path,
+                    )
+                    .await
+                    .map_err(|e| Chain(&e).to_string()),
+            };
+            match outcome {
+                Ok(()) => {
+                    let removed =
+                        off_runtime(&self.files, move |f| f.remove_file(&data_path)).await;
+                    if let Err(e) = removed {
+                        warn!(volume = %name, err = %Chain(&e), "vol_data.json not removed");
+                    }
+                }
+                Err(message) => {
+                    warn!(volume = %name, err = %message, "UnmountVolume.TearDown failed");
+                    all = false;
+                }
+            }
+        }
+        all
     }
 
     /// Forgets a deleted pod's tokens.
@@ -516,6 +670,9 @@ enum SetUpError {
     HostPath(#[from] volumes::HostPathError),
     #[error("local volume path {0:?} does not exist or is not a directory")]
     LocalPath(std::path::PathBuf),
+    /// CSI volumes are published over gRPC, never here.
+    #[error("the CSI volume is its driver's to publish")]
+    NotHere,
 }
 
 fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result<(), SetUpError> {
@@ -532,6 +689,7 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
         VolumeAction::HostPath { path, kind } => {
             Ok(volumes::prepare_host_path(files, path, *kind)?)
         }
+        VolumeAction::Csi(_) => Err(SetUpError::NotHere),
         VolumeAction::Local { path, owner } => {
             if files.file_kind(path) != Some(FileKind::Directory) {
                 return Err(SetUpError::LocalPath(path.clone()));
@@ -795,5 +953,77 @@ mod tests {
         );
         // A running pod's resync leaves the claim alone.
         assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_inline_csi_volume_is_published_by_its_registered_driver_and_unpublished_with_the_pod(
+    ) {
+        use crate::adapters::fake::FakeCsiPlugins;
+        use crate::domain::csi::volume::CsiDriverData;
+        use crate::domain::csi::DriverNodeInfo;
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let api = FakeObjects::default();
+        api.put_csi_driver(
+            "hostpath.csi.k8s.io",
+            CsiDriverData {
+                attach_required: false,
+                pod_info_on_mount: true,
+                fs_group_policy: "File".into(),
+                volume_lifecycle_modes: vec!["Ephemeral".into()],
+            },
+        );
+        let files = FakePodFiles::default();
+        let plugins = FakeCsiPlugins::default();
+        let drivers = CsiDrivers::default();
+        let vm = VolumeManager::standalone(clock, Arc::new(files.clone()))
+            .with_api(Arc::new(api.clone()))
+            .with_csi(drivers.clone(), Arc::new(plugins.clone()));
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "inline", "namespace": "ns", "uid": "u3"},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+              "volumes": [{"name": "data", "csi": {"driver": "hostpath.csi.k8s.io"}}]}
+        }))
+        .expect("pod");
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let inputs = vm.inputs(&p).await;
+        // Not registered yet: upstream's message, nothing published.
+        let failed = vm.set_up(&ctx, &p, &inputs).await;
+        assert_eq!(
+            failed[0].message,
+            "MountVolume.SetUp failed for volume \"data\" : kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers"
+        );
+        let endpoint = "/var/lib/kubelet/plugins/csi-hostpath/csi.sock";
+        plugins.put_driver(endpoint, DriverNodeInfo::default());
+        drivers.insert_for_test(crate::domain::csi::Driver {
+            name: "hostpath.csi.k8s.io".into(),
+            endpoint: endpoint.into(),
+            version: crate::domain::csi::Version(1, 0, 0),
+        });
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        let dir = pod_dir(&ctx, "u3").join("volumes/kubernetes.io~csi/data");
+        let published = plugins.published();
+        let volume = published
+            .get(&dir.join("mount"))
+            .expect("published at the target path");
+        assert_eq!(
+            volume
+                .volume_context
+                .get("csi.storage.k8s.io/pod.name")
+                .map(String::as_str),
+            Some("inline")
+        );
+        assert!(
+            files.file(dir.join("vol_data.json")).is_some(),
+            "vol_data.json kept"
+        );
+        // The teardown unpublishes it through the driver, once.
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "u3")).await);
+        assert_eq!(
+            plugins.unpublished(),
+            vec![(volume.volume_handle.clone(), dir.join("mount"))]
+        );
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "u3")).await);
+        assert_eq!(plugins.unpublished().len(), 1);
     }
 }

@@ -4,6 +4,8 @@
 //! annotation, topology labels) and of its `CSINode` object (upstream's
 //! `nodeInfoManager`). The sockets, the gRPC calls and the API writes are the app's.
 
+pub mod volume;
+
 use std::collections::BTreeMap;
 
 /// The plugin type a CSI driver's registrar announces.

@@ -126,3 +126,165 @@ fn the_node_id_annotation_maps_drivers_to_their_ids() {
             "failed to parse node's \"csi.volume.kubernetes.io/nodeid\" annotation value"
         ));
 }
+
+mod inline_volumes {
+    use std::path::PathBuf;
+
+    use super::super::volume::*;
+    use crate::domain::pod::{CsiVolumeSource, LocalObjectReference, Pod};
+    use crate::domain::volumes::{Fetched, PodObjects, SecretData};
+
+    fn pod(fs_group: Option<i64>) -> Pod {
+        let mut json = serde_json::json!({
+            "metadata": {"name": "inline", "namespace": "ns", "uid": "u-1"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        });
+        if let Some(g) = fs_group {
+            json["spec"]["securityContext"] = serde_json::json!({"fsGroup": g});
+        }
+        serde_json::from_value(json).expect("pod")
+    }
+
+    fn source() -> CsiVolumeSource {
+        CsiVolumeSource {
+            driver: "hostpath.csi.k8s.io".into(),
+            volume_attributes: [("size".to_owned(), "1Mi".to_owned())].into(),
+            ..CsiVolumeSource::default()
+        }
+    }
+
+    fn objects(driver: Option<CsiDriverData>) -> PodObjects {
+        let mut o = PodObjects::default();
+        o.csi_drivers.insert(
+            "hostpath.csi.k8s.io".into(),
+            driver.map_or(Fetched::NotFound, Fetched::Found),
+        );
+        o
+    }
+
+    fn dir() -> PathBuf {
+        PathBuf::from("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~csi/data")
+    }
+
+    fn ephemeral(pod_info: bool, policy: &str) -> CsiDriverData {
+        CsiDriverData {
+            attach_required: false,
+            pod_info_on_mount: pod_info,
+            fs_group_policy: policy.into(),
+            volume_lifecycle_modes: vec!["Persistent".into(), "Ephemeral".into()],
+        }
+    }
+
+    #[test]
+    fn an_inline_volume_gets_upstreams_handle_target_and_context() {
+        let p = pod(Some(1234));
+        let publish = plan_inline(
+            &p,
+            "data",
+            &source(),
+            dir(),
+            "n1",
+            &objects(Some(ephemeral(true, "File"))),
+        )
+        .expect("publishable");
+        assert_eq!(publish.volume_handle, make_volume_handle("u-1", "data"));
+        assert_eq!(publish.target_path, dir().join("mount"));
+        assert_eq!(
+            publish.volume_context.get("size").map(String::as_str),
+            Some("1Mi")
+        );
+        assert_eq!(
+            publish
+                .volume_context
+                .get("csi.storage.k8s.io/pod.name")
+                .map(String::as_str),
+            Some("inline")
+        );
+        assert_eq!(
+            publish
+                .volume_context
+                .get("csi.storage.k8s.io/ephemeral")
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            publish
+                .volume_context
+                .get("csi.storage.k8s.io/serviceAccount.name")
+                .map(String::as_str),
+            Some("default")
+        );
+        assert_eq!(publish.owner.as_ref().and_then(|o| o.fs_group), Some(1234));
+        assert_eq!(
+            publish
+                .vol_data
+                .get("volumeLifecycleMode")
+                .map(String::as_str),
+            Some("Ephemeral")
+        );
+        assert_eq!(
+            publish.vol_data.get("specVolID").map(String::as_str),
+            Some("data")
+        );
+        // Read back for the teardown.
+        let data = serde_json::to_vec(&publish.vol_data).expect("json");
+        let found = published_volume(&dir(), &data).expect("found");
+        assert_eq!(found.volume_handle, publish.volume_handle);
+        assert_eq!(found.target_path, publish.target_path);
+        // Without podInfoOnMount, the attributes alone; the default fsGroup policy needs
+        // an fsType.
+        let plain = plan_inline(
+            &p,
+            "data",
+            &source(),
+            dir(),
+            "n1",
+            &objects(Some(ephemeral(false, ""))),
+        )
+        .expect("publishable");
+        assert_eq!(plain.volume_context.len(), 1);
+        assert_eq!(plain.owner, None);
+    }
+
+    #[test]
+    fn the_handle_is_sha256_of_the_pod_uid_and_volume_name() {
+        // printf 'u-1data' | sha256sum
+        assert_eq!(
+            make_volume_handle("u-1", "data"),
+            "csi-7a075fb358279980b660d575168af6c25ee140b5f3a73a8a16e21f8e4f1e9ad8"
+        );
+    }
+
+    #[test]
+    fn a_driver_without_the_ephemeral_mode_or_a_missing_secret_is_refused_in_upstreams_words() {
+        let p = pod(None);
+        let refused = |o: &PodObjects, s: &CsiVolumeSource| {
+            plan_inline(&p, "data", s, dir(), "n1", o).expect_err("refused")
+        };
+        assert_eq!(
+            refused(&objects(None), &source()),
+            "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode \"Ephemeral\" not supported by driver hostpath.csi.k8s.io (only supports [\"Persistent\"])"
+        );
+        let mut with_secret = source();
+        with_secret.node_publish_secret_ref = Some(LocalObjectReference {
+            name: "creds".into(),
+        });
+        assert_eq!(
+            refused(&objects(Some(ephemeral(false, "File"))), &with_secret),
+            "kubernetes.io/csi: mounter.SetUpAt failed to get node publish secret: fetching NodePublishSecretRef ns/creds failed: secrets \"creds\" not found"
+        );
+        let mut o = objects(Some(ephemeral(false, "File")));
+        o.secrets.insert(
+            "creds".into(),
+            Fetched::Found(SecretData {
+                data: [("key".to_owned(), b"value".to_vec())].into(),
+                kind: "Opaque".into(),
+            }),
+        );
+        let publish = plan_inline(&p, "data", &with_secret, dir(), "n1", &o).expect("publishable");
+        assert_eq!(
+            publish.secrets.get("key").map(String::as_str),
+            Some("value")
+        );
+    }
+}

@@ -532,7 +532,24 @@ const VOLUME: &[Field] = &[
             honoured("optional", "a missing ConfigMap is an empty volume"),
         ],
     ),
-    no_plugin("csi"),
+    object(
+        "csi",
+        "an inline volume its registered CSI driver publishes (its CSIDriver allowing Ephemeral)",
+        &[
+            honoured("driver", "the registered driver called"),
+            honoured("fsType", "NodePublishVolume's fs type"),
+            object(
+                "nodePublishSecretRef",
+                "the Secret sent as NodePublishVolume's secrets",
+                &[honoured("name", "the Secret read")],
+            ),
+            honoured(
+                "readOnly",
+                "NodePublishVolume's readonly and every mount read-only",
+            ),
+            honoured("volumeAttributes", "NodePublishVolume's volume context"),
+        ],
+    ),
     object(
         "downwardAPI",
         "the pod's fields as files",

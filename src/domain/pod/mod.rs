@@ -641,9 +641,28 @@ pub struct Volume {
     pub projected: Option<ProjectedVolumeSource>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    /// A CSI ephemeral inline volume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiVolumeSource>,
     /// Any other source, by its field name (`csi`, `nfs` ...).
     #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
     pub unsupported: BTreeMap<String, serde_json::Value>,
+}
+
+/// A CSI ephemeral inline volume: the driver publishes it for the pod alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CsiVolumeSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub driver: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_type: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub volume_attributes: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_publish_secret_ref: Option<LocalObjectReference>,
 }
 
 /// A claim in the pod's namespace; `readOnly` makes every mount of it read-only.

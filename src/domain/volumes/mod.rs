@@ -46,6 +46,8 @@ pub enum VolumeKind {
     Projected,
     /// A PersistentVolumeClaim: the source of the PersistentVolume bound to it.
     PersistentVolumeClaim,
+    /// A CSI ephemeral inline volume.
+    Csi,
     /// A source the kubelet does not set up, by its field name (`csi`, `nfs` ...);
     /// empty when the volume names no source at all.
     Unsupported(String),
@@ -67,6 +69,8 @@ impl VolumeKind {
             VolumeKind::Projected
         } else if volume.persistent_volume_claim.is_some() {
             VolumeKind::PersistentVolumeClaim
+        } else if volume.csi.is_some() {
+            VolumeKind::Csi
         } else {
             VolumeKind::Unsupported(
                 volume
@@ -88,6 +92,7 @@ impl VolumeKind {
             VolumeKind::Secret => Some(SECRET_PLUGIN),
             VolumeKind::DownwardApi => Some(DOWNWARD_API_PLUGIN),
             VolumeKind::Projected => Some(PROJECTED_PLUGIN),
+            VolumeKind::Csi => Some(crate::domain::csi::volume::CSI_PLUGIN_DIR),
             VolumeKind::HostPath
             | VolumeKind::PersistentVolumeClaim
             | VolumeKind::Unsupported(_) => None,
@@ -122,11 +127,19 @@ pub fn volume_source_path(
         let claimed = claimed.ok()?;
         return Some((claimed.host_path()?, claimed.read_only));
     }
-    let plugin = VolumeKind::of(volume).plugin_dir()?;
-    Some((
-        volume_dir(root_dir, &pod.metadata.uid, plugin, &volume.name),
-        false,
-    ))
+    let kind = VolumeKind::of(volume);
+    let dir = volume_dir(
+        root_dir,
+        &pod.metadata.uid,
+        kind.plugin_dir()?,
+        &volume.name,
+    );
+    if kind == VolumeKind::Csi {
+        // The driver mounts it in the folder's `mount`; read-only as the source says.
+        let read_only = volume.csi.as_ref().is_some_and(|c| c.read_only);
+        return Some((dir.join(crate::domain::csi::volume::MOUNT_DIR), read_only));
+    }
+    Some((dir, false))
 }
 
 /// A ConfigMap's content: `data` (text) and `binaryData`.
@@ -174,6 +187,8 @@ pub struct PodObjects {
     /// bound to (cluster-scoped), by name.
     pub claims: BTreeMap<String, Fetched<claim::ClaimData>>,
     pub persistent_volumes: BTreeMap<String, Fetched<claim::PersistentVolumeData>>,
+    /// The CSIDriver objects of the pod's inline CSI volumes, by name.
+    pub csi_drivers: BTreeMap<String, Fetched<crate::domain::csi::volume::CsiDriverData>>,
 }
 
 /// What the kubelet reads of a `node.k8s.io/v1` RuntimeClass: the CRI runtime handler
@@ -229,6 +244,8 @@ pub struct References {
     pub tokens: std::collections::BTreeSet<TokenKey>,
     /// PersistentVolumeClaims; the PersistentVolumes are read once the claims are.
     pub claims: std::collections::BTreeSet<String>,
+    /// The CSIDrivers of inline CSI volumes (cluster-scoped).
+    pub csi_drivers: std::collections::BTreeSet<String>,
 }
 
 /// How long a ConfigMap or Secret read for a pod is used before it is read again, by
@@ -254,6 +271,12 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
         }
         if let Some(s) = &volume.secret {
             refs.secrets.insert(s.secret_name.clone());
+        }
+        if let Some(csi) = &volume.csi {
+            refs.csi_drivers.insert(csi.driver.clone());
+            if let Some(r) = &csi.node_publish_secret_ref {
+                refs.secrets.insert(r.name.clone());
+            }
         }
         for source in volume.projected.iter().flat_map(|p| &p.sources) {
             if let Some(cm) = &source.config_map {

@@ -120,6 +120,8 @@ pub enum VolumeAction {
         path: PathBuf,
         owner: Option<VolumeSetup>,
     },
+    /// A CSI inline volume for its driver to publish.
+    Csi(Box<crate::domain::csi::volume::CsiPublish>),
     /// Files written atomically into `dir` (on tmpfs when `tmpfs`), owned as `ownership`
     /// says.
     Files {
@@ -146,6 +148,9 @@ pub enum VolumeErrorKind {
     },
     #[error("no matching NodeSelectorTerms")]
     NodeAffinity,
+    /// A CSI volume that cannot be published (upstream's `kubernetes.io/csi: ...`).
+    #[error("{0}")]
+    Csi(String),
     #[error(
         "emptyDir medium {medium:?} is not supported by rkubelet (supported: \"\" and \"Memory\")"
     )]
@@ -305,6 +310,19 @@ fn action(
             )
         }
         VolumeKind::PersistentVolumeClaim => claimed_action(pod, volume, objects, facts),
+        VolumeKind::Csi => {
+            let source = volume.csi.clone().unwrap_or_default();
+            crate::domain::csi::volume::plan_inline(
+                pod,
+                &volume.name,
+                &source,
+                dir(crate::domain::csi::volume::CSI_PLUGIN_DIR),
+                &facts.node_name,
+                objects,
+            )
+            .map(|publish| VolumeAction::Csi(Box::new(publish)))
+            .map_err(VolumeErrorKind::Csi)
+        }
         VolumeKind::Unsupported(plugin) => Err(VolumeErrorKind::Unsupported {
             plugin: plugin.clone(),
         }),

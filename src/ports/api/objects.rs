@@ -86,6 +86,15 @@ pub trait PodObjectsApi: Send + Sync {
         name: &str,
     ) -> Result<Option<ClaimData>, ObjectsError>;
 
+    /// A `storage.k8s.io/v1` CSIDriver (the Node authorizer lets a node read them all);
+    /// `Ok(None)` when it does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_csi_driver(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::CsiDriverData>, ObjectsError>;
+
     /// The PersistentVolume such a claim is bound to; `Ok(None)` when it does not exist.
     /// # Errors
     /// [`ObjectsError::Call`].

@@ -1,0 +1,208 @@
+//! A CSI ephemeral inline volume (`volumes[].csi`) as upstream's CSI plugin publishes
+//! it: the driver's `CSIDriver` must allow the `Ephemeral` lifecycle mode; the volume
+//! handle is `csi-<sha256(pod UID + volume name)>`; the driver mounts it at
+//! `<root-dir>/pods/<uid>/volumes/kubernetes.io~csi/<volume>/mount`, with the volume's
+//! attributes, the pod's identity when the driver asks for it (`podInfoOnMount`), and
+//! `vol_data.json` beside it for the teardown.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::domain::pod::security::FsGroupChangePolicy;
+use crate::domain::pod::{CsiVolumeSource, Pod};
+use crate::domain::securitycontext::VolumeSetup;
+use crate::domain::volumes::{Fetched, PodObjects};
+
+/// The plugin folder of CSI volumes under the pod's `volumes`.
+pub const CSI_PLUGIN_DIR: &str = "kubernetes.io~csi";
+/// What the kubelet keeps beside a published volume for its teardown.
+pub const VOL_DATA_FILE: &str = "vol_data.json";
+/// The folder under the volume's where the driver mounts it.
+pub const MOUNT_DIR: &str = "mount";
+
+const EPHEMERAL: &str = "Ephemeral";
+const PERSISTENT: &str = "Persistent";
+
+/// What the kubelet reads of a `storage.k8s.io/v1` CSIDriver.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsiDriverData {
+    pub attach_required: bool,
+    pub pod_info_on_mount: bool,
+    /// `None`, `File` or `ReadWriteOnceWithFSType` (the default).
+    pub fs_group_policy: String,
+    /// Empty: `Persistent` alone.
+    pub volume_lifecycle_modes: Vec<String>,
+}
+
+/// A volume for the driver to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiPublish {
+    pub driver: String,
+    pub volume_handle: String,
+    /// The volume's folder (`vol_data.json` and `mount` in it).
+    pub volume_dir: PathBuf,
+    pub target_path: PathBuf,
+    pub readonly: bool,
+    pub fs_type: String,
+    pub volume_context: BTreeMap<String, String>,
+    pub secrets: BTreeMap<String, String>,
+    /// The `fsGroup` walk after publishing, when the driver's policy asks the kubelet.
+    pub owner: Option<VolumeSetup>,
+    /// `vol_data.json`'s content.
+    pub vol_data: BTreeMap<String, String>,
+}
+
+/// Upstream's `makeVolumeHandle`.
+pub fn make_volume_handle(pod_uid: &str, volume_name: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{pod_uid}{volume_name}").as_bytes(),
+    );
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("csi-{hex}")
+}
+
+fn go_quoted(list: &[String]) -> String {
+    let items: Vec<String> = list.iter().map(|v| format!("{v:?}")).collect();
+    format!("[{}]", items.join(" "))
+}
+
+/// What publishing `source`, the pod's volume `name` in `volume_dir`, takes; upstream's
+/// message when it cannot be.
+///
+/// # Errors
+/// The CSIDriver could not be read or does not allow inline volumes; the publish
+/// secret is missing.
+pub fn plan_inline(
+    pod: &Pod,
+    name: &str,
+    source: &CsiVolumeSource,
+    volume_dir: PathBuf,
+    node_name: &str,
+    objects: &PodObjects,
+) -> Result<CsiPublish, String> {
+    let driver = match objects.csi_drivers.get(&source.driver) {
+        Some(Fetched::Found(d)) => d.clone(),
+        Some(Fetched::NotFound) | None => CsiDriverData::default(),
+        Some(Fetched::Failed(reason)) => {
+            return Err(format!(
+                "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: {reason}"
+            ))
+        }
+    };
+    let modes = if driver.volume_lifecycle_modes.is_empty() {
+        vec![PERSISTENT.to_owned()]
+    } else {
+        driver.volume_lifecycle_modes.clone()
+    };
+    if !modes.iter().any(|m| m == EPHEMERAL) {
+        return Err(format!(
+            "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode {EPHEMERAL:?} not supported by driver {} (only supports {})",
+            source.driver,
+            go_quoted(&modes)
+        ));
+    }
+    let mut secrets = BTreeMap::new();
+    if let Some(reference) = &source.node_publish_secret_ref {
+        let ns = &pod.metadata.namespace;
+        match objects.secrets.get(&reference.name) {
+            Some(Fetched::Found(secret)) => {
+                for (k, v) in &secret.data {
+                    secrets.insert(k.clone(), String::from_utf8_lossy(v).into_owned());
+                }
+            }
+            Some(Fetched::NotFound) | None => {
+                return Err(format!(
+                    "kubernetes.io/csi: mounter.SetUpAt failed to get node publish secret: fetching NodePublishSecretRef {ns}/{} failed: secrets {:?} not found",
+                    reference.name, reference.name
+                ))
+            }
+            Some(Fetched::Failed(reason)) => {
+                return Err(format!(
+                    "kubernetes.io/csi: mounter.SetUpAt failed to get node publish secret: fetching NodePublishSecretRef {ns}/{} failed: {reason}",
+                    reference.name
+                ))
+            }
+        }
+    }
+    let mut volume_context = source.volume_attributes.clone();
+    if driver.pod_info_on_mount {
+        let m = &pod.metadata;
+        let service_account = if pod.spec.service_account_name.is_empty() {
+            "default"
+        } else {
+            pod.spec.service_account_name.as_str()
+        };
+        for (k, v) in [
+            ("csi.storage.k8s.io/pod.name", m.name.as_str()),
+            ("csi.storage.k8s.io/pod.namespace", m.namespace.as_str()),
+            ("csi.storage.k8s.io/pod.uid", m.uid.as_str()),
+            ("csi.storage.k8s.io/serviceAccount.name", service_account),
+            ("csi.storage.k8s.io/ephemeral", "true"),
+        ] {
+            volume_context.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    let fs_type = source.fs_type.clone().unwrap_or_default();
+    let handle = make_volume_handle(&pod.metadata.uid, name);
+    let target_path = volume_dir.join(MOUNT_DIR);
+    // Upstream's supportsFSGroup: `File` always; the default only with an fsType (an
+    // inline volume is ReadWriteOnce); never for a read-only volume.
+    let policy_allows = match driver.fs_group_policy.as_str() {
+        "File" => true,
+        "None" => false,
+        _ => !fs_type.is_empty(),
+    };
+    let sc = pod.spec.security_context.as_ref();
+    let owner = sc
+        .and_then(|sc| sc.fs_group)
+        .filter(|_| policy_allows && !source.read_only)
+        .map(|fs_group| VolumeSetup {
+            path: target_path.clone(),
+            mode: 0,
+            fs_group: Some(fs_group),
+            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
+                == Some(FsGroupChangePolicy::OnRootMismatch),
+            readonly: false,
+        });
+    let vol_data = BTreeMap::from([
+        ("specVolID".to_owned(), name.to_owned()),
+        ("volumeHandle".to_owned(), handle.clone()),
+        ("driverName".to_owned(), source.driver.clone()),
+        ("nodeName".to_owned(), node_name.to_owned()),
+        ("volumeLifecycleMode".to_owned(), EPHEMERAL.to_owned()),
+    ]);
+    Ok(CsiPublish {
+        driver: source.driver.clone(),
+        volume_handle: handle,
+        volume_dir,
+        target_path,
+        readonly: source.read_only,
+        fs_type,
+        volume_context,
+        secrets,
+        owner,
+        vol_data,
+    })
+}
+
+/// A published volume found in its folder: what its teardown needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedVolume {
+    pub driver: String,
+    pub volume_handle: String,
+    pub target_path: PathBuf,
+}
+
+/// `vol_data.json` of the volume folder `volume_dir` read back; `None` when it does not
+/// say which driver and volume.
+pub fn published_volume(volume_dir: &std::path::Path, vol_data: &[u8]) -> Option<PublishedVolume> {
+    let data: BTreeMap<String, String> = serde_json::from_slice(vol_data).ok()?;
+    let driver = data.get("driverName").filter(|d| !d.is_empty())?.clone();
+    let volume_handle = data.get("volumeHandle").filter(|h| !h.is_empty())?.clone();
+    Some(PublishedVolume {
+        driver,
+        volume_handle,
+        target_path: volume_dir.join(MOUNT_DIR),
+    })
+}
