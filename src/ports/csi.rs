@@ -62,11 +62,46 @@ pub trait CsiPlugins: Send + Sync {
     /// [`CsiError::Call`].
     async fn node_get_info(&self, endpoint: &Path) -> Result<DriverNodeInfo, CsiError>;
 
-    /// `Node.NodePublishVolume` of a filesystem volume at its target path.
+    /// Whether the driver stages volumes (`NodeGetCapabilities` has
+    /// STAGE_UNSTAGE_VOLUME).
     ///
     /// # Errors
     /// [`CsiError::Call`].
-    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError>;
+    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError>;
+
+    /// `Node.NodeStageVolume` of a filesystem volume at `staging_path`.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_stage(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        staging_path: &Path,
+    ) -> Result<(), CsiError>;
+
+    /// `Node.NodeUnstageVolume`.
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_unstage(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        staging_path: &Path,
+    ) -> Result<(), CsiError>;
+
+    /// `Node.NodePublishVolume` of a filesystem volume at its target path (from
+    /// `staging_path` when it was staged).
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_publish(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        staging_path: Option<&Path>,
+    ) -> Result<(), CsiError>;
 
     /// `Node.NodeUnpublishVolume`.
     ///

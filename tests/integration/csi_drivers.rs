@@ -59,6 +59,19 @@ impl Drop for Peer {
     }
 }
 
+/// Waits up to a minute for pod `name` to run; the failure names its events.
+fn running(cluster: &crate::common::cluster::Cluster, name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while crate::common::api_pods::phase(cluster, name) != "Running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pod {name} not Running after 60 s; its events: {:?}",
+            crate::common::api_pods::events_of(cluster, name)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 fn csi_node_drivers(cluster: &crate::common::cluster::Cluster) -> Option<Vec<Value>> {
     let csi_node = cluster.get_json(&["csinode", NODE])?;
     Some(
@@ -165,9 +178,7 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         )
     };
     cluster.apply(&inline_pod("inline", DRIVER));
-    eventually(60, "pod inline Running", || {
-        (crate::common::api_pods::phase(&cluster, "inline") == "Running").then_some(())
-    });
+    running(&cluster, "inline");
     let (out, code) = node
         .exec_sh(
             "inline",
@@ -208,6 +219,78 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     eventually(60, "the inline volume unpublished and unmounted", || {
         let log = std::fs::read_to_string(&driver_log).ok()?;
         (log.contains("NodeUnpublishVolume") && mounts_below(&pods_dir).is_empty()).then_some(())
+    });
+
+    // A claim the driver provisions (csi-provisioner v6.2.1 with the admin kubeconfig):
+    // staged at its global path and published in each pod using it, its data kept from
+    // one pod to the next, unstaged when the last pod goes (upstream's provisioning and
+    // persistent-volume e2e checks: write in one pod, read in the next).
+    let _provisioner = Peer::start(
+        &bins.join("csi-provisioner"),
+        &[
+            format!("--csi-address={}", socket.display()),
+            format!("--kubeconfig={}", cluster.admin_kubeconfig().display()),
+            "--feature-gates=Topology=true".into(),
+            "--extra-create-metadata".into(),
+            "--v=5".into(),
+        ],
+        &state.path().join("provisioner.log"),
+    );
+    cluster.apply(&format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath}}\nprovisioner: {DRIVER}\nvolumeBindingMode: Immediate\nreclaimPolicy: Delete\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data}}\nspec:\n  storageClassName: csi-hostpath\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n"
+    ));
+    eventually(90, "claim data provisioned and bound", || {
+        let c = cluster.get_json(&["pvc", "data"])?;
+        (c["status"]["phase"] == "Bound").then_some(())
+    });
+    let claim_pod = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  securityContext: {{fsGroup: 1234}}\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]\n",
+            node.busybox
+        )
+    };
+    cluster.apply(&claim_pod("db1"));
+    running(&cluster, "db1");
+    let (out, code) = node
+        .exec_sh("db1", "app", "echo kept > /data/f && stat -c %g /data")
+        .await;
+    assert_eq!(
+        (out.as_str(), code),
+        ("1234\n", 0),
+        "written, the fsGroup's"
+    );
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        log.contains("NodeStageVolume"),
+        "staged before it was published:\n{log}"
+    );
+    let out = cluster.kubectl(&["delete", "pod", "db1", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.apply(&claim_pod("db2"));
+    running(&cluster, "db2");
+    let (out, code) = node.exec_sh("db2", "app", "cat /data/f").await;
+    assert_eq!(
+        (out.as_str(), code),
+        ("kept\n", 0),
+        "the data outlived the first pod"
+    );
+    let out = cluster.kubectl(&["delete", "pod", "db2", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plugins_dir = node.root.join("plugins");
+    eventually(60, "the claim's volume unpublished and unstaged", || {
+        let log = std::fs::read_to_string(&driver_log).ok()?;
+        (log.matches("NodeUnstageVolume").count() >= 2
+            && mounts_below(&pods_dir).is_empty()
+            && mounts_below(&plugins_dir).is_empty())
+        .then_some(())
     });
 
     // The registrar stops and removes its socket: the driver is taken off.

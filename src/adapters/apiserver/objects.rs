@@ -16,7 +16,9 @@ use kube::api::{Api, ListParams, PostParams};
 
 use super::errors::Answer;
 use super::{Budget, KubeClients};
-use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData, PersistentVolumeSource};
+use crate::domain::volumes::claim::{
+    ClaimData, CsiPersistentSource, PersistentVolumeData, PersistentVolumeSource,
+};
 use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
 use crate::domain::volumes::{ConfigMapData, RuntimeClassData, SecretData};
@@ -264,6 +266,32 @@ fn persistent_volume_data(
         PersistentVolumeSource::Local {
             path: l.path.clone(),
         }
+    } else if let Some(c) = &spec.csi {
+        let secret_refs = [
+            (
+                "controllerExpandSecretRef",
+                c.controller_expand_secret_ref.is_some(),
+            ),
+            (
+                "controllerPublishSecretRef",
+                c.controller_publish_secret_ref.is_some(),
+            ),
+            ("nodeExpandSecretRef", c.node_expand_secret_ref.is_some()),
+            ("nodePublishSecretRef", c.node_publish_secret_ref.is_some()),
+            ("nodeStageSecretRef", c.node_stage_secret_ref.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+        PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
+            driver: c.driver.clone(),
+            volume_handle: c.volume_handle.clone(),
+            fs_type: c.fs_type.clone().unwrap_or_default(),
+            read_only: c.read_only.unwrap_or(false),
+            volume_attributes: c.volume_attributes.clone().unwrap_or_default(),
+            secret_refs,
+        }))
     } else {
         // The spec's one source is the field set besides the common ones.
         const COMMON: &[&str] = &[
@@ -292,6 +320,7 @@ fn persistent_volume_data(
         .and_then(|required| serde_json::to_value(required).ok())
         .and_then(|v| serde_json::from_value(v).ok());
     PersistentVolumeData {
+        access_modes: spec.access_modes.clone().unwrap_or_default(),
         claim_uid: spec.claim_ref.map(|r| r.uid.unwrap_or_default()),
         source,
         volume_mode: spec.volume_mode.unwrap_or_default(),

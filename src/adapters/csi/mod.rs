@@ -12,7 +12,7 @@ use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tower::service_fn;
 
-use crate::domain::csi::volume::CsiPublish;
+use crate::domain::csi::volume::{CsiAccessMode, CsiPublish};
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
 use crate::ports::csi::{CsiError, CsiPlugins};
 
@@ -55,6 +55,25 @@ fn call_error<'a>(
             status.code(),
             status.message()
         ),
+    }
+}
+
+/// A filesystem volume's capability: its fs type and access mode.
+fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
+    use csi::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
+    let mode = match volume.access_mode {
+        CsiAccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
+        CsiAccessMode::MultiNodeReaderOnly => Mode::MultiNodeReaderOnly,
+        CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
+        CsiAccessMode::SingleNodeSingleWriter => Mode::SingleNodeSingleWriter,
+    };
+    csi::VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume {
+            fs_type: volume.fs_type.clone(),
+            mount_flags: Vec::new(),
+            volume_mount_group: String::new(),
+        })),
+        access_mode: Some(AccessMode { mode: mode as i32 }),
     }
 }
 
@@ -140,25 +159,72 @@ impl CsiPlugins for SocketCsiPlugins {
         })
     }
 
-    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError> {
-        use csi::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
+    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError> {
+        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        let caps = client
+            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
+            .into_inner();
+        Ok(caps.capabilities.iter().any(|c| {
+            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::StageUnstageVolume as i32)
+        }))
+    }
+
+    async fn node_stage(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        staging_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        client
+            .node_stage_volume(csi::NodeStageVolumeRequest {
+                volume_id: volume.volume_handle.clone(),
+                publish_context: Default::default(),
+                staging_target_path: staging_path.display().to_string(),
+                volume_capability: Some(capability(volume)),
+                secrets: Default::default(),
+                volume_context: volume.volume_context.clone().into_iter().collect(),
+            })
+            .await
+            .map_err(call_error(endpoint, "NodeStageVolume"))?;
+        Ok(())
+    }
+
+    async fn node_unstage(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        staging_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        client
+            .node_unstage_volume(csi::NodeUnstageVolumeRequest {
+                volume_id: volume_handle.to_owned(),
+                staging_target_path: staging_path.display().to_string(),
+            })
+            .await
+            .map_err(call_error(endpoint, "NodeUnstageVolume"))?;
+        Ok(())
+    }
+
+    async fn node_publish(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        staging_path: Option<&Path>,
+    ) -> Result<(), CsiError> {
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
         let request = csi::NodePublishVolumeRequest {
             volume_id: volume.volume_handle.clone(),
             publish_context: Default::default(),
-            staging_target_path: String::new(),
+            staging_target_path: staging_path
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             target_path: volume.target_path.display().to_string(),
-            volume_capability: Some(csi::VolumeCapability {
-                access_type: Some(AccessType::Mount(MountVolume {
-                    fs_type: volume.fs_type.clone(),
-                    mount_flags: Vec::new(),
-                    volume_mount_group: String::new(),
-                })),
-                // An inline volume is ReadWriteOnce.
-                access_mode: Some(AccessMode {
-                    mode: Mode::SingleNodeWriter as i32,
-                }),
-            }),
+            volume_capability: Some(capability(volume)),
             readonly: volume.readonly,
             secrets: volume.secrets.clone().into_iter().collect(),
             volume_context: volume.volume_context.clone().into_iter().collect(),

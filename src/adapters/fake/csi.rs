@@ -23,6 +23,9 @@ struct State {
     published: BTreeMap<PathBuf, CsiPublish>,
     /// `(volume handle, target path)` unpublished, in order.
     unpublished: Vec<(String, PathBuf)>,
+    /// Whether the drivers stage volumes; staged volumes by staging path.
+    stages: bool,
+    staged: BTreeMap<PathBuf, String>,
 }
 
 /// Clone it to share.
@@ -64,6 +67,15 @@ impl FakeCsiPlugins {
 
     pub fn unpublished(&self) -> Vec<(String, PathBuf)> {
         self.lock().unpublished.clone()
+    }
+
+    /// The drivers have the STAGE_UNSTAGE_VOLUME capability.
+    pub fn set_stages(&self, stages: bool) {
+        self.lock().stages = stages;
+    }
+
+    pub fn staged(&self) -> BTreeMap<PathBuf, String> {
+        self.lock().staged.clone()
     }
 }
 
@@ -117,7 +129,50 @@ impl CsiPlugins for FakeCsiPlugins {
             .ok_or_else(|| unreachable(endpoint, "NodeGetInfo"))
     }
 
-    async fn node_publish(&self, endpoint: &Path, volume: &CsiPublish) -> Result<(), CsiError> {
+    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError> {
+        let state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeGetCapabilities"));
+        }
+        Ok(state.stages)
+    }
+
+    async fn node_stage(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        staging_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeStageVolume"));
+        }
+        state
+            .staged
+            .insert(staging_path.to_path_buf(), volume.volume_handle.clone());
+        Ok(())
+    }
+
+    async fn node_unstage(
+        &self,
+        endpoint: &Path,
+        _volume_handle: &str,
+        staging_path: &Path,
+    ) -> Result<(), CsiError> {
+        let mut state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeUnstageVolume"));
+        }
+        state.staged.remove(staging_path);
+        Ok(())
+    }
+
+    async fn node_publish(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        _staging_path: Option<&Path>,
+    ) -> Result<(), CsiError> {
         let mut state = self.lock();
         if !state.drivers.contains_key(endpoint) {
             return Err(unreachable(endpoint, "NodePublishVolume"));

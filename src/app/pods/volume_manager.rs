@@ -19,12 +19,13 @@ use super::volumes::{self, off_runtime};
 use crate::app::node::ConnectedNode;
 use crate::app::plugins::CsiDrivers;
 use crate::domain::csi::volume::{
-    published_volume, CsiDriverData, CsiPublish, CSI_PLUGIN_DIR, VOL_DATA_FILE,
+    published_volume, staging_path, CsiDriverData, CsiPublish, PublishedVolume, CSI_PLUGIN_DIR,
+    VOL_DATA_FILE,
 };
 use crate::domain::csi::Driver;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
-use crate::domain::volumes::claim::bound_volume_names;
+use crate::domain::volumes::claim::{bound_volume_names, PersistentVolumeSource};
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
 use crate::domain::volumes::plan::{plan_volumes, FileKind, VolumeAction};
 use crate::domain::volumes::services::{service_env, ServiceInfo};
@@ -180,15 +181,22 @@ impl VolumeManager {
                 .for_pod(pod),
             ..PodInputs::default()
         };
-        if let Some(node) = &*self.node.lock().unwrap_or_else(PoisonError::into_inner) {
-            if let Some(connected) = &*node.borrow() {
+        let nodes = self
+            .node
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|node| {
+                let connected = node.borrow();
+                let connected = connected.as_ref()?;
                 inputs.facts.node_name.clone_from(&connected.node_name);
                 inputs
                     .facts
                     .node_labels
                     .clone_from(&connected.node.metadata.labels);
-            }
-        }
+                let nodes = connected.clients.borrow().nodes.clone();
+                Some(nodes)
+            });
         let api = self
             .api
             .lock()
@@ -246,9 +254,22 @@ impl VolumeManager {
             secrets: secrets.into_iter().collect(),
             tokens: tokens.into_iter().collect(),
             runtime_classes: runtime_class.into_iter().collect(),
-            csi_drivers: csi_drivers.into_iter().collect(),
             ..claimed
         };
+        inputs.objects.csi_drivers.extend(csi_drivers);
+        // A PersistentVolume's node affinity is matched against the Node's labels as
+        // they are now (a CSI driver's topology labels come after registration).
+        let affinity = inputs
+            .objects
+            .persistent_volumes
+            .values()
+            .any(|pv| matches!(pv, Fetched::Found(pv) if pv.node_affinity.is_some()));
+        if let (true, Some(nodes)) = (affinity, nodes) {
+            match nodes.get_node_from_cache(&inputs.facts.node_name).await {
+                Ok(node) => inputs.facts.node_labels = node.metadata.labels,
+                Err(e) => warn!(err = %Chain(&e), "the Node's labels not read"),
+            }
+        }
         inputs.service_env =
             service_env(&services, ns, pod.spec.enable_service_links.unwrap_or(true));
         inputs
@@ -357,6 +378,24 @@ impl VolumeManager {
                 (name, value)
             },
         ))
+        .await
+        .into_iter()
+        .collect();
+        let drivers: std::collections::BTreeSet<String> = objects
+            .persistent_volumes
+            .values()
+            .filter_map(|pv| match pv {
+                Fetched::Found(pv) => match &pv.source {
+                    PersistentVolumeSource::Csi(c) => Some(c.driver.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        objects.csi_drivers = join_all(drivers.into_iter().map(|name| async move {
+            let value = fetched(api.get_csi_driver(&name).await);
+            (name, value)
+        }))
         .await
         .into_iter()
         .collect();
@@ -583,8 +622,34 @@ impl VolumeManager {
                 Chain(&e)
             )
         })?;
+        let endpoint = Path::new(&driver.endpoint);
+        let mut staged = None;
+        if let Some(stage) = &publish.stage {
+            if plugins
+                .node_stages(endpoint)
+                .await
+                .map_err(|e| Chain(&e).to_string())?
+            {
+                let staging = stage.staging_path.clone();
+                let data = serde_json::to_vec(&stage.vol_data).map_err(|e| e.to_string())?;
+                off_runtime(&self.files, move |f| {
+                    f.create_dir_all(&staging, Some(0o750))?;
+                    let Some(dir) = staging.parent() else {
+                        return Ok(());
+                    };
+                    f.write_file(&dir.join(VOL_DATA_FILE), &data)
+                })
+                .await
+                .map_err(|e| format!("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: {}", Chain(&e)))?;
+                plugins
+                    .node_stage(endpoint, publish, &stage.staging_path)
+                    .await
+                    .map_err(|e| format!("MountVolume.MountDevice failed: {}", Chain(&e)))?;
+                staged = Some(stage.staging_path.as_path());
+            }
+        }
         plugins
-            .node_publish(Path::new(&driver.endpoint), publish)
+            .node_publish(endpoint, publish, staged)
             .await
             .map_err(|e| Chain(&e).to_string())?;
         if let Some(owner) = publish.owner.clone() {
@@ -645,6 +710,9 @@ impl VolumeManager {
                     if let Err(e) = removed {
                         warn!(volume = %name, err = %Chain(&e), "vol_data.json not removed");
                     }
+                    if !self.unstage_if_unused(pod_dir, &volume).await {
+                        all = false;
+                    }
                 }
                 Err(message) => {
                     warn!(volume = %name, err = %message, "UnmountVolume.TearDown failed");
@@ -653,6 +721,78 @@ impl VolumeManager {
             }
         }
         all
+    }
+
+    /// Unstages a PersistentVolume staged on this node once no pod's folder has it
+    /// published any more (upstream's UnmountDevice); whether nothing is left to do.
+    async fn unstage_if_unused(&self, pod_dir: &Path, volume: &PublishedVolume) -> bool {
+        // `<root>/pods/<uid>`: the root is two folders up.
+        let Some(root) = pod_dir.parent().and_then(Path::parent) else {
+            return true;
+        };
+        let staging = staging_path(root, &volume.driver, &volume.volume_handle);
+        let Some(stage_dir) = staging.parent().map(Path::to_path_buf) else {
+            return true;
+        };
+        let stage_data = stage_dir.join(VOL_DATA_FILE);
+        let staged = {
+            let stage_data = stage_data.clone();
+            off_runtime(&self.files, move |f| f.read(&stage_data)).await
+        };
+        if !matches!(staged, Ok(Some(_))) {
+            return true; // not staged (an inline volume, or a driver that does not stage)
+        }
+        if self.published_elsewhere(root, volume).await {
+            return true;
+        }
+        let outcome = match self.driver(&volume.driver) {
+            Err(e) => Err(e),
+            Ok((driver, plugins)) => plugins
+                .node_unstage(Path::new(&driver.endpoint), &volume.volume_handle, &staging)
+                .await
+                .map_err(|e| Chain(&e).to_string()),
+        };
+        match outcome {
+            Ok(()) => {
+                if let Err(e) = off_runtime(&self.files, move |f| f.remove_file(&stage_data)).await
+                {
+                    warn!(err = %Chain(&e), "the staged volume's vol_data.json not removed");
+                }
+                true
+            }
+            Err(message) => {
+                warn!(volume = %volume.volume_handle, err = %message, "UnmountDevice failed");
+                false
+            }
+        }
+    }
+
+    /// Whether another pod's folder still has `volume` published.
+    async fn published_elsewhere(&self, root: &Path, volume: &PublishedVolume) -> bool {
+        let pods = root.join("pods");
+        let found = off_runtime(&self.files, {
+            let volume = volume.clone();
+            move |f| {
+                for uid in f.list_dir(&pods)? {
+                    let csi = pods.join(&uid).join("volumes").join(CSI_PLUGIN_DIR);
+                    for name in f.list_dir(&csi)? {
+                        let dir = csi.join(&name);
+                        let Some(data) = f.read(&dir.join(VOL_DATA_FILE))? else {
+                            continue;
+                        };
+                        if published_volume(&dir, &data).is_some_and(|v| {
+                            v.driver == volume.driver && v.volume_handle == volume.volume_handle
+                        }) {
+                            return Ok(true);
+                        }
+                    }
+                }
+                Ok(false)
+            }
+        })
+        .await;
+        // Unknown: keep it staged.
+        found.unwrap_or(true)
     }
 
     /// Forgets a deleted pod's tokens.
@@ -918,6 +1058,7 @@ mod tests {
         api.put_persistent_volume(
             "pv1",
             PersistentVolumeData {
+                access_modes: Vec::new(),
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/a".into(),
@@ -937,6 +1078,7 @@ mod tests {
         api.put_persistent_volume(
             "pv1",
             PersistentVolumeData {
+                access_modes: Vec::new(),
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/gone".into(),
@@ -1025,5 +1167,81 @@ mod tests {
         );
         assert!(vm.tear_down_csi(&pod_dir(&ctx, "u3")).await);
         assert_eq!(plugins.unpublished().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_claims_csi_volume_is_staged_once_and_unstaged_after_its_last_pod() {
+        use crate::adapters::fake::FakeCsiPlugins;
+        use crate::domain::csi::DriverNodeInfo;
+        use crate::domain::volumes::claim::{
+            ClaimData, CsiPersistentSource, PersistentVolumeData, PersistentVolumeSource,
+        };
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let api = FakeObjects::default();
+        api.put_claim(
+            "ns",
+            "data",
+            ClaimData {
+                uid: "c-uid".into(),
+                volume_name: "pvc-1".into(),
+                phase: "Bound".into(),
+                being_deleted: false,
+            },
+        );
+        api.put_persistent_volume(
+            "pvc-1",
+            PersistentVolumeData {
+                access_modes: vec!["ReadWriteOnce".into()],
+                claim_uid: Some("c-uid".into()),
+                source: PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
+                    driver: "hostpath.csi.k8s.io".into(),
+                    volume_handle: "vol-1".into(),
+                    ..CsiPersistentSource::default()
+                })),
+                volume_mode: String::new(),
+                node_affinity: None,
+            },
+        );
+        let files = FakePodFiles::default();
+        let plugins = FakeCsiPlugins::default();
+        plugins.set_stages(true);
+        let endpoint = "/var/lib/kubelet/plugins/csi-hostpath/csi.sock";
+        plugins.put_driver(endpoint, DriverNodeInfo::default());
+        let drivers = CsiDrivers::default();
+        drivers.insert_for_test(crate::domain::csi::Driver {
+            name: "hostpath.csi.k8s.io".into(),
+            endpoint: endpoint.into(),
+            version: crate::domain::csi::Version(1, 0, 0),
+        });
+        let vm = VolumeManager::standalone(clock, Arc::new(files.clone()))
+            .with_api(Arc::new(api.clone()))
+            .with_csi(drivers, Arc::new(plugins.clone()));
+        let pod_of = |uid: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
+                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+            }))
+            .expect("pod")
+        };
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        for uid in ["a", "b"] {
+            let p = pod_of(uid);
+            let inputs = vm.inputs(&p).await;
+            assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        }
+        assert_eq!(
+            plugins.staged().len(),
+            1,
+            "one global staging for both pods"
+        );
+        assert_eq!(plugins.published().len(), 2);
+        // The first pod goes: still staged for the second.
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "a")).await);
+        assert_eq!(plugins.staged().len(), 1);
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "b")).await);
+        assert!(plugins.staged().is_empty(), "unstaged after its last pod");
+        assert!(plugins.published().is_empty());
     }
 }

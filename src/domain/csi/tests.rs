@@ -288,3 +288,98 @@ mod inline_volumes {
         );
     }
 }
+
+mod persistent_volumes {
+    use std::path::Path;
+
+    use super::super::volume::*;
+    use crate::domain::pod::Pod;
+    use crate::domain::volumes::claim::CsiPersistentSource;
+    use crate::domain::volumes::{Fetched, PodObjects};
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "ns", "uid": "u-9"},
+            "spec": {"securityContext": {"fsGroup": 1234},
+                     "containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .expect("pod")
+    }
+
+    fn source() -> CsiPersistentSource {
+        CsiPersistentSource {
+            driver: "hostpath.csi.k8s.io".into(),
+            volume_handle: "vol-1".into(),
+            fs_type: "ext4".into(),
+            ..CsiPersistentSource::default()
+        }
+    }
+
+    #[test]
+    fn a_claims_csi_volume_is_staged_at_upstreams_global_path_and_published_in_the_pod() {
+        let root = Path::new("/var/lib/kubelet");
+        let publish = plan_persistent(
+            &pod(),
+            "pvc-123",
+            &source(),
+            false,
+            &["ReadWriteOnce".to_owned()],
+            root,
+            "n1",
+            &PodObjects::default(),
+        )
+        .expect("publishable");
+        // printf 'vol-1' | sha256sum
+        let stage = publish.stage.expect("staged");
+        assert_eq!(
+            stage.staging_path,
+            Path::new("/var/lib/kubelet/plugins/kubernetes.io/csi/hostpath.csi.k8s.io/d2e8363faaac7ae76def3b14091d8eb5755f6b92e9531627aeec833a8731cc49/globalmount")
+        );
+        assert_eq!(
+            stage.vol_data.get("volumeHandle").map(String::as_str),
+            Some("vol-1")
+        );
+        assert_eq!(
+            publish.target_path,
+            Path::new("/var/lib/kubelet/pods/u-9/volumes/kubernetes.io~csi/pvc-123/mount")
+        );
+        assert_eq!(publish.volume_handle, "vol-1");
+        assert_eq!(publish.access_mode, CsiAccessMode::SingleNodeWriter);
+        // The default fsGroup policy with an fsType and ReadWriteOnce: the kubelet's.
+        assert_eq!(publish.owner.and_then(|o| o.fs_group), Some(1234));
+        assert_eq!(
+            publish
+                .vol_data
+                .get("volumeLifecycleMode")
+                .map(String::as_str),
+            Some("Persistent")
+        );
+        assert_eq!(
+            CsiAccessMode::of("ReadOnlyMany"),
+            CsiAccessMode::MultiNodeReaderOnly
+        );
+    }
+
+    #[test]
+    fn a_driver_only_for_inline_volumes_or_secret_references_are_refused() {
+        let mut objects = PodObjects::default();
+        objects.csi_drivers.insert(
+            "hostpath.csi.k8s.io".into(),
+            Fetched::Found(CsiDriverData {
+                volume_lifecycle_modes: vec!["Ephemeral".into()],
+                ..CsiDriverData::default()
+            }),
+        );
+        let root = Path::new("/var/lib/kubelet");
+        let refused = |o: &PodObjects, s: &CsiPersistentSource| {
+            plan_persistent(&pod(), "pv", s, false, &[], root, "n1", o).expect_err("refused")
+        };
+        assert_eq!(
+            refused(&objects, &source()),
+            "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode \"Persistent\" not supported by driver hostpath.csi.k8s.io (only supports [\"Ephemeral\"])"
+        );
+        let mut with_secret = source();
+        with_secret.secret_refs = vec!["nodeStageSecretRef".into()];
+        assert!(refused(&PodObjects::default(), &with_secret).contains("nodeStageSecretRef"));
+    }
+}

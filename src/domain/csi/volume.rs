@@ -6,7 +6,7 @@
 //! `vol_data.json` beside it for the teardown.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::domain::pod::security::FsGroupChangePolicy;
 use crate::domain::pod::{CsiVolumeSource, Pod};
@@ -34,11 +34,47 @@ pub struct CsiDriverData {
     pub volume_lifecycle_modes: Vec<String>,
 }
 
+/// The CSI access mode a volume is published with (from the PersistentVolume's first
+/// access mode; an inline volume is ReadWriteOnce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsiAccessMode {
+    SingleNodeWriter,
+    MultiNodeReaderOnly,
+    MultiNodeMultiWriter,
+    SingleNodeSingleWriter,
+}
+
+impl CsiAccessMode {
+    /// Upstream's `asCSIAccessModeV1` (without the driver's SINGLE_NODE_MULTI_WRITER
+    /// capability: ReadWriteOncePod is SINGLE_NODE_WRITER's stricter sibling).
+    pub fn of(mode: &str) -> CsiAccessMode {
+        match mode {
+            "ReadOnlyMany" => CsiAccessMode::MultiNodeReaderOnly,
+            "ReadWriteMany" => CsiAccessMode::MultiNodeMultiWriter,
+            "ReadWriteOncePod" => CsiAccessMode::SingleNodeSingleWriter,
+            _ => CsiAccessMode::SingleNodeWriter,
+        }
+    }
+}
+
+/// Staging a PersistentVolume at its global path before publishing it, when the driver
+/// has the STAGE_UNSTAGE_VOLUME capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiStage {
+    /// `<root-dir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`.
+    pub staging_path: PathBuf,
+    /// Its `vol_data.json` (in the staging path's folder).
+    pub vol_data: BTreeMap<String, String>,
+}
+
 /// A volume for the driver to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiPublish {
     pub driver: String,
     pub volume_handle: String,
+    pub access_mode: CsiAccessMode,
+    /// A PersistentVolume's staging; `None` for an inline volume.
+    pub stage: Option<CsiStage>,
     /// The volume's folder (`vol_data.json` and `mount` in it).
     pub volume_dir: PathBuf,
     pub target_path: PathBuf,
@@ -81,15 +117,7 @@ pub fn plan_inline(
     node_name: &str,
     objects: &PodObjects,
 ) -> Result<CsiPublish, String> {
-    let driver = match objects.csi_drivers.get(&source.driver) {
-        Some(Fetched::Found(d)) => d.clone(),
-        Some(Fetched::NotFound) | None => CsiDriverData::default(),
-        Some(Fetched::Failed(reason)) => {
-            return Err(format!(
-                "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: {reason}"
-            ))
-        }
-    };
+    let driver = driver_data(objects, &source.driver)?;
     let modes = if driver.volume_lifecycle_modes.is_empty() {
         vec![PERSISTENT.to_owned()]
     } else {
@@ -127,32 +155,17 @@ pub fn plan_inline(
     }
     let mut volume_context = source.volume_attributes.clone();
     if driver.pod_info_on_mount {
-        let m = &pod.metadata;
-        let service_account = if pod.spec.service_account_name.is_empty() {
-            "default"
-        } else {
-            pod.spec.service_account_name.as_str()
-        };
-        for (k, v) in [
-            ("csi.storage.k8s.io/pod.name", m.name.as_str()),
-            ("csi.storage.k8s.io/pod.namespace", m.namespace.as_str()),
-            ("csi.storage.k8s.io/pod.uid", m.uid.as_str()),
-            ("csi.storage.k8s.io/serviceAccount.name", service_account),
-            ("csi.storage.k8s.io/ephemeral", "true"),
-        ] {
-            volume_context.insert(k.to_owned(), v.to_owned());
-        }
+        volume_context.extend(pod_info(pod, true));
     }
     let fs_type = source.fs_type.clone().unwrap_or_default();
     let handle = make_volume_handle(&pod.metadata.uid, name);
     let target_path = volume_dir.join(MOUNT_DIR);
-    // Upstream's supportsFSGroup: `File` always; the default only with an fsType (an
-    // inline volume is ReadWriteOnce); never for a read-only volume.
-    let policy_allows = match driver.fs_group_policy.as_str() {
-        "File" => true,
-        "None" => false,
-        _ => !fs_type.is_empty(),
-    };
+    // Never for a read-only volume; an inline volume is ReadWriteOnce.
+    let policy_allows = kubelet_applies_fs_group(
+        &driver.fs_group_policy,
+        &fs_type,
+        CsiAccessMode::SingleNodeWriter,
+    );
     let sc = pod.spec.security_context.as_ref();
     let owner = sc
         .and_then(|sc| sc.fs_group)
@@ -175,6 +188,8 @@ pub fn plan_inline(
     Ok(CsiPublish {
         driver: source.driver.clone(),
         volume_handle: handle,
+        access_mode: CsiAccessMode::SingleNodeWriter,
+        stage: None,
         volume_dir,
         target_path,
         readonly: source.read_only,
@@ -184,6 +199,166 @@ pub fn plan_inline(
         owner,
         vol_data,
     })
+}
+
+fn sha256_hex(text: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Upstream's `makeDeviceMountPath`: where a PersistentVolume is staged.
+pub fn staging_path(root_dir: &Path, driver: &str, volume_handle: &str) -> PathBuf {
+    root_dir
+        .join("plugins/kubernetes.io/csi")
+        .join(driver)
+        .join(sha256_hex(volume_handle))
+        .join("globalmount")
+}
+
+/// What the driver's CSIDriver says, defaults where there is none.
+fn driver_data(objects: &PodObjects, driver: &str) -> Result<CsiDriverData, String> {
+    match objects.csi_drivers.get(driver) {
+        Some(Fetched::Found(d)) => Ok(d.clone()),
+        Some(Fetched::NotFound) | None => Ok(CsiDriverData::default()),
+        Some(Fetched::Failed(reason)) => Err(format!(
+            "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: {reason}"
+        )),
+    }
+}
+
+/// Upstream's `supportsFSGroup`: whether the kubelet gives the volume to the pod's
+/// `fsGroup` after publishing it.
+fn kubelet_applies_fs_group(policy: &str, fs_type: &str, access: CsiAccessMode) -> bool {
+    match policy {
+        "File" => true,
+        "None" => false,
+        _ => !fs_type.is_empty() && access == CsiAccessMode::SingleNodeWriter,
+    }
+}
+
+/// What publishing a claim's CSI PersistentVolume `volume_name` takes: staged at its
+/// global path (when the driver stages), then published in the pod's folder.
+///
+/// # Errors
+/// Upstream's message when the driver does not allow Persistent volumes, or when
+/// the volume names secrets (rkubelet does not read them yet).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_persistent(
+    pod: &Pod,
+    volume_name: &str,
+    source: &crate::domain::volumes::claim::CsiPersistentSource,
+    read_only: bool,
+    access_modes: &[String],
+    root_dir: &Path,
+    node_name: &str,
+    objects: &PodObjects,
+) -> Result<CsiPublish, String> {
+    let driver = driver_data(objects, &source.driver)?;
+    if !driver.volume_lifecycle_modes.is_empty()
+        && !driver
+            .volume_lifecycle_modes
+            .iter()
+            .any(|m| m == PERSISTENT)
+    {
+        return Err(format!(
+            "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode {PERSISTENT:?} not supported by driver {} (only supports {})",
+            source.driver,
+            go_quoted(&driver.volume_lifecycle_modes)
+        ));
+    }
+    if !source.secret_refs.is_empty() {
+        return Err(format!(
+            "the CSI volume's {} is not supported by rkubelet (its Secret is not read)",
+            source.secret_refs.join(", ")
+        ));
+    }
+    let access_mode = CsiAccessMode::of(access_modes.first().map_or("", String::as_str));
+    let mut volume_context = source.volume_attributes.clone();
+    if driver.pod_info_on_mount {
+        volume_context.extend(pod_info(pod, false));
+    }
+    let volume_dir = crate::domain::volumes::volume_dir(
+        root_dir,
+        &pod.metadata.uid,
+        CSI_PLUGIN_DIR,
+        volume_name,
+    );
+    let target_path = volume_dir.join(MOUNT_DIR);
+    let sc = pod.spec.security_context.as_ref();
+    let owner = sc
+        .and_then(|sc| sc.fs_group)
+        .filter(|_| {
+            !read_only
+                && kubelet_applies_fs_group(&driver.fs_group_policy, &source.fs_type, access_mode)
+        })
+        .map(|fs_group| VolumeSetup {
+            path: target_path.clone(),
+            mode: 0,
+            fs_group: Some(fs_group),
+            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
+                == Some(FsGroupChangePolicy::OnRootMismatch),
+            readonly: false,
+        });
+    let handle = source.volume_handle.clone();
+    let attachment = format!(
+        "csi-{}",
+        sha256_hex(&format!("{handle}{}{node_name}", source.driver))
+    );
+    let vol_data = BTreeMap::from([
+        ("specVolID".to_owned(), volume_name.to_owned()),
+        ("volumeHandle".to_owned(), handle.clone()),
+        ("driverName".to_owned(), source.driver.clone()),
+        ("nodeName".to_owned(), node_name.to_owned()),
+        ("volumeLifecycleMode".to_owned(), PERSISTENT.to_owned()),
+        ("attachmentID".to_owned(), attachment),
+    ]);
+    let stage = CsiStage {
+        staging_path: staging_path(root_dir, &source.driver, &handle),
+        vol_data: BTreeMap::from([
+            ("driverName".to_owned(), source.driver.clone()),
+            ("volumeHandle".to_owned(), handle.clone()),
+        ]),
+    };
+    Ok(CsiPublish {
+        driver: source.driver.clone(),
+        volume_handle: handle,
+        access_mode,
+        stage: Some(stage),
+        volume_dir,
+        target_path,
+        readonly: read_only,
+        fs_type: source.fs_type.clone(),
+        volume_context,
+        secrets: BTreeMap::new(),
+        owner,
+        vol_data,
+    })
+}
+
+/// The pod's identity for a driver that asks for it (`podInfoOnMount`).
+fn pod_info(pod: &Pod, ephemeral: bool) -> BTreeMap<String, String> {
+    let m = &pod.metadata;
+    let service_account = if pod.spec.service_account_name.is_empty() {
+        "default"
+    } else {
+        pod.spec.service_account_name.as_str()
+    };
+    [
+        ("csi.storage.k8s.io/pod.name", m.name.as_str()),
+        ("csi.storage.k8s.io/pod.namespace", m.namespace.as_str()),
+        ("csi.storage.k8s.io/pod.uid", m.uid.as_str()),
+        ("csi.storage.k8s.io/serviceAccount.name", service_account),
+        (
+            "csi.storage.k8s.io/ephemeral",
+            if ephemeral { "true" } else { "false" },
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
 
 /// A published volume found in its folder: what its teardown needs.

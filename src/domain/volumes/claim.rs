@@ -34,8 +34,21 @@ pub enum PersistentVolumeSource {
     Local {
         path: String,
     },
-    /// Any other source, by its field name (`csi`, `nfs` ...).
+    Csi(Box<CsiPersistentSource>),
+    /// Any other source, by its field name (`nfs`, `iscsi` ...).
     Other(String),
+}
+
+/// A PersistentVolume's `csi` source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsiPersistentSource {
+    pub driver: String,
+    pub volume_handle: String,
+    pub fs_type: String,
+    pub read_only: bool,
+    pub volume_attributes: BTreeMap<String, String>,
+    /// Which of `nodeStageSecretRef`, `nodePublishSecretRef` ... it names (refused).
+    pub secret_refs: Vec<String>,
 }
 
 /// What the kubelet reads of a PersistentVolume.
@@ -48,6 +61,8 @@ pub struct PersistentVolumeData {
     pub volume_mode: String,
     /// `spec.nodeAffinity.required`.
     pub node_affinity: Option<NodeSelector>,
+    /// `spec.accessModes` (`ReadWriteOnce` ...).
+    pub access_modes: Vec<String>,
 }
 
 /// Why a claim does not give a volume, in upstream's words (after "error processing PVC
@@ -86,6 +101,7 @@ pub struct ClaimedVolume {
     pub read_only: bool,
     pub node_affinity: Option<NodeSelector>,
     pub volume_mode: String,
+    pub access_modes: Vec<String>,
 }
 
 impl ClaimedVolume {
@@ -94,7 +110,7 @@ impl ClaimedVolume {
         match &self.source {
             PersistentVolumeSource::HostPath { path, .. }
             | PersistentVolumeSource::Local { path } => Some(PathBuf::from(path)),
-            PersistentVolumeSource::Other(_) => None,
+            PersistentVolumeSource::Csi(_) | PersistentVolumeSource::Other(_) => None,
         }
     }
 
@@ -209,6 +225,7 @@ fn resolve(
         read_only,
         node_affinity: pv.node_affinity.clone(),
         volume_mode: mode.to_owned(),
+        access_modes: pv.access_modes.clone(),
     })
 }
 

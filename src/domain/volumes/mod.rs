@@ -125,6 +125,19 @@ pub fn volume_source_path(
     }
     if let Some(claimed) = claim::resolve_claim(pod, volume, objects) {
         let claimed = claimed.ok()?;
+        if let claim::PersistentVolumeSource::Csi(source) = &claimed.source {
+            // The driver publishes it in the pod's folder named after the volume.
+            let dir = volume_dir(
+                root_dir,
+                &pod.metadata.uid,
+                crate::domain::csi::volume::CSI_PLUGIN_DIR,
+                &claimed.volume_name,
+            );
+            return Some((
+                dir.join(crate::domain::csi::volume::MOUNT_DIR),
+                claimed.read_only || source.read_only,
+            ));
+        }
         return Some((claimed.host_path()?, claimed.read_only));
     }
     let kind = VolumeKind::of(volume);

@@ -309,7 +309,9 @@ fn action(
                 &tokens,
             )
         }
-        VolumeKind::PersistentVolumeClaim => claimed_action(pod, volume, objects, facts),
+        VolumeKind::PersistentVolumeClaim => {
+            claimed_action(&ctx.root_dir, pod, volume, objects, facts)
+        }
         VolumeKind::Csi => {
             let source = volume.csi.clone().unwrap_or_default();
             crate::domain::csi::volume::plan_inline(
@@ -342,6 +344,7 @@ fn expected_volumes(pod: &Pod) -> Vec<String> {
 }
 
 fn claimed_action(
+    root_dir: &std::path::Path,
     pod: &Pod,
     volume: &Volume,
     objects: &PodObjects,
@@ -391,6 +394,18 @@ fn claimed_action(
                 owner,
             })
         }
+        PersistentVolumeSource::Csi(source) => crate::domain::csi::volume::plan_persistent(
+            pod,
+            &claimed.volume_name,
+            source,
+            claimed.read_only || source.read_only,
+            &claimed.access_modes,
+            root_dir,
+            &facts.node_name,
+            objects,
+        )
+        .map(|publish| VolumeAction::Csi(Box::new(publish)))
+        .map_err(VolumeErrorKind::Csi),
         PersistentVolumeSource::Other(plugin) => Err(VolumeErrorKind::Unsupported {
             plugin: plugin.clone(),
         }),

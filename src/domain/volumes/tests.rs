@@ -668,6 +668,7 @@ mod claims {
 
     fn volume(source: PersistentVolumeSource) -> PersistentVolumeData {
         PersistentVolumeData {
+            access_modes: Vec::new(),
             claim_uid: Some("claim-uid".into()),
             source,
             volume_mode: String::new(),
@@ -760,6 +761,7 @@ mod claims {
                 objects(
                     Fetched::Found(bound("Bound")),
                     Some(Fetched::Found(PersistentVolumeData {
+                        access_modes: Vec::new(),
                         claim_uid: Some("other".into()),
                         ..volume(PersistentVolumeSource::Local { path: "/x".into() })
                     })),
@@ -770,6 +772,7 @@ mod claims {
                 objects(
                     Fetched::Found(bound("Bound")),
                     Some(Fetched::Found(PersistentVolumeData {
+                        access_modes: Vec::new(),
                         claim_uid: None,
                         ..volume(PersistentVolumeSource::Local { path: "/x".into() })
                     })),
@@ -780,6 +783,7 @@ mod claims {
                 objects(
                     Fetched::Found(bound("Bound")),
                     Some(Fetched::Found(PersistentVolumeData {
+                        access_modes: Vec::new(),
                         volume_mode: "Block".into(),
                         ..volume(PersistentVolumeSource::Local { path: "/x".into() })
                     })),
@@ -800,6 +804,7 @@ mod claims {
         ))
         .expect("selector");
         let local = Fetched::Found(PersistentVolumeData {
+            access_modes: Vec::new(),
             node_affinity: Some(affinity),
             ..volume(PersistentVolumeSource::Local {
                 path: "/mnt/disks/a".into(),
