@@ -293,6 +293,38 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         .then_some(())
     });
 
+    // A generic ephemeral volume: the controller manager's ephemeral volume controller
+    // makes the claim `eph-scratch` owned by the pod, the driver provisions it, the pod
+    // runs on it; the claim goes with the pod.
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: eph}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: scratch, mountPath: /scratch}}]\n  volumes:\n  - name: scratch\n    ephemeral:\n      volumeClaimTemplate:\n        spec: {{storageClassName: csi-hostpath, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n",
+        node.busybox
+    ));
+    running(&cluster, "eph");
+    let claim = cluster
+        .get_json(&["pvc", "eph-scratch"])
+        .expect("the ephemeral claim");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "eph");
+    let (out, code) = node
+        .exec_sh("eph", "app", "echo scratch > /scratch/f && cat /scratch/f")
+        .await;
+    assert_eq!((out.as_str(), code), ("scratch\n", 0));
+    let out = cluster.kubectl(&["delete", "pod", "eph", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(
+        60,
+        "the ephemeral volume unmounted and its claim gone",
+        || {
+            (mounts_below(&pods_dir).is_empty()
+                && cluster.get_json(&["pvc", "eph-scratch"]).is_none())
+            .then_some(())
+        },
+    );
+
     // The registrar stops and removes its socket: the driver is taken off.
     registrar.stop();
     eventually(30, "the driver off the CSINode", || {

@@ -173,6 +173,13 @@ impl PodObjectsApi for KubeClients {
             volume_name: c.spec.and_then(|s| s.volume_name).unwrap_or_default(),
             phase: c.status.and_then(|s| s.phase).unwrap_or_default(),
             being_deleted: c.metadata.deletion_timestamp.is_some(),
+            controller_uid: c
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid),
         }))
     }
 

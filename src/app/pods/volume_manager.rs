@@ -1037,6 +1037,7 @@ mod tests {
             volume_name: "pv1".into(),
             phase: "Pending".into(),
             being_deleted: false,
+            controller_uid: None,
         };
         api.put_claim("ns", "db", claim.clone());
         let inputs = vm.inputs(&p).await;
@@ -1186,6 +1187,7 @@ mod tests {
                 volume_name: "pvc-1".into(),
                 phase: "Bound".into(),
                 being_deleted: false,
+                controller_uid: None,
             },
         );
         api.put_persistent_volume(
@@ -1201,6 +1203,10 @@ mod tests {
                 volume_mode: String::new(),
                 node_affinity: None,
             },
+        );
+        api.put_csi_driver(
+            "hostpath.csi.k8s.io",
+            crate::domain::csi::volume::CsiDriverData::default(),
         );
         let files = FakePodFiles::default();
         let plugins = FakeCsiPlugins::default();

@@ -315,6 +315,15 @@ mod persistent_volumes {
         }
     }
 
+    fn no_attach() -> PodObjects {
+        let mut o = PodObjects::default();
+        o.csi_drivers.insert(
+            "hostpath.csi.k8s.io".into(),
+            Fetched::Found(CsiDriverData::default()),
+        );
+        o
+    }
+
     #[test]
     fn a_claims_csi_volume_is_staged_at_upstreams_global_path_and_published_in_the_pod() {
         let root = Path::new("/var/lib/kubelet");
@@ -326,7 +335,7 @@ mod persistent_volumes {
             &["ReadWriteOnce".to_owned()],
             root,
             "n1",
-            &PodObjects::default(),
+            &no_attach(),
         )
         .expect("publishable");
         // printf 'vol-1' | sha256sum
@@ -380,6 +389,11 @@ mod persistent_volumes {
         );
         let mut with_secret = source();
         with_secret.secret_refs = vec!["nodeStageSecretRef".into()];
-        assert!(refused(&PodObjects::default(), &with_secret).contains("nodeStageSecretRef"));
+        assert!(refused(&no_attach(), &with_secret).contains("nodeStageSecretRef"));
+        // Without a CSIDriver, attachment is required, as upstream's default.
+        assert_eq!(
+            refused(&PodObjects::default(), &source()),
+            "the CSI driver hostpath.csi.k8s.io requires attachment (its CSIDriver's attachRequired is not false), which rkubelet does not wait for yet"
+        );
     }
 }

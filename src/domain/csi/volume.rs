@@ -269,6 +269,19 @@ pub fn plan_persistent(
             go_quoted(&driver.volume_lifecycle_modes)
         ));
     }
+    // Upstream attaches such volumes first (a VolumeAttachment the attach-detach
+    // controller and the driver's attacher complete): a driver without a CSIDriver
+    // object, or whose CSIDriver does not say `attachRequired: false`, needs it.
+    let attach_required = match objects.csi_drivers.get(&source.driver) {
+        Some(Fetched::Found(d)) => d.attach_required,
+        _ => true,
+    };
+    if attach_required {
+        return Err(format!(
+            "the CSI driver {} requires attachment (its CSIDriver's attachRequired is not false), which rkubelet does not wait for yet",
+            source.driver
+        ));
+    }
     if !source.secret_refs.is_empty() {
         return Err(format!(
             "the CSI volume's {} is not supported by rkubelet (its Secret is not read)",

@@ -568,7 +568,11 @@ const VOLUME: &[Field] = &[
             honoured("sizeLimit", "the tmpfs size and eviction"),
         ],
     ),
-    no_plugin("ephemeral"),
+    object(
+        "ephemeral",
+        "the claim <pod>-<volume> the ephemeral volume controller makes, owned by the pod, as a persistentVolumeClaim",
+        &[not_ours("volumeClaimTemplate", "the ephemeral volume controller's")],
+    ),
     no_plugin("fc"),
     no_plugin("flexVolume"),
     no_plugin("flocker"),

@@ -644,6 +644,10 @@ pub struct Volume {
     /// A CSI ephemeral inline volume.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub csi: Option<CsiVolumeSource>,
+    /// A generic ephemeral volume: the claim `<pod>-<volume>` the ephemeral volume
+    /// controller makes from `volumeClaimTemplate` (the kubelet reads the claim only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<serde_json::Value>,
     /// Any other source, by its field name (`csi`, `nfs` ...).
     #[serde(flatten, skip_serializing_if = "BTreeMap::is_empty")]
     pub unsupported: BTreeMap<String, serde_json::Value>,

@@ -22,6 +22,8 @@ pub struct ClaimData {
     /// `status.phase`: `Pending`, `Bound`, `Lost`.
     pub phase: String,
     pub being_deleted: bool,
+    /// The UID of its controlling owner (a generic ephemeral volume's pod).
+    pub controller_uid: Option<String>,
 }
 
 /// A PersistentVolume's source, as far as the kubelet is concerned.
@@ -89,6 +91,8 @@ pub enum ClaimError {
     },
     #[error("volume {volume} has volumeMode {mode}, but is specified in volumeMounts")]
     BlockMounted { volume: String, mode: String },
+    #[error("PVC {claim} was not created for pod {pod} (pod is not owner)")]
+    NotForPod { claim: String, pod: String },
 }
 
 /// The volume a claim gives.
@@ -143,14 +147,34 @@ pub fn resolve_claim(
     volume: &Volume,
     objects: &PodObjects,
 ) -> Option<Result<ClaimedVolume, ClaimError>> {
-    let source = volume.persistent_volume_claim.as_ref()?;
-    Some(resolve(
-        pod,
-        volume,
-        &source.claim_name,
-        source.read_only,
-        objects,
-    ))
+    if let Some(source) = &volume.persistent_volume_claim {
+        return Some(resolve(
+            pod,
+            volume,
+            &source.claim_name,
+            source.read_only,
+            objects,
+        ));
+    }
+    volume.ephemeral.as_ref()?;
+    let name = ephemeral_claim_name(pod, volume);
+    Some(resolve(pod, volume, &name, false, objects))
+}
+
+/// Upstream's `ephemeral.VolumeClaimName`: `<pod>-<volume>`.
+pub fn ephemeral_claim_name(pod: &Pod, volume: &Volume) -> String {
+    format!("{}-{}", pod.metadata.name, volume.name)
+}
+
+/// The claim a volume reads: its `claimName`, or a generic ephemeral volume's.
+pub fn claim_name_of(pod: &Pod, volume: &Volume) -> Option<String> {
+    if let Some(source) = &volume.persistent_volume_claim {
+        return Some(source.claim_name.clone());
+    }
+    volume
+        .ephemeral
+        .as_ref()
+        .map(|_| ephemeral_claim_name(pod, volume))
 }
 
 fn resolve(
@@ -178,6 +202,16 @@ fn resolve(
     }
     if claim.volume_name.is_empty() {
         return Err(ClaimError::NoVolumeName);
+    }
+    // A generic ephemeral volume's claim must be the pod's own (upstream's
+    // VolumeIsForPod, after the claim's checks).
+    if volume.ephemeral.is_some()
+        && claim.controller_uid.as_deref() != Some(pod.metadata.uid.as_str())
+    {
+        return Err(ClaimError::NotForPod {
+            claim: claim_key(pod, claim_name),
+            pod: claim_key(pod, &pod.metadata.name),
+        });
     }
     let name = &claim.volume_name;
     let not_fetched = |reason: String| ClaimError::VolumeNotFetched {
@@ -229,13 +263,12 @@ fn resolve(
     })
 }
 
-/// The claims a pod's volumes name.
-pub fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
+/// The claims a pod's volumes name (generic ephemeral volumes' included).
+pub fn claim_names(pod: &Pod) -> impl Iterator<Item = String> + '_ {
     pod.spec
         .volumes
         .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.as_str())
+        .filter_map(|v| claim_name_of(pod, v))
 }
 
 /// The PersistentVolumes the fetched claims are bound to, to read next (upstream reads

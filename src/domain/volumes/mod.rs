@@ -67,7 +67,7 @@ impl VolumeKind {
             VolumeKind::DownwardApi
         } else if volume.projected.is_some() {
             VolumeKind::Projected
-        } else if volume.persistent_volume_claim.is_some() {
+        } else if volume.persistent_volume_claim.is_some() || volume.ephemeral.is_some() {
             VolumeKind::PersistentVolumeClaim
         } else if volume.csi.is_some() {
             VolumeKind::Csi
@@ -303,8 +303,7 @@ pub fn references(pod: &crate::domain::pod::Pod) -> References {
             }
         }
     }
-    refs.claims
-        .extend(claim::claim_names(pod).map(str::to_owned));
+    refs.claims.extend(claim::claim_names(pod));
     // Pull secrets: the Node authorizer lets a node read those its pods name.
     for reference in &pod.spec.image_pull_secrets {
         refs.secrets.insert(reference.name.clone());

@@ -139,7 +139,7 @@ pub enum VolumeErrorKind {
     Unsupported { plugin: String },
     /// A claim that gives no volume; `expected` are the pod's mounted volumes, which
     /// upstream's message lists.
-    #[error("error processing PVC {claim}: {error}")]
+    #[error("{}", claim_message(.claim, .error))]
     Claim {
         claim: String,
         #[source]
@@ -163,6 +163,14 @@ pub enum VolumeErrorKind {
     HostPathType(String),
     #[error(transparent)]
     Payload(#[from] PayloadError),
+}
+
+/// Upstream wraps a claim's errors, but not a generic ephemeral volume's ownership.
+fn claim_message(claim: &str, error: &ClaimError) -> String {
+    match error {
+        ClaimError::NotForPod { .. } => error.to_string(),
+        _ => format!("error processing PVC {claim}: {error}"),
+    }
 }
 
 /// A volume that cannot be set up, in upstream's `FailedMount` words: the operation
@@ -358,10 +366,7 @@ fn claimed_action(
     let claimed = resolved.map_err(|error| VolumeErrorKind::Claim {
         claim: claim_key(
             pod,
-            volume
-                .persistent_volume_claim
-                .as_ref()
-                .map_or("", |c| c.claim_name.as_str()),
+            &crate::domain::volumes::claim::claim_name_of(pod, volume).unwrap_or_default(),
         ),
         error,
         expected: expected_volumes(pod),

@@ -663,6 +663,7 @@ mod claims {
             volume_name: "pv1".into(),
             phase: phase.into(),
             being_deleted: false,
+            controller_uid: None,
         }
     }
 
@@ -737,6 +738,7 @@ mod claims {
                 objects(
                     Fetched::Found(ClaimData {
                         being_deleted: true,
+                        controller_uid: None,
                         ..bound("Bound")
                     }),
                     None,
@@ -860,4 +862,58 @@ mod claims {
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_generic_ephemeral_volume_reads_its_pods_own_claim() {
+    use super::claim::{ClaimData, PersistentVolumeData, PersistentVolumeSource};
+    let mut json = base();
+    json["spec"]["volumes"] = serde_json::json!([
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+    ]);
+    json["spec"]["containers"][0]["volumeMounts"] =
+        serde_json::json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    let p = pod(json);
+    assert_eq!(
+        references(&p).claims.into_iter().collect::<Vec<_>>(),
+        vec!["web-scratch"]
+    );
+    let claim = |owner: Option<&str>| ClaimData {
+        uid: "c".into(),
+        volume_name: "pv1".into(),
+        phase: "Bound".into(),
+        being_deleted: false,
+        controller_uid: owner.map(str::to_owned),
+    };
+    let mut o = PodObjects::default();
+    o.persistent_volumes.insert(
+        "pv1".into(),
+        Fetched::Found(PersistentVolumeData {
+            access_modes: Vec::new(),
+            claim_uid: Some("c".into()),
+            source: PersistentVolumeSource::HostPath {
+                path: "/srv/x".into(),
+                kind: String::new(),
+            },
+            volume_mode: String::new(),
+            node_affinity: None,
+        }),
+    );
+    o.claims.insert(
+        "web-scratch".into(),
+        Fetched::Found(claim(Some("someone-else"))),
+    );
+    let plans = plan_volumes(&ctx(), &p, &o, &facts());
+    assert_eq!(
+        plans[0].action.clone().map_err(|e| e.to_string()),
+        Err("Unable to attach or mount volumes: unmounted volumes=[scratch], unattached volumes=[scratch]: PVC ns/web-scratch was not created for pod ns/web (pod is not owner)".into())
+    );
+    o.claims
+        .insert("web-scratch".into(), Fetched::Found(claim(Some("u1"))));
+    let plans = plan_volumes(&ctx(), &p, &o, &facts());
+    assert!(
+        matches!(&plans[0].action, Ok(VolumeAction::HostPath { path, .. }) if path == Path::new("/srv/x")),
+        "{:?}",
+        plans[0].action
+    );
 }
