@@ -25,7 +25,9 @@ use crate::domain::csi::volume::{
 use crate::domain::csi::Driver;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
-use crate::domain::volumes::claim::{bound_volume_names, PersistentVolumeSource};
+use crate::domain::volumes::claim::{
+    bound_volume_names, ClaimData, PersistentVolumeData, PersistentVolumeSource,
+};
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
 use crate::domain::volumes::plan::{plan_volumes, FileKind, VolumeAction};
 use crate::domain::volumes::services::{service_env, ServiceInfo};
@@ -43,6 +45,9 @@ use crate::ports::pod_files::{PodFiles, PodFilesError};
 /// How long a fetched ConfigMap or Secret is used before it is read again (upstream's
 /// TTL cache strategy; its default is a minute).
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(60);
+
+/// How long a bound claim and its PersistentVolume are used before they are read again.
+const BOUND_CLAIM_TTL: Duration = Duration::from_secs(10);
 
 /// The Services list (one call for the whole cluster) is read at most this often; it
 /// only matters when a container is created.
@@ -63,6 +68,8 @@ struct Caches {
     services: Option<Cached<Vec<ServiceInfo>>>,
     runtime_classes: HashMap<String, Cached<RuntimeClassData>>,
     csi_drivers: HashMap<String, Cached<CsiDriverData>>,
+    bound_claims: HashMap<ObjectKey, Cached<ClaimData>>,
+    persistent_volumes: HashMap<String, Cached<PersistentVolumeData>>,
 }
 
 fn fetched<T>(answer: Result<Option<T>, ObjectsError>) -> Fetched<T> {
@@ -246,7 +253,7 @@ impl VolumeManager {
             tokens,
             self.services(api, now),
             runtime_class,
-            Self::claims(api, ns, refs.claims),
+            self.claims(api, ns, refs.claims, now),
             csi_drivers
         );
         inputs.objects = PodObjects {
@@ -259,11 +266,19 @@ impl VolumeManager {
         inputs.objects.csi_drivers.extend(csi_drivers);
         // A PersistentVolume's node affinity is matched against the Node's labels as
         // they are now (a CSI driver's topology labels come after registration).
-        let affinity = inputs
-            .objects
-            .persistent_volumes
-            .values()
-            .any(|pv| matches!(pv, Fetched::Found(pv) if pv.node_affinity.is_some()));
+        // (Read again only when the registered Node's labels do not match.)
+        let affinity = inputs.objects.persistent_volumes.values().any(|pv| {
+            let Fetched::Found(pv) = pv else {
+                return false;
+            };
+            pv.node_affinity.as_ref().is_some_and(|required| {
+                !crate::domain::admission::node_selector_matches(
+                    required,
+                    &inputs.facts.node_name,
+                    &inputs.facts.node_labels,
+                )
+            })
+        });
         if let (true, Some(nodes)) = (affinity, nodes) {
             match nodes.get_node_from_cache(&inputs.facts.node_name).await {
                 Ok(node) => inputs.facts.node_labels = node.metadata.labels,
@@ -357,16 +372,44 @@ impl VolumeManager {
     /// sync as upstream's volume manager reprocesses a pod (a claim bound meanwhile is
     /// seen at once).
     async fn claims(
+        &self,
         api: &dyn PodObjectsApi,
         ns: &str,
         names: std::collections::BTreeSet<String>,
+        now: Duration,
     ) -> PodObjects {
         let mut objects = PodObjects::default();
         if names.is_empty() {
             return objects;
         }
+        // A bound claim and its volume are kept a few seconds (a pod's start reads them
+        // twice); a claim not bound yet is read every time, so its binding is seen at
+        // once.
+        let fresh = |at: Duration| now.saturating_sub(at) < BOUND_CLAIM_TTL;
         objects.claims = join_all(names.into_iter().map(|name| async move {
-            let value = fetched(api.get_persistent_volume_claim(ns, &name).await);
+            let key = (ns.to_owned(), name.clone());
+            let hit = self
+                .caches()
+                .bound_claims
+                .get(&key)
+                .filter(|c| fresh(c.at))
+                .map(|c| c.value.clone());
+            let value = match hit {
+                Some(v) => v,
+                None => {
+                    let v = fetched(api.get_persistent_volume_claim(ns, &name).await);
+                    if matches!(&v, Fetched::Found(c) if c.phase == "Bound" && !c.being_deleted) {
+                        self.caches().bound_claims.insert(
+                            key,
+                            Cached {
+                                at: now,
+                                value: v.clone(),
+                            },
+                        );
+                    }
+                    v
+                }
+            };
             (name, value)
         }))
         .await
@@ -374,7 +417,28 @@ impl VolumeManager {
         .collect();
         objects.persistent_volumes = join_all(bound_volume_names(&objects).into_iter().map(
             |name| async move {
-                let value = fetched(api.get_persistent_volume(&name).await);
+                let hit = self
+                    .caches()
+                    .persistent_volumes
+                    .get(&name)
+                    .filter(|c| fresh(c.at))
+                    .map(|c| c.value.clone());
+                let value = match hit {
+                    Some(v) => v,
+                    None => {
+                        let v = fetched(api.get_persistent_volume(&name).await);
+                        if matches!(v, Fetched::Found(_)) {
+                            self.caches().persistent_volumes.insert(
+                                name.clone(),
+                                Cached {
+                                    at: now,
+                                    value: v.clone(),
+                                },
+                            );
+                        }
+                        v
+                    }
+                };
                 (name, value)
             },
         ))
@@ -1012,7 +1076,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_claim_is_read_with_its_volume_each_sync_and_a_local_folder_takes_the_fs_group() {
+    async fn a_pending_claim_is_read_each_sync_a_bound_one_kept_briefly_and_a_local_folder_takes_the_fs_group() {
         use crate::domain::volumes::claim::{
             ClaimData, PersistentVolumeData, PersistentVolumeSource,
         };
@@ -1020,7 +1084,7 @@ mod tests {
         let api = FakeObjects::default();
         let files = FakePodFiles::default();
         files.put_file("/mnt/disks/a/old", "x");
-        let vm = VolumeManager::standalone(clock, Arc::new(files.clone()))
+        let vm = VolumeManager::standalone(clock.clone(), Arc::new(files.clone()))
             .with_api(Arc::new(api.clone()))
             .with_cache_ttl(Duration::from_secs(60));
         let p: Pod = serde_json::from_value(serde_json::json!({
@@ -1075,6 +1139,11 @@ mod tests {
             files.group(std::path::Path::new("/mnt/disks/a/old")),
             Some(2000)
         );
+        // Bound, the claim and its volume are kept for a pod's start (no call), then
+        // read again.
+        let _ = vm.inputs(&p).await;
+        assert_eq!(api.calls(), 3);
+        clock.advance(Duration::from_secs(11));
         // A volume whose folder is gone is refused, naming it.
         api.put_persistent_volume(
             "pv1",
