@@ -1076,7 +1076,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_pending_claim_is_read_each_sync_a_bound_one_kept_briefly_and_a_local_folder_takes_the_fs_group() {
+    async fn claims_are_read_until_bound_and_local_folders_take_the_fs_group() {
         use crate::domain::volumes::claim::{
             ClaimData, PersistentVolumeData, PersistentVolumeSource,
         };
