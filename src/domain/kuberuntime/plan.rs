@@ -494,6 +494,19 @@ fn join_target_namespace(
     if c.kind != ContainerKind::Ephemeral {
         return Ok(());
     }
+    // Its own refused fields (the pod runs on with them, warned about) hold it.
+    let prefix = format!("spec.ephemeralContainers[{}].", c.index);
+    let refused: Vec<String> = inputs
+        .pod
+        .spec
+        .refused_fields
+        .iter()
+        .filter(|r| r.path.starts_with(&prefix))
+        .map(ToString::to_string)
+        .collect();
+    if !refused.is_empty() {
+        return Err(RequestError::RefusedFields(refused.join("; ")));
+    }
     let Some(target) = inputs
         .pod
         .spec

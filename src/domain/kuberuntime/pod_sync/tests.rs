@@ -326,6 +326,45 @@ fn ephemeral_containers_start_first_and_one_failing_does_not_stop_the_sync() {
     assert_eq!(outcome.holds[0].kind, ContainerKind::Ephemeral);
 }
 
+/// "No field silently ignored": an ephemeral container added to a running pod with a
+/// field the node cannot honour is held with `CreateContainerConfigError` naming it; the
+/// pod and its other ephemeral containers run on.
+#[test]
+fn an_ephemeral_container_with_a_refused_field_is_held_naming_it() {
+    let mut p = pod(vec![], vec![container("app", IMAGE)]);
+    for name in ["odd", "debugger"] {
+        p.spec
+            .ephemeral_containers
+            .push(crate::domain::pod::EphemeralContainer {
+                container: container(name, IMAGE),
+                target_container_name: String::new(),
+            });
+    }
+    p.spec.refused_fields = vec![crate::domain::pod::fields::RefusedField {
+        path: "spec.ephemeralContainers[0].securityContext.appArmorProfile".into(),
+        why: "AppArmor profiles are not applied".into(),
+    }];
+    let app = &p.spec.containers[0];
+    let runtime = PodRuntimeStatus {
+        sandboxes: vec![ready_sandbox("10.0.0.9")],
+        containers: vec![ContainerStatus {
+            hash: container_hash(app),
+            ..ContainerStatus::new("app-0", "app", ContainerState::Running)
+        }],
+        ..PodRuntimeStatus::default()
+    };
+    let (names, _, outcome) = drive(&p, runtime, images(&[IMAGE]), |_| None);
+    assert!(!names.iter().any(|n| n == "do create odd"), "{names:?}");
+    assert!(names.iter().any(|n| n == "do start debugger"), "{names:?}");
+    let held = &outcome.waiting["odd"];
+    assert_eq!(held.reason, "CreateContainerConfigError");
+    assert_eq!(
+        held.message,
+        "the node cannot honour spec.ephemeralContainers[0].securityContext.appArmorProfile: AppArmor profiles are not applied"
+    );
+    assert!(outcome.rejected.is_none(), "the running pod runs on");
+}
+
 /// Upstream's DNS configurer: a limit the pod's DNS settings exceed is a Warning event
 /// on the pod, recorded as its sandbox is made.
 #[test]

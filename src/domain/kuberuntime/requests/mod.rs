@@ -279,6 +279,10 @@ pub enum RequestError {
     /// namespaces with; upstream's `getTargetID` message.
     #[error("unable to find target container {0}")]
     TargetNotFound(String),
+    /// An ephemeral container added to a running pod with a field the node cannot
+    /// honour: held rather than started without it.
+    #[error("the node cannot honour {0}")]
+    RefusedFields(String),
 }
 
 /// The node settings the requests depend on.
