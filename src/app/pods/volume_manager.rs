@@ -322,6 +322,40 @@ impl VolumeManager {
         v
     }
 
+    /// A read kept `BOUND_CLAIM_TTL` when `keep` says so (a bound claim, a volume),
+    /// else made every time.
+    async fn kept<K, T>(
+        &self,
+        pick: fn(&mut Caches) -> &mut HashMap<K, Cached<T>>,
+        key: K,
+        now: Duration,
+        keep: impl Fn(&T) -> bool,
+        fetch: impl std::future::Future<Output = Result<Option<T>, ObjectsError>>,
+    ) -> Fetched<T>
+    where
+        K: Eq + std::hash::Hash,
+        T: Clone,
+    {
+        let hit = pick(&mut self.caches())
+            .get(&key)
+            .filter(|c| now.saturating_sub(c.at) < BOUND_CLAIM_TTL)
+            .map(|c| c.value.clone());
+        if let Some(v) = hit {
+            return v;
+        }
+        let v = fetched(fetch.await);
+        if matches!(&v, Fetched::Found(found) if keep(found)) {
+            pick(&mut self.caches()).insert(
+                key,
+                Cached {
+                    at: now,
+                    value: v.clone(),
+                },
+            );
+        }
+        v
+    }
+
     async fn config_map(
         &self,
         api: &dyn PodObjectsApi,
@@ -385,31 +419,16 @@ impl VolumeManager {
         // A bound claim and its volume are kept a few seconds (a pod's start reads them
         // twice); a claim not bound yet is read every time, so its binding is seen at
         // once.
-        let fresh = |at: Duration| now.saturating_sub(at) < BOUND_CLAIM_TTL;
         objects.claims = join_all(names.into_iter().map(|name| async move {
-            let key = (ns.to_owned(), name.clone());
-            let hit = self
-                .caches()
-                .bound_claims
-                .get(&key)
-                .filter(|c| fresh(c.at))
-                .map(|c| c.value.clone());
-            let value = match hit {
-                Some(v) => v,
-                None => {
-                    let v = fetched(api.get_persistent_volume_claim(ns, &name).await);
-                    if matches!(&v, Fetched::Found(c) if c.phase == "Bound" && !c.being_deleted) {
-                        self.caches().bound_claims.insert(
-                            key,
-                            Cached {
-                                at: now,
-                                value: v.clone(),
-                            },
-                        );
-                    }
-                    v
-                }
-            };
+            let value = self
+                .kept(
+                    |c| &mut c.bound_claims,
+                    (ns.to_owned(), name.clone()),
+                    now,
+                    |c: &ClaimData| c.phase == "Bound" && !c.being_deleted,
+                    api.get_persistent_volume_claim(ns, &name),
+                )
+                .await;
             (name, value)
         }))
         .await
@@ -417,28 +436,15 @@ impl VolumeManager {
         .collect();
         objects.persistent_volumes = join_all(bound_volume_names(&objects).into_iter().map(
             |name| async move {
-                let hit = self
-                    .caches()
-                    .persistent_volumes
-                    .get(&name)
-                    .filter(|c| fresh(c.at))
-                    .map(|c| c.value.clone());
-                let value = match hit {
-                    Some(v) => v,
-                    None => {
-                        let v = fetched(api.get_persistent_volume(&name).await);
-                        if matches!(v, Fetched::Found(_)) {
-                            self.caches().persistent_volumes.insert(
-                                name.clone(),
-                                Cached {
-                                    at: now,
-                                    value: v.clone(),
-                                },
-                            );
-                        }
-                        v
-                    }
-                };
+                let value = self
+                    .kept(
+                        |c| &mut c.persistent_volumes,
+                        name.clone(),
+                        now,
+                        |_: &PersistentVolumeData| true,
+                        api.get_persistent_volume(&name),
+                    )
+                    .await;
                 (name, value)
             },
         ))

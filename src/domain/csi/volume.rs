@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::domain::pod::security::FsGroupChangePolicy;
 use crate::domain::pod::{CsiVolumeSource, Pod};
 use crate::domain::securitycontext::VolumeSetup;
 use crate::domain::volumes::{Fetched, PodObjects};
@@ -166,18 +165,9 @@ pub fn plan_inline(
         &fs_type,
         CsiAccessMode::SingleNodeWriter,
     );
-    let sc = pod.spec.security_context.as_ref();
-    let owner = sc
-        .and_then(|sc| sc.fs_group)
-        .filter(|_| policy_allows && !source.read_only)
-        .map(|fs_group| VolumeSetup {
-            path: target_path.clone(),
-            mode: 0,
-            fs_group: Some(fs_group),
-            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
-                == Some(FsGroupChangePolicy::OnRootMismatch),
-            readonly: false,
-        });
+    let owner = (policy_allows && !source.read_only)
+        .then(|| VolumeSetup::fs_group_walk(pod, target_path.clone()))
+        .flatten();
     let vol_data = BTreeMap::from([
         ("specVolID".to_owned(), name.to_owned()),
         ("volumeHandle".to_owned(), handle.clone()),
@@ -300,21 +290,10 @@ pub fn plan_persistent(
         volume_name,
     );
     let target_path = volume_dir.join(MOUNT_DIR);
-    let sc = pod.spec.security_context.as_ref();
-    let owner = sc
-        .and_then(|sc| sc.fs_group)
-        .filter(|_| {
-            !read_only
-                && kubelet_applies_fs_group(&driver.fs_group_policy, &source.fs_type, access_mode)
-        })
-        .map(|fs_group| VolumeSetup {
-            path: target_path.clone(),
-            mode: 0,
-            fs_group: Some(fs_group),
-            on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
-                == Some(FsGroupChangePolicy::OnRootMismatch),
-            readonly: false,
-        });
+    let owner = (!read_only
+        && kubelet_applies_fs_group(&driver.fs_group_policy, &source.fs_type, access_mode))
+    .then(|| VolumeSetup::fs_group_walk(pod, target_path.clone()))
+    .flatten();
     let handle = source.volume_handle.clone();
     let attachment = format!(
         "csi-{}",

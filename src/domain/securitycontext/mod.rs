@@ -574,6 +574,22 @@ pub struct VolumeSetup {
     pub readonly: bool,
 }
 
+impl VolumeSetup {
+    /// The pod's `fsGroup` walk over an existing folder (a local or CSI volume's, whose
+    /// mode is left alone); `None` when the pod has no `fsGroup`.
+    pub fn fs_group_walk(pod: &Pod, path: PathBuf) -> Option<VolumeSetup> {
+        let sc = pod.spec.security_context.as_ref()?;
+        Some(VolumeSetup {
+            path,
+            mode: 0,
+            fs_group: Some(sc.fs_group?),
+            on_root_mismatch: sc.fs_group_change_policy
+                == Some(crate::domain::pod::security::FsGroupChangePolicy::OnRootMismatch),
+            readonly: false,
+        })
+    }
+}
+
 const RW_MASK: u32 = 0o660;
 const RO_MASK: u32 = 0o440;
 const EXEC_MASK: u32 = 0o110;

@@ -14,7 +14,6 @@ use super::payload::{
 use super::{volume_dir, PodFacts, PodObjects, VolumeKind};
 use crate::domain::cgroup::config::pod_cpu_and_memory;
 use crate::domain::kuberuntime::requests::{empty_dir_setup, RequestContext};
-use crate::domain::pod::security::FsGroupChangePolicy;
 use crate::domain::pod::{Pod, Volume};
 use crate::domain::securitycontext::VolumeSetup;
 use crate::domain::units::quantity::Quantity;
@@ -382,18 +381,9 @@ fn claimed_action(
                 .ok_or_else(|| VolumeErrorKind::InvalidHostPathType(kind.clone()))?,
         }),
         PersistentVolumeSource::Local { path } => {
-            let sc = pod.spec.security_context.as_ref();
-            let owner = sc
-                .and_then(|sc| sc.fs_group)
-                .filter(|_| !claimed.read_only)
-                .map(|fs_group| VolumeSetup {
-                    path: PathBuf::from(path),
-                    mode: 0,
-                    fs_group: Some(fs_group),
-                    on_root_mismatch: sc.and_then(|sc| sc.fs_group_change_policy)
-                        == Some(FsGroupChangePolicy::OnRootMismatch),
-                    readonly: false,
-                });
+            let owner = (!claimed.read_only)
+                .then(|| VolumeSetup::fs_group_walk(pod, PathBuf::from(path)))
+                .flatten();
             Ok(VolumeAction::Local {
                 path: PathBuf::from(path),
                 owner,
