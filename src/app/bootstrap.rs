@@ -621,7 +621,7 @@ fn start_pod_loop(
                 .map_or(0, |q| q.milli_value()),
             allocatable_memory_bytes: node.node.allocatable.get("memory").map_or(0, |q| q.value()),
             node_name: node.node_name.clone(),
-            node_labels: Default::default(),
+            ..Default::default()
         });
     let mut pod_loop = PodLoop::new(ctx, store.clone(), settings)
         .with_node_info(node_info)
@@ -757,6 +757,7 @@ async fn start_kubelet_api(
     deps: &Deps,
     store: PodStatusStore,
     endpoints: Endpoints,
+    volumes: Arc<VolumeManager>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Vec<ServerTask>, StartupError> {
     use crate::app::server::api::{serve_api, KubeletApi};
@@ -798,7 +799,7 @@ async fn start_kubelet_api(
             )
         })
     };
-    let stats = stats_provider(started, deps, &store, shutdown, &mut tasks);
+    let stats = stats_provider(started, deps, &store, volumes, shutdown, &mut tasks);
     let api = |guard: Option<Arc<Guard>>| {
         Arc::new(KubeletApi {
             guard,
@@ -854,6 +855,7 @@ fn stats_provider(
     started: &Started,
     deps: &Deps,
     store: &PodStatusStore,
+    volumes: Arc<VolumeManager>,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Vec<ServerTask>,
 ) -> Option<Arc<crate::app::stats_provider::StatsProvider>> {
@@ -880,7 +882,8 @@ fn stats_provider(
             Arc::clone(&deps.clock),
             node.node_name.to_string(),
         )
-        .with_housekeeping_period(period),
+        .with_housekeeping_period(period)
+        .with_volumes(volumes),
     );
     let housekeeping = Arc::clone(&provider);
     let stop = shutdown.clone();
@@ -1010,8 +1013,15 @@ pub async fn run(
     } else {
         None
     };
-    let api_servers =
-        start_kubelet_api(&started, deps, store.clone(), endpoints, &shutdown_rx).await?;
+    let api_servers = start_kubelet_api(
+        &started,
+        deps,
+        store.clone(),
+        endpoints,
+        Arc::clone(&links.volumes),
+        &shutdown_rx,
+    )
+    .await?;
     // Said once every port listens: tests and operators take it as the ready signal.
     let server = server.map(|(address, task)| {
         info!(%address, "serving /healthz");

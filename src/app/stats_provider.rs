@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Mutex};
 use tracing::debug;
 
+use crate::app::pods::volume_manager::VolumeManager;
 use crate::app::pods::PodStatusStore;
 use crate::domain::cgroup::tree::CgroupTree;
 use crate::domain::cgroup::{CgroupDriver, CgroupName};
@@ -34,8 +35,8 @@ use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
     containers_from_cgroups, named_containers, node_summary, pods_reading_serves,
     running_container_ids, runtime_id, runtime_network_of, sample_lists_the_runtime, summary,
-    wants_runtime_network, CgroupStats, ContainerSample, InterfaceStats, PodSample, StatsSample,
-    Summary, VolumeSample, WritableLayers,
+    wants_runtime_network, CgroupStats, ContainerSample, InterfaceStats, PodSample, PvcReference,
+    StatsSample, Summary, VolumeSample, WritableLayers,
 };
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
@@ -108,6 +109,8 @@ pub struct StatsProvider {
     pub pods_max_age: Duration,
     cache: Mutex<Cache>,
     boot_time: std::sync::OnceLock<String>,
+    /// The pods' CSI volumes, measured by their drivers.
+    volumes: Option<Arc<VolumeManager>>,
 }
 
 /// How old a full reading's pods may be served: half a housekeeping period past it.
@@ -152,10 +155,17 @@ impl StatsProvider {
             pods_max_age: pods_max_age(DEFAULT_HOUSEKEEPING_INTERVAL),
             cache: Mutex::new(Cache::default()),
             boot_time: std::sync::OnceLock::new(),
+            volumes: None,
         }
     }
 
     /// Scrapes serve the pods of housekeeping's readings, taken every `period`.
+    /// CSI volumes are measured by their drivers, through the volume manager.
+    pub fn with_volumes(mut self, volumes: Arc<VolumeManager>) -> Self {
+        self.volumes = Some(volumes);
+        self
+    }
+
     pub fn with_housekeeping_period(mut self, period: Duration) -> Self {
         self.pods_max_age = pods_max_age(period);
         self
@@ -163,6 +173,11 @@ impl StatsProvider {
 
     /// The latest snapshot, sampled anew when the cached one is older than `max_age`
     /// (concurrent scrapes wait for one sampling).
+    /// The last snapshot taken, if any; never reads the node.
+    pub async fn cached(&self) -> Option<Arc<Snapshot>> {
+        self.cache.lock().await.latest.clone()
+    }
+
     pub async fn latest(&self) -> Arc<Snapshot> {
         self.refresh(false).await
     }
@@ -327,7 +342,12 @@ impl StatsProvider {
             }
             let mut volumes = Vec::new();
             for volume in &pod.spec.volumes {
-                let Some(plugin) = VolumeKind::of(volume).plugin_dir() else {
+                let kind = VolumeKind::of(volume);
+                // A CSI volume is its driver's to measure (below), never walked.
+                if kind == VolumeKind::Csi {
+                    continue;
+                }
+                let Some(plugin) = kind.plugin_dir() else {
                     continue;
                 };
                 let dir = volume_dir(&self.root_dir, uid, plugin, &volume.name);
@@ -342,7 +362,22 @@ impl StatsProvider {
                     fs: logged("a volume's filesystem", self.stats.filesystem(&dir).await)
                         .map(|f| f.stats),
                     local_ephemeral: is_local_ephemeral(volume),
+                    pvc_ref: None,
                 });
+            }
+            if let Some(manager) = &self.volumes {
+                for sample in manager.csi_volume_stats(uid).await {
+                    volumes.push(VolumeSample {
+                        name: sample.volume,
+                        usage: sample.stats.usage,
+                        fs: Some(sample.stats.fs),
+                        local_ephemeral: false,
+                        pvc_ref: sample.claim.map(|name| PvcReference {
+                            name,
+                            namespace: pod.metadata.namespace.clone(),
+                        }),
+                    });
+                }
             }
             let etc_hosts = logged(
                 "a pod's /etc/hosts",

@@ -113,4 +113,25 @@ pub trait CsiPlugins: Send + Sync {
         volume_handle: &str,
         target_path: &Path,
     ) -> Result<(), CsiError>;
+
+    /// `Node.NodeGetVolumeStats` of a volume published at `target_path`; `Ok(None)`
+    /// when the driver does not offer it (no GET_VOLUME_STATS capability).
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_volume_stats(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<Option<CsiVolumeStats>, CsiError>;
+}
+
+/// What a driver measured of a published volume: what it uses, and the space it has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsiVolumeStats {
+    pub usage: crate::domain::eviction::signals::FsUsage,
+    pub fs: crate::domain::eviction::signals::FsStats,
+    /// The driver's `volume_condition` when it says the volume is abnormal.
+    pub abnormal: Option<String>,
 }

@@ -16,10 +16,12 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use crate::common::api_pods::{eventually, start};
-use crate::common::cluster::ClusterOptions;
+use crate::common::api_pods::eventually;
+use crate::common::cluster::{Cluster, ClusterOptions};
+use crate::common::free_port;
+use crate::common::kubelet_api::{host_ip, proxy, text};
 use crate::common::mounts::{mounts_below, TempRoot};
-use crate::common::node::NODE;
+use crate::common::node::{Node, NODE};
 use crate::common::upstream::kube_bins;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -86,15 +88,32 @@ fn csi_node_drivers(cluster: &crate::common::cluster::Cluster) -> Option<Vec<Val
 #[ignore = "needs root, containerd, control plane, the CSI hostpath driver and node-driver-registrar: run by scripts/test.sh"]
 async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it() {
     let bins = kube_bins();
-    for binary in ["hostpathplugin", "csi-node-driver-registrar"] {
+    for binary in [
+        "hostpathplugin",
+        "csi-node-driver-registrar",
+        "csi-provisioner",
+        "csi-attacher",
+    ] {
         assert!(
             bins.join(binary).is_file(),
             "{binary} is needed in {} (../shared/peers/bin/{binary}.zst)",
             bins.display()
         );
     }
-    let (cluster, mut node) = start("csireg", ClusterOptions::default(), &[]);
     let state = TempRoot::new().expect("temp dir");
+    // Served through the API server's node proxy, for the volume stats: the node's
+    // outbound address as its InternalIP, the cluster's CA for its client.
+    let cluster = Cluster::start_with("csireg", ClusterOptions::default());
+    let mut node = Node::start("csireg");
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={}", free_port()),
+        &format!("--node-ip={}", host_ip()),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", state.path().join("pki").display()),
+    ]);
+    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
     let driver_dir = node.root.join("plugins/csi-hostpath");
     std::fs::create_dir_all(&driver_dir).expect("driver folder");
     let socket = driver_dir.join("csi.sock");
@@ -106,6 +125,9 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
             format!("--endpoint=unix://{}", socket.display()),
             format!("--nodeid={NODE}"),
             format!("--statedir={}", state.path().join("data").display()),
+            // Its ControllerPublishVolume, called by the attacher, is what a node call
+            // on an unattached volume is refused for.
+            "--enable-attach=true".into(),
             "--v=5".into(),
         ],
         &state.path().join("hostpathplugin.log"),
@@ -166,10 +188,11 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     assert!(!told.contains("PluginRegistered:false"), "{told}");
 
     // An inline volume (upstream's e2e ephemeral.go: a pod writes and reads its volume):
-    // its CSIDriver allows Ephemeral, asks for the pod's identity, leaves fsGroup to the
-    // kubelet (`File`).
+    // its CSIDriver (upstream's for this driver) allows Ephemeral, asks for the pod's
+    // identity, leaves fsGroup to the kubelet (`File`) and has claims' volumes attached
+    // first (inline volumes are not).
     cluster.apply(&format!(
-        "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec:\n  attachRequired: false\n  podInfoOnMount: true\n  fsGroupPolicy: File\n  volumeLifecycleModes: [Persistent, Ephemeral]\n"
+        "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec:\n  attachRequired: true\n  podInfoOnMount: true\n  fsGroupPolicy: File\n  volumeLifecycleModes: [Persistent, Ephemeral]\n"
     ));
     let inline_pod = |name: &str, driver: &str| {
         format!(
@@ -222,9 +245,21 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     });
 
     // A claim the driver provisions (csi-provisioner v6.2.1 with the admin kubeconfig):
-    // staged at its global path and published in each pod using it, its data kept from
-    // one pod to the next, unstaged when the last pod goes (upstream's provisioning and
-    // persistent-volume e2e checks: write in one pod, read in the next).
+    // attached first (the controller manager's attach-detach controller makes the
+    // VolumeAttachment, csi-attacher v4.12.0 completes it once the Node reports the
+    // volume in use), staged at its global path and published in each pod using it,
+    // its data kept from one pod to the next, unstaged when the last pod goes, then
+    // detached (upstream's provisioning and persistent-volume e2e checks: write in one
+    // pod, read in the next).
+    let _attacher = Peer::start(
+        &bins.join("csi-attacher"),
+        &[
+            format!("--csi-address={}", socket.display()),
+            format!("--kubeconfig={}", cluster.admin_kubeconfig().display()),
+            "--v=5".into(),
+        ],
+        &state.path().join("attacher.log"),
+    );
     let _provisioner = Peer::start(
         &bins.join("csi-provisioner"),
         &[
@@ -261,8 +296,64 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     );
     let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
     assert!(
-        log.contains("NodeStageVolume"),
-        "staged before it was published:\n{log}"
+        log.contains("ControllerPublishVolume") && log.contains("NodeStageVolume"),
+        "attached, then staged before it was published:\n{log}"
+    );
+    let handle = cluster
+        .get_json(&["pvc", "data"])
+        .and_then(|c| c["spec"]["volumeName"].as_str().map(str::to_owned))
+        .and_then(|pv| cluster.get_json(&["pv", &pv]))
+        .and_then(|pv| {
+            pv["spec"]["csi"]["volumeHandle"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("the claim's volume handle");
+    let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
+    let status = cluster.get_json(&["node", NODE]).expect("Node")["status"].clone();
+    assert_eq!(
+        status["volumesInUse"],
+        serde_json::json!([unique]),
+        "{status}"
+    );
+    assert_eq!(status["volumesAttached"][0]["name"], unique, "{status}");
+    let attachments = cluster
+        .get_json(&["volumeattachments"])
+        .expect("VolumeAttachments");
+    assert_eq!(
+        attachments["items"][0]["status"]["attached"], true,
+        "{attachments}"
+    );
+    // Its usage as the driver measures it (`NodeGetVolumeStats`), in the summary API and
+    // upstream's `kubelet_volume_stats_*` series, through the API server's node proxy.
+    let measured = eventually(60, "the claim's volume in /stats/summary", || {
+        let summary: Value =
+            serde_json::from_str(&text(&proxy(&cluster, "/stats/summary"))).ok()?;
+        summary["pods"]
+            .as_array()?
+            .iter()
+            .flat_map(|p| p["volume"].as_array().cloned().unwrap_or_default())
+            .find(|v| v["pvcRef"]["name"] == "data")
+    });
+    assert_eq!(measured["pvcRef"]["namespace"], "default", "{measured}");
+    assert_eq!(measured["name"], "data", "{measured}");
+    for field in [
+        "capacityBytes",
+        "availableBytes",
+        "usedBytes",
+        "inodes",
+        "inodesFree",
+        "inodesUsed",
+    ] {
+        assert!(measured[field].is_u64(), "{field} in {measured}");
+    }
+    assert!(measured["capacityBytes"].as_u64() > Some(0), "{measured}");
+    let metrics = text(&proxy(&cluster, "/metrics"));
+    let series =
+        "kubelet_volume_stats_used_bytes{namespace=\"default\",persistentvolumeclaim=\"data\"}";
+    assert!(
+        metrics.lines().any(|l| l.starts_with(series)),
+        "{series} expected in:\n{metrics}"
     );
     let out = cluster.kubectl(&["delete", "pod", "db1", "--wait=true"]);
     assert!(
@@ -290,6 +381,15 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         (log.matches("NodeUnstageVolume").count() >= 2
             && mounts_below(&pods_dir).is_empty()
             && mounts_below(&plugins_dir).is_empty())
+        .then_some(())
+    });
+    // No longer in use: the attach-detach controller detaches it.
+    eventually(60, "the claim's volume out of use and detached", || {
+        let node_status = cluster.get_json(&["node", NODE])?["status"].clone();
+        let attachments = cluster.get_json(&["volumeattachments"])?;
+        (node_status.get("volumesInUse").is_none()
+            && node_status.get("volumesAttached").is_none()
+            && attachments["items"].as_array().is_some_and(Vec::is_empty))
         .then_some(())
     });
 

@@ -212,6 +212,26 @@ impl PodObjectsApi for KubeClients {
         Ok(pv.map(|pv| persistent_volume_data(pv.spec.unwrap_or_default())))
     }
 
+    async fn get_volume_attachment(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::VolumeAttachmentData>, ObjectsError> {
+        let api: Api<k8s_openapi::api::storage::v1::VolumeAttachment> =
+            Api::all(self.connection.client.clone());
+        let attachment = self
+            .object_call("get", "volumeattachment", "", name, api.get(name))
+            .await?;
+        Ok(attachment.map(|a| {
+            let status = a.status.unwrap_or_default();
+            crate::domain::csi::volume::VolumeAttachmentData {
+                attached: status.attached,
+                being_deleted: a.metadata.deletion_timestamp.is_some(),
+                attach_error: status.attach_error.and_then(|e| e.message),
+                attachment_metadata: status.attachment_metadata.unwrap_or_default(),
+            }
+        }))
+    }
+
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
         let api: Api<ServiceAccount> =
             Api::namespaced(self.connection.client.clone(), &request.namespace);

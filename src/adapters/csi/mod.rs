@@ -14,7 +14,7 @@ use tower::service_fn;
 
 use crate::domain::csi::volume::{CsiAccessMode, CsiPublish};
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
-use crate::ports::csi::{CsiError, CsiPlugins};
+use crate::ports::csi::{CsiError, CsiPlugins, CsiVolumeStats};
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod registration {
@@ -172,6 +172,60 @@ impl CsiPlugins for SocketCsiPlugins {
         }))
     }
 
+    async fn node_volume_stats(
+        &self,
+        endpoint: &Path,
+        volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<Option<CsiVolumeStats>, CsiError> {
+        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        use csi::volume_usage::Unit;
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        let caps = client
+            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
+            .into_inner();
+        let offered = caps.capabilities.iter().any(|c| {
+            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::GetVolumeStats as i32)
+        });
+        if !offered {
+            return Ok(None);
+        }
+        let answer = client
+            .node_get_volume_stats(csi::NodeGetVolumeStatsRequest {
+                volume_id: volume_handle.to_owned(),
+                volume_path: target_path.display().to_string(),
+                staging_target_path: String::new(),
+            })
+            .await
+            .map_err(call_error(endpoint, "NodeGetVolumeStats"))?
+            .into_inner();
+        let mut stats = CsiVolumeStats::default();
+        // A negative count (a driver's bug) reads as 0.
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        for usage in answer.usage {
+            match Unit::try_from(usage.unit) {
+                Ok(Unit::Bytes) => {
+                    stats.usage.used_bytes = count(usage.used);
+                    stats.fs.capacity_bytes = count(usage.total);
+                    stats.fs.available_bytes = count(usage.available);
+                }
+                Ok(Unit::Inodes) => {
+                    stats.usage.inodes_used = count(usage.used);
+                    stats.fs.inodes = Some(count(usage.total));
+                    stats.fs.inodes_free = Some(count(usage.available));
+                }
+                _ => {}
+            }
+        }
+        stats.abnormal = answer
+            .volume_condition
+            .filter(|c| c.abnormal)
+            .map(|c| c.message);
+        Ok(Some(stats))
+    }
+
     async fn node_stage(
         &self,
         endpoint: &Path,
@@ -182,7 +236,7 @@ impl CsiPlugins for SocketCsiPlugins {
         client
             .node_stage_volume(csi::NodeStageVolumeRequest {
                 volume_id: volume.volume_handle.clone(),
-                publish_context: Default::default(),
+                publish_context: volume.publish_context.clone().into_iter().collect(),
                 staging_target_path: staging_path.display().to_string(),
                 volume_capability: Some(capability(volume)),
                 secrets: Default::default(),
@@ -219,7 +273,7 @@ impl CsiPlugins for SocketCsiPlugins {
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
         let request = csi::NodePublishVolumeRequest {
             volume_id: volume.volume_handle.clone(),
-            publish_context: Default::default(),
+            publish_context: volume.publish_context.clone().into_iter().collect(),
             staging_target_path: staging_path
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),

@@ -25,6 +25,8 @@ struct State {
     unpublished: Vec<(String, PathBuf)>,
     /// Whether the drivers stage volumes; staged volumes by staging path.
     stages: bool,
+    /// What `NodeGetVolumeStats` answers for a target path (none: not offered).
+    volume_stats: BTreeMap<PathBuf, crate::ports::csi::CsiVolumeStats>,
     staged: BTreeMap<PathBuf, String>,
 }
 
@@ -51,6 +53,15 @@ impl FakeCsiPlugins {
     /// A driver serving `NodeGetInfo` at `endpoint`.
     pub fn put_driver(&self, endpoint: impl Into<PathBuf>, info: DriverNodeInfo) {
         self.lock().drivers.insert(endpoint.into(), info);
+    }
+
+    /// The driver measures the volume published at `target` as `stats`.
+    pub fn put_volume_stats(
+        &self,
+        target: impl Into<PathBuf>,
+        stats: crate::ports::csi::CsiVolumeStats,
+    ) {
+        self.lock().volume_stats.insert(target.into(), stats);
     }
 
     pub fn notified(&self) -> Vec<(PathBuf, bool, String)> {
@@ -181,6 +192,19 @@ impl CsiPlugins for FakeCsiPlugins {
             .published
             .insert(volume.target_path.clone(), volume.clone());
         Ok(())
+    }
+
+    async fn node_volume_stats(
+        &self,
+        endpoint: &Path,
+        _volume_handle: &str,
+        target_path: &Path,
+    ) -> Result<Option<crate::ports::csi::CsiVolumeStats>, CsiError> {
+        let state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeGetVolumeStats"));
+        }
+        Ok(state.volume_stats.get(target_path).cloned())
     }
 
     async fn node_unpublish(

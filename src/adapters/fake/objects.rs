@@ -22,6 +22,7 @@ struct State {
     claims: BTreeMap<(String, String), ClaimData>,
     persistent_volumes: BTreeMap<String, PersistentVolumeData>,
     csi_drivers: BTreeMap<String, crate::domain::csi::volume::CsiDriverData>,
+    volume_attachments: BTreeMap<String, crate::domain::csi::volume::VolumeAttachmentData>,
     /// Tokens issued so far, in order.
     tokens: Vec<TokenRequest>,
     /// Lifetime the fake gives tokens from the "now" the test sets.
@@ -89,6 +90,17 @@ impl FakeObjects {
 
     pub fn put_csi_driver(&self, name: &str, driver: crate::domain::csi::volume::CsiDriverData) {
         self.lock().csi_drivers.insert(name.into(), driver);
+    }
+
+    /// The VolumeAttachment `name` as the attacher left it.
+    pub fn put_volume_attachment(
+        &self,
+        name: &str,
+        attachment: crate::domain::csi::volume::VolumeAttachmentData,
+    ) {
+        self.lock()
+            .volume_attachments
+            .insert(name.into(), attachment);
     }
 
     pub fn put_persistent_volume(&self, name: &str, volume: PersistentVolumeData) {
@@ -236,6 +248,14 @@ impl PodObjectsApi for FakeObjects {
     ) -> Result<Option<PersistentVolumeData>, ObjectsError> {
         self.check("get", "persistentvolume", "", name)?;
         Ok(self.lock().persistent_volumes.get(name).cloned())
+    }
+
+    async fn get_volume_attachment(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::VolumeAttachmentData>, ObjectsError> {
+        self.check("get", "volumeattachment", "", name)?;
+        Ok(self.lock().volume_attachments.get(name).cloned())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {

@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 
 use super::registries::kubelet_metrics;
 use super::{FloatCounter, FloatGauge, Labels};
+use crate::domain::stats::VolumeSummary;
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::ports::node_stats::OwnProcess;
 
@@ -16,6 +17,8 @@ pub struct ScrapeState<'a> {
     pub node_name: &'a str,
     pub pods: &'a [ApiPodStatus],
     pub process: Option<OwnProcess>,
+    /// The pods' volumes as the last stats sample measured them.
+    pub volumes: &'a [&'a VolumeSummary],
 }
 
 /// Upstream's `container_state` label of a container state.
@@ -76,6 +79,7 @@ pub fn encode_kubelet_metrics(state: &ScrapeState<'_>) -> String {
         "The node's name. The count is always 1.",
         node,
     );
+    register_volume_stats(&mut scrape, state.volumes);
     if let Some(p) = state.process {
         let rss = FloatGauge::default();
         rss.set(p.resident_memory_bytes as f64);
@@ -105,4 +109,70 @@ pub fn encode_kubelet_metrics(state: &ScrapeState<'_>) -> String {
     let _ = encode_registry(&mut out, &scrape);
     let _ = encode_eof(&mut out);
     out
+}
+
+/// Upstream's volume stats collector: each claim's volume once (the first pod's
+/// reading), by `namespace` and `persistentvolumeclaim`; volumes without a claim are not
+/// shown.
+fn register_volume_stats(scrape: &mut Registry, volumes: &[&VolumeSummary]) {
+    type Read = fn(&VolumeSummary) -> Option<u64>;
+    const SERIES: [(&str, &str, Read); 6] = [
+        (
+            "kubelet_volume_stats_capacity_bytes",
+            "Capacity in bytes of the volume",
+            |v| v.fs.capacity_bytes,
+        ),
+        (
+            "kubelet_volume_stats_available_bytes",
+            "Number of available bytes in the volume",
+            |v| v.fs.available_bytes,
+        ),
+        (
+            "kubelet_volume_stats_used_bytes",
+            "Number of used bytes in the volume",
+            |v| v.fs.used_bytes,
+        ),
+        (
+            "kubelet_volume_stats_inodes",
+            "Maximum number of inodes in the volume",
+            |v| v.fs.inodes,
+        ),
+        (
+            "kubelet_volume_stats_inodes_free",
+            "Number of free inodes in the volume",
+            |v| v.fs.inodes_free,
+        ),
+        (
+            "kubelet_volume_stats_inodes_used",
+            "Number of used inodes in the volume",
+            |v| v.fs.inodes_used,
+        ),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    let claimed: Vec<(&VolumeSummary, Labels)> = volumes
+        .iter()
+        .filter_map(|v| {
+            let claim = v.pvc_ref.as_ref()?;
+            seen.insert((claim.namespace.clone(), claim.name.clone()))
+                .then(|| {
+                    let labels = vec![
+                        ("namespace", claim.namespace.clone()),
+                        ("persistentvolumeclaim", claim.name.clone()),
+                    ];
+                    (*v, labels)
+                })
+        })
+        .collect();
+    if claimed.is_empty() {
+        return;
+    }
+    for (name, help, read) in SERIES {
+        let family = Family::<Labels, FloatGauge>::default();
+        for (volume, labels) in &claimed {
+            family
+                .get_or_create(labels)
+                .set(read(volume).unwrap_or(0) as f64);
+        }
+        scrape.register(name, help, family);
+    }
 }

@@ -196,6 +196,7 @@ mod tests {
                 cpu_seconds: 1.5,
                 start_time_unix_seconds: 7.0,
             }),
+            volumes: &[],
         });
         assert!(text.contains(r#"kubelet_node_name{node="n1"} 1"#), "{text}");
         assert!(text.contains("kubelet_running_pods 1"), "{text}");
@@ -208,6 +209,64 @@ mod tests {
             text.contains("# TYPE kubelet_pleg_relist_duration_seconds histogram"),
             "{text}"
         );
+    }
+
+    /// Upstream's volume stats collector: a claim's volume once, by namespace and claim;
+    /// a volume without a claim is not shown.
+    #[test]
+    fn claims_volumes_are_shown_once_by_namespace_and_claim() {
+        use crate::domain::stats::{FsSummary, PvcReference, VolumeSummary};
+        let claimed = VolumeSummary {
+            fs: FsSummary {
+                capacity_bytes: Some(1000),
+                available_bytes: Some(600),
+                used_bytes: Some(400),
+                inodes: Some(10),
+                inodes_free: Some(7),
+                inodes_used: Some(3),
+                ..FsSummary::default()
+            },
+            name: "data".into(),
+            pvc_ref: Some(PvcReference {
+                name: "data".into(),
+                namespace: "ns".into(),
+            }),
+        };
+        let again = VolumeSummary {
+            fs: FsSummary {
+                used_bytes: Some(1),
+                ..claimed.fs.clone()
+            },
+            ..claimed.clone()
+        };
+        let scratch = VolumeSummary {
+            name: "scratch".into(),
+            pvc_ref: None,
+            ..claimed.clone()
+        };
+        let text = encode_kubelet_metrics(&ScrapeState {
+            node_name: "n1",
+            pods: &[],
+            process: None,
+            volumes: &[&claimed, &again, &scratch],
+        });
+        let labels = r#"{namespace="ns",persistentvolumeclaim="data"}"#;
+        for (series, value) in [
+            ("kubelet_volume_stats_capacity_bytes", "1000.0"),
+            ("kubelet_volume_stats_available_bytes", "600.0"),
+            ("kubelet_volume_stats_used_bytes", "400.0"),
+            ("kubelet_volume_stats_inodes", "10.0"),
+            ("kubelet_volume_stats_inodes_free", "7.0"),
+            ("kubelet_volume_stats_inodes_used", "3.0"),
+        ] {
+            let line = format!("{series}{labels} {value}");
+            assert_eq!(
+                text.lines().filter(|l| *l == line).count(),
+                1,
+                "{line} in {text}"
+            );
+        }
+        assert!(!text.contains("scratch"), "{text}");
     }
 
     #[test]
@@ -226,6 +285,7 @@ mod tests {
             node_name: "n1",
             pods: &[],
             process: None,
+            volumes: &[],
         });
         assert!(
             text.contains(&format!(

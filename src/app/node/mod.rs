@@ -100,6 +100,8 @@ pub struct NodeAgentSettings {
     pub clients_hook: ClientsHook,
     /// Told the node once it is registered: the API pod source and status writer start.
     pub connected: Option<Arc<watch::Sender<Option<ConnectedNode>>>>,
+    /// The attached volumes the pods use (the volume manager's), for `volumesInUse`.
+    pub volumes_in_use: Arc<crate::app::pods::volumes_in_use::VolumesInUse>,
 }
 
 /// A callback given the agent's clients; empty by default.
@@ -180,6 +182,7 @@ impl NodeAgentSettings {
             static_pods: watch::channel(Vec::new()).1,
             clients_hook: ClientsHook::default(),
             connected: None,
+            volumes_in_use: Arc::default(),
         }
     }
 }
@@ -291,6 +294,7 @@ pub fn status_inputs(
         memory_pressure: pressure.contains(&PressureCondition::MemoryPressure),
         disk_pressure: pressure.contains(&PressureCondition::DiskPressure),
         pid_pressure: pressure.contains(&PressureCondition::PidPressure),
+        volumes_in_use: s.volumes_in_use.wanted(),
     }
 }
 

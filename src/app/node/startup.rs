@@ -83,6 +83,7 @@ pub fn start_if_connected(
     settings.pod_events = links.events.clone();
     settings.static_pods = links.static_pods.subscribe();
     if let Some(volumes) = volumes {
+        settings.volumes_in_use = volumes.in_use();
         // The clients for API objects (the node's facts are set at start-up).
         settings.clients_hook = ClientsHook(Some(Arc::new(move |clients: &ApiClients| {
             volumes.set_api(clients.objects.clone());

@@ -54,18 +54,22 @@ pub async fn sync_status(agent: &Agent, state: &mut StatusState) -> Result<bool,
         }
     })?;
     let since = state.last_report.map(|t| t.elapsed());
+    let inputs = agent.status_inputs();
     let report = report_status(
         &held.status,
-        &agent.status_inputs(),
+        &inputs,
         since,
         agent.settings.status_report_frequency,
     );
+    let in_use = &agent.settings.volumes_in_use;
     let Some(patch) = report.patch else {
         debug!("node status unchanged; not sent");
+        in_use.mark_reported(&inputs.volumes_in_use);
         return Ok(false);
     };
     match api.patch_node_status(&name, &patch).await {
         Ok(_) => {
+            in_use.mark_reported(&inputs.volumes_in_use);
             state.last_report = Some(Instant::now());
             // Recorded once the API holds the transition (a failed patch is tried again
             // from the held Node, which would record them twice).
@@ -84,7 +88,8 @@ pub async fn sync_status(agent: &Agent, state: &mut StatusState) -> Result<bool,
     }
 }
 
-/// Run forever: one sync per period, or sooner when the runtime's readiness changes.
+/// Run forever: one sync per period, or sooner when the runtime's readiness or the
+/// attached volumes in use change (a pod's volume waits for its report).
 pub async fn run_status_loop(agent: &Agent, mut state: StatusState, first_now: bool) {
     let mut failures = FailureLog::new("updating the node status");
     let period = agent.settings.status_update_frequency;
@@ -97,6 +102,7 @@ pub async fn run_status_loop(agent: &Agent, mut state: StatusState, first_now: b
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
             () = agent.health.changed.notified() => {}
+            () = agent.settings.volumes_in_use.changed.notified() => {}
         }
         match sync_status(agent, &mut state).await {
             Ok(_) => failures.succeeded(),

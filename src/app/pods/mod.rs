@@ -26,6 +26,7 @@ pub mod sync_loop_health;
 pub mod terminate;
 pub mod volume_manager;
 pub mod volumes;
+pub mod volumes_in_use;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

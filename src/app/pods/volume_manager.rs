@@ -6,7 +6,7 @@
 //! (secrets and projected volumes on tmpfs). An update of an object thus reaches the
 //! running containers within the resync period plus `cache_ttl`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -16,11 +16,12 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::volumes::{self, off_runtime};
+use super::volumes_in_use::VolumesInUse;
 use crate::app::node::ConnectedNode;
 use crate::app::plugins::CsiDrivers;
 use crate::domain::csi::volume::{
-    published_volume, staging_path, CsiDriverData, CsiPublish, PublishedVolume, CSI_PLUGIN_DIR,
-    VOL_DATA_FILE,
+    attachment, published_volume, staging_path, Attachment, CsiDriverData, CsiPublish,
+    PublishedVolume, CSI_PLUGIN_DIR, VOL_DATA_FILE,
 };
 use crate::domain::csi::Driver;
 use crate::domain::kuberuntime::requests::RequestContext;
@@ -101,7 +102,35 @@ pub struct VolumeManager {
     node: Mutex<Option<watch::Receiver<Option<ConnectedNode>>>>,
     /// The registered CSI drivers and their node services, for CSI volumes.
     csi: Option<(CsiDrivers, Arc<dyn CsiPlugins>)>,
+    /// The attached volumes the pods use, for the Node's `volumesInUse`.
+    in_use: Arc<VolumesInUse>,
+    /// Each pod's CSI volumes, by pod uid, for their stats.
+    published: Mutex<HashMap<String, Vec<PublishedCsi>>>,
 }
+
+/// A pod's CSI volume as it was planned: what its driver is asked to measure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedCsi {
+    /// The pod's name for it.
+    pub volume: String,
+    /// The claim it comes from (`None` for an inline volume).
+    pub claim: Option<String>,
+    pub driver: String,
+    pub volume_handle: String,
+    pub target_path: std::path::PathBuf,
+}
+
+/// A pod's CSI volume as its driver measured it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiVolumeSample {
+    pub volume: String,
+    pub claim: Option<String>,
+    pub stats: crate::ports::csi::CsiVolumeStats,
+}
+
+/// How long a pod's sync waits for its attached volumes (reported in use, then
+/// attached) before it fails and is tried again; upstream waits up to 2 minutes.
+const ATTACH_WAIT: Duration = Duration::from_secs(30);
 
 impl VolumeManager {
     /// Without an API server (standalone): references to API objects fail as upstream's
@@ -116,7 +145,52 @@ impl VolumeManager {
             files,
             node: Mutex::new(None),
             csi: None,
+            in_use: Arc::new(VolumesInUse::default()),
+            published: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn published(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<PublishedCsi>>> {
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the drivers measure of pod `uid`'s CSI volumes (upstream's volume stats from
+    /// `NodeGetVolumeStats`); a volume whose driver does not offer it, or whose call
+    /// fails, is left out.
+    pub async fn csi_volume_stats(&self, uid: &str) -> Vec<CsiVolumeSample> {
+        let volumes = self.published().get(uid).cloned().unwrap_or_default();
+        let mut samples = Vec::new();
+        for volume in volumes {
+            let Ok((driver, plugins)) = self.driver(&volume.driver) else {
+                continue;
+            };
+            let measured = plugins
+                .node_volume_stats(
+                    Path::new(&driver.endpoint),
+                    &volume.volume_handle,
+                    &volume.target_path,
+                )
+                .await;
+            match measured {
+                Ok(Some(stats)) => samples.push(CsiVolumeSample {
+                    volume: volume.volume,
+                    claim: volume.claim,
+                    stats,
+                }),
+                Ok(None) => {}
+                Err(e) => {
+                    debug!(volume = %volume.volume, err = %Chain(&e), "CSI volume stats not read")
+                }
+            }
+        }
+        samples
+    }
+
+    /// The attached volumes the pods use, for the node status loop.
+    pub fn in_use(&self) -> Arc<VolumesInUse> {
+        Arc::clone(&self.in_use)
     }
 
     /// CSI volumes are published by the drivers registered in `drivers`.
@@ -287,7 +361,59 @@ impl VolumeManager {
         }
         inputs.service_env =
             service_env(&services, ns, pod.spec.enable_service_links.unwrap_or(true));
+        self.attachments(api, pod, &mut inputs).await;
         inputs
+    }
+
+    /// The attachments of the pod's claims' CSI volumes that need one: marked in use
+    /// for the node status loop, then waited for (up to `ATTACH_WAIT`) until the Node
+    /// reports them in use and their VolumeAttachments are attached; what was seen goes
+    /// to the domain, which decides.
+    async fn attachments(&self, api: &dyn PodObjectsApi, pod: &Pod, inputs: &mut PodInputs) {
+        let needed: BTreeSet<Attachment> = inputs
+            .objects
+            .persistent_volumes
+            .values()
+            .filter_map(|pv| match pv {
+                Fetched::Found(PersistentVolumeData {
+                    source: PersistentVolumeSource::Csi(source),
+                    ..
+                }) => attachment(source, &inputs.facts.node_name, &inputs.objects),
+                _ => None,
+            })
+            .collect();
+        if needed.is_empty() {
+            return;
+        }
+        let names: BTreeSet<String> = needed.iter().map(|a| a.unique_name.clone()).collect();
+        self.in_use.add(&pod.metadata.uid, &names);
+        let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
+        let reported =
+            tokio::time::timeout_at(deadline, self.in_use.wait_reported(&names, ATTACH_WAIT))
+                .await
+                .unwrap_or_else(|_| self.in_use.reported());
+        inputs.facts.volumes_reported_in_use = reported;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let seen = join_all(needed.iter().map(|a| async move {
+                (
+                    a.id.clone(),
+                    fetched(api.get_volume_attachment(&a.id).await),
+                )
+            }))
+            .await;
+            let settled = seen.iter().all(|(_, v)| match v {
+                Fetched::Found(a) => a.attached || a.attach_error.is_some() || a.being_deleted,
+                Fetched::NotFound => false,
+                Fetched::Failed(_) => true,
+            });
+            inputs.objects.volume_attachments = seen.into_iter().collect();
+            if settled || tokio::time::Instant::now() + pause > deadline {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 
     /// A cached read: the value read within `cache_ttl` of `now`, else `fetch`'s. A
@@ -303,23 +429,9 @@ impl VolumeManager {
         K: Eq + std::hash::Hash,
         T: Clone,
     {
-        let hit = pick(&mut self.caches())
-            .get(&key)
-            .and_then(|c| (now.saturating_sub(c.at) < self.cache_ttl).then(|| c.value.clone()));
-        if let Some(v) = hit {
-            return v;
-        }
-        let v = fetched(fetch.await);
-        if !matches!(v, Fetched::Failed(_)) {
-            pick(&mut self.caches()).insert(
-                key,
-                Cached {
-                    at: now,
-                    value: v.clone(),
-                },
-            );
-        }
-        v
+        let keep = |v: &Fetched<T>| !matches!(v, Fetched::Failed(_));
+        self.cached_for(pick, key, now, self.cache_ttl, keep, fetch)
+            .await
     }
 
     /// A read kept `BOUND_CLAIM_TTL` when `keep` says so (a bound claim, a volume),
@@ -336,15 +448,35 @@ impl VolumeManager {
         K: Eq + std::hash::Hash,
         T: Clone,
     {
+        let keep = |v: &Fetched<T>| matches!(v, Fetched::Found(found) if keep(found));
+        self.cached_for(pick, key, now, BOUND_CLAIM_TTL, keep, fetch)
+            .await
+    }
+
+    /// The value read within `ttl` of `now`, else `fetch`'s, remembered when `keep`
+    /// says so.
+    async fn cached_for<K, T>(
+        &self,
+        pick: fn(&mut Caches) -> &mut HashMap<K, Cached<T>>,
+        key: K,
+        now: Duration,
+        ttl: Duration,
+        keep: impl Fn(&Fetched<T>) -> bool,
+        fetch: impl std::future::Future<Output = Result<Option<T>, ObjectsError>>,
+    ) -> Fetched<T>
+    where
+        K: Eq + std::hash::Hash,
+        T: Clone,
+    {
         let hit = pick(&mut self.caches())
             .get(&key)
-            .filter(|c| now.saturating_sub(c.at) < BOUND_CLAIM_TTL)
+            .filter(|c| now.saturating_sub(c.at) < ttl)
             .map(|c| c.value.clone());
         if let Some(v) = hit {
             return v;
         }
         let v = fetched(fetch.await);
-        if matches!(&v, Fetched::Found(found) if keep(found)) {
+        if keep(&v) {
             pick(&mut self.caches()).insert(
                 key,
                 Cached {
@@ -587,6 +719,7 @@ impl VolumeManager {
             return Vec::new();
         }
         let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
+        self.remember_csi(pod, &plans);
         if !all {
             // Folders and paths (claims' too) were set up with the sandbox.
             plans.retain(|p| {
@@ -662,6 +795,35 @@ impl VolumeManager {
                 volume: String::new(),
                 message: format!("volume setup task failed: {e}"),
             }],
+        }
+    }
+
+    /// The pod's CSI volumes as planned (a running pod's resync, after a restart too,
+    /// records them again).
+    fn remember_csi(&self, pod: &Pod, plans: &[crate::domain::volumes::plan::VolumePlan]) {
+        let volumes: Vec<PublishedCsi> = plans
+            .iter()
+            .filter_map(|plan| {
+                let Ok(VolumeAction::Csi(publish)) = &plan.action else {
+                    return None;
+                };
+                let claim = pod
+                    .spec
+                    .volumes
+                    .iter()
+                    .find(|v| v.name == plan.name)
+                    .and_then(|v| crate::domain::volumes::claim::claim_name_of(pod, v));
+                Some(PublishedCsi {
+                    volume: plan.name.clone(),
+                    claim,
+                    driver: publish.driver.clone(),
+                    volume_handle: publish.volume_handle.clone(),
+                    target_path: publish.target_path.clone(),
+                })
+            })
+            .collect();
+        if !volumes.is_empty() {
+            self.published().insert(pod.metadata.uid.clone(), volumes);
         }
     }
 
@@ -788,6 +950,13 @@ impl VolumeManager {
                     warn!(volume = %name, err = %message, "UnmountVolume.TearDown failed");
                     all = false;
                 }
+            }
+        }
+        if all {
+            // Unstaged: the attach-detach controller may detach them now.
+            if let Some(uid) = pod_dir.file_name().and_then(|n| n.to_str()) {
+                self.in_use.forget(uid);
+                self.published().remove(uid);
             }
         }
         all

@@ -38,10 +38,19 @@ pub async fn answer(provider: &StatsProvider, path: &str) -> (&'static str, Vec<
                     None
                 }
             };
+            // The last sample's volumes (housekeeping keeps it fresh): a scrape of
+            // `/metrics` does not read the node again.
+            let snapshot = provider.cached().await;
+            let volumes: Vec<_> = snapshot
+                .iter()
+                .flat_map(|s| s.summary.pods.iter())
+                .flat_map(|p| p.volume.iter())
+                .collect();
             let text = encode_kubelet_metrics(&ScrapeState {
                 node_name: &provider.node_name,
                 pods: &pods,
                 process,
+                volumes: &volumes,
             });
             (OPENMETRICS, text.into_bytes())
         }

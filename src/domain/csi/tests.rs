@@ -295,7 +295,14 @@ mod persistent_volumes {
     use super::super::volume::*;
     use crate::domain::pod::Pod;
     use crate::domain::volumes::claim::CsiPersistentSource;
-    use crate::domain::volumes::{Fetched, PodObjects};
+    use crate::domain::volumes::{Fetched, PodFacts, PodObjects};
+
+    fn n1() -> PodFacts {
+        PodFacts {
+            node_name: "n1".into(),
+            ..PodFacts::default()
+        }
+    }
 
     fn pod() -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -334,7 +341,7 @@ mod persistent_volumes {
             false,
             &["ReadWriteOnce".to_owned()],
             root,
-            "n1",
+            &n1(),
             &no_attach(),
         )
         .expect("publishable");
@@ -381,7 +388,7 @@ mod persistent_volumes {
         );
         let root = Path::new("/var/lib/kubelet");
         let refused = |o: &PodObjects, s: &CsiPersistentSource| {
-            plan_persistent(&pod(), "pv", s, false, &[], root, "n1", o).expect_err("refused")
+            plan_persistent(&pod(), "pv", s, false, &[], root, &n1(), o).expect_err("refused")
         };
         assert_eq!(
             refused(&objects, &source()),
@@ -390,10 +397,75 @@ mod persistent_volumes {
         let mut with_secret = source();
         with_secret.secret_refs = vec!["nodeStageSecretRef".into()];
         assert!(refused(&no_attach(), &with_secret).contains("nodeStageSecretRef"));
+    }
+
+    /// Upstream's csi_attacher: the VolumeAttachment `csi-<sha256(handle driver node)>`,
+    /// the volume `kubernetes.io/csi/<driver>^<handle>` in the Node's `volumesInUse`
+    /// before it is staged, the attacher's metadata given to the driver.
+    #[test]
+    fn an_attached_volume_is_staged_only_once_reported_in_use_and_attached() {
+        let root = Path::new("/var/lib/kubelet");
         // Without a CSIDriver, attachment is required, as upstream's default.
+        let mut objects = PodObjects::default();
+        let needed = attachment(&source(), "n1", &objects).expect("attachment required");
         assert_eq!(
-            refused(&PodObjects::default(), &source()),
-            "the CSI driver hostpath.csi.k8s.io requires attachment (its CSIDriver's attachRequired is not false), which rkubelet does not wait for yet"
+            needed.unique_name,
+            "kubernetes.io/csi/hostpath.csi.k8s.io^vol-1"
         );
+        // printf 'vol-1hostpath.csi.k8s.ion1' | sha256sum
+        assert_eq!(
+            needed.id,
+            "csi-ffffc29a669717b61299488392f67014c84daf009b3c45d06bb6627113f72dbe"
+        );
+        assert_eq!(attachment(&source(), "n1", &no_attach()), None);
+        let plan = |facts: &PodFacts, o: &PodObjects| {
+            plan_persistent(&pod(), "pv", &source(), false, &[], root, facts, o)
+        };
+        assert_eq!(
+            plan(&n1(), &objects).expect_err("not reported"),
+            "Volume has not been added to the list of VolumesInUse in the node's volume status for volume \"pv\""
+        );
+        let mut reported = n1();
+        reported
+            .volumes_reported_in_use
+            .insert(needed.unique_name.clone());
+        assert!(plan(&reported, &objects)
+            .expect_err("no attachment yet")
+            .starts_with(
+                "MountVolume.WaitForAttach failed for volume \"pv\" : volume attachment csi-"
+            ));
+        let mut attachment_state = VolumeAttachmentData::default();
+        objects
+            .volume_attachments
+            .insert(needed.id.clone(), Fetched::Found(attachment_state.clone()));
+        assert_eq!(
+            plan(&reported, &objects).expect_err("not attached"),
+            "MountVolume.WaitForAttach failed for volume \"pv\" : timed out waiting for external-attacher of hostpath.csi.k8s.io CSI driver to attach volume vol-1"
+        );
+        attachment_state.attach_error = Some("rpc error: code = NotFound".into());
+        objects
+            .volume_attachments
+            .insert(needed.id.clone(), Fetched::Found(attachment_state.clone()));
+        assert_eq!(
+            plan(&reported, &objects).expect_err("attach failed"),
+            "MountVolume.WaitForAttach failed for volume \"pv\" : rpc error: code = NotFound"
+        );
+        attachment_state = VolumeAttachmentData {
+            attached: true,
+            attachment_metadata: [("devicePath".to_owned(), "/dev/x".to_owned())].into(),
+            ..VolumeAttachmentData::default()
+        };
+        objects
+            .volume_attachments
+            .insert(needed.id.clone(), Fetched::Found(attachment_state));
+        let publish = plan(&reported, &objects).expect("attached");
+        assert_eq!(
+            publish
+                .publish_context
+                .get("devicePath")
+                .map(String::as_str),
+            Some("/dev/x")
+        );
+        assert_eq!(publish.vol_data.get("attachmentID"), Some(&needed.id));
     }
 }

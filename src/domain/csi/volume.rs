@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::domain::pod::{CsiVolumeSource, Pod};
 use crate::domain::securitycontext::VolumeSetup;
-use crate::domain::volumes::{Fetched, PodObjects};
+use crate::domain::volumes::{Fetched, PodFacts, PodObjects};
 
 /// The plugin folder of CSI volumes under the pod's `volumes`.
 pub const CSI_PLUGIN_DIR: &str = "kubernetes.io~csi";
@@ -85,16 +85,111 @@ pub struct CsiPublish {
     pub owner: Option<VolumeSetup>,
     /// `vol_data.json`'s content.
     pub vol_data: BTreeMap<String, String>,
+    /// The attacher's `attachmentMetadata` for a volume attached first, given to the
+    /// driver's stage and publish calls.
+    pub publish_context: BTreeMap<String, String>,
+}
+
+/// What the kubelet reads of a `storage.k8s.io/v1` VolumeAttachment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeAttachmentData {
+    pub attached: bool,
+    pub being_deleted: bool,
+    /// `status.attachError.message`.
+    pub attach_error: Option<String>,
+    pub attachment_metadata: BTreeMap<String, String>,
+}
+
+/// A PersistentVolume that the attach-detach controller and the driver's attacher
+/// attach to the node before the kubelet stages it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Attachment {
+    /// The volume's name in the Node's `volumesInUse` and `volumesAttached`:
+    /// `kubernetes.io/csi/<driver>^<volume handle>`.
+    pub unique_name: String,
+    /// The VolumeAttachment's name: `csi-<sha256(handle + driver + node)>`.
+    pub id: String,
+}
+
+/// Upstream's `getAttachmentName`.
+pub fn attachment_name(volume_handle: &str, driver: &str, node_name: &str) -> String {
+    format!(
+        "csi-{}",
+        sha256_hex(&format!("{volume_handle}{driver}{node_name}"))
+    )
+}
+
+/// The attachment a claim's CSI PersistentVolume needs on `node_name`; `None` when its
+/// driver's CSIDriver says `attachRequired: false` (no CSIDriver: required, as
+/// upstream's default).
+pub fn attachment(
+    source: &crate::domain::volumes::claim::CsiPersistentSource,
+    node_name: &str,
+    objects: &PodObjects,
+) -> Option<Attachment> {
+    let required = match objects.csi_drivers.get(&source.driver) {
+        Some(Fetched::Found(d)) => d.attach_required,
+        _ => true,
+    };
+    required.then(|| Attachment {
+        unique_name: format!(
+            "kubernetes.io/csi/{}^{}",
+            source.driver, source.volume_handle
+        ),
+        id: attachment_name(&source.volume_handle, &source.driver, node_name),
+    })
+}
+
+/// Whether `attachment` may be staged now: reported in the Node's `volumesInUse`
+/// (so the attach-detach controller does not detach it under a mount) and its
+/// VolumeAttachment attached; the attacher's metadata when so, upstream's message when
+/// not.
+fn attached(
+    volume_name: &str,
+    source: &crate::domain::volumes::claim::CsiPersistentSource,
+    attachment: &Attachment,
+    facts: &PodFacts,
+    objects: &PodObjects,
+) -> Result<BTreeMap<String, String>, String> {
+    if !facts
+        .volumes_reported_in_use
+        .contains(&attachment.unique_name)
+    {
+        return Err(format!(
+            "Volume has not been added to the list of VolumesInUse in the node's volume status for volume {volume_name:?}"
+        ));
+    }
+    let wait_failed = |why: String| {
+        format!("MountVolume.WaitForAttach failed for volume {volume_name:?} : {why}")
+    };
+    match objects.volume_attachments.get(&attachment.id) {
+        Some(Fetched::Found(a)) if a.being_deleted => {
+            Err(wait_failed("volume attachment is being deleted".to_owned()))
+        }
+        Some(Fetched::Found(a)) if a.attached => Ok(a.attachment_metadata.clone()),
+        Some(Fetched::Found(VolumeAttachmentData {
+            attach_error: Some(message),
+            ..
+        })) => Err(wait_failed(message.clone())),
+        // The app waited for it (upstream's `WaitForAttach`).
+        Some(Fetched::Found(_)) => Err(wait_failed(format!(
+            "timed out waiting for external-attacher of {} CSI driver to attach volume {}",
+            source.driver, source.volume_handle
+        ))),
+        Some(Fetched::NotFound) | None => Err(wait_failed(format!(
+            "volume attachment {} not found (the attach-detach controller has not made it yet)",
+            attachment.id
+        ))),
+        Some(Fetched::Failed(reason)) => Err(wait_failed(format!(
+            "volume has GET error for volume attachment {}: {reason}",
+            attachment.id
+        ))),
+    }
 }
 
 /// Upstream's `makeVolumeHandle`.
 pub fn make_volume_handle(pod_uid: &str, volume_name: &str) -> String {
-    let digest = ring::digest::digest(
-        &ring::digest::SHA256,
-        format!("{pod_uid}{volume_name}").as_bytes(),
-    );
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("csi-{hex}")
+    format!("csi-{}", sha256_hex(&format!("{pod_uid}{volume_name}")))
 }
 
 fn go_quoted(list: &[String]) -> String {
@@ -188,6 +283,7 @@ pub fn plan_inline(
         secrets,
         owner,
         vol_data,
+        publish_context: BTreeMap::new(),
     })
 }
 
@@ -243,9 +339,10 @@ pub fn plan_persistent(
     read_only: bool,
     access_modes: &[String],
     root_dir: &Path,
-    node_name: &str,
+    facts: &PodFacts,
     objects: &PodObjects,
 ) -> Result<CsiPublish, String> {
+    let node_name = facts.node_name.as_str();
     let driver = driver_data(objects, &source.driver)?;
     if !driver.volume_lifecycle_modes.is_empty()
         && !driver
@@ -259,19 +356,12 @@ pub fn plan_persistent(
             go_quoted(&driver.volume_lifecycle_modes)
         ));
     }
-    // Upstream attaches such volumes first (a VolumeAttachment the attach-detach
-    // controller and the driver's attacher complete): a driver without a CSIDriver
-    // object, or whose CSIDriver does not say `attachRequired: false`, needs it.
-    let attach_required = match objects.csi_drivers.get(&source.driver) {
-        Some(Fetched::Found(d)) => d.attach_required,
-        _ => true,
+    // Upstream attaches such volumes first: the attach-detach controller makes the
+    // VolumeAttachment and the driver's attacher completes it.
+    let publish_context = match attachment(source, node_name, objects) {
+        Some(needed) => attached(volume_name, source, &needed, facts, objects)?,
+        None => BTreeMap::new(),
     };
-    if attach_required {
-        return Err(format!(
-            "the CSI driver {} requires attachment (its CSIDriver's attachRequired is not false), which rkubelet does not wait for yet",
-            source.driver
-        ));
-    }
     if !source.secret_refs.is_empty() {
         return Err(format!(
             "the CSI volume's {} is not supported by rkubelet (its Secret is not read)",
@@ -295,10 +385,7 @@ pub fn plan_persistent(
     .then(|| VolumeSetup::fs_group_walk(pod, target_path.clone()))
     .flatten();
     let handle = source.volume_handle.clone();
-    let attachment = format!(
-        "csi-{}",
-        sha256_hex(&format!("{handle}{}{node_name}", source.driver))
-    );
+    let attachment = attachment_name(&handle, &source.driver, node_name);
     let vol_data = BTreeMap::from([
         ("specVolID".to_owned(), volume_name.to_owned()),
         ("volumeHandle".to_owned(), handle.clone()),
@@ -327,6 +414,7 @@ pub fn plan_persistent(
         secrets: BTreeMap::new(),
         owner,
         vol_data,
+        publish_context,
     })
 }
 

@@ -149,6 +149,22 @@ pub struct NodeStatus {
     pub node_info: NodeSystemInfo,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ContainerImage>,
+    /// The attached volumes the kubelet has mounted or is about to mount (their unique
+    /// names, sorted): the attach-detach controller detaches none of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes_in_use: Vec<String>,
+    /// The attach-detach controller's: the volumes attached to the node. Read, never
+    /// written by the kubelet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes_attached: Vec<AttachedVolume>,
+}
+
+/// `v1.AttachedVolume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AttachedVolume {
+    pub name: String,
+    pub device_path: String,
 }
 
 /// `v1.ConditionStatus`.

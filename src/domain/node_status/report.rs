@@ -89,6 +89,15 @@ pub fn status_patch(old: &NodeStatus, new: &NodeStatus) -> Value {
         // Images carry no patch strategy: the list is replaced.
         status.insert("images".into(), json!(new.images));
     }
+    if old.volumes_in_use != new.volumes_in_use {
+        // Replaced whole too; null clears it.
+        let in_use = if new.volumes_in_use.is_empty() {
+            Value::Null
+        } else {
+            json!(new.volumes_in_use)
+        };
+        status.insert("volumesInUse".into(), in_use);
+    }
     json!({ "status": status })
 }
 
@@ -163,6 +172,32 @@ mod tests {
         changed.not_ready = vec!["container runtime is down".into()];
         let not_ready = compute_status(&later, &changed).status;
         assert!(should_report(&first, &not_ready, Some(MINUTE), REPORT));
+    }
+
+    /// `volumesInUse` is the kubelet's, sent at once when it changes (null clears it);
+    /// `volumesAttached` is the attach-detach controller's: kept, never sent.
+    #[test]
+    fn volumes_in_use_are_sent_when_they_change_and_volumes_attached_never() {
+        let mut held = compute_status(&NodeStatus::default(), &inputs(0)).status;
+        held.volumes_attached = vec![crate::domain::node_status::model::AttachedVolume {
+            name: "kubernetes.io/csi/d^v1".into(),
+            device_path: String::new(),
+        }];
+        let mut using = inputs(10);
+        using.volumes_in_use = vec!["kubernetes.io/csi/d^v1".into()];
+        let report = report_status(&held, &using, Some(MINUTE), REPORT);
+        assert_eq!(report.status.volumes_attached, held.volumes_attached);
+        let patch = report.patch.expect("sent at once");
+        assert_eq!(
+            patch["status"]["volumesInUse"],
+            serde_json::json!(["kubernetes.io/csi/d^v1"])
+        );
+        assert!(patch["status"].get("volumesAttached").is_none());
+        let released = report_status(&report.status, &inputs(20), Some(MINUTE), REPORT);
+        assert_eq!(
+            released.patch.expect("sent at once")["status"]["volumesInUse"],
+            Value::Null
+        );
     }
 
     /// The node controller's mark after a silence: every condition `Unknown`.

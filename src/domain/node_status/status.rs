@@ -121,6 +121,8 @@ pub struct StatusInputs {
     pub memory_pressure: bool,
     pub disk_pressure: bool,
     pub pid_pressure: bool,
+    /// The attached volumes the pods use (unique names, sorted).
+    pub volumes_in_use: Vec<String>,
 }
 
 /// The status to report and the events its transitions record.
@@ -265,6 +267,8 @@ pub fn compute_status(previous: &NodeStatus, inputs: &StatusInputs) -> StatusUpd
             .as_deref()
             .map(|i| status_images(i, inputs.max_images))
             .unwrap_or_default(),
+        volumes_in_use: inputs.volumes_in_use.clone(),
+        volumes_attached: previous.volumes_attached.clone(),
     };
     status.daemon_endpoints.kubelet_endpoint.port = inputs.kubelet_port;
     if !previous.node_info.boot_id.is_empty() && previous.node_info.boot_id != inputs.boot_id {
@@ -464,6 +468,7 @@ mod tests {
             memory_pressure: false,
             disk_pressure: false,
             pid_pressure: false,
+            volumes_in_use: vec![],
         }
     }
 

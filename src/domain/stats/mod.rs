@@ -423,6 +423,15 @@ pub struct VolumeSample {
     pub fs: Option<FsStats>,
     /// Whether it counts in the pod's ephemeral storage (a disk-backed emptyDir).
     pub local_ephemeral: bool,
+    /// The claim it comes from.
+    pub pvc_ref: Option<PvcReference>,
+}
+
+/// `PVCReference`: the claim a volume comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PvcReference {
+    pub name: String,
+    pub namespace: String,
 }
 
 /// `VolumeStats`: the volume's `FsStats` inline, and its name.
@@ -432,6 +441,8 @@ pub struct VolumeSummary {
     #[serde(flatten)]
     pub fs: FsSummary,
     pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc_ref: Option<PvcReference>,
 }
 
 /// Everything one sampling read.
@@ -897,6 +908,7 @@ pub fn pod_summaries(current: &StatsSample, previous: Option<&StatsSample>) -> V
                     .map(|v| VolumeSummary {
                         fs: usage_summary(&time, v.usage, v.fs.as_ref()),
                         name: v.name.clone(),
+                        pvc_ref: v.pvc_ref.clone(),
                     })
                     .collect(),
                 ephemeral_storage: ephemeral,

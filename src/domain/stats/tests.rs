@@ -71,6 +71,7 @@ fn sample(t: i64, cpu: u64) -> StatsSample {
                     inodes_free: Some(20),
                 }),
                 local_ephemeral: true,
+                pvc_ref: None,
             }],
             etc_hosts: Some(FsUsage {
                 used_bytes: 4096,
@@ -154,6 +155,19 @@ fn the_summary_holds_working_sets_and_rates() {
             "inodesUsed": 1,
             "name": "scratch"
         }])
+    );
+    // A claim's volume names its claim (upstream's `pvcRef`).
+    let claimed = VolumeSummary {
+        name: "data".into(),
+        pvc_ref: Some(PvcReference {
+            name: "data".into(),
+            namespace: "ns".into(),
+        }),
+        ..VolumeSummary::default()
+    };
+    assert_eq!(
+        serde_json::to_value(&claimed).unwrap_or_default()["pvcRef"],
+        serde_json::json!({"name": "data", "namespace": "ns"})
     );
     let first_only = summary("n1", "", &first, None);
     assert_eq!(first_only.node.cpu.and_then(|c| c.usage_nano_cores), None);

@@ -202,6 +202,9 @@ pub struct PodObjects {
     pub persistent_volumes: BTreeMap<String, Fetched<claim::PersistentVolumeData>>,
     /// The CSIDriver objects of the pod's inline CSI volumes, by name.
     pub csi_drivers: BTreeMap<String, Fetched<crate::domain::csi::volume::CsiDriverData>>,
+    /// The VolumeAttachments of the pod's attached CSI volumes, by name.
+    pub volume_attachments:
+        BTreeMap<String, Fetched<crate::domain::csi::volume::VolumeAttachmentData>>,
 }
 
 /// What the kubelet reads of a `node.k8s.io/v1` RuntimeClass: the CRI runtime handler
@@ -223,6 +226,8 @@ pub struct PodFacts {
     /// The Node's name and labels, for a PersistentVolume's node affinity.
     pub node_name: String,
     pub node_labels: BTreeMap<String, String>,
+    /// The attached volumes the Node's `volumesInUse` holds (their unique names).
+    pub volumes_reported_in_use: std::collections::BTreeSet<String>,
 }
 
 impl PodFacts {

@@ -396,7 +396,7 @@ fn claimed_action(
             claimed.read_only || source.read_only,
             &claimed.access_modes,
             root_dir,
-            &facts.node_name,
+            facts,
             objects,
         )
         .map(|publish| VolumeAction::Csi(Box::new(publish)))

@@ -102,4 +102,13 @@ pub trait PodObjectsApi: Send + Sync {
         &self,
         name: &str,
     ) -> Result<Option<PersistentVolumeData>, ObjectsError>;
+
+    /// A `storage.k8s.io/v1` VolumeAttachment (the Node authorizer lets a node read those
+    /// of its node); `Ok(None)` when it does not exist.
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn get_volume_attachment(
+        &self,
+        name: &str,
+    ) -> Result<Option<crate::domain::csi::volume::VolumeAttachmentData>, ObjectsError>;
 }
