@@ -17,6 +17,8 @@
 //!   kills probes and hooks call for, the handlers' targets.
 //! - `status`: the pod status as the API shows it.
 //! - `eviction`: thresholds and signals.
+//! - `resource_managers`: the static CPU manager policy, its state checkpoint, and the
+//!   topology manager's NUMA hints and admission.
 //! - `code_pages`: which of its own executable's pages the process gives back, and when.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
 //!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
@@ -34,6 +36,7 @@ pub mod node;
 pub mod node_status;
 pub mod pod;
 pub mod probe;
+pub mod resource_managers;
 pub mod securitycontext;
 pub mod stats;
 pub mod status;
