@@ -1151,6 +1151,84 @@ mod tests {
         );
     }
 
+    /// A claim's CSI volume whose driver needs attaching (no CSIDriver: upstream's
+    /// default): marked in use for the status loop, then waited for until the Node
+    /// reports it in use; its VolumeAttachment read for the domain to decide.
+    #[tokio::test(start_paused = true)]
+    async fn an_attached_volume_is_marked_in_use_and_waited_for_until_reported() {
+        use crate::domain::csi::volume::{attachment_name, VolumeAttachmentData};
+        use crate::domain::volumes::claim::CsiPersistentSource;
+        let api = FakeObjects::default();
+        api.put_claim(
+            "ns",
+            "data",
+            ClaimData {
+                uid: "c1".into(),
+                volume_name: "pv1".into(),
+                phase: "Bound".into(),
+                being_deleted: false,
+                controller_uid: None,
+            },
+        );
+        api.put_persistent_volume(
+            "pv1",
+            PersistentVolumeData {
+                claim_uid: Some("c1".into()),
+                source: PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
+                    driver: "d".into(),
+                    volume_handle: "h".into(),
+                    ..CsiPersistentSource::default()
+                })),
+                volume_mode: "Filesystem".into(),
+                node_affinity: None,
+                access_modes: vec!["ReadWriteOnce".into()],
+            },
+        );
+        let id = attachment_name("h", "d", "n1");
+        api.put_volume_attachment(
+            &id,
+            VolumeAttachmentData {
+                attached: true,
+                ..VolumeAttachmentData::default()
+            },
+        );
+        let clock = Arc::new(FakeClock::new(1_000_000_000_000));
+        let vm = VolumeManager::standalone(clock, Arc::new(FakePodFiles::default()))
+            .with_api(Arc::new(api))
+            .with_node_facts(PodFacts {
+                node_name: "n1".into(),
+                ..PodFacts::default()
+            });
+        // The status loop: woken by the change, it reports what is wanted.
+        let in_use = vm.in_use();
+        let reporter = tokio::spawn(async move {
+            in_use.changed.notified().await;
+            let wanted = in_use.wanted();
+            in_use.mark_reported(&wanted);
+            wanted
+        });
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+              "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+        }))
+        .expect("pod");
+        let inputs = vm.inputs(&pod).await;
+        let unique = "kubernetes.io/csi/d^h".to_owned();
+        assert_eq!(reporter.await.ok(), Some(vec![unique.clone()]));
+        assert!(inputs.facts.volumes_reported_in_use.contains(&unique));
+        assert!(matches!(
+            inputs.objects.volume_attachments.get(&id),
+            Some(Fetched::Found(a)) if a.attached
+        ));
+        // Its volumes torn down, the pod no longer holds it in use.
+        assert!(
+            vm.tear_down_csi(std::path::Path::new("/nonexistent/pods/u1"))
+                .await
+        );
+        assert!(vm.in_use().wanted().is_empty());
+    }
+
     #[tokio::test]
     async fn a_failed_service_list_serves_the_last_one_and_is_retried_once_a_period() {
         let clock = Arc::new(FakeClock::new(1_000_000_000_000));
