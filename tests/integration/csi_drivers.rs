@@ -449,3 +449,247 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     assert_eq!(drivers[0]["name"], DRIVER);
     node.finish();
 }
+
+/// The hostpath driver's node side and its controller sidecars (provisioner, attacher)
+/// as host processes on `socket`, registered through `registry`; its upstream CSIDriver.
+struct HostpathDriver {
+    _peers: Vec<Peer>,
+    log: std::path::PathBuf,
+}
+
+impl HostpathDriver {
+    fn start(cluster: &Cluster, node_root: &Path, state: &Path) -> HostpathDriver {
+        let bins = kube_bins();
+        let driver_dir = node_root.join("plugins/csi-hostpath");
+        std::fs::create_dir_all(&driver_dir).expect("driver folder");
+        let socket = driver_dir.join("csi.sock");
+        let csi_address = format!("--csi-address={}", socket.display());
+        let kubeconfig = format!("--kubeconfig={}", cluster.admin_kubeconfig().display());
+        let log = state.join("hostpathplugin.log");
+        let peers = vec![
+            Peer::start(
+                &bins.join("hostpathplugin"),
+                &[
+                    format!("--drivername={DRIVER}"),
+                    format!("--endpoint=unix://{}", socket.display()),
+                    format!("--nodeid={NODE}"),
+                    format!("--statedir={}", state.join("data").display()),
+                    "--enable-attach=true".into(),
+                    "--v=5".into(),
+                ],
+                &log,
+            ),
+            Peer::start(
+                &bins.join("csi-node-driver-registrar"),
+                &[
+                    csi_address.clone(),
+                    format!("--kubelet-registration-path={}", socket.display()),
+                    format!(
+                        "--plugin-registration-path={}",
+                        node_root.join("plugins_registry").display()
+                    ),
+                ],
+                &state.join("registrar.log"),
+            ),
+            Peer::start(
+                &bins.join("csi-provisioner"),
+                &[
+                    csi_address.clone(),
+                    kubeconfig.clone(),
+                    "--feature-gates=Topology=true".into(),
+                    "--extra-create-metadata".into(),
+                ],
+                &state.join("provisioner.log"),
+            ),
+            Peer::start(
+                &bins.join("csi-attacher"),
+                &[csi_address, kubeconfig],
+                &state.join("attacher.log"),
+            ),
+        ];
+        cluster.apply(&format!(
+            "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec:\n  attachRequired: true\n  podInfoOnMount: true\n  fsGroupPolicy: File\n  volumeLifecycleModes: [Persistent, Ephemeral]\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath}}\nprovisioner: {DRIVER}\nvolumeBindingMode: WaitForFirstConsumer\nreclaimPolicy: Delete\n"
+        ));
+        eventually(60, "the driver in the node's CSINode", || {
+            csi_node_drivers(cluster).filter(|d| !d.is_empty())
+        });
+        HostpathDriver { _peers: peers, log }
+    }
+
+    /// How many times the driver was called `method` (its `GRPC call:` lines).
+    fn calls(&self, method: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("GRPC call:") && l.ends_with(method))
+            .count()
+    }
+}
+
+/// Each pod of the StatefulSet `db`: its container's ID and restart count, by pod name.
+fn stateful_pods(cluster: &Cluster) -> Option<std::collections::BTreeMap<String, (String, u64)>> {
+    let list = cluster.get_json(&["pods", "-l", "app=db"])?;
+    list["items"]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            let running = p["status"]["phase"] == "Running" && status["ready"] == true;
+            running.then(|| {
+                (
+                    p["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    (
+                        status["containerID"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        status["restartCount"].as_u64().unwrap_or(u64::MAX),
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Upstream's StatefulSet storage checks (e2e `apps/statefulset.go`, `storage/persistent_volumes.go`)
+/// and issue 33's restart check, against the real peers: a StatefulSet of 10 replicas with
+/// `volumeClaimTemplates` on the hostpath driver (provisioned on first use, attached,
+/// staged, published), scheduled by kube-scheduler; each writes its ordinal to its volume.
+/// rkubelet killed with SIGKILL and started again: every volume is found again (the
+/// Node's `volumesInUse` lists all ten again), no container restarted, no mount doubled.
+/// A deleted pod comes back with its data; scaled to 0, every volume is unpublished and
+/// unstaged: nothing of them is left in the mount table, and none stays in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, containerd, control plane with scheduler, the CSI hostpath driver and its sidecars: run by scripts/test.sh"]
+async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
+    let bins = kube_bins();
+    for binary in [
+        "hostpathplugin",
+        "csi-node-driver-registrar",
+        "csi-provisioner",
+        "csi-attacher",
+    ] {
+        assert!(
+            bins.join(binary).is_file(),
+            "{binary} is needed in {} (../shared/peers/bin/{binary}.zst)",
+            bins.display()
+        );
+    }
+    let state = TempRoot::new().expect("temp dir");
+    let cluster = Cluster::start_with(
+        "csists",
+        ClusterOptions {
+            scheduler: true,
+            ..ClusterOptions::default()
+        },
+    );
+    let mut node = Node::start("csists");
+    let kubeconfig = format!(
+        "--kubeconfig={}",
+        cluster.node_kubeconfig(NODE, 30).display()
+    );
+    node.kubelet_with(&[&kubeconfig]);
+    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
+    let driver = HostpathDriver::start(&cluster, &node.root, state.path());
+    const REPLICAS: usize = 10;
+    cluster.apply(&format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db}}\nspec:\n  serviceName: db\n  replicas: {REPLICAS}\n  podManagementPolicy: Parallel\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    metadata: {{labels: {{app: db}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      automountServiceAccountToken: false\n      containers:\n      - name: app\n        image: {}\n        imagePullPolicy: IfNotPresent\n        command: [sh, -c, \"[ -f /data/ordinal ] || echo ${{HOSTNAME##*-}} > /data/ordinal; exec sleep 3600\"]\n        volumeMounts: [{{name: data, mountPath: /data}}]\n  volumeClaimTemplates:\n  - metadata: {{name: data}}\n    spec: {{storageClassName: csi-hostpath, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n",
+        node.busybox
+    ));
+    let before = eventually(180, "10 replicas Running", || {
+        stateful_pods(&cluster).filter(|p| p.len() == REPLICAS)
+    });
+    let (out, code) = node.exec_sh("db-3", "app", "cat /data/ordinal").await;
+    assert_eq!((out.as_str(), code), ("3\n", 0), "db-3 wrote its ordinal");
+    let pods_dir = node.root.join("pods");
+    let plugins_dir = node.root.join("plugins");
+    let published = mounts_below(&pods_dir);
+    // The hostpath driver's staging mounts nothing: the staged volumes are the
+    // kubelet's `vol_data.json` beside each global path.
+    let staged_volumes = || {
+        let global = plugins_dir.join("kubernetes.io/csi").join(DRIVER);
+        std::fs::read_dir(global)
+            .map(|dirs| {
+                dirs.flatten()
+                    .filter(|d| d.path().join("vol_data.json").is_file())
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let staged = staged_volumes();
+    assert!(published.len() >= REPLICAS, "{published:?}");
+    assert_eq!(staged, REPLICAS, "each volume staged once");
+
+    // SIGKILL, then started again on the same root: the volumes are found again.
+    let publishes = driver.calls("/csi.v1.Node/NodePublishVolume");
+    let stages = driver.calls("/csi.v1.Node/NodeStageVolume");
+    assert!(publishes >= REPLICAS && stages >= REPLICAS, "{publishes} {stages}");
+    node.kill9();
+    node.kubelet_with(&[&kubeconfig]);
+    eventually(90, "all ten volumes in use again", || {
+        let status = cluster.get_json(&["node", NODE])?["status"].clone();
+        (status["volumesInUse"].as_array()?.len() == REPLICAS).then_some(())
+    });
+    let after = eventually(60, "10 replicas Running after the restart", || {
+        stateful_pods(&cluster).filter(|p| p.len() == REPLICAS)
+    });
+    assert_eq!(after, before, "no container restarted or replaced");
+    let mut published_after = mounts_below(&pods_dir);
+    let mut published_before = published.clone();
+    published_after.sort();
+    published_before.sort();
+    assert_eq!(
+        published_after, published_before,
+        "no volume published twice"
+    );
+    assert_eq!(staged_volumes(), staged, "no volume staged twice");
+    assert_eq!(
+        (
+            driver.calls("/csi.v1.Node/NodePublishVolume"),
+            driver.calls("/csi.v1.Node/NodeStageVolume")
+        ),
+        (publishes, stages),
+        "the running pods' volumes were not published or staged again"
+    );
+
+    // A deleted replica comes back with its data.
+    let out = cluster.kubectl(&["delete", "pod", "db-3", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(90, "db-3 back", || {
+        stateful_pods(&cluster)
+            .filter(|p| p.len() == REPLICAS && p.get("db-3") != before.get("db-3"))
+    });
+    let (out, code) = node.exec_sh("db-3", "app", "cat /data/ordinal").await;
+    assert_eq!((out.as_str(), code), ("3\n", 0), "db-3's data outlived it");
+
+    // Scaled to 0: every volume unpublished and unstaged, out of use, detached.
+    let out = cluster.kubectl(&["scale", "statefulset", "db", "--replicas=0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(
+        120,
+        "every volume unpublished, unstaged and out of use",
+        || {
+            let status = cluster.get_json(&["node", NODE])?["status"].clone();
+            (mounts_below(&pods_dir).is_empty()
+                && mounts_below(&plugins_dir).is_empty()
+                && status.get("volumesInUse").is_none())
+            .then_some(())
+        },
+    );
+    assert!(
+        driver.calls("/csi.v1.Node/NodeUnstageVolume") >= REPLICAS,
+        "each volume unstaged"
+    );
+    node.finish();
+}

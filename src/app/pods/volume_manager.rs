@@ -402,10 +402,11 @@ impl VolumeManager {
                 )
             }))
             .await;
+            // A read refused is waited out too: the Node authorizer forbids a node the
+            // VolumeAttachment until the controller has made it for the node.
             let settled = seen.iter().all(|(_, v)| match v {
                 Fetched::Found(a) => a.attached || a.attach_error.is_some() || a.being_deleted,
-                Fetched::NotFound => false,
-                Fetched::Failed(_) => true,
+                Fetched::NotFound | Fetched::Failed(_) => false,
             });
             inputs.objects.volume_attachments = seen.into_iter().collect();
             if settled || tokio::time::Instant::now() + pause > deadline {
