@@ -14,10 +14,13 @@
 #   registry.rkubelet.test/busybox-user:1 -> $CACHE/busybox-user.oci.tar (busybox whose
 #                                    config sets "User": "1000:1000"; the CVE regression
 #                                    tests only, built and imported with --user-image)
+#   registry.rkubelet.test/csi-hostpath:1 -> $CACHE/csi-hostpath.oci.tar (busybox with the
+#                                    static hostpathplugin and csi-node-driver-registrar of
+#                                    $KUBE_BINS; the CSI driver pod only, --csi-image)
 #
 # Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>]
 #                        [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>]
-#                        [--force]
+#                        [--csi-image <containerd-socket>] [--force]
 # Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
 #
 # Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
@@ -35,6 +38,7 @@ import_sock=
 gc_sock=
 gc_big_sock=
 user_sock=
+csi_sock=
 force=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,8 +46,9 @@ while [ $# -gt 0 ]; do
         --gc-images) gc_sock=${2:?--gc-images needs a socket path}; shift 2 ;;
         --gc-big-images) gc_big_sock=${2:?--gc-big-images needs a socket path}; shift 2 ;;
         --user-image) user_sock=${2:?--user-image needs a socket path}; shift 2 ;;
+        --csi-image) csi_sock=${2:?--csi-image needs a socket path}; shift 2 ;;
         --force) force=1; shift ;;
-        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>] [--force]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>] [--csi-image <containerd-socket>] [--force]" >&2; exit 2 ;;
     esac
 done
 
@@ -200,4 +205,28 @@ if [ -n "$user_sock" ]; then
     fi
     ctr --address "$user_sock" -n k8s.io images import "$CACHE/busybox-user.oci.tar" >/dev/null
     echo "build-images.sh: imported registry.rkubelet.test/busybox-user:1 into $user_sock"
+fi
+
+# The CSI hostpath driver's node side as clusters run it (a pod): busybox (its mount
+# applet serves the driver's bind mounts) with the two static binaries of $KUBE_BINS.
+# Rebuilt every time: the binaries come from the peers' folder, not this cache's inputs.
+if [ -n "$csi_sock" ]; then
+    bins=${KUBE_BINS:?--csi-image needs KUBE_BINS, the folder with hostpathplugin and csi-node-driver-registrar}
+    work=$(mktemp -d "$CACHE/.work.XXXXXX")
+    rootfs=$work/rootfs
+    mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,etc,tmp,proc,sys,dev,csi,registration}
+    install -m 0755 "$BUSYBOX_BIN" "$rootfs/bin/busybox"
+    while read -r p; do
+        [ "$p" = bin/busybox ] && continue
+        mkdir -p "$rootfs/$(dirname "$p")"
+        ln -sfn /bin/busybox "$rootfs/$p"
+    done < <("$BUSYBOX_BIN" --list-full)
+    chmod 1777 "$rootfs/tmp"
+    install -m 0755 "$bins/hostpathplugin" "$rootfs/hostpathplugin"
+    install -m 0755 "$bins/csi-node-driver-registrar" "$rootfs/csi-node-driver-registrar"
+    make_image "$rootfs" "registry.rkubelet.test/csi-hostpath:1" "$CACHE/csi-hostpath.oci.tar" \
+        '{"Entrypoint":["/hostpathplugin"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"WorkingDir":"/"}'
+    rm -rf "$work"
+    ctr --address "$csi_sock" -n k8s.io images import "$CACHE/csi-hostpath.oci.tar" >/dev/null
+    echo "build-images.sh: imported registry.rkubelet.test/csi-hostpath:1 into $csi_sock"
 fi

@@ -450,47 +450,46 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     node.finish();
 }
 
-/// The hostpath driver's node side and its controller sidecars (provisioner, attacher)
-/// as host processes on `socket`, registered through `registry`; its upstream CSIDriver.
+/// The hostpath driver as clusters run it: its node side (hostpathplugin and
+/// csi-node-driver-registrar, image `registry.rkubelet.test/csi-hostpath:1` built by
+/// `build-images.sh --csi-image`) as a privileged pod on rkubelet mounting the root
+/// directory's `pods` and `plugins` with `Bidirectional` propagation (upstream's
+/// `csi-hostpath-plugin.yaml`), its controller sidecars (provisioner, attacher) as host
+/// processes on the socket the pod makes; its upstream CSIDriver.
 struct HostpathDriver {
     _peers: Vec<Peer>,
-    log: std::path::PathBuf,
+    logs: std::path::PathBuf,
+    state: std::path::PathBuf,
 }
 
+const DRIVER_IMAGE: &str = "registry.rkubelet.test/csi-hostpath:1";
+
 impl HostpathDriver {
-    fn start(cluster: &Cluster, node_root: &Path, state: &Path) -> HostpathDriver {
+    fn start(cluster: &Cluster, node: &Node, state: &Path) -> HostpathDriver {
         let bins = kube_bins();
-        let driver_dir = node_root.join("plugins/csi-hostpath");
-        std::fs::create_dir_all(&driver_dir).expect("driver folder");
-        let socket = driver_dir.join("csi.sock");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-env/build-images.sh");
+        let out = Command::new(script)
+            .arg("--csi-image")
+            .arg(node.ctrd.socket())
+            .env("KUBE_BINS", &bins)
+            .output()
+            .expect("build-images.sh runs");
+        assert!(
+            out.status.success(),
+            "build-images.sh --csi-image: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let root = node.root.display().to_string();
+        let data = state.join("data");
+        std::fs::create_dir_all(&data).expect("driver data folder");
+        cluster.apply(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: csi-hostpathplugin, labels: {{app: csi-hostpathplugin}}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  containers:\n  - name: hostpath\n    image: {DRIVER_IMAGE}\n    imagePullPolicy: IfNotPresent\n    args: [--drivername={DRIVER}, --endpoint=unix:///csi/csi.sock, --nodeid={NODE}, --statedir=/csi-data-dir, --enable-attach=true, --v=5]\n    securityContext: {{privileged: true}}\n    volumeMounts:\n    - {{name: socket-dir, mountPath: /csi}}\n    - {{name: mountpoint-dir, mountPath: {root}/pods, mountPropagation: Bidirectional}}\n    - {{name: plugins-dir, mountPath: {root}/plugins, mountPropagation: Bidirectional}}\n    - {{name: csi-data-dir, mountPath: /csi-data-dir}}\n    - {{name: dev-dir, mountPath: /dev}}\n  - name: node-driver-registrar\n    image: {DRIVER_IMAGE}\n    imagePullPolicy: IfNotPresent\n    command: [/csi-node-driver-registrar, --csi-address=/csi/csi.sock, --kubelet-registration-path={root}/plugins/csi-hostpath/csi.sock]\n    volumeMounts:\n    - {{name: socket-dir, mountPath: /csi}}\n    - {{name: registration-dir, mountPath: /registration}}\n  volumes:\n  - {{name: socket-dir, hostPath: {{path: {root}/plugins/csi-hostpath, type: DirectoryOrCreate}}}}\n  - {{name: mountpoint-dir, hostPath: {{path: {root}/pods, type: DirectoryOrCreate}}}}\n  - {{name: plugins-dir, hostPath: {{path: {root}/plugins, type: Directory}}}}\n  - {{name: registration-dir, hostPath: {{path: {root}/plugins_registry, type: Directory}}}}\n  - {{name: csi-data-dir, hostPath: {{path: {}, type: DirectoryOrCreate}}}}\n  - {{name: dev-dir, hostPath: {{path: /dev, type: Directory}}}}\n",
+            data.display()
+        ));
+        let socket = node.root.join("plugins/csi-hostpath/csi.sock");
         let csi_address = format!("--csi-address={}", socket.display());
         let kubeconfig = format!("--kubeconfig={}", cluster.admin_kubeconfig().display());
-        let log = state.join("hostpathplugin.log");
         let peers = vec![
-            Peer::start(
-                &bins.join("hostpathplugin"),
-                &[
-                    format!("--drivername={DRIVER}"),
-                    format!("--endpoint=unix://{}", socket.display()),
-                    format!("--nodeid={NODE}"),
-                    format!("--statedir={}", state.join("data").display()),
-                    "--enable-attach=true".into(),
-                    "--v=5".into(),
-                ],
-                &log,
-            ),
-            Peer::start(
-                &bins.join("csi-node-driver-registrar"),
-                &[
-                    csi_address.clone(),
-                    format!("--kubelet-registration-path={}", socket.display()),
-                    format!(
-                        "--plugin-registration-path={}",
-                        node_root.join("plugins_registry").display()
-                    ),
-                ],
-                &state.join("registrar.log"),
-            ),
             Peer::start(
                 &bins.join("csi-provisioner"),
                 &[
@@ -510,18 +509,30 @@ impl HostpathDriver {
         cluster.apply(&format!(
             "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec:\n  attachRequired: true\n  podInfoOnMount: true\n  fsGroupPolicy: File\n  volumeLifecycleModes: [Persistent, Ephemeral]\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath}}\nprovisioner: {DRIVER}\nvolumeBindingMode: WaitForFirstConsumer\nreclaimPolicy: Delete\n"
         ));
-        eventually(60, "the driver in the node's CSINode", || {
-            csi_node_drivers(cluster).filter(|d| !d.is_empty())
-        });
-        HostpathDriver { _peers: peers, log }
+        eventually(
+            90,
+            "the driver pod registered in the node's CSINode",
+            || csi_node_drivers(cluster).filter(|d| !d.is_empty()),
+        );
+        HostpathDriver {
+            _peers: peers,
+            logs: node.logs.clone(),
+            state: data,
+        }
     }
 
-    /// How many times the driver was called `method` (its `GRPC call:` lines).
+    /// How many times the driver was called `method` (its container log's
+    /// `GRPC call:` lines).
     fn calls(&self, method: &str) -> usize {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains("GRPC call:") && l.ends_with(method))
+        let mut text = String::new();
+        crate::common::node::walk(&self.logs, &mut |path| {
+            let path_text = path.display().to_string();
+            if path_text.contains("csi-hostpathplugin") && path_text.contains("/hostpath/") {
+                text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+            }
+        });
+        text.lines()
+            .filter(|l| l.contains("GRPC call:") && l.trim_end().ends_with(method))
             .count()
     }
 }
@@ -555,9 +566,11 @@ fn stateful_pods(cluster: &Cluster) -> Option<std::collections::BTreeMap<String,
 }
 
 /// Upstream's StatefulSet storage checks (e2e `apps/statefulset.go`, `storage/persistent_volumes.go`)
-/// and issue 33's restart check, against the real peers: a StatefulSet of 10 replicas with
-/// `volumeClaimTemplates` on the hostpath driver (provisioned on first use, attached,
-/// staged, published), scheduled by kube-scheduler; each writes its ordinal to its volume.
+/// and issue 33's restart check, against the real peers: the hostpath driver's node side
+/// runs as a pod on rkubelet with `Bidirectional` propagation, as clusters run it; a
+/// StatefulSet of 10 replicas with `volumeClaimTemplates` on it (provisioned on first use,
+/// attached, staged, published), scheduled by kube-scheduler; each writes its ordinal to
+/// its volume, which lands in the driver's own folder.
 /// rkubelet killed with SIGKILL and started again: every volume is found again (the
 /// Node's `volumesInUse` lists all ten again), no container restarted, no mount doubled.
 /// A deleted pod comes back with its data; scaled to 0, every volume is unpublished and
@@ -593,7 +606,7 @@ async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
     );
     node.kubelet_with(&[&kubeconfig]);
     eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
-    let driver = HostpathDriver::start(&cluster, &node.root, state.path());
+    let driver = HostpathDriver::start(&cluster, &node, state.path());
     const REPLICAS: usize = 10;
     cluster.apply(&format!(
         "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db}}\nspec:\n  serviceName: db\n  replicas: {REPLICAS}\n  podManagementPolicy: Parallel\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    metadata: {{labels: {{app: db}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      automountServiceAccountToken: false\n      containers:\n      - name: app\n        image: {}\n        imagePullPolicy: IfNotPresent\n        command: [sh, -c, \"[ -f /data/ordinal ] || echo ${{HOSTNAME##*-}} > /data/ordinal; exec sleep 3600\"]\n        volumeMounts: [{{name: data, mountPath: /data}}]\n  volumeClaimTemplates:\n  - metadata: {{name: data}}\n    spec: {{storageClassName: csi-hostpath, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n",
@@ -604,6 +617,25 @@ async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
     });
     let (out, code) = node.exec_sh("db-3", "app", "cat /data/ordinal").await;
     assert_eq!((out.as_str(), code), ("3\n", 0), "db-3 wrote its ordinal");
+    // The driver's bind mount, made in its container, reached the host and the
+    // replicas' containers (Bidirectional, then the kubelet's rshared root): what each
+    // wrote is in the driver's own folder.
+    let mut ordinals = Vec::new();
+    crate::common::node::walk(&driver.state, &mut |path| {
+        if path.ends_with("ordinal") {
+            ordinals.push(std::fs::read_to_string(path).unwrap_or_default());
+        }
+    });
+    ordinals.sort();
+    let expected: Vec<String> = {
+        let mut all: Vec<String> = (0..REPLICAS).map(|i| format!("{i}\n")).collect();
+        all.sort();
+        all
+    };
+    assert_eq!(
+        ordinals, expected,
+        "each replica's ordinal in the driver's folder"
+    );
     let pods_dir = node.root.join("pods");
     let plugins_dir = node.root.join("plugins");
     let published = mounts_below(&pods_dir);
@@ -626,7 +658,10 @@ async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
     // SIGKILL, then started again on the same root: the volumes are found again.
     let publishes = driver.calls("/csi.v1.Node/NodePublishVolume");
     let stages = driver.calls("/csi.v1.Node/NodeStageVolume");
-    assert!(publishes >= REPLICAS && stages >= REPLICAS, "{publishes} {stages}");
+    assert!(
+        publishes >= REPLICAS && stages >= REPLICAS,
+        "{publishes} {stages}"
+    );
     node.kill9();
     node.kubelet_with(&[&kubeconfig]);
     eventually(90, "all ten volumes in use again", || {
