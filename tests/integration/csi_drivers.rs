@@ -7,8 +7,15 @@
 //! registrar is told it is registered; an inline (ephemeral) volume is published by the
 //! driver with the pod's identity, is writable and the `fsGroup`'s in the container, and
 //! is unpublished when the pod goes; a driver without the Ephemeral mode is refused in
-//! upstream's words; a registrar stopped (its socket removed) takes the driver off, and
-//! one started again puts it back. Missing peers fail the test.
+//! upstream's words; a claim the provisioner makes is attached (csi-attacher, the
+//! controller manager's attach-detach controller, the Node's `volumesInUse`), staged,
+//! published, written by a non-root user through its `fsGroup`, measured in
+//! `/stats/summary` and `kubelet_volume_stats_*`, kept for the next pod, then unstaged and
+//! detached; a registrar stopped (its socket removed) takes the driver off, a pod on its
+//! claim then waits with the attacher's reason while a pod beside it runs, and a
+//! registrar started again puts the driver back and the waiting pod starts. The second
+//! test runs the driver's node side as a pod, under a StatefulSet and a SIGKILL of
+//! rkubelet. Missing peers fail the tests.
 
 use std::fs::File;
 use std::path::Path;
@@ -256,6 +263,9 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         &[
             format!("--csi-address={}", socket.display()),
             format!("--kubeconfig={}", cluster.admin_kubeconfig().display()),
+            // Its retries of a failed attachment at most 5 s apart (5 minutes by
+            // default), so the test does not wait out its back-off.
+            "--retry-interval-max=5s".into(),
             "--v=5".into(),
         ],
         &state.path().join("attacher.log"),
@@ -280,19 +290,23 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     });
     let claim_pod = |name: &str| {
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  securityContext: {{fsGroup: 1234}}\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]\n",
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  securityContext: {{fsGroup: 1234, runAsUser: 1000, runAsGroup: 1000}}\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data}}}}]\n",
             node.busybox
         )
     };
     cluster.apply(&claim_pod("db1"));
     running(&cluster, "db1");
     let (out, code) = node
-        .exec_sh("db1", "app", "echo kept > /data/f && stat -c %g /data")
+        .exec_sh(
+            "db1",
+            "app",
+            "id -u && echo kept > /data/f && stat -c %g /data",
+        )
         .await;
     assert_eq!(
         (out.as_str(), code),
-        ("1234\n", 0),
-        "written, the fsGroup's"
+        ("1000\n1234\n", 0),
+        "written by a non-root user through the fsGroup (upstream's fsGroup policy File)"
     );
     let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
     assert!(
@@ -437,6 +451,32 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
             .then_some(())
     });
 
+    // Meanwhile a pod on a claim of this driver waits with upstream's reason, a pod
+    // without volumes runs beside it, and once the driver is back the first one starts,
+    // rkubelet untouched.
+    cluster.apply(&claim_pod("db3"));
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: bystander}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n",
+        node.busybox
+    ));
+    // Its volume cannot be attached first: the attacher finds no node ID for the driver
+    // (the VolumeAttachment's attachError, as the upstream kubelet would show it).
+    let unregistered = format!("CSINode {NODE} does not contain driver {DRIVER}");
+    eventually(
+        60,
+        "FailedMount of pod db3 naming the unregistered driver",
+        || {
+            crate::common::api_pods::events_of(&cluster, "db3")
+                .iter()
+                .any(|(kind, reason, m)| {
+                    kind == "Warning" && reason == "FailedMount" && m.contains(&unregistered)
+                })
+                .then_some(())
+        },
+    );
+    running(&cluster, "bystander");
+    assert_eq!(crate::common::api_pods::phase(&cluster, "db3"), "Pending");
+
     // Started again (a driver pod restarted): registered again.
     let _registrar = Peer::start(
         &bins.join("csi-node-driver-registrar"),
@@ -447,6 +487,18 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         csi_node_drivers(&cluster).filter(|d| !d.is_empty())
     });
     assert_eq!(drivers[0]["name"], DRIVER);
+    running(&cluster, "db3");
+    let (out, code) = node.exec_sh("db3", "app", "cat /data/f").await;
+    assert_eq!((out.as_str(), code), ("kept\n", 0), "db3 runs on the claim");
+    let out = cluster.kubectl(&["delete", "pod", "db3", "bystander", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(60, "db3's volume unpublished and unstaged", || {
+        (mounts_below(&pods_dir).is_empty() && mounts_below(&plugins_dir).is_empty()).then_some(())
+    });
     node.finish();
 }
 
