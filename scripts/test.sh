@@ -144,6 +144,10 @@ export RKUBELET_BENCH_API_PODS="${RKUBELET_BENCH_API_PODS:-20}"
 # round: 7 to 9 s of starting 30 pods, then their removal); the "median" of two is the
 # slower of each, so the goal compares like with like.
 export RKUBELET_BENCH_API_ROUNDS="${RKUBELET_BENCH_API_ROUNDS:-2}"
+# The claims bench's short form: 10 claim-backed pods at once rather than 30, two single
+# runs rather than three (each kubelet starts on its own containerd with the CSI driver).
+export RKUBELET_BENCH_CLAIM_PODS="${RKUBELET_BENCH_CLAIM_PODS:-10}"
+export RKUBELET_BENCH_CLAIM_RUNS="${RKUBELET_BENCH_CLAIM_RUNS:-2}"
 # The probe load on 20 pods (40 probes a second) rather than 100: the bench starts its
 # pods three times (rkubelet, the upstream kubelet taking them over, new pods with HTTP
 # probes alone) and tears them down, the largest pod churn of all the benchmarks.
@@ -172,7 +176,7 @@ run_bench() {
     fi
     took "bench $1"
 }
-for bench in cluster upstream soak pod_events volume_pods kubelet_api_stream \
+for bench in cluster upstream soak pod_events volume_pods claims kubelet_api_stream \
     kubelet_api_scrape api_pods startup pods probes "${in_process_benches[@]}"; do
     run_bench "$bench"
 done

@@ -128,6 +128,12 @@ pub struct CsiVolumeSample {
     pub stats: crate::ports::csi::CsiVolumeStats,
 }
 
+/// How long a pod's sync waits for its claims to be bound (made by the provisioner, or
+/// by the ephemeral volume controller, meanwhile) before it fails and is tried again
+/// with its back-off: upstream's volume manager sees a binding within a tenth of a
+/// second, and a pod on a new claim would otherwise wait out a 2 s back-off.
+const CLAIM_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a pod's sync waits for its attached volumes (reported in use, then
 /// attached) before it fails and is tried again; upstream waits up to 2 minutes.
 const ATTACH_WAIT: Duration = Duration::from_secs(30);
@@ -327,7 +333,7 @@ impl VolumeManager {
             tokens,
             self.services(api, now),
             runtime_class,
-            self.claims(api, ns, refs.claims, now),
+            self.claims_once_bound(api, ns, refs.claims, now),
             csi_drivers
         );
         inputs.objects = PodObjects {
@@ -533,6 +539,33 @@ impl VolumeManager {
         let key = (ns.to_owned(), name.to_owned());
         self.cached(|c| &mut c.secrets, key, now, api.get_secret(ns, name))
             .await
+    }
+
+    /// The pod's claims as [`Self::claims`] reads them, read again (every 0.1 s,
+    /// then up to every 0.5 s) while one is missing or not bound yet, up to
+    /// `CLAIM_WAIT`.
+    async fn claims_once_bound(
+        &self,
+        api: &dyn PodObjectsApi,
+        ns: &str,
+        names: std::collections::BTreeSet<String>,
+        now: Duration,
+    ) -> PodObjects {
+        let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let objects = self.claims(api, ns, names.clone(), now).await;
+            let unbound = objects.claims.values().any(|c| match c {
+                Fetched::NotFound => true,
+                Fetched::Found(c) => c.phase != "Bound" && !c.being_deleted,
+                Fetched::Failed(_) => false,
+            });
+            if !unbound || tokio::time::Instant::now() + pause > deadline {
+                return objects;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
     }
 
     /// The pod's claims, then the PersistentVolumes they are bound to, read on every
@@ -1329,7 +1362,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn claims_are_read_until_bound_and_local_folders_take_the_fs_group() {
         use crate::domain::volumes::claim::{
             ClaimData, PersistentVolumeData, PersistentVolumeSource,
@@ -1358,8 +1391,13 @@ mod tests {
             controller_uid: None,
         };
         api.put_claim("ns", "db", claim.clone());
+        let started = tokio::time::Instant::now();
         let inputs = vm.inputs(&p).await;
-        assert_eq!(api.calls(), 1, "an unbound claim names no volume to read");
+        // Read again while the sync waits for the binding, up to CLAIM_WAIT; no volume
+        // read (an unbound claim names none).
+        assert_eq!(started.elapsed(), Duration::from_millis(4700));
+        let unbound_reads = api.calls();
+        assert_eq!(unbound_reads, 12, "the claim alone, read again and again");
         let failed = vm.set_up(&ctx, &p, &inputs).await;
         assert_eq!(
             failed[0].message,
@@ -1387,7 +1425,7 @@ mod tests {
             },
         );
         let inputs = vm.inputs(&p).await;
-        assert_eq!(api.calls(), 3, "the claim, then its volume");
+        assert_eq!(api.calls(), unbound_reads + 2, "the claim, then its volume");
         assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
         assert_eq!(
             files.group(std::path::Path::new("/mnt/disks/a/old")),
@@ -1396,7 +1434,7 @@ mod tests {
         // Bound, the claim and its volume are kept for a pod's start (no call), then
         // read again.
         let _ = vm.inputs(&p).await;
-        assert_eq!(api.calls(), 3);
+        assert_eq!(api.calls(), unbound_reads + 2);
         clock.advance(Duration::from_secs(11));
         // A volume whose folder is gone is refused, naming it.
         api.put_persistent_volume(
