@@ -36,7 +36,7 @@ pub trait CsiPlugins: Send + Sync {
     ///
     /// # Errors
     /// [`CsiError::Io`].
-    fn registration_sockets(&self, dir: &Path) -> Result<Vec<PathBuf>, CsiError>;
+    fn registration_sockets(&self, dir: &Path) -> Result<Vec<RegistrationSocket>, CsiError>;
 
     /// `Registration.GetInfo` on a registration socket.
     ///
@@ -125,6 +125,15 @@ pub trait CsiPlugins: Send + Sync {
         volume_handle: &str,
         target_path: &Path,
     ) -> Result<Option<CsiVolumeStats>, CsiError>;
+}
+
+/// A socket in the registration folder.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RegistrationSocket {
+    pub path: PathBuf,
+    /// What tells a socket made again at the same path (a restarted plugin, faster than
+    /// one listing) from the one registered: its inode and change time.
+    pub identity: (u64, i64),
 }
 
 /// What a driver measured of a published volume: what it uses, and the space it has.

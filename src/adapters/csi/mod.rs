@@ -2,8 +2,8 @@
 //! sockets in `plugins_registry`, and the CSI v1 node client on each driver's socket.
 //! The generated wire types stay private here.
 
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +14,7 @@ use tower::service_fn;
 
 use crate::domain::csi::volume::{CsiAccessMode, CsiPublish};
 use crate::domain::csi::{DriverNodeInfo, PluginInfo};
-use crate::ports::csi::{CsiError, CsiPlugins, CsiVolumeStats};
+use crate::ports::csi::{CsiError, CsiPlugins, CsiVolumeStats, RegistrationSocket};
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod registration {
@@ -83,7 +83,7 @@ pub struct SocketCsiPlugins;
 
 #[async_trait]
 impl CsiPlugins for SocketCsiPlugins {
-    fn registration_sockets(&self, dir: &Path) -> Result<Vec<PathBuf>, CsiError> {
+    fn registration_sockets(&self, dir: &Path) -> Result<Vec<RegistrationSocket>, CsiError> {
         let io = |action: &'static str| {
             move |source| CsiError::Io {
                 action,
@@ -99,9 +99,20 @@ impl CsiPlugins for SocketCsiPlugins {
         let mut sockets = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io("read"))? {
             let entry = entry.map_err(io("read"))?;
-            // The entry's own type: a link is not followed.
+            // The entry's own type and metadata: a link is not followed.
             if entry.file_type().is_ok_and(|t| t.is_socket()) {
-                sockets.push(entry.path());
+                let Ok(meta) = entry.metadata() else {
+                    continue; // gone meanwhile
+                };
+                sockets.push(RegistrationSocket {
+                    path: entry.path(),
+                    identity: (
+                        meta.ino(),
+                        meta.ctime()
+                            .saturating_mul(1_000_000_000)
+                            .saturating_add(meta.ctime_nsec()),
+                    ),
+                });
             }
         }
         sockets.sort();

@@ -14,7 +14,9 @@ use crate::ports::csi::{CsiError, CsiPlugins};
 
 #[derive(Debug, Default)]
 struct State {
-    sockets: BTreeMap<PathBuf, PluginInfo>,
+    /// Each socket with how many times one was made at its path.
+    sockets: BTreeMap<PathBuf, (PluginInfo, u64)>,
+    made: u64,
     drivers: BTreeMap<PathBuf, DriverNodeInfo>,
     /// `(socket, registered, error)`, in order.
     notified: Vec<(PathBuf, bool, String)>,
@@ -41,9 +43,12 @@ impl FakeCsiPlugins {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A registration socket at `socket` answering `info`.
+    /// A registration socket made at `socket` (anew if one is there) answering `info`.
     pub fn put_socket(&self, socket: impl Into<PathBuf>, info: PluginInfo) {
-        self.lock().sockets.insert(socket.into(), info);
+        let mut state = self.lock();
+        state.made += 1;
+        let made = state.made;
+        state.sockets.insert(socket.into(), (info, made));
     }
 
     pub fn remove_socket(&self, socket: impl AsRef<Path>) {
@@ -100,13 +105,19 @@ fn unreachable(socket: &Path, call: &'static str) -> CsiError {
 
 #[async_trait]
 impl CsiPlugins for FakeCsiPlugins {
-    fn registration_sockets(&self, dir: &Path) -> Result<Vec<PathBuf>, CsiError> {
+    fn registration_sockets(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<crate::ports::csi::RegistrationSocket>, CsiError> {
         Ok(self
             .lock()
             .sockets
-            .keys()
-            .filter(|s| s.parent() == Some(dir))
-            .cloned()
+            .iter()
+            .filter(|(s, _)| s.parent() == Some(dir))
+            .map(|(path, (_, made))| crate::ports::csi::RegistrationSocket {
+                path: path.clone(),
+                identity: (*made, 0),
+            })
             .collect())
     }
 
@@ -116,7 +127,7 @@ impl CsiPlugins for FakeCsiPlugins {
         state
             .sockets
             .get(socket)
-            .cloned()
+            .map(|(info, _)| info.clone())
             .ok_or_else(|| unreachable(socket, "GetInfo"))
     }
 

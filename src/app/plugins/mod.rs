@@ -78,8 +78,8 @@ pub struct PluginWatcher {
     registry: PathBuf,
     plugins: Arc<dyn CsiPlugins>,
     drivers: CsiDrivers,
-    /// Registration socket → the driver it registered.
-    registered: BTreeMap<PathBuf, String>,
+    /// Registration socket → the socket's identity then and the driver it registered.
+    registered: BTreeMap<PathBuf, ((u64, i64), String)>,
     failed: BTreeMap<PathBuf, Failed>,
 }
 
@@ -128,19 +128,28 @@ impl PluginWatcher {
                 return;
             }
         };
+        // Gone, or made again since it registered (a plugin restarted between two
+        // listings): deregistered; one made again registers anew below, as upstream's
+        // reconciler does on a newer socket timestamp.
         let gone: Vec<PathBuf> = self
             .registered
-            .keys()
-            .filter(|s| !sockets.contains(s))
-            .cloned()
+            .iter()
+            .filter(|(path, (identity, _))| {
+                !sockets
+                    .iter()
+                    .any(|s| &&s.path == path && s.identity == *identity)
+            })
+            .map(|(path, _)| path.clone())
             .collect();
         for socket in gone {
-            if let Some(name) = self.registered.remove(&socket) {
+            if let Some((_, name)) = self.registered.remove(&socket) {
                 self.deregister(node_name, clients, &name).await;
             }
         }
-        self.failed.retain(|s, _| sockets.contains(s));
-        for socket in sockets {
+        self.failed
+            .retain(|path, _| sockets.iter().any(|s| &s.path == path));
+        for found in sockets {
+            let socket = found.path;
             if self.registered.contains_key(&socket) {
                 continue;
             }
@@ -153,7 +162,7 @@ impl PluginWatcher {
             match self.register(node_name, clients, &socket).await {
                 Ok(name) => {
                     self.failed.remove(&socket);
-                    self.registered.insert(socket, name);
+                    self.registered.insert(socket, (found.identity, name));
                 }
                 Err(e) => {
                     let message = Chain(&e).to_string();
@@ -186,7 +195,7 @@ impl PluginWatcher {
         let others: Vec<Driver> = self
             .registered
             .values()
-            .filter_map(|name| self.drivers.get(name))
+            .filter_map(|(_, name)| self.drivers.get(name))
             .collect();
         let driver = validate_registration(&socket.display().to_string(), &plugin, &others)?;
         info!(name = %driver.name, endpoint = %driver.endpoint, versions = %plugin.supported_versions.join(","), "Register new plugin");

@@ -97,6 +97,19 @@ async fn a_registered_driver_is_on_the_node_and_its_csinode_until_its_socket_goe
     plugins.put_socket(&socket, hostpath(endpoint, &["1.0.0"]));
     watcher.reconcile("n1", &clients).await;
     assert_eq!(api.csi_node("n1").map(|n| n.drivers.len()), Some(1));
+
+    // Made again between two listings (a driver restarted within a second): a new
+    // socket at the same path, asked and registered again, told so.
+    let asked = plugins.get_infos();
+    plugins.put_socket(&socket, hostpath(endpoint, &["1.0.0"]));
+    watcher.reconcile("n1", &clients).await;
+    assert_eq!(plugins.get_infos(), asked + 1);
+    assert_eq!(api.csi_node("n1").map(|n| n.drivers.len()), Some(1));
+    assert_eq!(watcher.drivers.names(), vec!["hostpath.csi.k8s.io"]);
+    assert_eq!(
+        plugins.notified().last(),
+        Some(&(socket.clone(), true, String::new()))
+    );
 }
 
 #[tokio::test]
