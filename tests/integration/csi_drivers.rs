@@ -13,7 +13,9 @@
 //! `/stats/summary` and `kubelet_volume_stats_*`, kept for the next pod, then unstaged and
 //! detached; a registrar stopped (its socket removed) takes the driver off, a pod on its
 //! claim then waits with the attacher's reason while a pod beside it runs, and a
-//! registrar started again puts the driver back and the waiting pod starts. The second
+//! registrar started again puts the driver back and the waiting pod starts; a publish the
+//! driver fails (the volume's folder moved away) holds the next pod in `FailedMount` with
+//! the driver's error until the folder is back. The second
 //! test runs the driver's node side as a pod, under a StatefulSet and a SIGKILL of
 //! rkubelet. Missing peers fail the tests.
 
@@ -490,7 +492,43 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     running(&cluster, "db3");
     let (out, code) = node.exec_sh("db3", "app", "cat /data/f").await;
     assert_eq!((out.as_str(), code), ("kept\n", 0), "db3 runs on the claim");
-    let out = cluster.kubectl(&["delete", "pod", "db3", "bystander", "--wait=true"]);
+
+    // A driver whose NodePublishVolume fails (the volume's folder gone from the driver's
+    // state folder, so its bind mount fails): a second pod on the claim waits with the
+    // driver's error in upstream's FailedMount, db3 runs on untouched, and once the
+    // folder is back the second pod starts, rkubelet untouched.
+    let volume_dir = state.path().join("data").join(&handle);
+    let moved_away = state.path().join("data").join(format!("{handle}.away"));
+    std::fs::rename(&volume_dir, &moved_away).expect("the volume's folder moved away");
+    cluster.apply(&claim_pod("db4"));
+    eventually(
+        60,
+        "FailedMount of pod db4 with the driver's publish error",
+        || {
+            crate::common::api_pods::events_of(&cluster, "db4")
+                .iter()
+                .any(|(kind, reason, m)| {
+                    kind == "Warning"
+                        && reason == "FailedMount"
+                        && m.starts_with("MountVolume.SetUp failed for volume")
+                        && m.contains("failed to mount device")
+                })
+                .then_some(())
+        },
+    );
+    assert_eq!(crate::common::api_pods::phase(&cluster, "db4"), "Pending");
+    let db3 = cluster.get_json(&["pod", "db3"]).expect("pod db3");
+    assert_eq!(db3["status"]["phase"], "Running", "{db3}");
+    assert_eq!(
+        db3["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{db3}"
+    );
+    std::fs::rename(&moved_away, &volume_dir).expect("the volume's folder back");
+    running(&cluster, "db4");
+    let (out, code) = node.exec_sh("db4", "app", "cat /data/f").await;
+    assert_eq!((out.as_str(), code), ("kept\n", 0), "db4 runs on the claim");
+
+    let out = cluster.kubectl(&["delete", "pod", "db3", "db4", "bystander", "--wait=true"]);
     assert!(
         out.status.success(),
         "{}",
