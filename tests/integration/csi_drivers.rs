@@ -537,6 +537,61 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     eventually(60, "db3's volume unpublished and unstaged", || {
         (mounts_below(&pods_dir).is_empty() && mounts_below(&plugins_dir).is_empty()).then_some(())
     });
+
+    // Secrets a volume's driver needs (its StorageClass names them, the provisioner
+    // puts them in the PersistentVolume, as drivers such as Ceph's ask): while the stage
+    // Secret is missing, the pod waits with upstream's MountDevice reason; once both are
+    // made, the driver gets them (its log strips their values) with the volume's
+    // mountOptions, and the pod runs.
+    cluster.apply(&format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath-secrets}}\nprovisioner: {DRIVER}\nvolumeBindingMode: Immediate\nreclaimPolicy: Delete\nmountOptions: [noatime]\nparameters:\n  csi.storage.k8s.io/node-stage-secret-name: stage-creds\n  csi.storage.k8s.io/node-stage-secret-namespace: storage\n  csi.storage.k8s.io/node-publish-secret-name: publish-creds\n  csi.storage.k8s.io/node-publish-secret-namespace: storage\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: secured}}\nspec:\n  storageClassName: csi-hostpath-secrets\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n"
+    ));
+    eventually(90, "claim secured provisioned and bound", || {
+        let c = cluster.get_json(&["pvc", "secured"])?;
+        (c["status"]["phase"] == "Bound").then_some(())
+    });
+    cluster.apply(&claim_pod("db1").replace("claimName: data", "claimName: secured"));
+    eventually(60, "FailedMount of pod db1 naming the stage Secret", || {
+        crate::common::api_pods::events_of(&cluster, "db1")
+            .iter()
+            .any(|(kind, reason, m)| {
+                kind == "Warning"
+                    && reason == "FailedMount"
+                    && m.starts_with("MountVolume.MountDevice failed for volume \"pvc-")
+                    && m.ends_with(": fetching NodeStageSecretRef storage/stage-creds failed: kubernetes.io/csi: failed to find the secret stage-creds in the namespace storage with error: secrets \"stage-creds\" not found")
+            })
+            .then_some(())
+    });
+    cluster.apply(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: storage}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: stage-creds, namespace: storage}\nstringData: {key: staged}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: publish-creds, namespace: storage}\nstringData: {key: published}\n",
+    );
+    running(&cluster, "db1");
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    // The test driver logs its requests whole, the Secrets' values too. A staged
+    // volume serves every pod: its stage has the volume's attributes, not a pod's.
+    for (call, secret, pod_info) in [
+        ("NodeStageVolume", "staged", false),
+        ("NodePublishVolume", "published", true),
+    ] {
+        let request = log
+            .lines()
+            .filter(|l| l.contains(&format!("\"Method\":\"/csi.v1.Node/{call}\"")))
+            .find(|l| l.contains(&format!("\"secrets\":{{\"key\":\"{secret}\"}}")));
+        assert!(
+            request.is_some_and(|l| l.contains("\"mount_flags\":[\"noatime\"]")
+                && l.contains("csi.storage.k8s.io/pod.name") == pod_info),
+            "{call} with its Secret and the mount flags:\n{log}"
+        );
+    }
+    let out = cluster.kubectl(&["delete", "pod", "db1", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(60, "the secured volume unpublished and unstaged", || {
+        (mounts_below(&pods_dir).is_empty() && mounts_below(&plugins_dir).is_empty()).then_some(())
+    });
     node.finish();
 }
 

@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams, PostParams};
 use super::errors::Answer;
 use super::{Budget, KubeClients};
 use crate::domain::volumes::claim::{
-    ClaimData, CsiPersistentSource, PersistentVolumeData, PersistentVolumeSource,
+    ClaimData, CsiPersistentSource, PersistentVolumeData, PersistentVolumeSource, SecretReference,
 };
 use crate::domain::volumes::services::{ServiceInfo, ServicePort};
 use crate::domain::volumes::token::IssuedToken;
@@ -294,30 +294,20 @@ fn persistent_volume_data(
             path: l.path.clone(),
         }
     } else if let Some(c) = &spec.csi {
-        let secret_refs = [
-            (
-                "controllerExpandSecretRef",
-                c.controller_expand_secret_ref.is_some(),
-            ),
-            (
-                "controllerPublishSecretRef",
-                c.controller_publish_secret_ref.is_some(),
-            ),
-            ("nodeExpandSecretRef", c.node_expand_secret_ref.is_some()),
-            ("nodePublishSecretRef", c.node_publish_secret_ref.is_some()),
-            ("nodeStageSecretRef", c.node_stage_secret_ref.is_some()),
-        ]
-        .into_iter()
-        .filter(|(_, set)| *set)
-        .map(|(name, _)| name.to_owned())
-        .collect();
+        let reference = |r: &Option<k8s_openapi::api::core::v1::SecretReference>| {
+            r.as_ref().map(|r| SecretReference {
+                namespace: r.namespace.clone().unwrap_or_default(),
+                name: r.name.clone().unwrap_or_default(),
+            })
+        };
         PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
             driver: c.driver.clone(),
             volume_handle: c.volume_handle.clone(),
             fs_type: c.fs_type.clone().unwrap_or_default(),
             read_only: c.read_only.unwrap_or(false),
             volume_attributes: c.volume_attributes.clone().unwrap_or_default(),
-            secret_refs,
+            node_stage_secret_ref: reference(&c.node_stage_secret_ref),
+            node_publish_secret_ref: reference(&c.node_publish_secret_ref),
         }))
     } else {
         // The spec's one source is the field set besides the common ones.
@@ -352,5 +342,6 @@ fn persistent_volume_data(
         source,
         volume_mode: spec.volume_mode.unwrap_or_default(),
         node_affinity,
+        mount_options: spec.mount_options.unwrap_or_default(),
     }
 }

@@ -70,7 +70,7 @@ fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
     csi::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume {
             fs_type: volume.fs_type.clone(),
-            mount_flags: Vec::new(),
+            mount_flags: volume.mount_flags.clone(),
             volume_mount_group: String::new(),
         })),
         access_mode: Some(AccessMode { mode: mode as i32 }),
@@ -243,6 +243,15 @@ impl CsiPlugins for SocketCsiPlugins {
         volume: &CsiPublish,
         staging_path: &Path,
     ) -> Result<(), CsiError> {
+        let stage = volume.stage.as_ref();
+        // The volume manager stages only once the stage Secret is read.
+        let secrets = match stage.map(|s| &s.secrets) {
+            Some(Ok(secrets)) => secrets.clone().into_iter().collect(),
+            _ => Default::default(),
+        };
+        let volume_context = stage
+            .map(|s| s.volume_context.clone().into_iter().collect())
+            .unwrap_or_default();
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
         client
             .node_stage_volume(csi::NodeStageVolumeRequest {
@@ -250,8 +259,8 @@ impl CsiPlugins for SocketCsiPlugins {
                 publish_context: volume.publish_context.clone().into_iter().collect(),
                 staging_target_path: staging_path.display().to_string(),
                 volume_capability: Some(capability(volume)),
-                secrets: Default::default(),
-                volume_context: volume.volume_context.clone().into_iter().collect(),
+                secrets,
+                volume_context,
             })
             .await
             .map_err(call_error(endpoint, "NodeStageVolume"))?;
@@ -291,7 +300,12 @@ impl CsiPlugins for SocketCsiPlugins {
             target_path: volume.target_path.display().to_string(),
             volume_capability: Some(capability(volume)),
             readonly: volume.readonly,
-            secrets: volume.secrets.clone().into_iter().collect(),
+            // The volume manager publishes only once the Secret is read.
+            secrets: volume
+                .secrets
+                .clone()
+                .map(|s| s.into_iter().collect())
+                .unwrap_or_default(),
             volume_context: volume.volume_context.clone().into_iter().collect(),
         };
         client

@@ -27,7 +27,7 @@ use crate::domain::csi::Driver;
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::pod::Pod;
 use crate::domain::volumes::claim::{
-    bound_volume_names, ClaimData, PersistentVolumeData, PersistentVolumeSource,
+    bound_volume_names, volume_secret_refs, ClaimData, PersistentVolumeData, PersistentVolumeSource,
 };
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
 use crate::domain::volumes::plan::{plan_volumes, FileKind, VolumeAction};
@@ -628,13 +628,21 @@ impl VolumeManager {
                 _ => None,
             })
             .collect();
-        objects.csi_drivers = join_all(drivers.into_iter().map(|name| async move {
-            let value = fetched(api.get_csi_driver(&name).await);
-            (name, value)
-        }))
-        .await
-        .into_iter()
-        .collect();
+        let secrets = volume_secret_refs(&objects);
+        let (drivers, secrets) = tokio::join!(
+            join_all(drivers.into_iter().map(|name| async move {
+                let value = fetched(api.get_csi_driver(&name).await);
+                (name, value)
+            })),
+            join_all(secrets.into_iter().map(|reference| async move {
+                let value = self
+                    .secret(api, &reference.namespace, &reference.name, now)
+                    .await;
+                (reference, value)
+            }))
+        );
+        objects.csi_drivers = drivers.into_iter().collect();
+        objects.volume_secrets = secrets.into_iter().collect();
         objects
     }
 
@@ -804,10 +812,14 @@ impl VolumeManager {
                     let Ok(VolumeAction::Csi(publish)) = plan.action else {
                         continue;
                     };
-                    if let Err(message) = self.publish(&publish).await {
+                    if let Err(failure) = self.publish(&publish).await {
+                        let (operation, message) = match failure {
+                            PublishFailure::MountDevice(m) => ("MountDevice", m),
+                            PublishFailure::SetUp(m) => ("SetUp", m),
+                        };
                         failed.push(FailedMount {
                             message: format!(
-                                "MountVolume.SetUp failed for volume {:?} : {message}",
+                                "MountVolume.{operation} failed for volume {:?} : {message}",
                                 plan.spec_name
                             ),
                             volume: plan.name,
@@ -873,7 +885,7 @@ impl VolumeManager {
     /// Publishes a CSI volume through its driver: the volume's folder and its
     /// `vol_data.json` first (the teardown reads it), then `NodePublishVolume`, then the
     /// `fsGroup` walk when the driver's policy leaves it to the kubelet.
-    async fn publish(&self, publish: &CsiPublish) -> Result<(), String> {
+    async fn publish(&self, publish: &CsiPublish) -> Result<(), PublishFailure> {
         let (driver, plugins) = self.driver(&publish.driver)?;
         let vol_data = serde_json::to_vec(&publish.vol_data).map_err(|e| e.to_string())?;
         let dir = publish.volume_dir.clone();
@@ -896,6 +908,10 @@ impl VolumeManager {
                 .await
                 .map_err(|e| Chain(&e).to_string())?
             {
+                stage
+                    .secrets
+                    .as_ref()
+                    .map_err(|m| PublishFailure::MountDevice(m.clone()))?;
                 let staging = stage.staging_path.clone();
                 let data = serde_json::to_vec(&stage.vol_data).map_err(|e| e.to_string())?;
                 off_runtime(&self.files, move |f| {
@@ -906,14 +922,15 @@ impl VolumeManager {
                     f.write_file(&dir.join(VOL_DATA_FILE), &data)
                 })
                 .await
-                .map_err(|e| format!("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: {}", Chain(&e)))?;
+                .map_err(|e| PublishFailure::MountDevice(format!("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: {}", Chain(&e))))?;
                 plugins
                     .node_stage(endpoint, publish, &stage.staging_path)
                     .await
-                    .map_err(|e| format!("MountVolume.MountDevice failed: {}", Chain(&e)))?;
+                    .map_err(|e| PublishFailure::MountDevice(Chain(&e).to_string()))?;
                 staged = Some(stage.staging_path.as_path());
             }
         }
+        publish.secrets.as_ref().map_err(Clone::clone)?;
         plugins
             .node_publish(endpoint, publish, staged)
             .await
@@ -1154,6 +1171,20 @@ pub fn timestamp(unix_nanos: i64) -> String {
     )
 }
 
+/// Which of upstream's operations a CSI volume's publishing failed in, with its message:
+/// staging the PersistentVolume at its global path, or setting it up in the pod.
+#[derive(Debug)]
+enum PublishFailure {
+    MountDevice(String),
+    SetUp(String),
+}
+
+impl From<String> for PublishFailure {
+    fn from(message: String) -> Self {
+        PublishFailure::SetUp(message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1216,6 +1247,7 @@ mod tests {
                 volume_mode: "Filesystem".into(),
                 node_affinity: None,
                 access_modes: vec!["ReadWriteOnce".into()],
+                mount_options: Vec::new(),
             },
         );
         let id = attachment_name("h", "d", "n1");
@@ -1416,6 +1448,7 @@ mod tests {
             "pv1",
             PersistentVolumeData {
                 access_modes: Vec::new(),
+                mount_options: Vec::new(),
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/a".into(),
@@ -1441,6 +1474,7 @@ mod tests {
             "pv1",
             PersistentVolumeData {
                 access_modes: Vec::new(),
+                mount_options: Vec::new(),
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/gone".into(),
@@ -1531,12 +1565,21 @@ mod tests {
         assert_eq!(plugins.unpublished().len(), 1);
     }
 
-    #[tokio::test]
-    async fn a_claims_csi_volume_is_staged_once_and_unstaged_after_its_last_pod() {
+    /// A volume manager with the fake CSI driver `hostpath.csi.k8s.io` (staging), the
+    /// claim `ns/data` bound to the PersistentVolume `pvc-1` of `source`.
+    fn csi_claim_fixture(
+        source: crate::domain::volumes::claim::CsiPersistentSource,
+        mount_options: Vec<String>,
+    ) -> (
+        VolumeManager,
+        FakeObjects,
+        crate::adapters::fake::FakeCsiPlugins,
+        Arc<FakeClock>,
+    ) {
         use crate::adapters::fake::FakeCsiPlugins;
         use crate::domain::csi::DriverNodeInfo;
         use crate::domain::volumes::claim::{
-            ClaimData, CsiPersistentSource, PersistentVolumeData, PersistentVolumeSource,
+            ClaimData, PersistentVolumeData, PersistentVolumeSource,
         };
         let clock = Arc::new(FakeClock::new(1_000_000_000_000));
         let api = FakeObjects::default();
@@ -1555,12 +1598,9 @@ mod tests {
             "pvc-1",
             PersistentVolumeData {
                 access_modes: vec!["ReadWriteOnce".into()],
+                mount_options,
                 claim_uid: Some("c-uid".into()),
-                source: PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
-                    driver: "hostpath.csi.k8s.io".into(),
-                    volume_handle: "vol-1".into(),
-                    ..CsiPersistentSource::default()
-                })),
+                source: PersistentVolumeSource::Csi(Box::new(source)),
                 volume_mode: String::new(),
                 node_affinity: None,
             },
@@ -1580,18 +1620,72 @@ mod tests {
             endpoint: endpoint.into(),
             version: crate::domain::csi::Version(1, 0, 0),
         });
-        let vm = VolumeManager::standalone(clock, Arc::new(files.clone()))
+        let vm = VolumeManager::standalone(clock.clone(), Arc::new(files))
             .with_api(Arc::new(api.clone()))
             .with_csi(drivers, Arc::new(plugins.clone()));
-        let pod_of = |uid: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": uid, "namespace": "ns", "uid": uid},
-                "spec": {"containers": [{"name": "c", "image": "busybox",
-                    "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
-                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
-            }))
-            .expect("pod")
-        };
+        (vm, api, plugins, clock)
+    }
+
+    fn hostpath_source(handle: &str) -> crate::domain::volumes::claim::CsiPersistentSource {
+        crate::domain::volumes::claim::CsiPersistentSource {
+            driver: "hostpath.csi.k8s.io".into(),
+            volume_handle: handle.into(),
+            ..Default::default()
+        }
+    }
+
+    fn claim_pod(uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
+              "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+        }))
+        .expect("pod")
+    }
+
+    /// Upstream's csi_attacher: the stage Secret a PersistentVolume names is read for
+    /// `NodeStageVolume`; while it is missing the volume waits in upstream's
+    /// `MountVolume.MountDevice failed` words, then stages with it; `mountOptions` are
+    /// the driver's mount flags.
+    #[tokio::test]
+    async fn a_claims_stage_secret_and_mount_options_reach_the_driver() {
+        let mut source = hostpath_source("vol-1");
+        source.node_stage_secret_ref = Some(crate::domain::volumes::claim::SecretReference {
+            namespace: "storage".into(),
+            name: "creds".into(),
+        });
+        let (vm, api, plugins, clock) = csi_claim_fixture(source, vec!["noatime".into()]);
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let p = claim_pod("a");
+        let inputs = vm.inputs(&p).await;
+        let failed = vm.set_up(&ctx, &p, &inputs).await;
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(
+            failed[0].message,
+            "MountVolume.MountDevice failed for volume \"pvc-1\" : fetching NodeStageSecretRef storage/creds failed: kubernetes.io/csi: failed to find the secret creds in the namespace storage with error: secrets \"creds\" not found"
+        );
+        assert!(plugins.staged().is_empty() && plugins.published().is_empty());
+        api.put_secret("storage", "creds", &[("key", b"value")]);
+        // Read again once the cached answer is old.
+        clock.advance(DEFAULT_CACHE_TTL);
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        let published = plugins.published();
+        let volume = published.values().next().expect("published");
+        assert_eq!(
+            volume.stage.as_ref().map(|s| s.secrets.clone()),
+            Some(Ok([("key".to_owned(), "value".to_owned())]
+                .into_iter()
+                .collect()))
+        );
+        assert_eq!(volume.mount_flags, ["noatime"]);
+    }
+
+    #[tokio::test]
+    async fn a_claims_csi_volume_is_staged_once_and_unstaged_after_its_last_pod() {
+        let (vm, _api, plugins, _clock) = csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
+        let pod_of = claim_pod;
         let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
         for uid in ["a", "b"] {
             let p = pod_of(uid);

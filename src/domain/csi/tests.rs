@@ -283,7 +283,12 @@ mod inline_volumes {
         );
         let publish = plan_inline(&p, "data", &with_secret, dir(), "n1", &o).expect("publishable");
         assert_eq!(
-            publish.secrets.get("key").map(String::as_str),
+            publish
+                .secrets
+                .as_ref()
+                .ok()
+                .and_then(|s| s.get("key"))
+                .map(String::as_str),
             Some("value")
         );
     }
@@ -294,8 +299,10 @@ mod persistent_volumes {
 
     use super::super::volume::*;
     use crate::domain::pod::Pod;
-    use crate::domain::volumes::claim::CsiPersistentSource;
-    use crate::domain::volumes::{Fetched, PodFacts, PodObjects};
+    use crate::domain::volumes::claim::{
+        ClaimedVolume, CsiPersistentSource, PersistentVolumeSource, SecretReference,
+    };
+    use crate::domain::volumes::{Fetched, PodFacts, PodObjects, SecretData};
 
     fn n1() -> PodFacts {
         PodFacts {
@@ -322,6 +329,19 @@ mod persistent_volumes {
         }
     }
 
+    /// The claimed volume `name` of [`source`], with these access modes.
+    fn claimed(name: &str, access_modes: &[&str]) -> ClaimedVolume {
+        ClaimedVolume {
+            volume_name: name.into(),
+            source: PersistentVolumeSource::Csi(Box::new(source())),
+            read_only: false,
+            node_affinity: None,
+            volume_mode: "Filesystem".into(),
+            access_modes: access_modes.iter().map(|m| (*m).to_owned()).collect(),
+            mount_options: Vec::new(),
+        }
+    }
+
     fn no_attach() -> PodObjects {
         let mut o = PodObjects::default();
         o.csi_drivers.insert(
@@ -336,10 +356,8 @@ mod persistent_volumes {
         let root = Path::new("/var/lib/kubelet");
         let publish = plan_persistent(
             &pod(),
-            "pvc-123",
+            &claimed("pvc-123", &["ReadWriteOnce"]),
             &source(),
-            false,
-            &["ReadWriteOnce".to_owned()],
             root,
             &n1(),
             &no_attach(),
@@ -377,7 +395,7 @@ mod persistent_volumes {
     }
 
     #[test]
-    fn a_driver_only_for_inline_volumes_or_secret_references_are_refused() {
+    fn a_driver_only_for_inline_volumes_is_refused() {
         let mut objects = PodObjects::default();
         objects.csi_drivers.insert(
             "hostpath.csi.k8s.io".into(),
@@ -388,15 +406,89 @@ mod persistent_volumes {
         );
         let root = Path::new("/var/lib/kubelet");
         let refused = |o: &PodObjects, s: &CsiPersistentSource| {
-            plan_persistent(&pod(), "pv", s, false, &[], root, &n1(), o).expect_err("refused")
+            plan_persistent(&pod(), &claimed("pv", &[]), s, root, &n1(), o).expect_err("refused")
         };
         assert_eq!(
             refused(&objects, &source()),
             "kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: volume mode \"Persistent\" not supported by driver hostpath.csi.k8s.io (only supports [\"Ephemeral\"])"
         );
-        let mut with_secret = source();
-        with_secret.secret_refs = vec!["nodeStageSecretRef".into()];
-        assert!(refused(&no_attach(), &with_secret).contains("nodeStageSecretRef"));
+    }
+
+    /// Upstream's csi_attacher and csi_mounter: the stage and publish Secrets a
+    /// PersistentVolume names (in any namespace) are the driver's credentials; one that
+    /// cannot be read fails that call with upstream's words; `mountOptions` are the
+    /// driver's mount flags.
+    #[test]
+    fn a_volumes_secrets_and_mount_options_reach_the_driver() {
+        let root = Path::new("/var/lib/kubelet");
+        let stage_ref = SecretReference {
+            namespace: "storage".into(),
+            name: "stage-creds".into(),
+        };
+        let publish_ref = SecretReference {
+            namespace: "storage".into(),
+            name: "publish-creds".into(),
+        };
+        let mut with_secrets = source();
+        with_secrets.node_stage_secret_ref = Some(stage_ref.clone());
+        with_secrets.node_publish_secret_ref = Some(publish_ref.clone());
+        let mut volume = claimed("pv", &["ReadWriteOnce"]);
+        volume.source = PersistentVolumeSource::Csi(Box::new(with_secrets.clone()));
+        volume.mount_options = vec!["noatime".into()];
+        let mut objects = no_attach();
+        objects.persistent_volumes.insert(
+            "pv".into(),
+            Fetched::Found(crate::domain::volumes::claim::PersistentVolumeData {
+                claim_uid: None,
+                source: volume.source.clone(),
+                volume_mode: String::new(),
+                node_affinity: None,
+                access_modes: Vec::new(),
+                mount_options: Vec::new(),
+            }),
+        );
+        assert_eq!(
+            crate::domain::volumes::claim::volume_secret_refs(&objects),
+            [publish_ref.clone(), stage_ref.clone()]
+                .into_iter()
+                .collect(),
+            "both read, once each"
+        );
+        let plan = |o: &PodObjects| plan_persistent(&pod(), &volume, &with_secrets, root, &n1(), o);
+        assert_eq!(
+            plan(&objects).expect("planned").secrets,
+            Err("fetching NodePublishSecretRef storage/publish-creds failed: kubernetes.io/csi: failed to find the secret publish-creds in the namespace storage with error: secrets \"publish-creds\" not found".to_owned()),
+            "told at the publish, after staging"
+        );
+        let secret = |key: &str| {
+            Fetched::Found(SecretData {
+                data: [(key.to_owned(), b"s3cr3t".to_vec())].into_iter().collect(),
+                kind: "Opaque".into(),
+            })
+        };
+        objects
+            .volume_secrets
+            .insert(publish_ref.clone(), secret("publish-key"));
+        let publish = plan(&objects).expect("planned");
+        assert_eq!(
+            publish.secrets,
+            Ok([("publish-key".to_owned(), "s3cr3t".to_owned())]
+                .into_iter()
+                .collect())
+        );
+        assert_eq!(publish.mount_flags, ["noatime"]);
+        assert_eq!(
+            publish.stage.map(|s| s.secrets),
+            Some(Err("fetching NodeStageSecretRef storage/stage-creds failed: kubernetes.io/csi: failed to find the secret stage-creds in the namespace storage with error: secrets \"stage-creds\" not found".to_owned()))
+        );
+        objects
+            .volume_secrets
+            .insert(stage_ref, Fetched::Failed("the server is down".into()));
+        let stage = plan(&objects).expect("publishable").stage.expect("staged");
+        assert_eq!(
+            stage.secrets,
+            Err("fetching NodeStageSecretRef storage/stage-creds failed: kubernetes.io/csi: failed to find the secret stage-creds in the namespace storage with error: the server is down".to_owned())
+        );
     }
 
     /// Upstream's csi_attacher: the VolumeAttachment `csi-<sha256(handle driver node)>`,
@@ -419,7 +511,7 @@ mod persistent_volumes {
         );
         assert_eq!(attachment(&source(), "n1", &no_attach()), None);
         let plan = |facts: &PodFacts, o: &PodObjects| {
-            plan_persistent(&pod(), "pv", &source(), false, &[], root, facts, o)
+            plan_persistent(&pod(), &claimed("pv", &[]), &source(), root, facts, o)
         };
         assert_eq!(
             plan(&n1(), &objects).expect_err("not reported"),

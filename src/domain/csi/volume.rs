@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::domain::pod::{CsiVolumeSource, Pod};
 use crate::domain::securitycontext::VolumeSetup;
-use crate::domain::volumes::{Fetched, PodFacts, PodObjects};
+use crate::domain::volumes::claim::{ClaimedVolume, CsiPersistentSource, SecretReference};
+use crate::domain::volumes::{Fetched, PodFacts, PodObjects, SecretData};
 
 /// The plugin folder of CSI volumes under the pod's `volumes`.
 pub const CSI_PLUGIN_DIR: &str = "kubernetes.io~csi";
@@ -64,6 +65,12 @@ pub struct CsiStage {
     pub staging_path: PathBuf,
     /// Its `vol_data.json` (in the staging path's folder).
     pub vol_data: BTreeMap<String, String>,
+    /// The volume's attributes alone (the pod's identity is the publish's: a staged
+    /// volume serves every pod on the node).
+    pub volume_context: BTreeMap<String, String>,
+    /// The credentials for `NodeStageVolume`, or upstream's message when the Secret the
+    /// volume names cannot be read (needed only when the driver stages).
+    pub secrets: Result<BTreeMap<String, String>, String>,
 }
 
 /// A volume for the driver to publish.
@@ -80,7 +87,11 @@ pub struct CsiPublish {
     pub readonly: bool,
     pub fs_type: String,
     pub volume_context: BTreeMap<String, String>,
-    pub secrets: BTreeMap<String, String>,
+    /// The credentials for `NodePublishVolume`, or upstream's message when the Secret
+    /// cannot be read (a PersistentVolume is staged first, as upstream's).
+    pub secrets: Result<BTreeMap<String, String>, String>,
+    /// The PersistentVolume's `mountOptions`, as the driver's mount flags.
+    pub mount_flags: Vec<String>,
     /// The `fsGroup` walk after publishing, when the driver's policy asks the kubelet.
     pub owner: Option<VolumeSetup>,
     /// `vol_data.json`'s content.
@@ -123,7 +134,7 @@ pub fn attachment_name(volume_handle: &str, driver: &str, node_name: &str) -> St
 /// driver's CSIDriver says `attachRequired: false` (no CSIDriver: required, as
 /// upstream's default).
 pub fn attachment(
-    source: &crate::domain::volumes::claim::CsiPersistentSource,
+    source: &CsiPersistentSource,
     node_name: &str,
     objects: &PodObjects,
 ) -> Option<Attachment> {
@@ -146,7 +157,7 @@ pub fn attachment(
 /// not.
 fn attached(
     volume_name: &str,
-    source: &crate::domain::volumes::claim::CsiPersistentSource,
+    source: &CsiPersistentSource,
     attachment: &Attachment,
     facts: &PodFacts,
     objects: &PodObjects,
@@ -228,11 +239,7 @@ pub fn plan_inline(
     if let Some(reference) = &source.node_publish_secret_ref {
         let ns = &pod.metadata.namespace;
         match objects.secrets.get(&reference.name) {
-            Some(Fetched::Found(secret)) => {
-                for (k, v) in &secret.data {
-                    secrets.insert(k.clone(), String::from_utf8_lossy(v).into_owned());
-                }
-            }
+            Some(Fetched::Found(secret)) => secrets = secret_strings(secret),
             Some(Fetched::NotFound) | None => {
                 return Err(format!(
                     "kubernetes.io/csi: mounter.SetUpAt failed to get node publish secret: fetching NodePublishSecretRef {ns}/{} failed: secrets {:?} not found",
@@ -280,7 +287,8 @@ pub fn plan_inline(
         readonly: source.read_only,
         fs_type,
         volume_context,
-        secrets,
+        secrets: Ok(secrets),
+        mount_flags: Vec::new(),
         owner,
         vol_data,
         publish_context: BTreeMap::new(),
@@ -325,23 +333,23 @@ fn kubelet_applies_fs_group(policy: &str, fs_type: &str, access: CsiAccessMode) 
     }
 }
 
-/// What publishing a claim's CSI PersistentVolume `volume_name` takes: staged at its
-/// global path (when the driver stages), then published in the pod's folder.
+/// What publishing the claimed CSI PersistentVolume `claimed` (its source `source`)
+/// takes: staged at its global path (when the driver stages), then published in the
+/// pod's folder.
 ///
 /// # Errors
-/// Upstream's message when the driver does not allow Persistent volumes, or when
-/// the volume names secrets (rkubelet does not read them yet).
-#[allow(clippy::too_many_arguments)]
+/// Upstream's message when the driver does not allow Persistent volumes, the volume is
+/// not attached yet, or its publish Secret cannot be read.
 pub fn plan_persistent(
     pod: &Pod,
-    volume_name: &str,
-    source: &crate::domain::volumes::claim::CsiPersistentSource,
-    read_only: bool,
-    access_modes: &[String],
+    claimed: &ClaimedVolume,
+    source: &CsiPersistentSource,
     root_dir: &Path,
     facts: &PodFacts,
     objects: &PodObjects,
 ) -> Result<CsiPublish, String> {
+    let volume_name = claimed.volume_name.as_str();
+    let read_only = claimed.read_only || source.read_only;
     let node_name = facts.node_name.as_str();
     let driver = driver_data(objects, &source.driver)?;
     if !driver.volume_lifecycle_modes.is_empty()
@@ -362,13 +370,13 @@ pub fn plan_persistent(
         Some(needed) => attached(volume_name, source, &needed, facts, objects)?,
         None => BTreeMap::new(),
     };
-    if !source.secret_refs.is_empty() {
-        return Err(format!(
-            "the CSI volume's {} is not supported by rkubelet (its Secret is not read)",
-            source.secret_refs.join(", ")
-        ));
-    }
-    let access_mode = CsiAccessMode::of(access_modes.first().map_or("", String::as_str));
+    let secrets = source
+        .node_publish_secret_ref
+        .as_ref()
+        .map_or(Ok(BTreeMap::new()), |reference| {
+            credentials("NodePublishSecretRef", reference, objects)
+        });
+    let access_mode = CsiAccessMode::of(claimed.access_modes.first().map_or("", String::as_str));
     let mut volume_context = source.volume_attributes.clone();
     if driver.pod_info_on_mount {
         volume_context.extend(pod_info(pod, false));
@@ -400,6 +408,13 @@ pub fn plan_persistent(
             ("driverName".to_owned(), source.driver.clone()),
             ("volumeHandle".to_owned(), handle.clone()),
         ]),
+        volume_context: source.volume_attributes.clone(),
+        secrets: source
+            .node_stage_secret_ref
+            .as_ref()
+            .map_or(Ok(BTreeMap::new()), |reference| {
+                credentials("NodeStageSecretRef", reference, objects)
+            }),
     };
     Ok(CsiPublish {
         driver: source.driver.clone(),
@@ -411,11 +426,39 @@ pub fn plan_persistent(
         readonly: read_only,
         fs_type: source.fs_type.clone(),
         volume_context,
-        secrets: BTreeMap::new(),
+        secrets,
+        mount_flags: claimed.mount_options.clone(),
         owner,
         vol_data,
         publish_context,
     })
+}
+
+/// A Secret's data as a driver's credentials (upstream's `getCredentialsFromSecret`).
+fn secret_strings(secret: &SecretData) -> BTreeMap<String, String> {
+    secret
+        .data
+        .iter()
+        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect()
+}
+
+/// The credentials in the Secret a PersistentVolume's `field` names, or upstream's
+/// message when it cannot be read.
+fn credentials(
+    field: &str,
+    reference: &SecretReference,
+    objects: &PodObjects,
+) -> Result<BTreeMap<String, String>, String> {
+    let SecretReference { namespace, name } = reference;
+    let failed = |reason: &str| {
+        format!("fetching {field} {namespace}/{name} failed: kubernetes.io/csi: failed to find the secret {name} in the namespace {namespace} with error: {reason}")
+    };
+    match objects.volume_secrets.get(reference) {
+        Some(Fetched::Found(secret)) => Ok(secret_strings(secret)),
+        Some(Fetched::NotFound) | None => Err(failed(&format!("secrets {name:?} not found"))),
+        Some(Fetched::Failed(reason)) => Err(failed(reason)),
+    }
 }
 
 /// The pod's identity for a driver that asks for it (`podInfoOnMount`).

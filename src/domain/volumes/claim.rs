@@ -49,8 +49,17 @@ pub struct CsiPersistentSource {
     pub fs_type: String,
     pub read_only: bool,
     pub volume_attributes: BTreeMap<String, String>,
-    /// Which of `nodeStageSecretRef`, `nodePublishSecretRef` ... it names (refused).
-    pub secret_refs: Vec<String>,
+    /// The Secrets given to the driver's `NodeStageVolume` and `NodePublishVolume`
+    /// (the controller's and the expansion's are not the kubelet's to read).
+    pub node_stage_secret_ref: Option<SecretReference>,
+    pub node_publish_secret_ref: Option<SecretReference>,
+}
+
+/// A PersistentVolume's reference to a Secret, in any namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SecretReference {
+    pub namespace: String,
+    pub name: String,
 }
 
 /// What the kubelet reads of a PersistentVolume.
@@ -65,6 +74,8 @@ pub struct PersistentVolumeData {
     pub node_affinity: Option<NodeSelector>,
     /// `spec.accessModes` (`ReadWriteOnce` ...).
     pub access_modes: Vec<String>,
+    /// `spec.mountOptions`: given to a CSI driver as its mount flags.
+    pub mount_options: Vec<String>,
 }
 
 /// Why a claim does not give a volume, in upstream's words (after "error processing PVC
@@ -106,6 +117,7 @@ pub struct ClaimedVolume {
     pub node_affinity: Option<NodeSelector>,
     pub volume_mode: String,
     pub access_modes: Vec<String>,
+    pub mount_options: Vec<String>,
 }
 
 impl ClaimedVolume {
@@ -260,6 +272,7 @@ fn resolve(
         node_affinity: pv.node_affinity.clone(),
         volume_mode: mode.to_owned(),
         access_modes: pv.access_modes.clone(),
+        mount_options: pv.mount_options.clone(),
     })
 }
 
@@ -269,6 +282,24 @@ pub fn claim_names(pod: &Pod) -> impl Iterator<Item = String> + '_ {
         .volumes
         .iter()
         .filter_map(|v| claim_name_of(pod, v))
+}
+
+/// The Secrets the fetched PersistentVolumes name for their drivers' node calls.
+pub fn volume_secret_refs(objects: &PodObjects) -> std::collections::BTreeSet<SecretReference> {
+    objects
+        .persistent_volumes
+        .values()
+        .filter_map(|pv| match pv {
+            Fetched::Found(PersistentVolumeData {
+                source: PersistentVolumeSource::Csi(c),
+                ..
+            }) => Some([&c.node_stage_secret_ref, &c.node_publish_secret_ref]),
+            _ => None,
+        })
+        .flatten()
+        .flatten()
+        .cloned()
+        .collect()
 }
 
 /// The PersistentVolumes the fetched claims are bound to, to read next (upstream reads

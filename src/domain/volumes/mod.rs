@@ -205,6 +205,9 @@ pub struct PodObjects {
     /// The VolumeAttachments of the pod's attached CSI volumes, by name.
     pub volume_attachments:
         BTreeMap<String, Fetched<crate::domain::csi::volume::VolumeAttachmentData>>,
+    /// The Secrets the pod's claims' PersistentVolumes name for their driver's calls,
+    /// by namespace and name.
+    pub volume_secrets: BTreeMap<claim::SecretReference, Fetched<SecretData>>,
 }
 
 /// What the kubelet reads of a `node.k8s.io/v1` RuntimeClass: the CRI runtime handler

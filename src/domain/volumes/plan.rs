@@ -134,7 +134,7 @@ pub enum VolumeAction {
 /// Why a volume cannot be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VolumeErrorKind {
-    #[error("the {plugin:?} volume plugin is not supported by rkubelet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, and persistentVolumeClaim bound to a hostPath or local PersistentVolume)")]
+    #[error("the {plugin:?} volume plugin is not supported by rkubelet (supported: hostPath, emptyDir, configMap, secret, downwardAPI, projected, csi, ephemeral, and persistentVolumeClaim bound to a hostPath, local or csi PersistentVolume)")]
     Unsupported { plugin: String },
     /// A claim that gives no volume; `expected` are the pod's mounted volumes, which
     /// upstream's message lists.
@@ -147,6 +147,11 @@ pub enum VolumeErrorKind {
     },
     #[error("no matching NodeSelectorTerms")]
     NodeAffinity,
+    /// A PersistentVolume with `mountOptions` that its plugin does not mount with:
+    /// upstream's refusal for hostPath; a local volume's folder is given to the
+    /// container as it is, where upstream bind-mounts it with them first.
+    #[error("mount options are not supported for this volume type{}", if *.local { " by rkubelet (a local volume's folder is given to the container as it is, not mounted with its options)" } else { "" })]
+    MountOptions { local: bool },
     /// A CSI volume that cannot be published (upstream's `kubernetes.io/csi: ...`).
     #[error("{0}")]
     Csi(String),
@@ -197,6 +202,10 @@ impl std::fmt::Display for VolumeError {
             VolumeErrorKind::NodeAffinity => write!(
                 f,
                 "MountVolume.NodeAffinity check failed for volume {volume:?} : {kind}"
+            ),
+            VolumeErrorKind::MountOptions { .. } => write!(
+                f,
+                "MountVolume.MountOptionSupport check failed for volume {volume:?} : {kind}"
             ),
             _ => write!(f, "MountVolume.SetUp failed for volume {volume:?} : {kind}"),
         }
@@ -373,6 +382,17 @@ fn claimed_action(
     if !claimed.fits_node(&facts.node_name, &facts.node_labels) {
         return Err(VolumeErrorKind::NodeAffinity);
     }
+    if !claimed.mount_options.is_empty() {
+        match &claimed.source {
+            PersistentVolumeSource::HostPath { .. } => {
+                return Err(VolumeErrorKind::MountOptions { local: false })
+            }
+            PersistentVolumeSource::Local { .. } => {
+                return Err(VolumeErrorKind::MountOptions { local: true })
+            }
+            _ => {}
+        }
+    }
     match &claimed.source {
         PersistentVolumeSource::HostPath { path, kind } => Ok(VolumeAction::HostPath {
             path: PathBuf::from(path),
@@ -390,14 +410,7 @@ fn claimed_action(
             })
         }
         PersistentVolumeSource::Csi(source) => crate::domain::csi::volume::plan_persistent(
-            pod,
-            &claimed.volume_name,
-            source,
-            claimed.read_only || source.read_only,
-            &claimed.access_modes,
-            root_dir,
-            facts,
-            objects,
+            pod, &claimed, source, root_dir, facts, objects,
         )
         .map(|publish| VolumeAction::Csi(Box::new(publish)))
         .map_err(VolumeErrorKind::Csi),

@@ -674,6 +674,7 @@ mod claims {
             source,
             volume_mode: String::new(),
             node_affinity: None,
+            mount_options: Vec::new(),
         }
     }
 
@@ -840,6 +841,40 @@ mod claims {
         );
     }
 
+    /// Upstream's checkMountOptionSupport refuses a hostPath volume's `mountOptions`;
+    /// rkubelet refuses a local volume's too (it does not bind-mount the folder first).
+    #[test]
+    fn mount_options_of_host_path_and_local_volumes_are_refused() {
+        let p = claim_pod(false, None);
+        for (source, reason) in [
+            (
+                PersistentVolumeSource::HostPath {
+                    path: "/srv/db".into(),
+                    kind: String::new(),
+                },
+                "mount options are not supported for this volume type",
+            ),
+            (
+                PersistentVolumeSource::Local {
+                    path: "/mnt/disks/a".into(),
+                },
+                "mount options are not supported for this volume type by rkubelet (a local volume's folder is given to the container as it is, not mounted with its options)",
+            ),
+        ] {
+            let with_options = PersistentVolumeData {
+                mount_options: vec!["noatime".into()],
+                ..volume(source)
+            };
+            let o = objects(Fetched::Found(bound("Bound")), Some(Fetched::Found(with_options)));
+            assert_eq!(
+                plan_of(&p, &o, &facts()),
+                Err(format!(
+                    "MountVolume.MountOptionSupport check failed for volume \"pv1\" : {reason}"
+                ))
+            );
+        }
+    }
+
     #[test]
     fn a_persistent_volume_of_another_plugin_is_refused_naming_it() {
         let p = claim_pod(false, None);
@@ -897,6 +932,7 @@ fn a_generic_ephemeral_volume_reads_its_pods_own_claim() {
             },
             volume_mode: String::new(),
             node_affinity: None,
+            mount_options: Vec::new(),
         }),
     );
     o.claims.insert(
