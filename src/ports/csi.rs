@@ -114,6 +114,18 @@ pub trait CsiPlugins: Send + Sync {
         target_path: &Path,
     ) -> Result<(), CsiError>;
 
+    /// `Node.NodeExpandVolume` of a published filesystem volume to `required_bytes`;
+    /// `Ok(false)` when the driver does not offer it (no EXPAND_VOLUME capability).
+    ///
+    /// # Errors
+    /// [`CsiError::Call`].
+    async fn node_expand(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        required_bytes: i64,
+    ) -> Result<bool, CsiError>;
+
     /// `Node.NodeGetVolumeStats` of a volume published at `target_path`; `Ok(None)`
     /// when the driver does not offer it (no GET_VOLUME_STATS capability).
     ///

@@ -83,6 +83,41 @@ fn running(cluster: &crate::common::cluster::Cluster, name: &str) {
     }
 }
 
+#[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
+mod csi {
+    tonic::include_proto!("csi.v1");
+}
+
+/// The driver's ControllerExpandVolume of `handle` to `bytes`, as csi-resizer calls it.
+async fn controller_expand(socket: &Path, handle: &str, bytes: i64) {
+    let socket = socket.to_path_buf();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let socket = socket.clone();
+            async move {
+                tokio::net::UnixStream::connect(socket)
+                    .await
+                    .map(hyper_util::rt::TokioIo::new)
+            }
+        }))
+        .await
+        .expect("the driver's socket");
+    let answer = csi::controller_client::ControllerClient::new(channel)
+        .controller_expand_volume(csi::ControllerExpandVolumeRequest {
+            volume_id: handle.to_owned(),
+            capacity_range: Some(csi::CapacityRange {
+                required_bytes: bytes,
+                limit_bytes: 0,
+            }),
+            secrets: Default::default(),
+            volume_capability: None,
+        })
+        .await
+        .expect("ControllerExpandVolume")
+        .into_inner();
+    assert!(answer.node_expansion_required, "{answer:?}");
+}
+
 fn csi_node_drivers(cluster: &crate::common::cluster::Cluster) -> Option<Vec<Value>> {
     let csi_node = cluster.get_json(&["csinode", NODE])?;
     Some(
@@ -121,6 +156,9 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         &format!("--node-ip={}", host_ip()),
         &format!("--client-ca-file={}", cluster.ca_cert().display()),
         &format!("--cert-dir={}", state.path().join("pki").display()),
+        // A running pod's volumes are looked at again every 10 s (its resync), so a
+        // claim's expansion is seen within the test's wait.
+        "--sync-frequency=10s",
     ]);
     eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
     let driver_dir = node.root.join("plugins/csi-hostpath");
@@ -284,7 +322,7 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         &state.path().join("provisioner.log"),
     );
     cluster.apply(&format!(
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath}}\nprovisioner: {DRIVER}\nvolumeBindingMode: Immediate\nreclaimPolicy: Delete\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data}}\nspec:\n  storageClassName: csi-hostpath\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n"
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: csi-hostpath}}\nprovisioner: {DRIVER}\nvolumeBindingMode: Immediate\nreclaimPolicy: Delete\nallowVolumeExpansion: true\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data}}\nspec:\n  storageClassName: csi-hostpath\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n"
     ));
     eventually(90, "claim data provisioned and bound", || {
         let c = cluster.get_json(&["pvc", "data"])?;
@@ -384,6 +422,78 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         (out.as_str(), code),
         ("kept\n", 0),
         "the data outlived the first pod"
+    );
+
+    // Online expansion (upstream's volume_expand.go): the test plays csi-resizer (not
+    // among the peers): the driver's ControllerExpandVolume, the claim's request and the
+    // volume's capacity raised, the claim's FileSystemResizePending condition. rkubelet
+    // then has the driver grow the volume in use (NodeExpandVolume) and gives the claim
+    // its new size, the pod running on.
+    let pv_name = cluster
+        .get_json(&["pvc", "data"])
+        .and_then(|c| c["spec"]["volumeName"].as_str().map(str::to_owned))
+        .expect("the claim's volume");
+    controller_expand(&socket, &handle, 2 << 20).await;
+    for (kind, name, subresource, patch) in [
+        (
+            "pvc",
+            "data",
+            None,
+            r#"{"spec":{"resources":{"requests":{"storage":"2Mi"}}}}"#,
+        ),
+        (
+            "pv",
+            pv_name.as_str(),
+            None,
+            r#"{"spec":{"capacity":{"storage":"2Mi"}}}"#,
+        ),
+        (
+            "pvc",
+            "data",
+            Some("--subresource=status"),
+            r#"{"status":{"conditions":[{"type":"FileSystemResizePending","status":"True"}]}}"#,
+        ),
+    ] {
+        let mut args = vec!["patch", kind, name, "--type=merge", "-p", patch];
+        args.extend(subresource);
+        let out = cluster.kubectl(&args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eventually(60, "the claim's status at its new size", || {
+        let c = cluster.get_json(&["pvc", "data"])?;
+        (c["status"]["capacity"]["storage"] == "2Mi"
+            && c["status"]["conditions"]
+                .as_array()
+                .is_none_or(|conditions| conditions.is_empty()))
+        .then_some(())
+    });
+    let resized = format!("MountVolume.NodeExpandVolume succeeded for volume \"{pv_name}\" {NODE}");
+    assert!(
+        crate::common::api_pods::events_of(&cluster, "db2")
+            .iter()
+            .any(|(kind, reason, m)| kind == "Normal"
+                && reason == "FileSystemResizeSuccessful"
+                && *m == resized),
+        "{resized}: {:?}",
+        crate::common::api_pods::events_of(&cluster, "db2")
+    );
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        log.lines().any(
+            |l| l.contains("\"Method\":\"/csi.v1.Node/NodeExpandVolume\"")
+                && l.contains("\"required_bytes\":2097152")
+                && l.contains("/mount\"")
+        ),
+        "NodeExpandVolume of the published volume to 2Mi:\n{log}"
+    );
+    assert_eq!(
+        crate::common::api_pods::phase(&cluster, "db2"),
+        "Running",
+        "the pod ran on"
     );
     let out = cluster.kubectl(&["delete", "pod", "db2", "--wait=true"]);
     assert!(

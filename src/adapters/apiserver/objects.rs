@@ -171,6 +171,11 @@ impl PodObjectsApi for KubeClients {
         Ok(claim.map(|c| ClaimData {
             uid: c.metadata.uid.unwrap_or_default(),
             volume_name: c.spec.and_then(|s| s.volume_name).unwrap_or_default(),
+            capacity: c
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref()?.get("storage"))
+                .map(|q| q.0.clone()),
             phase: c.status.and_then(|s| s.phase).unwrap_or_default(),
             being_deleted: c.metadata.deletion_timestamp.is_some(),
             controller_uid: c
@@ -230,6 +235,38 @@ impl PodObjectsApi for KubeClients {
                 attachment_metadata: status.attachment_metadata.unwrap_or_default(),
             }
         }))
+    }
+
+    async fn mark_claim_resized(
+        &self,
+        namespace: &str,
+        name: &str,
+        capacity: &str,
+    ) -> Result<(), ObjectsError> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.connection.client.clone(), namespace);
+        // A strategic merge patch: the conditions are merged by type, so only the two
+        // resize conditions go.
+        let patch = serde_json::json!({"status": {
+            "capacity": {"storage": capacity},
+            "conditions": [
+                {"type": "Resizing", "$patch": "delete"},
+                {"type": "FileSystemResizePending", "$patch": "delete"},
+            ],
+        }});
+        self.object_call(
+            "patch",
+            "persistentvolumeclaims/status",
+            namespace,
+            name,
+            api.patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Strategic(patch),
+            ),
+        )
+        .await?;
+        Ok(())
     }
 
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
@@ -343,5 +380,10 @@ fn persistent_volume_data(
         volume_mode: spec.volume_mode.unwrap_or_default(),
         node_affinity,
         mount_options: spec.mount_options.unwrap_or_default(),
+        capacity: spec
+            .capacity
+            .as_ref()
+            .and_then(|c| c.get("storage"))
+            .map(|q| q.0.clone()),
     }
 }

@@ -183,6 +183,49 @@ impl CsiPlugins for SocketCsiPlugins {
         }))
     }
 
+    async fn node_expand(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        required_bytes: i64,
+    ) -> Result<bool, CsiError> {
+        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        let mut client = csi::node_client::NodeClient::new(channel(endpoint));
+        let caps = client
+            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
+            .into_inner();
+        let offered = caps.capabilities.iter().any(|c| {
+            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::ExpandVolume as i32)
+        });
+        if !offered {
+            return Ok(false);
+        }
+        // The staging path only where the volume was staged (its staging folder has
+        // its vol_data.json), as upstream passes the device mount path.
+        let staging = volume
+            .stage
+            .as_ref()
+            .map(|s| &s.staging_path)
+            .filter(|p| p.parent().is_some_and(|d| d.join("vol_data.json").exists()));
+        client
+            .node_expand_volume(csi::NodeExpandVolumeRequest {
+                volume_id: volume.volume_handle.clone(),
+                volume_path: volume.target_path.display().to_string(),
+                capacity_range: Some(csi::CapacityRange {
+                    required_bytes,
+                    limit_bytes: 0,
+                }),
+                staging_target_path: staging.map(|p| p.display().to_string()).unwrap_or_default(),
+                volume_capability: Some(capability(volume)),
+                secrets: Default::default(),
+            })
+            .await
+            .map_err(call_error(endpoint, "NodeExpandVolume"))?;
+        Ok(true)
+    }
+
     async fn node_volume_stats(
         &self,
         endpoint: &Path,

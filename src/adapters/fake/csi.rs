@@ -30,6 +30,9 @@ struct State {
     /// What `NodeGetVolumeStats` answers for a target path (none: not offered).
     volume_stats: BTreeMap<PathBuf, crate::ports::csi::CsiVolumeStats>,
     staged: BTreeMap<PathBuf, String>,
+    /// Whether the drivers expand volumes; `(target path, bytes)` expanded, in order.
+    expands: bool,
+    expanded: Vec<(PathBuf, i64)>,
 }
 
 /// Clone it to share.
@@ -88,6 +91,15 @@ impl FakeCsiPlugins {
     /// The drivers have the STAGE_UNSTAGE_VOLUME capability.
     pub fn set_stages(&self, stages: bool) {
         self.lock().stages = stages;
+    }
+
+    /// The drivers have the EXPAND_VOLUME capability.
+    pub fn set_expands(&self, expands: bool) {
+        self.lock().expands = expands;
+    }
+
+    pub fn expanded(&self) -> Vec<(PathBuf, i64)> {
+        self.lock().expanded.clone()
     }
 
     pub fn staged(&self) -> BTreeMap<PathBuf, String> {
@@ -203,6 +215,25 @@ impl CsiPlugins for FakeCsiPlugins {
             .published
             .insert(volume.target_path.clone(), volume.clone());
         Ok(())
+    }
+
+    async fn node_expand(
+        &self,
+        endpoint: &Path,
+        volume: &CsiPublish,
+        required_bytes: i64,
+    ) -> Result<bool, CsiError> {
+        let mut state = self.lock();
+        if !state.drivers.contains_key(endpoint) {
+            return Err(unreachable(endpoint, "NodeExpandVolume"));
+        }
+        if !state.expands {
+            return Ok(false);
+        }
+        state
+            .expanded
+            .push((volume.target_path.clone(), required_bytes));
+        Ok(true)
     }
 
     async fn node_volume_stats(

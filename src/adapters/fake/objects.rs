@@ -258,6 +258,23 @@ impl PodObjectsApi for FakeObjects {
         Ok(self.lock().volume_attachments.get(name).cloned())
     }
 
+    async fn mark_claim_resized(
+        &self,
+        namespace: &str,
+        name: &str,
+        capacity: &str,
+    ) -> Result<(), ObjectsError> {
+        self.check("patch", "persistentvolumeclaims/status", namespace, name)?;
+        if let Some(claim) = self
+            .lock()
+            .claims
+            .get_mut(&(namespace.to_owned(), name.to_owned()))
+        {
+            claim.capacity = Some(capacity.to_owned());
+        }
+        Ok(())
+    }
+
     async fn request_token(&self, request: &TokenRequest) -> Result<IssuedToken, ObjectsError> {
         self.check(
             "create",

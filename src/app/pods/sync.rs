@@ -262,6 +262,9 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
                 .volumes
                 .set_up_volumes(&ctx.requests, pod, &inputs, all)
                 .await;
+            for event in ctx.volumes.take_resize_events(&pod.metadata.uid) {
+                ctx.events.pod(pod, event);
+            }
             Answer::Volumes {
                 failed: failed.into_iter().map(|f| f.message).collect(),
                 refresh_after: ctx.volumes.next_refresh(&pod.metadata.uid),

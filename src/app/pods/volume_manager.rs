@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::volumes::{self, off_runtime};
 use super::volumes_in_use::VolumesInUse;
@@ -24,10 +24,13 @@ use crate::domain::csi::volume::{
     PublishedVolume, CSI_PLUGIN_DIR, VOL_DATA_FILE,
 };
 use crate::domain::csi::Driver;
+use crate::domain::events::{volume_resize_failed, volume_resized};
 use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::node_status::status::NodeEvent;
 use crate::domain::pod::Pod;
 use crate::domain::volumes::claim::{
-    bound_volume_names, volume_secret_refs, ClaimData, PersistentVolumeData, PersistentVolumeSource,
+    bound_volume_names, node_expansion, volume_secret_refs, ClaimData, NodeExpansion,
+    PersistentVolumeData, PersistentVolumeSource,
 };
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
 use crate::domain::volumes::plan::{plan_volumes, FileKind, VolumeAction};
@@ -106,6 +109,8 @@ pub struct VolumeManager {
     in_use: Arc<VolumesInUse>,
     /// Each pod's CSI volumes, by pod uid, for their stats.
     published: Mutex<HashMap<String, Vec<PublishedCsi>>>,
+    /// Events of the pods' volume expansions not yet recorded, by pod uid.
+    resize_events: Mutex<HashMap<String, Vec<NodeEvent>>>,
 }
 
 /// A pod's CSI volume as it was planned: what its driver is asked to measure.
@@ -153,6 +158,7 @@ impl VolumeManager {
             csi: None,
             in_use: Arc::new(VolumesInUse::default()),
             published: Mutex::new(HashMap::new()),
+            resize_events: Mutex::default(),
         }
     }
 
@@ -762,6 +768,23 @@ impl VolumeManager {
         }
         let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
         self.remember_csi(pod, &plans);
+        // Claims' CSI volumes a resizer grew: expanded on the node once published.
+        let expansions: Vec<(String, String, CsiPublish, NodeExpansion)> = plans
+            .iter()
+            .filter_map(|plan| {
+                let Ok(VolumeAction::Csi(publish)) = &plan.action else {
+                    return None;
+                };
+                let volume = pod.spec.volumes.iter().find(|v| v.name == plan.name)?;
+                let expansion = node_expansion(pod, volume, &inputs.objects)?;
+                Some((
+                    plan.name.clone(),
+                    plan.spec_name.clone(),
+                    (**publish).clone(),
+                    expansion,
+                ))
+            })
+            .collect();
         if !all {
             // Folders and paths (claims' too) were set up with the sandbox.
             plans.retain(|p| {
@@ -835,6 +858,25 @@ impl VolumeManager {
                 for f in &failed {
                     warn!(volume = %f.volume, message = %f.message, "FailedMount");
                 }
+                for (name, spec_name, publish, expansion) in expansions {
+                    if failed.iter().any(|f| f.volume == name) {
+                        continue;
+                    }
+                    let event = match self.expand(&publish, &expansion).await {
+                        Ok(()) => {
+                            info!(volume = %spec_name, size = %expansion.new_capacity, "MountVolume.NodeExpandVolume succeeded");
+                            volume_resized(&spec_name, &pod.spec.node_name)
+                        }
+                        Err(message) => {
+                            warn!(volume = %spec_name, %message, "NodeExpandVolume.NodeExpandVolume failed");
+                            volume_resize_failed(&spec_name, &message)
+                        }
+                    };
+                    self.resize_events()
+                        .entry(pod.metadata.uid.clone())
+                        .or_default()
+                        .push(event);
+                }
                 failed
             }
             Err(e) => vec![FailedMount {
@@ -871,6 +913,66 @@ impl VolumeManager {
         if !volumes.is_empty() {
             self.published().insert(pod.metadata.uid.clone(), volumes);
         }
+    }
+
+    fn resize_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<NodeEvent>>> {
+        self.resize_events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The events of the pod's volume expansions since the last call, for the sync to
+    /// record.
+    pub fn take_resize_events(&self, uid: &str) -> Vec<NodeEvent> {
+        self.resize_events().remove(uid).unwrap_or_default()
+    }
+
+    /// Grows a published claim's volume on the node through its driver
+    /// (`NodeExpandVolume`), then gives the claim's status the new size, as upstream's
+    /// `legacyCallNodeExpandOnPlugin`; the message of the step that failed.
+    async fn expand(&self, publish: &CsiPublish, expansion: &NodeExpansion) -> Result<(), String> {
+        let (driver, plugins) = self.driver(&publish.driver)?;
+        let expanded = plugins
+            .node_expand(
+                Path::new(&driver.endpoint),
+                publish,
+                expansion.new_size_bytes,
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "Expander.NodeExpand failed to expand the volume : {}",
+                    Chain(&e)
+                )
+            })?;
+        if !expanded {
+            return Err(format!(
+                "Expander.NodeExpand found CSI plugin kubernetes.io/csi/{} to not support node expansion",
+                publish.driver
+            ));
+        }
+        let api = self
+            .api
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                "mountVolume.NodeExpandVolume get PVC failed : no API server".to_owned()
+            })?;
+        let (ns, name) = (&expansion.claim_namespace, &expansion.claim_name);
+        api.mark_claim_resized(ns, name, &expansion.new_capacity)
+            .await
+            .map_err(|e| {
+                format!(
+                    "mountVolume.NodeExpandVolume update PVC status failed : {}",
+                    Chain(&e)
+                )
+            })?;
+        // The claim kept with its old size would ask for the expansion again.
+        self.caches()
+            .bound_claims
+            .remove(&(ns.clone(), name.clone()));
+        Ok(())
     }
 
     fn driver(&self, name: &str) -> Result<(Driver, Arc<dyn CsiPlugins>), String> {
@@ -1233,6 +1335,7 @@ mod tests {
                 phase: "Bound".into(),
                 being_deleted: false,
                 controller_uid: None,
+                capacity: None,
             },
         );
         api.put_persistent_volume(
@@ -1248,6 +1351,7 @@ mod tests {
                 node_affinity: None,
                 access_modes: vec!["ReadWriteOnce".into()],
                 mount_options: Vec::new(),
+                capacity: None,
             },
         );
         let id = attachment_name("h", "d", "n1");
@@ -1421,6 +1525,7 @@ mod tests {
             phase: "Pending".into(),
             being_deleted: false,
             controller_uid: None,
+            capacity: None,
         };
         api.put_claim("ns", "db", claim.clone());
         let started = tokio::time::Instant::now();
@@ -1449,6 +1554,7 @@ mod tests {
             PersistentVolumeData {
                 access_modes: Vec::new(),
                 mount_options: Vec::new(),
+                capacity: None,
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/a".into(),
@@ -1475,6 +1581,7 @@ mod tests {
             PersistentVolumeData {
                 access_modes: Vec::new(),
                 mount_options: Vec::new(),
+                capacity: None,
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Local {
                     path: "/mnt/disks/gone".into(),
@@ -1592,6 +1699,7 @@ mod tests {
                 phase: "Bound".into(),
                 being_deleted: false,
                 controller_uid: None,
+                capacity: None,
             },
         );
         api.put_persistent_volume(
@@ -1599,6 +1707,7 @@ mod tests {
             PersistentVolumeData {
                 access_modes: vec!["ReadWriteOnce".into()],
                 mount_options,
+                capacity: None,
                 claim_uid: Some("c-uid".into()),
                 source: PersistentVolumeSource::Csi(Box::new(source)),
                 volume_mode: String::new(),
@@ -1637,7 +1746,7 @@ mod tests {
     fn claim_pod(uid: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": uid, "namespace": "ns", "uid": uid},
-            "spec": {"containers": [{"name": "c", "image": "busybox",
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox",
                 "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
               "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
         }))
@@ -1680,6 +1789,82 @@ mod tests {
                 .collect()))
         );
         assert_eq!(volume.mount_flags, ["noatime"]);
+    }
+
+    /// Upstream's online expansion (`test/e2e/storage/testsuites/volume_expand.go`: the
+    /// resizer grows the PersistentVolume, the kubelet grows the file system of the
+    /// volume in use): a running pod's claim whose volume's capacity passed the claim's
+    /// status capacity is expanded by its driver to the new size, the claim's status
+    /// gets it, and the pod an event; a driver without EXPAND_VOLUME gets upstream's
+    /// refusal as a warning.
+    #[tokio::test]
+    async fn a_running_pods_claim_grown_by_a_resizer_is_expanded_on_the_node() {
+        use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData};
+        let (vm, api, plugins, clock) = csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
+        let claim = |capacity: &str| ClaimData {
+            uid: "c-uid".into(),
+            volume_name: "pvc-1".into(),
+            phase: "Bound".into(),
+            being_deleted: false,
+            controller_uid: None,
+            capacity: Some(capacity.into()),
+        };
+        api.put_claim("ns", "data", claim("1Mi"));
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let p = claim_pod("a");
+        let inputs = vm.inputs(&p).await;
+        let Fetched::Found(pv) = inputs.objects.persistent_volumes["pvc-1"].clone() else {
+            panic!("the volume read");
+        };
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        assert!(vm.take_resize_events("a").is_empty(), "nothing to grow");
+        // The resizer grows the volume (the claim's status still says 1Mi).
+        api.put_persistent_volume(
+            "pvc-1",
+            PersistentVolumeData {
+                capacity: Some("2Mi".into()),
+                ..pv.clone()
+            },
+        );
+        clock.advance(DEFAULT_CACHE_TTL);
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+        assert_eq!(
+            plugins.expanded(),
+            [],
+            "a driver without EXPAND_VOLUME is not asked"
+        );
+        let events = vm.take_resize_events("a");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].reason, "VolumeResizeFailed");
+        assert_eq!(
+            events[0].message,
+            "NodeExpandVolume.NodeExpandVolume failed for volume \"pvc-1\" : Expander.NodeExpand found CSI plugin kubernetes.io/csi/hostpath.csi.k8s.io to not support node expansion"
+        );
+        plugins.set_expands(true);
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+        assert_eq!(
+            plugins.expanded(),
+            [(
+                std::path::PathBuf::from(
+                    "/var/lib/kubelet/pods/a/volumes/kubernetes.io~csi/pvc-1/mount"
+                ),
+                2 * 1024 * 1024
+            )]
+        );
+        let events = vm.take_resize_events("a");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].reason, "FileSystemResizeSuccessful");
+        assert_eq!(
+            events[0].message,
+            "MountVolume.NodeExpandVolume succeeded for volume \"pvc-1\" n1"
+        );
+        // The claim's status says 2Mi: nothing more to grow.
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+        assert_eq!(plugins.expanded().len(), 1);
+        assert!(vm.take_resize_events("a").is_empty());
     }
 
     #[tokio::test]

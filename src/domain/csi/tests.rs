@@ -445,6 +445,7 @@ mod persistent_volumes {
                 node_affinity: None,
                 access_modes: Vec::new(),
                 mount_options: Vec::new(),
+                capacity: None,
             }),
         );
         assert_eq!(

@@ -34,6 +34,8 @@ pub mod reason {
     pub const DNS_CONFIG_FORMING: &str = "DNSConfigForming";
     pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
     pub const FAILED_MOUNT: &str = "FailedMount";
+    pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
+    pub const VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
     pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
 }
@@ -183,6 +185,22 @@ pub fn dns_warning(
 /// for volume ...`).
 pub fn failed_mount(message: &str) -> NodeEvent {
     warning(reason::FAILED_MOUNT, message.to_owned())
+}
+
+/// A claim's volume grown by its driver on the node (upstream's `legacyCallNodeExpandOnPlugin`).
+pub fn volume_resized(volume: &str, node_name: &str) -> NodeEvent {
+    normal(
+        reason::FILE_SYSTEM_RESIZE_SUCCESSFUL,
+        format!("MountVolume.NodeExpandVolume succeeded for volume {volume:?} {node_name}"),
+    )
+}
+
+/// A claim's volume that could not be grown (`message`: why, after upstream's prefix).
+pub fn volume_resize_failed(volume: &str, message: &str) -> NodeEvent {
+    warning(
+        reason::VOLUME_RESIZE_FAILED,
+        format!("NodeExpandVolume.NodeExpandVolume failed for volume {volume:?} : {message}"),
+    )
 }
 
 /// `envFrom` keys left out of a container's environment as invalid names (upstream

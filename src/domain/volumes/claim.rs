@@ -24,6 +24,8 @@ pub struct ClaimData {
     pub being_deleted: bool,
     /// The UID of its controlling owner (a generic ephemeral volume's pod).
     pub controller_uid: Option<String>,
+    /// `status.capacity.storage`: the size its volume's file system has been given.
+    pub capacity: Option<String>,
 }
 
 /// A PersistentVolume's source, as far as the kubelet is concerned.
@@ -76,6 +78,8 @@ pub struct PersistentVolumeData {
     pub access_modes: Vec<String>,
     /// `spec.mountOptions`: given to a CSI driver as its mount flags.
     pub mount_options: Vec<String>,
+    /// `spec.capacity.storage`: the volume's size, which a resizer raises.
+    pub capacity: Option<String>,
 }
 
 /// Why a claim does not give a volume, in upstream's words (after "error processing PVC
@@ -282,6 +286,46 @@ pub fn claim_names(pod: &Pod) -> impl Iterator<Item = String> + '_ {
         .volumes
         .iter()
         .filter_map(|v| claim_name_of(pod, v))
+}
+
+/// A claim's CSI volume whose file system the node is to grow (upstream's online
+/// expansion): a resizer raised its PersistentVolume's capacity above the claim's
+/// status capacity, and the claim's status is to say the new size once the driver's
+/// `NodeExpandVolume` has grown it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeExpansion {
+    pub claim_namespace: String,
+    pub claim_name: String,
+    /// The PersistentVolume's capacity, as the claim's status is to give it.
+    pub new_capacity: String,
+    pub new_size_bytes: i64,
+}
+
+/// Upstream's `volumeRequiresFSResize` for the pod's `volume`: `None` unless it is a
+/// writable claim (a read-only one is never resized) of a CSI PersistentVolume whose
+/// capacity is above the claim's status capacity (both set).
+pub fn node_expansion(pod: &Pod, volume: &Volume, objects: &PodObjects) -> Option<NodeExpansion> {
+    use crate::domain::units::quantity::Quantity;
+    let claimed = resolve_claim(pod, volume, objects)?.ok()?;
+    if claimed.read_only || !matches!(claimed.source, PersistentVolumeSource::Csi(_)) {
+        return None;
+    }
+    let claim_name = claim_name_of(pod, volume)?;
+    let Some(Fetched::Found(claim)) = objects.claims.get(&claim_name) else {
+        return None;
+    };
+    let Some(Fetched::Found(pv)) = objects.persistent_volumes.get(&claimed.volume_name) else {
+        return None;
+    };
+    let new_capacity = pv.capacity.clone()?;
+    let new = Quantity::parse(&new_capacity).ok()?;
+    let current = Quantity::parse(claim.capacity.as_deref()?).ok()?;
+    (new.value() > current.value()).then(|| NodeExpansion {
+        claim_namespace: pod.metadata.namespace.clone(),
+        claim_name,
+        new_size_bytes: new.value(),
+        new_capacity,
+    })
 }
 
 /// The Secrets the fetched PersistentVolumes name for their drivers' node calls.

@@ -664,6 +664,7 @@ mod claims {
             phase: phase.into(),
             being_deleted: false,
             controller_uid: None,
+            capacity: None,
         }
     }
 
@@ -675,6 +676,7 @@ mod claims {
             volume_mode: String::new(),
             node_affinity: None,
             mount_options: Vec::new(),
+            capacity: None,
         }
     }
 
@@ -740,6 +742,7 @@ mod claims {
                     Fetched::Found(ClaimData {
                         being_deleted: true,
                         controller_uid: None,
+                        capacity: None,
                         ..bound("Bound")
                     }),
                     None,
@@ -841,6 +844,61 @@ mod claims {
         );
     }
 
+    /// Upstream's `volumeRequiresFSResize`: only a writable claim of a CSI volume whose
+    /// PersistentVolume's capacity passed the claim's status capacity.
+    #[test]
+    fn a_claims_csi_volume_is_grown_once_its_volumes_capacity_passes_the_claims() {
+        use crate::domain::volumes::claim::{node_expansion, CsiPersistentSource, NodeExpansion};
+        let csi = PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
+            driver: "d".into(),
+            volume_handle: "h".into(),
+            ..CsiPersistentSource::default()
+        }));
+        let grown = |source: PersistentVolumeSource, pv: Option<&str>, claim: Option<&str>| {
+            let mut c = bound("Bound");
+            c.capacity = claim.map(str::to_owned);
+            let v = PersistentVolumeData {
+                capacity: pv.map(str::to_owned),
+                ..volume(source)
+            };
+            objects(Fetched::Found(c), Some(Fetched::Found(v)))
+        };
+        let p = claim_pod(false, None);
+        let o = grown(csi.clone(), Some("2Gi"), Some("1Gi"));
+        assert_eq!(
+            node_expansion(&p, &p.spec.volumes[0], &o),
+            Some(NodeExpansion {
+                claim_namespace: p.metadata.namespace.clone(),
+                claim_name: "db".into(),
+                new_capacity: "2Gi".into(),
+                new_size_bytes: 2 << 30,
+            })
+        );
+        let ro = claim_pod(true, None);
+        assert_eq!(
+            node_expansion(&ro, &ro.spec.volumes[0], &o),
+            None,
+            "read-only"
+        );
+        for (source, pv, claim) in [
+            (csi.clone(), Some("1Gi"), Some("1024Mi")),
+            (csi.clone(), Some("2Gi"), None),
+            (csi.clone(), None, Some("1Gi")),
+            (
+                PersistentVolumeSource::Local { path: "/x".into() },
+                Some("2Gi"),
+                Some("1Gi"),
+            ),
+        ] {
+            let o = grown(source, pv, claim);
+            assert_eq!(
+                node_expansion(&p, &p.spec.volumes[0], &o),
+                None,
+                "{pv:?} {claim:?}"
+            );
+        }
+    }
+
     /// Upstream's checkMountOptionSupport refuses a hostPath volume's `mountOptions`;
     /// rkubelet refuses a local volume's too (it does not bind-mount the folder first).
     #[test]
@@ -863,6 +921,7 @@ mod claims {
         ] {
             let with_options = PersistentVolumeData {
                 mount_options: vec!["noatime".into()],
+                capacity: None,
                 ..volume(source)
             };
             let o = objects(Fetched::Found(bound("Bound")), Some(Fetched::Found(with_options)));
@@ -919,6 +978,7 @@ fn a_generic_ephemeral_volume_reads_its_pods_own_claim() {
         phase: "Bound".into(),
         being_deleted: false,
         controller_uid: owner.map(str::to_owned),
+        capacity: None,
     };
     let mut o = PodObjects::default();
     o.persistent_volumes.insert(
@@ -933,6 +993,7 @@ fn a_generic_ephemeral_volume_reads_its_pods_own_claim() {
             volume_mode: String::new(),
             node_affinity: None,
             mount_options: Vec::new(),
+            capacity: None,
         }),
     );
     o.claims.insert(

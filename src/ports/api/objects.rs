@@ -111,4 +111,17 @@ pub trait PodObjectsApi: Send + Sync {
         &self,
         name: &str,
     ) -> Result<Option<crate::domain::csi::volume::VolumeAttachmentData>, ObjectsError>;
+
+    /// Upstream's `MarkFSResizeFinished`: the claim's `status.capacity.storage` set to
+    /// `capacity` and its resize conditions (`Resizing`, `FileSystemResizePending`)
+    /// removed, once its volume's file system was grown on the node (the Node
+    /// authorizer and NodeRestriction let a node change just these of its pods' claims).
+    /// # Errors
+    /// [`ObjectsError::Call`].
+    async fn mark_claim_resized(
+        &self,
+        namespace: &str,
+        name: &str,
+        capacity: &str,
+    ) -> Result<(), ObjectsError>;
 }
