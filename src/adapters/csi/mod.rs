@@ -77,6 +77,24 @@ fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
     }
 }
 
+/// Whether the driver's node service offers `wanted` (`NodeGetCapabilities`).
+async fn node_offers(
+    client: &mut csi::node_client::NodeClient<Channel>,
+    endpoint: &Path,
+    wanted: csi::node_service_capability::rpc::Type,
+) -> Result<bool, CsiError> {
+    use csi::node_service_capability::Type as Kind;
+    let caps = client
+        .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+        .await
+        .map_err(call_error(endpoint, "NodeGetCapabilities"))?
+        .into_inner();
+    Ok(caps
+        .capabilities
+        .iter()
+        .any(|c| matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == wanted as i32)))
+}
+
 /// The CSI plugins of this host.
 #[derive(Debug, Clone, Default)]
 pub struct SocketCsiPlugins;
@@ -171,16 +189,13 @@ impl CsiPlugins for SocketCsiPlugins {
     }
 
     async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError> {
-        use csi::node_service_capability::{rpc::Type, Type as Kind};
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        let caps = client
-            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
-            .await
-            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
-            .into_inner();
-        Ok(caps.capabilities.iter().any(|c| {
-            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::StageUnstageVolume as i32)
-        }))
+        node_offers(
+            &mut client,
+            endpoint,
+            csi::node_service_capability::rpc::Type::StageUnstageVolume,
+        )
+        .await
     }
 
     async fn node_expand(
@@ -189,26 +204,13 @@ impl CsiPlugins for SocketCsiPlugins {
         volume: &CsiPublish,
         required_bytes: i64,
     ) -> Result<bool, CsiError> {
-        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        use csi::node_service_capability::rpc::Type;
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        let caps = client
-            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
-            .await
-            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
-            .into_inner();
-        let offered = caps.capabilities.iter().any(|c| {
-            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::ExpandVolume as i32)
-        });
-        if !offered {
+        if !node_offers(&mut client, endpoint, Type::ExpandVolume).await? {
             return Ok(false);
         }
-        // The staging path only where the volume was staged (its staging folder has
-        // its vol_data.json), as upstream passes the device mount path.
-        let staging = volume
-            .stage
-            .as_ref()
-            .map(|s| &s.staging_path)
-            .filter(|p| p.parent().is_some_and(|d| d.join("vol_data.json").exists()));
+        // A PersistentVolume's staging path, as upstream passes its device mount path.
+        let staging = volume.stage.as_ref().map(|s| &s.staging_path);
         client
             .node_expand_volume(csi::NodeExpandVolumeRequest {
                 volume_id: volume.volume_handle.clone(),
@@ -232,18 +234,10 @@ impl CsiPlugins for SocketCsiPlugins {
         volume_handle: &str,
         target_path: &Path,
     ) -> Result<Option<CsiVolumeStats>, CsiError> {
-        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        use csi::node_service_capability::rpc::Type;
         use csi::volume_usage::Unit;
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        let caps = client
-            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
-            .await
-            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
-            .into_inner();
-        let offered = caps.capabilities.iter().any(|c| {
-            matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == Type::GetVolumeStats as i32)
-        });
-        if !offered {
+        if !node_offers(&mut client, endpoint, Type::GetVolumeStats).await? {
             return Ok(None);
         }
         let answer = client
