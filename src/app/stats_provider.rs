@@ -366,6 +366,26 @@ impl StatsProvider {
                 });
             }
             if let Some(manager) = &self.volumes {
+                // A local claim's folder is measured as its filesystem (upstream's
+                // MetricsStatFS), never walked.
+                for (name, claim, path) in manager.local_claim_volumes(uid) {
+                    let Some(info) = logged(
+                        "a local volume's filesystem",
+                        self.stats.filesystem(&path).await,
+                    ) else {
+                        continue;
+                    };
+                    volumes.push(VolumeSample {
+                        name,
+                        usage: info.used,
+                        fs: Some(info.stats),
+                        local_ephemeral: false,
+                        pvc_ref: claim.map(|name| PvcReference {
+                            name,
+                            namespace: pod.metadata.namespace.clone(),
+                        }),
+                    });
+                }
                 for sample in manager.csi_volume_stats(uid).await {
                     volumes.push(VolumeSample {
                         name: sample.volume,

@@ -59,6 +59,9 @@ pub use crate::domain::stats::{
 pub struct FilesystemInfo {
     pub stats: FsStats,
     pub device: u64,
+    /// What the filesystem holds as upstream's `fs.Info` counts it: bytes in blocks not
+    /// free (`f_blocks - f_bfree`), inodes not free.
+    pub used: FsUsage,
 }
 
 /// The node's kernel statistics.

@@ -8,7 +8,7 @@
 //! the wrong node) and its volume manager's messages for a claim not yet bound. Missing
 //! peers fail the test.
 
-use crate::common::api_pods::{eventually, phase, pod, start};
+use crate::common::api_pods::{eventually, phase, pod};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::mounts::TempRoot;
 use crate::common::node::{Node, NODE};
@@ -99,9 +99,22 @@ fn bound(cluster: &Cluster, claim: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, containerd, control plane (kube-apiserver, etcd, controller-manager): run by scripts/test.sh"]
 async fn claims_bound_to_local_and_host_path_volumes_hold_data_across_pods() {
-    let (cluster, mut node) = start("pvs", ClusterOptions::default(), &["--sync-frequency=5s"]);
-    let image = node.busybox.clone();
     let disks = TempRoot::new().expect("temp dir");
+    // Served through the API server's node proxy, for the volume stats (as the CSI
+    // test's node).
+    let cluster = Cluster::start_with("pvs", ClusterOptions::default());
+    let mut node = Node::start("pvs");
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        "--sync-frequency=5s",
+        &format!("--port={}", crate::common::free_port()),
+        &format!("--node-ip={}", crate::common::kubelet_api::host_ip()),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", disks.path().join("pki").display()),
+    ]);
+    eventually(30, "node registered", || cluster.get_json(&["node", NODE]));
+    let image = node.busybox.clone();
     let local = disks.path().join("local");
     std::fs::create_dir_all(&local).expect("local volume folder");
     let local = local.display().to_string();
@@ -142,6 +155,37 @@ async fn claims_bound_to_local_and_host_path_volumes_hold_data_across_pods() {
         std::fs::read_to_string(format!("{local}/test-file")).expect("the file on the host"),
         "test-file-content\n",
         "the container wrote the local volume's folder"
+    );
+    // Measured as its filesystem (upstream's local plugin: statfs), in the summary API
+    // with its claim, and in `kubelet_volume_stats_*`.
+    let measured = eventually(60, "the local claim's volume in /stats/summary", || {
+        use crate::common::kubelet_api::{proxy, text};
+        let summary: serde_json::Value =
+            serde_json::from_str(&text(&proxy(&cluster, "/stats/summary"))).ok()?;
+        summary["pods"]
+            .as_array()?
+            .iter()
+            .flat_map(|p| p["volume"].as_array().cloned().unwrap_or_default())
+            .find(|v| v["pvcRef"]["name"] == "pvc-local")
+    });
+    for field in [
+        "capacityBytes",
+        "availableBytes",
+        "usedBytes",
+        "inodes",
+        "inodesUsed",
+    ] {
+        assert!(
+            measured[field].as_u64().is_some_and(|n| n > 0),
+            "{field} in {measured}"
+        );
+    }
+    let metrics =
+        crate::common::kubelet_api::text(&crate::common::kubelet_api::proxy(&cluster, "/metrics"));
+    let series = "kubelet_volume_stats_capacity_bytes{namespace=\"default\",persistentvolumeclaim=\"pvc-local\"}";
+    assert!(
+        metrics.lines().any(|l| l.starts_with(series)),
+        "{series} expected in:\n{metrics}"
     );
     // Two pods mounting it at once: the second reads what the first wrote, writes, and
     // the first reads that; the same fsGroup on both.

@@ -585,6 +585,13 @@ pub fn filesystem_info(path: &Path) -> Result<FilesystemInfo, StatsError> {
             inodes_free: Some(st.files_free()),
         },
         device,
+        used: FsUsage {
+            used_bytes: st
+                .blocks()
+                .saturating_sub(st.blocks_free())
+                .saturating_mul(fragment),
+            inodes_used: st.files().saturating_sub(st.files_free()),
+        },
     })
 }
 

@@ -144,6 +144,7 @@ fn fs(available: u64) -> FilesystemInfo {
             inodes_free: None,
         },
         device: 1,
+        used: crate::domain::eviction::signals::FsUsage::default(),
     }
 }
 

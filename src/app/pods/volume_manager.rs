@@ -108,21 +108,33 @@ pub struct VolumeManager {
     /// The attached volumes the pods use, for the Node's `volumesInUse`.
     in_use: Arc<VolumesInUse>,
     /// Each pod's CSI volumes, by pod uid, for their stats.
-    published: Mutex<HashMap<String, Vec<PublishedCsi>>>,
+    published: Mutex<HashMap<String, Vec<MeasuredVolume>>>,
     /// Events of the pods' volume expansions not yet recorded, by pod uid.
     resize_events: Mutex<HashMap<String, Vec<NodeEvent>>>,
 }
 
-/// A pod's CSI volume as it was planned: what its driver is asked to measure.
+/// A pod's claim or CSI volume as it was planned: what measures it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublishedCsi {
+pub struct MeasuredVolume {
     /// The pod's name for it.
     pub volume: String,
     /// The claim it comes from (`None` for an inline volume).
     pub claim: Option<String>,
-    pub driver: String,
-    pub volume_handle: String,
-    pub target_path: std::path::PathBuf,
+    pub by: MeasuredBy,
+}
+
+/// Who measures a volume: its CSI driver (`NodeGetVolumeStats`), or `statfs` of a
+/// local PersistentVolume's folder (upstream's local plugin's `MetricsStatFS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MeasuredBy {
+    Driver {
+        driver: String,
+        volume_handle: String,
+        target_path: std::path::PathBuf,
+    },
+    Statfs {
+        path: std::path::PathBuf,
+    },
 }
 
 /// A pod's CSI volume as its driver measured it.
@@ -162,7 +174,7 @@ impl VolumeManager {
         }
     }
 
-    fn published(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<PublishedCsi>>> {
+    fn published(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<MeasuredVolume>>> {
         self.published
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -175,15 +187,19 @@ impl VolumeManager {
         let volumes = self.published().get(uid).cloned().unwrap_or_default();
         let mut samples = Vec::new();
         for volume in volumes {
-            let Ok((driver, plugins)) = self.driver(&volume.driver) else {
+            let MeasuredBy::Driver {
+                driver,
+                volume_handle,
+                target_path,
+            } = &volume.by
+            else {
+                continue;
+            };
+            let Ok((driver, plugins)) = self.driver(driver) else {
                 continue;
             };
             let measured = plugins
-                .node_volume_stats(
-                    Path::new(&driver.endpoint),
-                    &volume.volume_handle,
-                    &volume.target_path,
-                )
+                .node_volume_stats(Path::new(&driver.endpoint), volume_handle, target_path)
                 .await;
             match measured {
                 Ok(Some(stats)) => samples.push(CsiVolumeSample {
@@ -198,6 +214,24 @@ impl VolumeManager {
             }
         }
         samples
+    }
+
+    /// Pod `uid`'s claims of local PersistentVolumes, with their folders, for `statfs`.
+    pub fn local_claim_volumes(
+        &self,
+        uid: &str,
+    ) -> Vec<(String, Option<String>, std::path::PathBuf)> {
+        self.published()
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| match &v.by {
+                MeasuredBy::Statfs { path } => {
+                    Some((v.volume.clone(), v.claim.clone(), path.clone()))
+                }
+                MeasuredBy::Driver { .. } => None,
+            })
+            .collect()
     }
 
     /// The attached volumes the pods use, for the node status loop.
@@ -767,7 +801,7 @@ impl VolumeManager {
             return Vec::new();
         }
         let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
-        self.remember_csi(pod, &plans);
+        self.remember_measured(pod, &plans);
         // Claims' CSI volumes a resizer grew: expanded on the node once published.
         let expansions: Vec<(String, String, CsiPublish, NodeExpansion)> = plans
             .iter()
@@ -886,14 +920,22 @@ impl VolumeManager {
         }
     }
 
-    /// The pod's CSI volumes as planned (a running pod's resync, after a restart too,
-    /// records them again).
-    fn remember_csi(&self, pod: &Pod, plans: &[crate::domain::volumes::plan::VolumePlan]) {
-        let volumes: Vec<PublishedCsi> = plans
+    /// The pod's CSI and local claim volumes as planned, for their stats (a running
+    /// pod's resync, after a restart too, records them again).
+    fn remember_measured(&self, pod: &Pod, plans: &[crate::domain::volumes::plan::VolumePlan]) {
+        let volumes: Vec<MeasuredVolume> = plans
             .iter()
             .filter_map(|plan| {
-                let Ok(VolumeAction::Csi(publish)) = &plan.action else {
-                    return None;
+                let by = match &plan.action {
+                    Ok(VolumeAction::Csi(publish)) => MeasuredBy::Driver {
+                        driver: publish.driver.clone(),
+                        volume_handle: publish.volume_handle.clone(),
+                        target_path: publish.target_path.clone(),
+                    },
+                    Ok(VolumeAction::Local { path, .. }) => {
+                        MeasuredBy::Statfs { path: path.clone() }
+                    }
+                    _ => return None,
                 };
                 let claim = pod
                     .spec
@@ -901,12 +943,10 @@ impl VolumeManager {
                     .iter()
                     .find(|v| v.name == plan.name)
                     .and_then(|v| crate::domain::volumes::claim::claim_name_of(pod, v));
-                Some(PublishedCsi {
+                Some(MeasuredVolume {
                     volume: plan.name.clone(),
                     claim,
-                    driver: publish.driver.clone(),
-                    volume_handle: publish.volume_handle.clone(),
-                    target_path: publish.target_path.clone(),
+                    by,
                 })
             })
             .collect();
