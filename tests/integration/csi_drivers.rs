@@ -83,6 +83,33 @@ fn running(cluster: &crate::common::cluster::Cluster, name: &str) {
     }
 }
 
+/// The dry run's plan for pod `name`'s volumes, connected with the node's identity (read
+/// only; the fake runtime, so the node's containerd is not asked).
+fn planned_volumes(cluster: &Cluster, name: &str) -> Vec<Value> {
+    let root = TempRoot::new().expect("temp dir");
+    let out = Command::new(crate::common::BIN)
+        .args([
+            "--dry-run",
+            "--dry-run-output=json",
+            "--container-runtime-endpoint=fake://",
+            &format!(
+                "--kubeconfig={}",
+                cluster.node_kubeconfig(NODE, 30).display()
+            ),
+            &format!("--hostname-override={NODE}"),
+            &format!("--root-dir={}", root.path().display()),
+        ])
+        .output()
+        .expect("the dry run runs");
+    let plan: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    plan["pods"]
+        .as_array()
+        .and_then(|pods| pods.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["volumes"].as_array().cloned())
+        .unwrap_or_else(|| panic!("pod {name}'s volumes in the plan: {plan}"))
+}
+
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs)]
 mod csi {
     tonic::include_proto!("csi.v1");
@@ -363,6 +390,17 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
                 .map(str::to_owned)
         })
         .expect("the claim's volume handle");
+    // The dry run shows the claim's volume as the sync sets it up: the driver, the
+    // volume, staged and published, attached.
+    let planned = planned_volumes(&cluster, "db1");
+    let mount = planned[0]["mount"].as_str().unwrap_or_default();
+    assert!(
+        planned[0]["name"] == "data"
+            && mount.contains(&format!("CSI driver {DRIVER} volume {handle}, staged at "))
+            && mount.contains("/globalmount, published at ")
+            && mount.contains("/mount, attached first (VolumeAttachment csi-"),
+        "{planned:?}"
+    );
     let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
     let status = cluster.get_json(&["node", NODE]).expect("Node")["status"].clone();
     assert_eq!(
@@ -588,6 +626,14 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     );
     running(&cluster, "bystander");
     assert_eq!(crate::common::api_pods::phase(&cluster, "db3"), "Pending");
+    // The dry run says why db3 would wait, in the same words.
+    let planned = planned_volumes(&cluster, "db3");
+    assert!(
+        planned[0]["waits"]
+            .as_str()
+            .is_some_and(|w| w.contains(&unregistered)),
+        "{planned:?}"
+    );
 
     // Started again (a driver pod restarted): registered again.
     let _registrar = Peer::start(

@@ -27,6 +27,9 @@ pub struct ClusterObservation {
     /// The pods bound to the node (`spec.nodeName`), as the API server sent them, or why
     /// they could not be listed.
     pub api_pods: Result<Vec<Value>, String>,
+    /// The objects the API pods' claims lead to (claims, PersistentVolumes, CSIDrivers,
+    /// VolumeAttachments), by pod uid, read as the volume manager reads them.
+    pub volume_objects: std::collections::BTreeMap<String, crate::domain::volumes::PodObjects>,
 }
 
 /// What the kubelet would do with one pod bound to the node.

@@ -2,6 +2,7 @@
 //! the pod sources read once, the machine, and the runtime behind [`ReadOnlyRuntime`]
 //! (or a snapshot file instead of the machine and the runtime).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::app::bootstrap::{node_facts, read_config_inputs, Deps, StartupError};
@@ -19,6 +20,7 @@ use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::kuberuntime::runtime::ImageUser;
 use crate::domain::kuberuntime::runtime::PodRuntimeStatus;
 use crate::domain::pod::Pod;
+use crate::domain::volumes::PodObjects;
 use crate::ports::api::nodes::NodesError;
 use crate::ports::error::Chain;
 use crate::ports::runtime::RuntimeService;
@@ -317,6 +319,7 @@ async fn observe_cluster(
         status_inputs: Default::default(),
         existing: Ok(None),
         api_pods: Err("not read".into()),
+        volume_objects: BTreeMap::new(),
     };
     let runtime = match (deps.runtime_for)(&node.runtime_endpoint, node.runtime_request_timeout) {
         Ok(runtime) => Arc::new(ReadOnlyRuntime::new(runtime)),
@@ -382,7 +385,85 @@ async fn observe_cluster(
         .await
         .map(|list| list.items)
         .map_err(|e| Chain(&e).to_string());
+    if let Ok(pods) = &observation.api_pods {
+        observation.volume_objects =
+            read_volume_objects(clients.objects.as_ref(), &node.node_name, pods).await;
+    }
     observation
+}
+
+/// What the pods' claims and CSI volumes lead to, read (never written) as the volume
+/// manager reads them for a sync: the claims, their PersistentVolumes, the drivers'
+/// CSIDrivers, the Secrets the volumes name, the VolumeAttachments they need.
+async fn read_volume_objects(
+    api: &dyn crate::ports::api::objects::PodObjectsApi,
+    node_name: &str,
+    pods: &[serde_json::Value],
+) -> BTreeMap<String, PodObjects> {
+    use crate::app::pods::volume_manager::fetched;
+    use crate::domain::csi::volume::attachment;
+    use crate::domain::volumes::claim::{
+        bound_volume_names, claim_names, volume_secret_refs, PersistentVolumeSource,
+    };
+    use crate::domain::volumes::Fetched;
+    let mut all = BTreeMap::new();
+    for value in pods {
+        let Ok(pod) = serde_json::from_value::<Pod>(value.clone()) else {
+            continue;
+        };
+        let claims: BTreeSet<String> = claim_names(&pod).collect();
+        let inline: BTreeSet<&str> = pod
+            .spec
+            .volumes
+            .iter()
+            .filter_map(|v| v.csi.as_ref().map(|c| c.driver.as_str()))
+            .collect();
+        if claims.is_empty() && inline.is_empty() {
+            continue;
+        }
+        let ns = pod.metadata.namespace.as_str();
+        let mut objects = PodObjects::default();
+        for name in claims {
+            let claim = fetched(api.get_persistent_volume_claim(ns, &name).await);
+            objects.claims.insert(name, claim);
+        }
+        for name in bound_volume_names(&objects) {
+            let pv = fetched(api.get_persistent_volume(&name).await);
+            objects.persistent_volumes.insert(name, pv);
+        }
+        let sources: Vec<_> = objects
+            .persistent_volumes
+            .values()
+            .filter_map(|pv| match pv {
+                Fetched::Found(pv) => match &pv.source {
+                    PersistentVolumeSource::Csi(source) => Some(source.as_ref().clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let drivers: BTreeSet<String> = sources
+            .iter()
+            .map(|s| s.driver.clone())
+            .chain(inline.into_iter().map(str::to_owned))
+            .collect();
+        for driver in drivers {
+            let data = fetched(api.get_csi_driver(&driver).await);
+            objects.csi_drivers.insert(driver, data);
+        }
+        for reference in volume_secret_refs(&objects) {
+            let secret = fetched(api.get_secret(&reference.namespace, &reference.name).await);
+            objects.volume_secrets.insert(reference, secret);
+        }
+        for source in &sources {
+            if let Some(needed) = attachment(source, node_name, &objects) {
+                let state = fetched(api.get_volume_attachment(&needed.id).await);
+                objects.volume_attachments.insert(needed.id, state);
+            }
+        }
+        all.insert(pod.metadata.uid.clone(), objects);
+    }
+    all
 }
 
 /// `rkubelet-snapshot`: this node's state now (machine, hostname, cgroup version, the

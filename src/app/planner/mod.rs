@@ -457,6 +457,20 @@ pub struct PodPlan {
     pub running: Vec<String>,
     pub actions: PodActionsPlan,
     pub action_count: usize,
+    /// Its claim-backed and CSI volumes: what would be mounted, or why it would wait.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<PodVolumePlan>,
+}
+
+/// One of a pod's claim-backed or CSI volumes as the volume manager would set it up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodVolumePlan {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<String>,
 }
 
 /// A pod the runtime holds that no source wants: the pod loop stops and removes it.
@@ -825,6 +839,7 @@ fn pod_plan(
     running.sort();
     running.dedup();
     PodPlan {
+        volumes: Vec::new(),
         uid: pod.metadata.uid.clone(),
         name: pod.metadata.name.clone(),
         namespace: pod.metadata.namespace.clone(),
@@ -843,6 +858,118 @@ fn pod_plan(
 }
 
 /// The pod plan before its sync plan: what `cgroup_plan` fills in (the pod's cgroup).
+/// The pod's claim-backed and CSI volumes as the volume manager's domain plans them,
+/// with the Node's name and labels, and its attached volumes taken as reported in use
+/// (the status loop would report them before the sync waits on their attachment).
+fn volume_plans(
+    pod: &Pod,
+    objects: &crate::domain::volumes::PodObjects,
+    requests: &RequestContext,
+    inputs: &PlanInputs,
+) -> Vec<PodVolumePlan> {
+    use crate::domain::csi::volume::attachment;
+    use crate::domain::volumes::claim::{claim_name_of, PersistentVolumeSource};
+    use crate::domain::volumes::{plan::plan_volumes, Fetched, PodFacts};
+    let wanted: BTreeSet<&str> = pod
+        .spec
+        .volumes
+        .iter()
+        .filter(|v| v.csi.is_some() || claim_name_of(pod, v).is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let node_name = inputs.resolved.node.node_name.clone();
+    let existing = inputs
+        .cluster
+        .as_ref()
+        .and_then(|c| c.existing.as_ref().ok())
+        .and_then(Option::as_ref);
+    let reported = objects
+        .persistent_volumes
+        .values()
+        .filter_map(|pv| match pv {
+            Fetched::Found(pv) => match &pv.source {
+                PersistentVolumeSource::Csi(source) => {
+                    attachment(source.as_ref(), &node_name, objects)
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .map(|a| a.unique_name)
+        .collect();
+    let facts = PodFacts {
+        node_labels: existing
+            .map(|n| n.metadata.labels.clone())
+            .unwrap_or_default(),
+        node_name,
+        volumes_reported_in_use: reported,
+        ..PodFacts::default()
+    };
+    plan_volumes(requests, pod, objects, &facts)
+        .into_iter()
+        .filter(|p| wanted.contains(p.name.as_str()))
+        .map(|p| match p.action {
+            Ok(action) => PodVolumePlan {
+                name: p.name,
+                mount: Some(describe_mount(
+                    &p.spec_name,
+                    &action,
+                    objects,
+                    &facts.node_name,
+                )),
+                waits: None,
+            },
+            Err(e) => PodVolumePlan {
+                name: p.name,
+                mount: None,
+                waits: Some(e.to_string()),
+            },
+        })
+        .collect()
+}
+
+/// A claim's or CSI volume's set-up, in words.
+fn describe_mount(
+    spec_name: &str,
+    action: &crate::domain::volumes::plan::VolumeAction,
+    objects: &crate::domain::volumes::PodObjects,
+    node_name: &str,
+) -> String {
+    use crate::domain::volumes::plan::VolumeAction;
+    match action {
+        VolumeAction::Csi(p) => {
+            let mut words = format!(
+                "{spec_name}: CSI driver {} volume {}",
+                p.driver, p.volume_handle
+            );
+            if let Some(stage) = &p.stage {
+                words.push_str(&format!(", staged at {}", stage.staging_path.display()));
+            }
+            words.push_str(&format!(
+                ", published at {}{}",
+                p.target_path.display(),
+                if p.readonly { " read-only" } else { "" }
+            ));
+            let id =
+                crate::domain::csi::volume::attachment_name(&p.volume_handle, &p.driver, node_name);
+            if objects.volume_attachments.contains_key(&id) {
+                words.push_str(&format!(", attached first (VolumeAttachment {id})"));
+            }
+            words
+        }
+        VolumeAction::Local { path, .. } => {
+            format!("{spec_name}: local folder {}", path.display())
+        }
+        VolumeAction::HostPath { path, .. } => {
+            format!("{spec_name}: host path {}", path.display())
+        }
+        other => format!("{spec_name}: {other:?}"),
+    }
+}
+
 fn pod_skeleton(pod: &Pod) -> PodPlan {
     PodPlan {
         uid: pod.metadata.uid.clone(),
@@ -852,6 +979,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
         qos_class: String::new(),
         cgroup: None,
         running: Vec::new(),
+        volumes: Vec::new(),
         actions: PodActionsPlan {
             rejected: None,
             kill_pod: None,
@@ -998,12 +1126,20 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
         images: &images,
         now_unix_nanos: inputs.now_unix_nanos,
     };
+    let no_objects = crate::domain::volumes::PodObjects::default();
     let pods: Vec<PodPlan> = desired
         .iter()
         .zip(pods)
         .map(|(pod, skeleton)| {
             let status = observed.get(pod.metadata.uid.as_str()).copied();
-            pod_plan(pod, status, skeleton.cgroup, &cx)
+            let mut plan = pod_plan(pod, status, skeleton.cgroup, &cx);
+            let objects = inputs
+                .cluster
+                .as_ref()
+                .and_then(|c| c.volume_objects.get(&pod.metadata.uid))
+                .unwrap_or(&no_objects);
+            plan.volumes = volume_plans(pod, objects, &requests, inputs);
+            plan
         })
         .collect();
 

@@ -239,6 +239,17 @@ pub fn render_text(plan: &Plan) -> String {
                 .map(|c| format!(", cgroup {c}"))
                 .unwrap_or_default()
         );
+        for volume in &pod.volumes {
+            match (&volume.mount, &volume.waits) {
+                (Some(mount), _) => {
+                    let _ = writeln!(out, "    volume {}: {mount}", volume.name);
+                }
+                (None, Some(waits)) => {
+                    let _ = writeln!(out, "    volume {} would wait: {waits}", volume.name);
+                }
+                (None, None) => {}
+            }
+        }
         let a = &pod.actions;
         if pod.action_count == 0 && a.held_containers.is_empty() && a.rejected.is_none() {
             let _ = writeln!(

@@ -260,6 +260,36 @@ fn the_plan_shows_each_subpath_bind_before_its_container() {
     );
 }
 
+/// A static pod's claim cannot be read without an API server: the plan says why the pod
+/// would wait, in the volume manager's words; its emptyDir is not listed.
+#[test]
+fn the_plan_shows_why_a_pods_claim_would_wait() {
+    let mut a = pod("a", "ua", &[("app", "busybox")]);
+    a.spec.volumes = vec![
+        serde_json::from_value(
+            serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": "db"}}),
+        )
+        .unwrap_or_else(|e| panic!("volume: {e}")),
+        serde_json::from_value(serde_json::json!({"name": "scratch", "emptyDir": {}}))
+            .unwrap_or_else(|e| panic!("volume: {e}")),
+    ];
+    a.spec.containers[0].volume_mounts = vec![crate::domain::pod::VolumeMount {
+        name: "data".into(),
+        mount_path: "/data".into(),
+        ..Default::default()
+    }];
+    let plan = compute_plan(&inputs(resolved(&[]), vec![a], Vec::new()));
+    let volumes = &plan.pods[0].volumes;
+    assert_eq!(volumes.len(), 1, "{volumes:?}");
+    assert_eq!(volumes[0].name, "data");
+    assert_eq!(volumes[0].mount, None);
+    let text = render::render_text(&plan);
+    assert!(
+        text.contains("volume data would wait: Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC default/db: failed to fetch PVC from API server"),
+        "{text}"
+    );
+}
+
 #[test]
 fn accepted_but_not_implemented_flags_are_listed() {
     let plan = compute_plan(&inputs(

@@ -76,7 +76,7 @@ struct Caches {
     persistent_volumes: HashMap<String, Cached<PersistentVolumeData>>,
 }
 
-fn fetched<T>(answer: Result<Option<T>, ObjectsError>) -> Fetched<T> {
+pub(crate) fn fetched<T>(answer: Result<Option<T>, ObjectsError>) -> Fetched<T> {
     match answer {
         Ok(Some(v)) => Fetched::Found(v),
         Ok(None) => Fetched::NotFound,
