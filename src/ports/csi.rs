@@ -62,12 +62,15 @@ pub trait CsiPlugins: Send + Sync {
     /// [`CsiError::Call`].
     async fn node_get_info(&self, endpoint: &Path) -> Result<DriverNodeInfo, CsiError>;
 
-    /// Whether the driver stages volumes (`NodeGetCapabilities` has
-    /// STAGE_UNSTAGE_VOLUME).
+    /// What the driver's node service offers before a publish (`NodeGetCapabilities`:
+    /// STAGE_UNSTAGE_VOLUME, VOLUME_MOUNT_GROUP).
     ///
     /// # Errors
     /// [`CsiError::Call`].
-    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError>;
+    async fn node_capabilities(
+        &self,
+        endpoint: &Path,
+    ) -> Result<crate::domain::csi::NodeCapabilities, CsiError>;
 
     /// `Node.NodeStageVolume` of a filesystem volume at `staging_path`.
     ///

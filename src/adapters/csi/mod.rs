@@ -71,7 +71,7 @@ fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume {
             fs_type: volume.fs_type.clone(),
             mount_flags: volume.mount_flags.clone(),
-            volume_mount_group: String::new(),
+            volume_mount_group: volume.volume_mount_group.clone(),
         })),
         access_mode: Some(AccessMode { mode: mode as i32 }),
     }
@@ -188,14 +188,26 @@ impl CsiPlugins for SocketCsiPlugins {
         })
     }
 
-    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError> {
+    async fn node_capabilities(
+        &self,
+        endpoint: &Path,
+    ) -> Result<crate::domain::csi::NodeCapabilities, CsiError> {
+        use csi::node_service_capability::{rpc::Type, Type as Kind};
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        node_offers(
-            &mut client,
-            endpoint,
-            csi::node_service_capability::rpc::Type::StageUnstageVolume,
-        )
-        .await
+        let caps = client
+            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
+            .await
+            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
+            .into_inner();
+        let offers = |wanted: Type| {
+            caps.capabilities
+                .iter()
+                .any(|c| matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == wanted as i32))
+        };
+        Ok(crate::domain::csi::NodeCapabilities {
+            stage_unstage: offers(Type::StageUnstageVolume),
+            volume_mount_group: offers(Type::VolumeMountGroup),
+        })
     }
 
     async fn node_expand(

@@ -30,6 +30,8 @@ struct State {
     /// What `NodeGetVolumeStats` answers for a target path (none: not offered).
     volume_stats: BTreeMap<PathBuf, crate::ports::csi::CsiVolumeStats>,
     staged: BTreeMap<PathBuf, String>,
+    /// Whether the drivers apply the pod's fsGroup themselves (VOLUME_MOUNT_GROUP).
+    mounts_group: bool,
     /// Whether the drivers expand volumes; `(target path, bytes)` expanded, in order.
     expands: bool,
     expanded: Vec<(PathBuf, i64)>,
@@ -91,6 +93,11 @@ impl FakeCsiPlugins {
     /// The drivers have the STAGE_UNSTAGE_VOLUME capability.
     pub fn set_stages(&self, stages: bool) {
         self.lock().stages = stages;
+    }
+
+    /// The drivers have the VOLUME_MOUNT_GROUP capability.
+    pub fn set_mounts_group(&self, mounts_group: bool) {
+        self.lock().mounts_group = mounts_group;
     }
 
     /// The drivers have the EXPAND_VOLUME capability.
@@ -163,12 +170,18 @@ impl CsiPlugins for FakeCsiPlugins {
             .ok_or_else(|| unreachable(endpoint, "NodeGetInfo"))
     }
 
-    async fn node_stages(&self, endpoint: &Path) -> Result<bool, CsiError> {
+    async fn node_capabilities(
+        &self,
+        endpoint: &Path,
+    ) -> Result<crate::domain::csi::NodeCapabilities, CsiError> {
         let state = self.lock();
         if !state.drivers.contains_key(endpoint) {
             return Err(unreachable(endpoint, "NodeGetCapabilities"));
         }
-        Ok(state.stages)
+        Ok(crate::domain::csi::NodeCapabilities {
+            stage_unstage: state.stages,
+            volume_mount_group: state.mounts_group,
+        })
     }
 
     async fn node_stage(

@@ -19,6 +19,7 @@ use super::volumes::{self, off_runtime};
 use super::volumes_in_use::VolumesInUse;
 use crate::app::node::ConnectedNode;
 use crate::app::plugins::CsiDrivers;
+use crate::domain::csi::volume::with_mount_group;
 use crate::domain::csi::volume::{
     attachment, published_volume, staging_path, Attachment, CsiDriverData, CsiPublish,
     PublishedVolume, CSI_PLUGIN_DIR, VOL_DATA_FILE,
@@ -1029,6 +1030,12 @@ impl VolumeManager {
     /// `fsGroup` walk when the driver's policy leaves it to the kubelet.
     async fn publish(&self, publish: &CsiPublish) -> Result<(), PublishFailure> {
         let (driver, plugins) = self.driver(&publish.driver)?;
+        let endpoint = Path::new(&driver.endpoint);
+        let capabilities = plugins
+            .node_capabilities(endpoint)
+            .await
+            .map_err(|e| Chain(&e).to_string())?;
+        let publish = &with_mount_group(publish.clone(), capabilities);
         let vol_data = serde_json::to_vec(&publish.vol_data).map_err(|e| e.to_string())?;
         let dir = publish.volume_dir.clone();
         off_runtime(&self.files, move |f| {
@@ -1042,14 +1049,9 @@ impl VolumeManager {
                 Chain(&e)
             )
         })?;
-        let endpoint = Path::new(&driver.endpoint);
         let mut staged = None;
         if let Some(stage) = &publish.stage {
-            if plugins
-                .node_stages(endpoint)
-                .await
-                .map_err(|e| Chain(&e).to_string())?
-            {
+            if capabilities.stage_unstage {
                 stage
                     .secrets
                     .as_ref()
@@ -1905,6 +1907,46 @@ mod tests {
         assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
         assert_eq!(plugins.expanded().len(), 1);
         assert!(vm.take_resize_events("a").is_empty());
+    }
+
+    /// Upstream's DelegateFSGroupToCSIDriver: a driver with VOLUME_MOUNT_GROUP gets the
+    /// pod's fsGroup in the mount capability and applies it itself (no kubelet walk);
+    /// one without it gets none.
+    #[tokio::test]
+    async fn a_driver_with_volume_mount_group_applies_the_pods_fs_group() {
+        let mut source = hostpath_source("vol-1");
+        source.fs_type = "ext4".into();
+        let (vm, _api, plugins, _clock) = csi_claim_fixture(source, Vec::new());
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let mut p = claim_pod("a");
+        p.spec.security_context = Some(crate::domain::pod::PodSecurityContext {
+            fs_group: Some(1234),
+            ..Default::default()
+        });
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        let walked = plugins
+            .published()
+            .values()
+            .next()
+            .cloned()
+            .expect("published");
+        assert_eq!(walked.volume_mount_group, "");
+        assert!(
+            walked.owner.is_some(),
+            "the kubelet gives it to the fsGroup"
+        );
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "a")).await);
+        plugins.set_mounts_group(true);
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty());
+        let delegated = plugins
+            .published()
+            .values()
+            .next()
+            .cloned()
+            .expect("published");
+        assert_eq!(delegated.volume_mount_group, "1234");
+        assert_eq!(delegated.owner, None, "the driver's to apply");
     }
 
     #[tokio::test]

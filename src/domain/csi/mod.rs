@@ -163,6 +163,16 @@ pub fn validate_registration(
     })
 }
 
+/// What a driver's node service offers (`NodeGetCapabilities`), as far as the kubelet
+/// asks before publishing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCapabilities {
+    /// STAGE_UNSTAGE_VOLUME: a PersistentVolume is staged before it is published.
+    pub stage_unstage: bool,
+    /// VOLUME_MOUNT_GROUP: the driver applies the pod's fsGroup itself.
+    pub volume_mount_group: bool,
+}
+
 /// A driver's answer to `NodeGetInfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DriverNodeInfo {

@@ -92,6 +92,10 @@ pub struct CsiPublish {
     pub secrets: Result<BTreeMap<String, String>, String>,
     /// The PersistentVolume's `mountOptions`, as the driver's mount flags.
     pub mount_flags: Vec<String>,
+    /// The pod's `fsGroup`, which a driver with VOLUME_MOUNT_GROUP applies itself.
+    pub fs_group: Option<i64>,
+    /// The mount capability's `volume_mount_group` (empty: none).
+    pub volume_mount_group: String,
     /// The `fsGroup` walk after publishing, when the driver's policy asks the kubelet.
     pub owner: Option<VolumeSetup>,
     /// `vol_data.json`'s content.
@@ -289,6 +293,8 @@ pub fn plan_inline(
         volume_context,
         secrets: Ok(secrets),
         mount_flags: Vec::new(),
+        fs_group: pod_fs_group(pod),
+        volume_mount_group: String::new(),
         owner,
         vol_data,
         publish_context: BTreeMap::new(),
@@ -428,10 +434,32 @@ pub fn plan_persistent(
         volume_context,
         secrets,
         mount_flags: claimed.mount_options.clone(),
+        fs_group: pod_fs_group(pod),
+        volume_mount_group: String::new(),
         owner,
         vol_data,
         publish_context,
     })
+}
+
+fn pod_fs_group(pod: &Pod) -> Option<i64> {
+    pod.spec.security_context.as_ref().and_then(|s| s.fs_group)
+}
+
+/// Upstream's `DelegateFSGroupToCSIDriver`: a driver with the VOLUME_MOUNT_GROUP
+/// capability gets the pod's `fsGroup` as the mount's `volume_mount_group` (stage and
+/// publish) and applies it itself, so the kubelet's ownership walk is left out.
+pub fn with_mount_group(
+    mut publish: CsiPublish,
+    capabilities: super::NodeCapabilities,
+) -> CsiPublish {
+    if capabilities.volume_mount_group {
+        if let Some(group) = publish.fs_group {
+            publish.volume_mount_group = group.to_string();
+        }
+        publish.owner = None;
+    }
+    publish
 }
 
 /// A Secret's data as a driver's credentials (upstream's `getCredentialsFromSecret`).
