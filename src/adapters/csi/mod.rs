@@ -77,22 +77,27 @@ fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
     }
 }
 
-/// Whether the driver's node service offers `wanted` (`NodeGetCapabilities`).
-async fn node_offers(
+/// The driver's node capabilities (`NodeGetCapabilities`), to ask with [`offers`].
+async fn node_rpcs(
     client: &mut csi::node_client::NodeClient<Channel>,
     endpoint: &Path,
-    wanted: csi::node_service_capability::rpc::Type,
-) -> Result<bool, CsiError> {
-    use csi::node_service_capability::Type as Kind;
-    let caps = client
+) -> Result<csi::NodeGetCapabilitiesResponse, CsiError> {
+    Ok(client
         .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
         .await
         .map_err(call_error(endpoint, "NodeGetCapabilities"))?
-        .into_inner();
-    Ok(caps
-        .capabilities
+        .into_inner())
+}
+
+/// Whether the node capabilities offer `wanted`.
+fn offers(
+    caps: &csi::NodeGetCapabilitiesResponse,
+    wanted: csi::node_service_capability::rpc::Type,
+) -> bool {
+    use csi::node_service_capability::Type as Kind;
+    caps.capabilities
         .iter()
-        .any(|c| matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == wanted as i32)))
+        .any(|c| matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == wanted as i32))
 }
 
 /// The CSI plugins of this host.
@@ -192,21 +197,12 @@ impl CsiPlugins for SocketCsiPlugins {
         &self,
         endpoint: &Path,
     ) -> Result<crate::domain::csi::NodeCapabilities, CsiError> {
-        use csi::node_service_capability::{rpc::Type, Type as Kind};
+        use csi::node_service_capability::rpc::Type;
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        let caps = client
-            .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
-            .await
-            .map_err(call_error(endpoint, "NodeGetCapabilities"))?
-            .into_inner();
-        let offers = |wanted: Type| {
-            caps.capabilities
-                .iter()
-                .any(|c| matches!(&c.r#type, Some(Kind::Rpc(rpc)) if rpc.r#type == wanted as i32))
-        };
+        let caps = node_rpcs(&mut client, endpoint).await?;
         Ok(crate::domain::csi::NodeCapabilities {
-            stage_unstage: offers(Type::StageUnstageVolume),
-            volume_mount_group: offers(Type::VolumeMountGroup),
+            stage_unstage: offers(&caps, Type::StageUnstageVolume),
+            volume_mount_group: offers(&caps, Type::VolumeMountGroup),
         })
     }
 
@@ -218,7 +214,7 @@ impl CsiPlugins for SocketCsiPlugins {
     ) -> Result<bool, CsiError> {
         use csi::node_service_capability::rpc::Type;
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        if !node_offers(&mut client, endpoint, Type::ExpandVolume).await? {
+        if !offers(&node_rpcs(&mut client, endpoint).await?, Type::ExpandVolume) {
             return Ok(false);
         }
         // A PersistentVolume's staging path, as upstream passes its device mount path.
@@ -249,7 +245,10 @@ impl CsiPlugins for SocketCsiPlugins {
         use csi::node_service_capability::rpc::Type;
         use csi::volume_usage::Unit;
         let mut client = csi::node_client::NodeClient::new(channel(endpoint));
-        if !node_offers(&mut client, endpoint, Type::GetVolumeStats).await? {
+        if !offers(
+            &node_rpcs(&mut client, endpoint).await?,
+            Type::GetVolumeStats,
+        ) {
             return Ok(None);
         }
         let answer = client
