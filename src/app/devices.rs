@@ -188,26 +188,26 @@ impl DeviceManager {
     /// The node's allocatable for admission: the plugins' healthy devices, at least what
     /// containers hold (upstream's `sanitizeNodeAllocatable`).
     pub fn admission_allocatable(&self, allocatable: &mut ResourceList) {
-        let mut state = lock(&self.state);
-        let capacity = state.capacity(self.now());
-        let mut ignored = ResourceList::new();
-        capacity.apply(&mut ignored, allocatable);
+        let state = lock(&self.state);
+        allocatable.extend(state.allocatable());
         state.sanitize_allocatable(allocatable);
     }
 
     /// Upstream's resource allocator admission: every container of a pod asking for a
     /// plugin's resource gets its devices (init containers first), or the pod is refused
     /// with `UnexpectedAdmissionError`. Devices of pods not in `active` (nor this one)
-    /// are freed first.
+    /// are freed first; `None` while the pod sources have not all spoken.
     pub async fn allocate_pod(
         &self,
         pod: &Pod,
-        active: &BTreeSet<String>,
+        active: Option<&BTreeSet<String>>,
     ) -> Result<(), Rejection> {
         if !lock(&self.state).wants_devices(pod) {
             return Ok(());
         }
-        self.free_inactive(active, Some(&pod.metadata.uid));
+        if let Some(active) = active {
+            self.free_inactive(active, Some(&pod.metadata.uid));
+        }
         for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
             self.allocate_container(&pod.metadata.uid, container)
                 .await
@@ -485,4 +485,169 @@ impl PodResourcesProvider for Arc<DeviceManager> {
 
 fn numa(nodes: impl Iterator<Item = i64>) -> Vec<i64> {
     nodes.filter(|n| *n != NODE_WITHOUT_TOPOLOGY).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::fake::{FakeClock, FakeDevicePlugins, FakePlugin};
+    use crate::domain::devices::{ContainerAllocateResponse, Device, DeviceSpec, PluginOptions};
+    use crate::domain::units::quantity::{Format, Quantity};
+
+    const R: &str = "example.com/resource";
+
+    fn pod(uid: &str, count: i64) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.uid = uid.into();
+        pod.metadata.name = format!("pod-{uid}");
+        pod.metadata.namespace = "default".into();
+        let mut c = Container {
+            name: "app".into(),
+            ..Container::default()
+        };
+        c.resources
+            .limits
+            .insert(R.into(), Quantity::new(count, Format::DecimalSI));
+        pod.spec.containers.push(c);
+        pod
+    }
+
+    async fn manager(
+        options: PluginOptions,
+        preferred: &[&str],
+    ) -> (Arc<DeviceManager>, FakeDevicePlugins) {
+        let fake = FakeDevicePlugins::default();
+        let root = Path::new("/root-dir");
+        fake.add_plugin(
+            &root.join("device-plugins/p.sock"),
+            FakePlugin {
+                devices: ["Dev-1", "Dev-2", "Dev-3"]
+                    .iter()
+                    .map(|id| Device {
+                        id: (*id).into(),
+                        healthy: true,
+                        numa_nodes: Vec::new(),
+                    })
+                    .collect(),
+                options,
+                response: ContainerAllocateResponse {
+                    envs: [("GPU".to_owned(), "yes".to_owned())].into(),
+                    devices: vec![DeviceSpec {
+                        container_path: "/dev/x".into(),
+                        host_path: "/dev/null".into(),
+                        permissions: "rw".into(),
+                    }],
+                    ..Default::default()
+                },
+                preferred: preferred.iter().map(|s| (*s).to_owned()).collect(),
+            },
+        );
+        let m = Arc::new(DeviceManager::new(
+            root,
+            Arc::new(fake.clone()),
+            Arc::new(FakeClock::new(0)),
+        ));
+        m.start().await.unwrap_or_else(|e| panic!("start: {e}"));
+        let request = |version: &str, name: &str| RegisterRequest {
+            version: version.into(),
+            endpoint: "p.sock".into(),
+            resource_name: name.into(),
+            options,
+        };
+        assert_eq!(
+            RegistrationHandler::register(&m, request("v1alpha", R)).await,
+            Err(r#"requested API version "v1alpha" is not supported by kubelet. Supported version is ["v1beta1"]"#.into())
+        );
+        assert_eq!(
+            RegistrationHandler::register(&m, request("v1beta1", "gpu")).await,
+            Err(r#"the ResourceName "gpu" is invalid"#.into())
+        );
+        assert_eq!(
+            RegistrationHandler::register(&m, request("v1beta1", R)).await,
+            Ok(())
+        );
+        // The stream's first list arrives on its task.
+        for _ in 0..100 {
+            if m.capacity().allocatable.get(R) == Some(&3) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(m.capacity().allocatable.get(R), Some(&3));
+        (m, fake)
+    }
+
+    #[tokio::test]
+    async fn admission_allocates_asks_the_plugins_preference_and_refuses_when_none_is_left() {
+        let options = PluginOptions {
+            pre_start_required: true,
+            get_preferred_allocation_available: true,
+        };
+        let (m, fake) = manager(options, &["Dev-3"]).await;
+        let a = pod("a", 2);
+        let active = BTreeSet::new();
+        assert_eq!(m.allocate_pod(&a, Some(&active)).await, Ok(()));
+        let run = m.run_options(&a, &a.spec.containers[0]).await;
+        let run = run.unwrap_or_default();
+        assert_eq!(run.envs, vec![("GPU".to_owned(), "yes".to_owned())]);
+        assert_eq!(run.devices.len(), 1);
+        assert_eq!(
+            fake.calls(),
+            vec![
+                "GetPreferredAllocation 2".to_owned(),
+                "Allocate Dev-3,Dev-1".to_owned(),
+                "PreStartContainer Dev-1,Dev-3".to_owned(),
+            ]
+        );
+        let active: BTreeSet<String> = ["a".to_owned()].into();
+        let refused = m.allocate_pod(&pod("b", 2), Some(&active)).await;
+        assert_eq!(
+            refused,
+            Err(Rejection {
+                reason: "UnexpectedAdmissionError".into(),
+                message: "Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 2, Available: 1, which is unexpected".into(),
+            })
+        );
+        // The checkpoint holds pod a's devices; the node's allocatable for admission
+        // counts the healthy devices.
+        let checkpoint = fake.checkpoint().unwrap_or_default();
+        assert!(checkpoint.contains(r#""PodUID":"a""#), "{checkpoint}");
+        let mut allocatable = ResourceList::new();
+        m.admission_allocatable(&mut allocatable);
+        assert_eq!(allocatable[R].value(), 3);
+        // Pod a gone: its devices go to the next pod.
+        assert_eq!(
+            m.allocate_pod(&pod("b", 2), Some(&BTreeSet::new())).await,
+            Ok(())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_restarted_manager_reads_its_checkpoint_and_lists_pod_resources() {
+        let (m, fake) = manager(PluginOptions::default(), &[]).await;
+        let a = pod("a", 1);
+        assert_eq!(m.allocate_pod(&a, Some(&BTreeSet::new())).await, Ok(()));
+        m.set_active_pods(vec![ActivePod::of(&a)]);
+        let listed = PodResourcesProvider::list(&m);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            listed[0].containers[0].devices[0].device_ids,
+            vec!["Dev-1".to_owned()]
+        );
+        assert_eq!(PodResourcesProvider::allocatable(&m).0.len(), 3);
+        // A new manager on the same checkpoint: pod a keeps Dev-1, the resource has no
+        // device until the plugin registers again.
+        let again = Arc::new(DeviceManager::new(
+            Path::new("/root-dir"),
+            Arc::new(fake.clone()),
+            Arc::new(FakeClock::new(0)),
+        ));
+        again.start().await.unwrap_or_else(|e| panic!("start: {e}"));
+        assert_eq!(again.capacity().allocatable.get(R), Some(&0));
+        assert_eq!(again.allocate_pod(&a, None).await, Ok(()));
+        let refused = again
+            .allocate_pod(&pod("b", 1), Some(&["a".to_owned()].into()))
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+    }
 }

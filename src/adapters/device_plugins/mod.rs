@@ -25,6 +25,7 @@ use crate::ports::device_plugins::{
     RegisterRequest, RegistrationHandler,
 };
 
+mod authority;
 mod pod_resources;
 
 /// The generated types and services.
@@ -114,6 +115,7 @@ where
                 }
             };
             let service = service.clone();
+            let stream = rewrite_authority(stream);
             tokio::spawn(async move {
                 let hyper_service = hyper::service::service_fn(move |req| {
                     let mut service = service.clone();
@@ -129,6 +131,37 @@ where
         }
     });
     Ok(())
+}
+
+/// The connection as the server reads it: the client's bytes through
+/// [`authority::AuthorityRewriter`] (grpc-go clients send the socket's path as
+/// `:authority`), the server's bytes back unchanged.
+fn rewrite_authority(stream: UnixStream) -> tokio::io::DuplexStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BUFFER: usize = 64 * 1024;
+    let (server_side, proxy) = tokio::io::duplex(BUFFER);
+    let (mut client_read, mut client_write) = stream.into_split();
+    let (mut proxy_read, mut proxy_write) = tokio::io::split(proxy);
+    tokio::spawn(async move {
+        let mut rewriter = authority::AuthorityRewriter::default();
+        let mut buf = vec![0u8; BUFFER];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let out = rewriter.feed(&buf[..n]);
+            if proxy_write.write_all(&out).await.is_err() {
+                break;
+            }
+        }
+        let _ = proxy_write.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut proxy_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    });
+    server_side
 }
 
 struct RegistrationServer {

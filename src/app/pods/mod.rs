@@ -118,6 +118,8 @@ pub struct PodLoop {
     connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     /// The device plugins' devices, allocated at admission.
     devices: Option<Arc<crate::app::devices::DeviceManager>>,
+    /// Every source has sent its pods: the devices of pods none wants may be freed.
+    sources_ready: bool,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -154,6 +156,7 @@ impl PodLoop {
             node_info: None,
             connected: None,
             devices: None,
+            sources_ready: false,
         }
     }
 
@@ -274,7 +277,18 @@ impl PodLoop {
         let Some(devices) = &self.devices else {
             return HashMap::new();
         };
-        let mut active = self.active_uids();
+        // Upstream's active pods: every pod the sources want that is not refused, evicted
+        // or being deleted, this batch's included (a restart admits them again one by
+        // one, and the devices of the later ones must not be freed meanwhile); and only
+        // once every source has spoken, as upstream's `sourcesReady`.
+        let wanted: BTreeSet<String> = self
+            .manager
+            .pods()
+            .iter()
+            .map(|p| p.metadata.uid.clone())
+            .filter(|uid| !self.terminal.contains(uid) && !self.deleting.contains(uid))
+            .collect();
+        let active = self.sources_ready.then_some(&wanted);
         let mut refused = HashMap::new();
         for change in upserts {
             let PodChange::Upsert(pod) = change else {
@@ -288,13 +302,8 @@ impl PodLoop {
             {
                 continue;
             }
-            match devices.allocate_pod(pod, &active).await {
-                Ok(()) => {
-                    active.insert(uid.clone());
-                }
-                Err(rejection) => {
-                    refused.insert(uid.clone(), rejection);
-                }
+            if let Err(rejection) = devices.allocate_pod(pod, active).await {
+                refused.insert(uid.clone(), rejection);
             }
         }
         refused
@@ -632,6 +641,7 @@ impl PodLoop {
                 update = updates.recv(), if sources_open => match update {
                     Some(update) => {
                         seen.insert(update.source.clone());
+                        self.sources_ready = seen.len() >= expected;
                         self.apply(update).await;
                         self.publish_active_pods();
                     }

@@ -358,6 +358,18 @@ impl DeviceManagerState {
         out
     }
 
+    /// Healthy devices by resource, without removing any (admission's view; only the
+    /// node status's [`Self::capacity`] removes, so it reports the removal).
+    pub fn allocatable(&self) -> ResourceList {
+        self.healthy
+            .iter()
+            .map(|(r, d)| {
+                let n = i64::try_from(d.len()).unwrap_or(i64::MAX);
+                (r.clone(), Quantity::new(n, Format::DecimalSI))
+            })
+            .collect()
+    }
+
     /// Upstream's `isDevicePluginResource`: registered, or held by a container.
     pub fn is_device_plugin_resource(&self, resource: &str) -> bool {
         self.healthy.contains_key(resource) || self.allocated.contains_key(resource)
