@@ -192,8 +192,11 @@ async fn pod_resources_client(
     pr::pod_resources_lister_client::PodResourcesListerClient::new(channel)
 }
 
-/// `List`: pod name → the devices of its container `app` (resource, ids).
-async fn listed(socket: &Path) -> Vec<(String, Vec<(String, Vec<String>)>)> {
+/// A pod's name and the devices of its container `app`: (resource, ids).
+type PodDevices = (String, Vec<(String, Vec<String>)>);
+
+/// `List`: each pod with the devices of its container `app`.
+async fn listed(socket: &Path) -> Vec<PodDevices> {
     let mut client = pod_resources_client(socket.to_path_buf()).await;
     let list = client
         .list(pr::ListPodResourcesRequest {})
@@ -222,7 +225,7 @@ async fn listed(socket: &Path) -> Vec<(String, Vec<(String, Vec<String>)>)> {
 }
 
 /// Polls `List` for up to 30 s until it shows `expected`.
-async fn listed_eventually(socket: &Path, expected: &[(String, Vec<(String, Vec<String>)>)]) {
+async fn listed_eventually(socket: &Path, expected: &[PodDevices]) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let now = listed(socket).await;
