@@ -24,20 +24,25 @@ const REPLACEMENT: &[u8] = b"localhost";
 pub struct AuthorityRewriter {
     pending: Vec<u8>,
     preface_done: bool,
+    /// Not HTTP/2 with prior knowledge: every byte passes through.
+    passthrough: bool,
 }
 
 impl AuthorityRewriter {
     /// Takes the bytes read from the client; returns those to hand to the server (whole
     /// frames; a partial frame waits for the rest).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        if self.passthrough {
+            return bytes.to_vec();
+        }
         self.pending.extend_from_slice(bytes);
         let mut out = Vec::with_capacity(self.pending.len());
         let mut at = 0;
         if !self.preface_done {
             let have = self.pending.len().min(PREFACE.len());
             if self.pending[..have] != PREFACE[..have] {
-                // Not HTTP/2 with prior knowledge: pass everything through.
-                self.preface_done = true;
+                self.passthrough = true;
+                return std::mem::take(&mut self.pending);
             } else if have < PREFACE.len() {
                 return out;
             } else {
@@ -237,5 +242,9 @@ mod tests {
         let mut input = PREFACE.to_vec();
         input.extend(&f);
         assert_eq!(r.feed(&input), input);
+        // Another protocol: passed through as it comes.
+        let mut r = AuthorityRewriter::default();
+        assert_eq!(r.feed(b"GET / HTTP/1.1\r\n"), b"GET / HTTP/1.1\r\n");
+        assert_eq!(r.feed(b"\r\n"), b"\r\n");
     }
 }
