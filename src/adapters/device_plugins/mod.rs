@@ -458,3 +458,6 @@ impl DevicePlugins for SocketDevicePlugins {
 pub fn is_socket(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
 }
+
+#[cfg(test)]
+mod tests;
