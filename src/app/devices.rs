@@ -208,10 +208,27 @@ impl DeviceManager {
         if let Some(active) = active {
             self.free_inactive(active, Some(&pod.metadata.uid));
         }
-        for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
-            self.allocate_container(&pod.metadata.uid, container)
+        // Upstream's `devicesToReuse`: an init container's devices go to the app
+        // containers after it (init containers run before them, one at a time).
+        let mut reusable: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let uid = &pod.metadata.uid;
+        for container in &pod.spec.init_containers {
+            self.allocate_container(uid, container, &reusable)
                 .await
                 .map_err(|e| refused(&e))?;
+            for (resource, held) in lock(&self.state).devices_of(uid, &container.name) {
+                reusable.entry(resource).or_default().extend(held.ids());
+            }
+        }
+        for container in &pod.spec.containers {
+            self.allocate_container(uid, container, &reusable)
+                .await
+                .map_err(|e| refused(&e))?;
+            for (resource, held) in lock(&self.state).devices_of(uid, &container.name) {
+                if let Some(left) = reusable.get_mut(&resource) {
+                    left.retain(|d| !held.ids().contains(d));
+                }
+            }
         }
         Ok(())
     }
@@ -236,16 +253,24 @@ impl DeviceManager {
         &self,
         pod_uid: &str,
         container: &Container,
+        reusable: &BTreeMap<String, BTreeSet<String>>,
     ) -> Result<(), AllocateError> {
         let requests = lock(&self.state).container_requests(container);
         for (resource, required) in requests {
+            let empty = BTreeSet::new();
             let need = lock(&self.state).devices_to_allocate(
                 pod_uid,
                 &container.name,
                 &resource,
                 required,
+                reusable.get(&resource).unwrap_or(&empty),
             )?;
-            let AllocationNeed::Devices { available, needed } = need else {
+            let AllocationNeed::Devices {
+                reused,
+                available,
+                needed,
+            } = need
+            else {
                 continue;
             };
             let Some(client) = self.client(&resource) else {
@@ -254,9 +279,10 @@ impl DeviceManager {
             let wants_preference = lock(&self.state)
                 .options(&resource)
                 .is_some_and(|o| o.get_preferred_allocation_available);
-            let preferred = if wants_preference {
+            let preferred = if wants_preference && needed > 0 {
+                let offered = available.iter().chain(&reused).cloned().collect();
                 client
-                    .preferred_allocation(available.iter().cloned().collect(), Vec::new(), needed)
+                    .preferred_allocation(offered, reused.clone(), required)
                     .await
                     .map_err(|e| {
                         AllocateError::Plugin(format!(
@@ -267,7 +293,7 @@ impl DeviceManager {
             } else {
                 Vec::new()
             };
-            let ids = lock(&self.state).take(&resource, &available, needed, &preferred)?;
+            let ids = lock(&self.state).take(&resource, &reused, &available, needed, &preferred)?;
             let answer = client.allocate(ids.clone()).await;
             let mut state = lock(&self.state);
             match answer {
@@ -341,7 +367,7 @@ impl DeviceManager {
         }
         if missing {
             info!(pod = %pod.metadata.name, container = %container.name, "Needs to re-allocate device plugin resources for pod");
-            self.allocate_container(uid, container)
+            self.allocate_container(uid, container, &BTreeMap::new())
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -620,6 +646,27 @@ mod tests {
             m.allocate_pod(&pod("b", 2), Some(&BTreeSet::new())).await,
             Ok(())
         );
+    }
+
+    #[tokio::test]
+    async fn an_app_container_reuses_its_init_containers_device() {
+        let (m, _) = manager(PluginOptions::default(), &[]).await;
+        let mut x = pod("x", 1);
+        let mut init = x.spec.containers[0].clone();
+        init.name = "init".into();
+        x.spec.init_containers.push(init);
+        assert_eq!(m.allocate_pod(&x, None).await, Ok(()));
+        // One device for the pod (the scheduler counts it so): two are left.
+        assert_eq!(m.allocate_pod(&pod("y", 2), None).await, Ok(()));
+        let state = lock(&m.state);
+        let ids = |c: &str| {
+            state
+                .devices_of("x", c)
+                .into_iter()
+                .flat_map(|(_, d)| d.ids())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids("init"), ids("app"));
     }
 
     #[tokio::test]

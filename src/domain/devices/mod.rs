@@ -203,8 +203,11 @@ impl AllocateError {
 pub enum AllocationNeed {
     /// It holds them already (a restarted container, a restarted kubelet), or asks none.
     Nothing,
-    /// Take `needed` of `available` (the plugin may say which it prefers first).
+    /// `reused` (an init container's devices, which the app containers after it take
+    /// first, as upstream's `devicesToReuse`), and `needed` more of `available` (the
+    /// plugin may say which it prefers first).
     Devices {
+        reused: Vec<String>,
         available: BTreeSet<String>,
         needed: usize,
     },
@@ -435,13 +438,15 @@ impl DeviceManagerState {
     }
 
     /// Upstream's `devicesToAllocate` up to the plugin's preference: what the container
-    /// still needs of `resource`, from the healthy devices no one holds.
+    /// still needs of `resource`: first the pod's `reusable` devices (its init
+    /// containers'), then healthy devices no one holds.
     pub fn devices_to_allocate(
         &self,
         pod_uid: &str,
         container: &str,
         resource: &str,
         required: usize,
+        reusable: &BTreeSet<String>,
     ) -> Result<AllocationNeed, AllocateError> {
         if let Some(held) = self.container_devices(pod_uid, container, resource) {
             let had = held.ids().len();
@@ -462,6 +467,15 @@ impl DeviceManagerState {
         let Some(healthy) = self.healthy.get(resource) else {
             return Err(AllocateError::Unregistered(resource.to_owned()));
         };
+        let reused: Vec<String> = reusable.iter().take(required).cloned().collect();
+        let required = required - reused.len();
+        if required == 0 {
+            return Ok(AllocationNeed::Devices {
+                reused,
+                available: BTreeSet::new(),
+                needed: 0,
+            });
+        }
         let in_use = self.allocated.get(resource);
         let available: BTreeSet<String> = healthy
             .iter()
@@ -476,16 +490,18 @@ impl DeviceManagerState {
             });
         }
         Ok(AllocationNeed::Devices {
+            reused,
             available,
             needed: required,
         })
     }
 
-    /// The devices chosen: the plugin's preferred ones first (those still available),
-    /// then the rest in order; marked held until committed or released.
+    /// The devices chosen: `reused`, then the plugin's preferred ones (those still
+    /// available), then the rest in order; marked held until committed or released.
     pub fn take(
         &mut self,
         resource: &str,
+        reused: &[String],
         available: &BTreeSet<String>,
         needed: usize,
         preferred: &[String],
@@ -503,12 +519,14 @@ impl DeviceManagerState {
         }
         if chosen.len() < needed {
             return Err(AllocateError::LessThanRequired {
-                required: needed,
-                got: chosen.len(),
+                required: needed + reused.len(),
+                got: chosen.len() + reused.len(),
             });
         }
         in_use.extend(chosen.iter().cloned());
-        Ok(chosen)
+        let mut all = reused.to_vec();
+        all.append(&mut chosen);
+        Ok(all)
     }
 
     /// The plugin's answer for the devices taken: the container holds them.

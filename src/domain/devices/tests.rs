@@ -27,10 +27,14 @@ fn registered(ids: &[&str]) -> DeviceManagerState {
 }
 
 fn allocate(s: &mut DeviceManagerState, pod: &str, n: usize) -> Result<Vec<String>, AllocateError> {
-    match s.devices_to_allocate(pod, "c", R, n)? {
+    match s.devices_to_allocate(pod, "c", R, n, &BTreeSet::new())? {
         AllocationNeed::Nothing => Ok(Vec::new()),
-        AllocationNeed::Devices { available, needed } => {
-            let ids = s.take(R, &available, needed, &[])?;
+        AllocationNeed::Devices {
+            reused,
+            available,
+            needed,
+        } => {
+            let ids = s.take(R, &reused, &available, needed, &[])?;
             let response = ContainerAllocateResponse {
                 mounts: ids
                     .iter()
@@ -120,7 +124,7 @@ fn allocation_hands_out_each_device_once_and_refuses_in_upstreams_words() {
     // The same container again (a restart): nothing new, nothing taken.
     assert_eq!(allocate(&mut s, "pod-a", 1), Ok(Vec::new()));
     assert!(matches!(
-        s.devices_to_allocate("pod-a", "c", R, 2),
+        s.devices_to_allocate("pod-a", "c", R, 2, &BTreeSet::new()),
         Err(AllocateError::ChangedRequest {
             had: 1,
             wants: 2,
@@ -131,7 +135,7 @@ fn allocation_hands_out_each_device_once_and_refuses_in_upstreams_words() {
     assert!(s.free_inactive(&BTreeSet::from(["pod-b".to_owned()])));
     assert_eq!(allocate(&mut s, "pod-c", 1), Ok(a));
     assert!(matches!(
-        s.devices_to_allocate("p", "c", "example.com/other", 1),
+        s.devices_to_allocate("p", "c", "example.com/other", 1, &BTreeSet::new()),
         Err(AllocateError::Unregistered(_))
     ));
 }
@@ -139,23 +143,35 @@ fn allocation_hands_out_each_device_once_and_refuses_in_upstreams_words() {
 #[test]
 fn the_plugins_preference_comes_first_and_a_failed_allocate_gives_devices_back() {
     let mut s = registered(&["Dev-1", "Dev-2", "Dev-3"]);
-    let AllocationNeed::Devices { available, needed } = s
-        .devices_to_allocate("p", "c", R, 2)
+    let AllocationNeed::Devices {
+        reused,
+        available,
+        needed,
+    } = s
+        .devices_to_allocate("p", "c", R, 2, &BTreeSet::new())
         .unwrap_or(AllocationNeed::Nothing)
     else {
         panic!("devices needed");
     };
     let ids = s
-        .take(R, &available, needed, &["Dev-3".into(), "Dev-9".into()])
+        .take(
+            R,
+            &reused,
+            &available,
+            needed,
+            &["Dev-3".into(), "Dev-9".into()],
+        )
         .unwrap_or_default();
     assert_eq!(ids, vec!["Dev-3".to_owned(), "Dev-1".to_owned()]);
     // Not committed: the next request sees one device left until they are released.
     assert!(matches!(
-        s.devices_to_allocate("q", "c", R, 2),
+        s.devices_to_allocate("q", "c", R, 2, &BTreeSet::new()),
         Err(AllocateError::Unavailable { available: 1, .. })
     ));
     s.release_uncommitted();
-    assert!(s.devices_to_allocate("q", "c", R, 3).is_ok());
+    assert!(s
+        .devices_to_allocate("q", "c", R, 3, &BTreeSet::new())
+        .is_ok());
 }
 
 #[test]
@@ -256,4 +272,41 @@ fn checkpoint_round_trips_in_upstreams_layout_and_checksum() {
     let empty = registered(&[]).to_checkpoint().marshal();
     assert!(empty.contains(r#""PodDeviceEntries":null"#), "{empty}");
     assert!(DeviceCheckpoint::unmarshal(&empty).is_ok());
+}
+
+#[test]
+fn an_app_container_takes_its_init_containers_devices_first() {
+    let mut s = registered(&["Dev-1", "Dev-2"]);
+    // The init container took Dev-2.
+    s.commit(
+        "p",
+        "init",
+        R,
+        &["Dev-2".into()],
+        ContainerAllocateResponse::default(),
+        Vec::new(),
+    );
+    let reusable = BTreeSet::from(["Dev-2".to_owned()]);
+    let need = s.devices_to_allocate("p", "app", R, 1, &reusable);
+    assert_eq!(
+        need,
+        Ok(AllocationNeed::Devices {
+            reused: vec!["Dev-2".into()],
+            available: BTreeSet::new(),
+            needed: 0
+        })
+    );
+    // Two: the init container's and one more.
+    let Ok(AllocationNeed::Devices {
+        reused,
+        available,
+        needed,
+    }) = s.devices_to_allocate("p", "app", R, 2, &reusable)
+    else {
+        panic!("devices needed");
+    };
+    assert_eq!(
+        s.take(R, &reused, &available, needed, &[]),
+        Ok(vec!["Dev-2".to_owned(), "Dev-1".to_owned()])
+    );
 }
