@@ -310,3 +310,50 @@ fn an_app_container_takes_its_init_containers_devices_first() {
         Ok(vec!["Dev-2".to_owned(), "Dev-1".to_owned()])
     );
 }
+
+#[test]
+fn a_containers_config_gets_the_plugins_devices_mounts_envs_before_its_own() {
+    use crate::domain::kuberuntime::requests::{apply_device_options, ContainerConfig, Mount};
+    let mut config = ContainerConfig {
+        envs: vec![("GPU".into(), "spec".into())],
+        mounts: vec![Mount {
+            container_path: "/data".into(),
+            host_path: "/v".into(),
+            ..Mount::default()
+        }],
+        annotations: BTreeMap::from([("kept".to_owned(), "kubelet".to_owned())]),
+        ..ContainerConfig::default()
+    };
+    let options = DeviceRunOptions {
+        envs: vec![("GPU".into(), "plugin".into())],
+        mounts: vec![DeviceMount {
+            container_path: "/tmp/Dev-1".into(),
+            host_path: "/tmp/Dev-1".into(),
+            read_only: true,
+        }],
+        devices: vec![DeviceSpec {
+            container_path: "/dev/gpu0".into(),
+            host_path: "/dev/nvidia0".into(),
+            permissions: "rw".into(),
+        }],
+        annotations: vec![
+            ("kept".into(), "plugin".into()),
+            ("new".into(), "plugin".into()),
+        ],
+    };
+    apply_device_options(&mut config, &options);
+    // The spec's variable comes last: the runtime keeps the last of a name.
+    assert_eq!(
+        config.envs,
+        vec![
+            ("GPU".to_owned(), "plugin".to_owned()),
+            ("GPU".to_owned(), "spec".to_owned())
+        ]
+    );
+    assert_eq!(config.mounts[0].container_path, "/tmp/Dev-1");
+    assert!(config.mounts[0].readonly);
+    assert_eq!(config.mounts[1].container_path, "/data");
+    assert_eq!(config.devices, options.devices);
+    assert_eq!(config.annotations["kept"], "kubelet");
+    assert_eq!(config.annotations["new"], "plugin");
+}
