@@ -13,11 +13,14 @@
 //!   container is created with ([`DeviceManagerState::run_options`]), devices of finished
 //!   pods freed;
 //! - [`checkpoint`]: the `kubelet_internal_checkpoint` file, in upstream's JSON and
-//!   checksum, so a restarted kubelet hands out no device twice.
+//!   checksum, so a restarted kubelet hands out no device twice;
+//! - [`topology_hints`]: the devices' NUMA hints for the topology manager (not asked
+//!   until the topology manager is wired).
 
 pub mod checkpoint;
 #[cfg(test)]
 mod tests;
+pub mod topology_hints;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
