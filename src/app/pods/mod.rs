@@ -270,9 +270,9 @@ impl PodLoop {
             .collect()
     }
 
-    /// Upstream's resource allocator admission, before the predicates: each new pod
-    /// asking for a device plugin's resource gets its devices, in creation order, or is
-    /// refused (`UnexpectedAdmissionError`).
+    /// Upstream's resource allocator admission, after the eviction admission and before
+    /// the predicates: each new pod asking for a device plugin's resource gets its
+    /// devices, in creation order, or is refused (`UnexpectedAdmissionError`).
     async fn allocate_devices(&self, upserts: &[PodChange]) -> HashMap<String, Rejection> {
         let Some(devices) = &self.devices else {
             return HashMap::new();
@@ -289,6 +289,13 @@ impl PodLoop {
             .filter(|uid| !self.terminal.contains(uid) && !self.deleting.contains(uid))
             .collect();
         let active = self.sources_ready.then_some(&wanted);
+        // Upstream's eviction admission comes first: a pod it refuses gets no device
+        // (`admit_new` refuses it with the pressure's reason).
+        let pressure = self
+            .eviction
+            .as_ref()
+            .map(|hooks| hooks.conditions.borrow().clone())
+            .unwrap_or_default();
         let mut refused = HashMap::new();
         for change in upserts {
             let PodChange::Upsert(pod) = change else {
@@ -299,6 +306,7 @@ impl PodLoop {
                 || self.workers.contains_key(uid)
                 || self.terminal.contains(uid)
                 || self.deleting.contains(uid)
+                || crate::domain::eviction::admission::admit(pod, &pressure).is_err()
             {
                 continue;
             }
