@@ -1,6 +1,8 @@
-// Compile proto/ (the CRI runtime.v1, plugin registration v1, CSI v1's node service)
-// with the pure-Rust `protox` compiler (no protoc needed), then generate the tonic
-// clients with tonic-prost-build.
+// Compile proto/ (the CRI runtime.v1, plugin registration v1, CSI v1's node service,
+// the device plugin API v1beta1, the pod resources API v1) with the pure-Rust `protox`
+// compiler (no protoc needed), then generate the tonic clients and, for the two APIs
+// the kubelet serves (device plugin registration, pod resources), the servers, with
+// tonic-prost-build.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read at run time: a build script binary reused from another checkout would carry
     // that checkout's path if it were compiled in.
@@ -10,6 +12,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         proto_dir.join("runtime/v1/api.proto"),
         proto_dir.join("pluginregistration/v1/registration.proto"),
         proto_dir.join("csi/v1/csi.proto"),
+        proto_dir.join("deviceplugin/v1beta1/api.proto"),
+        proto_dir.join("podresources/v1/api.proto"),
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
@@ -21,8 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let fds = protox::compile(&files, [&proto_dir])?;
     tonic_prost_build::configure()
-        .build_server(false)
+        .build_server(true)
         .build_client(true)
+        // A plugin's answer is stored as its bytes (the checkpoint's `AllocResp`):
+        // maps in key order encode the same answer to the same bytes.
+        .btree_map(".v1beta1")
         .compile_fds(fds)?;
     Ok(())
 }

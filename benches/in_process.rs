@@ -1,6 +1,6 @@
 //! The benchmarks that time code in their own process (the domain's decisions, the
 //! adapters they drive, parsers, compression), in one harness: the optimized build links
-//! the crate with LTO once for all eight rather than once each, and shares its
+//! the crate with LTO once for all nine rather than once each, and shares its
 //! dependencies and the library with the rkubelet binary the other benchmarks start (one
 //! `release-unwind` build; see scripts/test.sh). Each is a module with its own `main`, as
 //! it was a harness of its own.
@@ -23,6 +23,8 @@ mod common;
 mod cgroups;
 #[path = "cgroups_systemd.rs"]
 mod cgroups_systemd;
+#[path = "devices.rs"]
+mod devices;
 #[path = "eviction.rs"]
 mod eviction;
 #[path = "faults.rs"]
@@ -37,7 +39,7 @@ mod planner;
 mod volumes;
 
 /// Each bench by the name it had as a harness of its own, in the order CI runs them.
-const BENCHES: [(&str, fn()); 8] = [
+const BENCHES: [(&str, fn()); 9] = [
     ("cgroups", cgroups::main),
     ("cgroups_systemd", cgroups_systemd::main),
     ("planner", planner::main),
@@ -46,6 +48,7 @@ const BENCHES: [(&str, fn()); 8] = [
     ("eviction", eviction::main),
     ("volumes", volumes::main),
     ("log_rotation", log_rotation::main),
+    ("devices", devices::main),
 ];
 
 fn main() {

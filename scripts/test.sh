@@ -12,7 +12,7 @@
 # The crate is compiled twice, each build needed once: the test build (dev profile, with
 # clippy's lints) and the benchmarks' optimized build (`release-unwind`: the release
 # profile's optimizations and LTO, unwinding; scripts/run.sh shares the profile): the
-# rkubelet binary the benchmarks start and the one harness of the eight benchmarks that
+# rkubelet binary the benchmarks start and the one harness of the nine benchmarks that
 # time code in their own process (`in_process`), which share every dependency and the
 # library. The other benchmarks time the binary they start and its peers: their harnesses
 # are built in the test build, with the tests.
@@ -39,7 +39,7 @@ took "dependencies"
 # Their in-process parts are the bare CRI calls of the `pods` and `api_pods` baselines, a
 # few milliseconds against the runtime's hundreds, and the probes' HTTP server stamping
 # each arrival.
-in_process_benches=(cgroups cgroups_systemd planner faults fuzz eviction volumes log_rotation)
+in_process_benches=(cgroups cgroups_systemd planner faults fuzz eviction volumes log_rotation devices)
 
 # The benchmarks' optimized build starts now and runs beside the lints, the test build
 # and the tests at the lowest priority, in the time the cores would idle; it has its own

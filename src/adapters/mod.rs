@@ -3,6 +3,7 @@ pub mod apiserver;
 pub mod cgroupfs;
 pub mod cri;
 pub mod csi;
+pub mod device_plugins;
 pub mod fake;
 pub mod pki;
 pub mod probe;

@@ -131,6 +131,8 @@ pub struct Deps {
     pub container_logs: Arc<dyn crate::ports::container_logs::ContainerLogs>,
     /// CSI drivers' registration sockets and node services.
     pub csi_plugins: Arc<dyn crate::ports::csi::CsiPlugins>,
+    /// Device plugins' sockets, the pod resources socket and the device checkpoint.
+    pub device_plugins: Arc<dyn crate::ports::device_plugins::DevicePlugins>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -534,6 +536,7 @@ fn sync_context(
     deps: &Deps,
     events: PodEventSink,
     volumes: Option<Arc<VolumeManager>>,
+    devices: Option<Arc<crate::app::devices::DeviceManager>>,
 ) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
     let endpoint = &node.image_service_endpoint;
@@ -557,6 +560,9 @@ fn sync_context(
     )
     .with_prober(Arc::clone(&deps.prober))
     .with_events(events);
+    if let Some(devices) = devices {
+        ctx = ctx.with_devices(devices);
+    }
     ctx = ctx.with_volumes(volumes.unwrap_or_else(|| {
         Arc::new(VolumeManager::standalone(
             Arc::clone(&deps.clock),
@@ -586,6 +592,7 @@ fn start_pod_loop(
         deps,
         links.events.clone(),
         Some(Arc::clone(&links.volumes)),
+        Some(Arc::clone(&links.devices)),
     )?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
@@ -625,7 +632,8 @@ fn start_pod_loop(
         });
     let mut pod_loop = PodLoop::new(ctx, store.clone(), settings)
         .with_node_info(node_info)
-        .with_static_pods(links.static_pods.clone());
+        .with_static_pods(links.static_pods.clone())
+        .with_devices(Arc::clone(&links.devices));
     if let Some(connected) = connected {
         // The API server is one more source: "every source has spoken" waits for its
         // first list, once the node is registered.
@@ -695,7 +703,7 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps, PodEventSink::new(), None)?;
+    let ctx = sync_context(started, deps, PodEventSink::new(), None, None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -723,6 +731,8 @@ pub struct PodLinks {
     pub volumes: Arc<VolumeManager>,
     /// The registered CSI drivers.
     pub csi_drivers: crate::app::plugins::CsiDrivers,
+    /// The device plugins' devices: admission, containers, the Node's capacity.
+    pub devices: Arc<crate::app::devices::DeviceManager>,
 }
 
 impl PodLinks {
@@ -732,6 +742,7 @@ impl PodLinks {
         files: Arc<dyn crate::ports::pod_files::PodFiles>,
         cache_ttl: Duration,
         csi_plugins: Arc<dyn crate::ports::csi::CsiPlugins>,
+        devices: Arc<crate::app::devices::DeviceManager>,
     ) -> Self {
         let csi_drivers = crate::app::plugins::CsiDrivers::default();
         PodLinks {
@@ -743,6 +754,7 @@ impl PodLinks {
                     .with_csi(csi_drivers.clone(), csi_plugins),
             ),
             csi_drivers,
+            devices,
         }
     }
 }
@@ -938,7 +950,17 @@ pub async fn run(
         Arc::clone(&deps.pod_files),
         cache_ttl,
         Arc::clone(&deps.csi_plugins),
+        Arc::new(crate::app::devices::DeviceManager::new(
+            &started.resolved.options.root_dir,
+            Arc::clone(&deps.device_plugins),
+            Arc::clone(&deps.clock),
+        )),
     );
+    // Before the pods are admitted: the checkpoint tells which devices they hold.
+    // Without its sockets the node runs on, with no device plugin (upstream fails).
+    if let Err(e) = links.devices.start().await {
+        error!(error = %Chain(&e), "failed to start the device plugin manager");
+    }
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
     let PodLoopStarted {

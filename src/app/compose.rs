@@ -165,6 +165,7 @@ pub fn production_deps(options: &FlagOptions) -> Deps {
         pod_files: Arc::new(SystemPodFiles),
         container_logs: Arc::new(SystemContainerLogs),
         csi_plugins: Arc::new(crate::adapters::csi::SocketCsiPlugins),
+        device_plugins: Arc::new(crate::adapters::device_plugins::SocketDevicePlugins),
     }
 }
 

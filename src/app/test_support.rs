@@ -47,6 +47,7 @@ pub fn deps(host: &Arc<FakeHost>) -> Deps {
         pod_files: Arc::new(crate::adapters::fake::FakePodFiles::default()),
         container_logs: Arc::new(crate::adapters::fake::FakeContainerLogs::new()),
         csi_plugins: Arc::new(crate::adapters::fake::FakeCsiPlugins::default()),
+        device_plugins: Arc::new(crate::adapters::fake::FakeDevicePlugins::default()),
     }
 }
 

@@ -19,6 +19,8 @@
 //! - `eviction`: thresholds and signals.
 //! - `resource_managers`: the static CPU manager policy, its state checkpoint, and the
 //!   topology manager's NUMA hints and admission.
+//! - `devices`: device plugins: registration, health, capacity, which devices a container
+//!   takes, what it is created with, the `kubelet_internal_checkpoint` file.
 //! - `code_pages`: which of its own executable's pages the process gives back, and when.
 //! - `upstream`: upstream v1.26's static pod UID and container hash, reproduced (Go's JSON,
 //!   YAML 1.1, defaults, go-spew), so pods swap between the upstream kubelet and rkubelet.
@@ -27,6 +29,7 @@ pub mod cgroup;
 pub mod code_pages;
 pub mod config;
 pub mod csi;
+pub mod devices;
 pub mod events;
 pub mod eviction;
 pub mod kubelet_api;

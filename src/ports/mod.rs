@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod clock;
 pub mod container_logs;
 pub mod csi;
+pub mod device_plugins;
 pub mod error;
 pub mod host;
 pub mod host_facts;

@@ -22,6 +22,7 @@ mod cluster_node;
 mod cri_containerd;
 mod csi_drivers;
 mod cve_regressions;
+mod device_plugins;
 mod docs_links;
 mod escapes;
 mod eviction_containerd;

@@ -421,6 +421,15 @@ fn container_to_wire(c: &ContainerConfig) -> proto::ContainerConfig {
                 ..Default::default()
             })
             .collect(),
+        devices: c
+            .devices
+            .iter()
+            .map(|d| proto::Device {
+                container_path: d.container_path.clone(),
+                host_path: d.host_path.clone(),
+                permissions: d.permissions.clone(),
+            })
+            .collect(),
         stdin: c.stdin,
         stdin_once: c.stdin_once,
         tty: c.tty,

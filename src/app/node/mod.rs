@@ -102,6 +102,8 @@ pub struct NodeAgentSettings {
     pub connected: Option<Arc<watch::Sender<Option<ConnectedNode>>>>,
     /// The attached volumes the pods use (the volume manager's), for `volumesInUse`.
     pub volumes_in_use: Arc<crate::app::pods::volumes_in_use::VolumesInUse>,
+    /// The device plugins' resources in capacity and allocatable; `None` without them.
+    pub devices: Option<Arc<crate::app::devices::DeviceManager>>,
 }
 
 /// A callback given the agent's clients; empty by default.
@@ -183,6 +185,7 @@ impl NodeAgentSettings {
             clients_hook: ClientsHook::default(),
             connected: None,
             volumes_in_use: Arc::default(),
+            devices: None,
         }
     }
 }
@@ -268,12 +271,17 @@ pub fn status_inputs(
         }
     };
     let pressure = s.pressure.borrow().clone();
+    let mut capacity = s.capacity.clone();
+    let mut allocatable = s.allocatable.clone();
+    if let Some(devices) = &s.devices {
+        devices.capacity().apply(&mut capacity, &mut allocatable);
+    }
     StatusInputs {
         node_name: s.registration.node_name.clone(),
         now: Time::from_unix_nanos(now_unix_nanos),
         addresses,
-        capacity: s.capacity.clone(),
-        allocatable: s.allocatable.clone(),
+        capacity,
+        allocatable,
         machine_id: s.machine.machine_id.clone(),
         system_uuid: s.machine.system_uuid.clone(),
         boot_id: s.machine.boot_id.clone(),

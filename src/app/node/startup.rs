@@ -82,6 +82,7 @@ pub fn start_if_connected(
     settings.pressure = pressure;
     settings.pod_events = links.events.clone();
     settings.static_pods = links.static_pods.subscribe();
+    settings.devices = Some(Arc::clone(&links.devices));
     if let Some(volumes) = volumes {
         settings.volumes_in_use = volumes.in_use();
         // The clients for API objects (the node's facts are set at start-up).

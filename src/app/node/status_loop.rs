@@ -88,8 +88,17 @@ pub async fn sync_status(agent: &Agent, state: &mut StatusState) -> Result<bool,
     }
 }
 
-/// Run forever: one sync per period, or sooner when the runtime's readiness or the
-/// attached volumes in use change (a pod's volume waits for its report).
+/// A device plugin's devices changed (never, without the device manager).
+async fn devices_changed(agent: &Agent) {
+    match &agent.settings.devices {
+        Some(devices) => devices.changed.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Run forever: one sync per period, or sooner when the runtime's readiness, the
+/// attached volumes in use or a device plugin's devices change (a pod's volume waits
+/// for its report; a plugin's resource shows at once).
 pub async fn run_status_loop(agent: &Agent, mut state: StatusState, first_now: bool) {
     let mut failures = FailureLog::new("updating the node status");
     let period = agent.settings.status_update_frequency;
@@ -103,6 +112,7 @@ pub async fn run_status_loop(agent: &Agent, mut state: StatusState, first_now: b
             () = tokio::time::sleep_until(next) => {}
             () = agent.health.changed.notified() => {}
             () = agent.settings.volumes_in_use.changed.notified() => {}
+            () = devices_changed(agent) => {}
         }
         match sync_status(agent, &mut state).await {
             Ok(_) => failures.succeeded(),

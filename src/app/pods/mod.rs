@@ -116,6 +116,10 @@ pub struct PodLoop {
     node_info: Option<NodeInfo>,
     /// The registered node (connected mode): the API pods' clients and the node's facts.
     connected: Option<watch::Receiver<Option<ConnectedNode>>>,
+    /// The device plugins' devices, allocated at admission.
+    devices: Option<Arc<crate::app::devices::DeviceManager>>,
+    /// Every source has sent its pods: the devices of pods none wants may be freed.
+    sources_ready: bool,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -151,7 +155,16 @@ impl PodLoop {
             deleting: BTreeSet::new(),
             node_info: None,
             connected: None,
+            devices: None,
+            sources_ready: false,
         }
+    }
+
+    /// Allocates the device plugins' devices at admission (upstream's resource allocator
+    /// admit handler, before the predicates).
+    pub fn with_devices(mut self, devices: Arc<crate::app::devices::DeviceManager>) -> Self {
+        self.devices = Some(devices);
+        self
     }
 
     /// Admits new pods against `node` (name, allocatable) until the node is registered.
@@ -169,8 +182,16 @@ impl PodLoop {
         self
     }
 
-    /// What admission knows of the node now.
+    /// What admission knows of the node now, with the device plugins' resources.
     fn node_info(&self) -> Option<NodeInfo> {
+        let mut info = self.node_info_without_devices();
+        if let (Some(info), Some(devices)) = (info.as_mut(), &self.devices) {
+            devices.admission_allocatable(&mut info.allocatable);
+        }
+        info
+    }
+
+    fn node_info_without_devices(&self) -> Option<NodeInfo> {
         let base = self.node_info.clone();
         let Some(connected) = &self.connected else {
             return base;
@@ -193,7 +214,11 @@ impl PodLoop {
     /// The domain's admission of the pods not seen before (in creation order, the
     /// pressure admission first, then the node's, beside the active pods); the verdict
     /// of each by uid.
-    fn admit_new(&self, upserts: &[PodChange]) -> HashMap<String, Result<(), Rejection>> {
+    fn admit_new(
+        &self,
+        upserts: &[PodChange],
+        refused: &HashMap<String, Rejection>,
+    ) -> HashMap<String, Result<(), Rejection>> {
         let new: Vec<&Pod> = upserts
             .iter()
             .filter_map(|c| match c {
@@ -206,10 +231,12 @@ impl PodLoop {
                     && !self.workers.contains_key(uid)
                     && !self.terminal.contains(uid)
                     && !self.deleting.contains(uid)
+                    && !refused.contains_key(uid)
             })
             .collect();
+        let refused = refused.iter().map(|(uid, r)| (uid.clone(), Err(r.clone())));
         if new.is_empty() {
-            return HashMap::new();
+            return refused.collect();
         }
         let active: Vec<Pod> = self
             .manager
@@ -230,7 +257,78 @@ impl PodLoop {
         admit_new_pods(new, &active, self.node_info().as_ref(), &pressure)
             .into_iter()
             .map(|(pod, verdict)| (pod.metadata.uid.clone(), verdict))
+            .chain(refused)
             .collect()
+    }
+
+    /// The pods with workers that are not refused, evicted or being deleted.
+    fn active_uids(&self) -> BTreeSet<String> {
+        self.workers
+            .keys()
+            .filter(|uid| !self.terminal.contains(*uid) && !self.deleting.contains(*uid))
+            .cloned()
+            .collect()
+    }
+
+    /// Upstream's resource allocator admission, after the eviction admission and before
+    /// the predicates: each new pod asking for a device plugin's resource gets its
+    /// devices, in creation order, or is refused (`UnexpectedAdmissionError`).
+    async fn allocate_devices(&self, upserts: &[PodChange]) -> HashMap<String, Rejection> {
+        let Some(devices) = &self.devices else {
+            return HashMap::new();
+        };
+        // Upstream's active pods: every pod the sources want that is not refused, evicted
+        // or being deleted, this batch's included (a restart admits them again one by
+        // one, and the devices of the later ones must not be freed meanwhile); and only
+        // once every source has spoken, as upstream's `sourcesReady`.
+        let wanted: BTreeSet<String> = self
+            .manager
+            .pods()
+            .iter()
+            .map(|p| p.metadata.uid.clone())
+            .filter(|uid| !self.terminal.contains(uid) && !self.deleting.contains(uid))
+            .collect();
+        let active = self.sources_ready.then_some(&wanted);
+        // Upstream's eviction admission comes first: a pod it refuses gets no device
+        // (`admit_new` refuses it with the pressure's reason).
+        let pressure = self
+            .eviction
+            .as_ref()
+            .map(|hooks| hooks.conditions.borrow().clone())
+            .unwrap_or_default();
+        let mut refused = HashMap::new();
+        for change in upserts {
+            let PodChange::Upsert(pod) = change else {
+                continue;
+            };
+            let uid = &pod.metadata.uid;
+            if pod.is_being_deleted()
+                || self.workers.contains_key(uid)
+                || self.terminal.contains(uid)
+                || self.deleting.contains(uid)
+                || crate::domain::eviction::admission::admit(pod, &pressure).is_err()
+            {
+                continue;
+            }
+            if let Err(rejection) = devices.allocate_pod(pod, active).await {
+                refused.insert(uid.clone(), rejection);
+            }
+        }
+        refused
+    }
+
+    /// Tells the device manager the pods that run (the pod resources API lists them).
+    fn publish_active_pods(&self) {
+        let Some(devices) = &self.devices else {
+            return;
+        };
+        let active = self.active_uids();
+        let pods = active
+            .iter()
+            .filter_map(|uid| self.manager.get(uid))
+            .map(crate::app::devices::ActivePod::of)
+            .collect();
+        devices.set_active_pods(pods);
     }
 
     /// A pod refused admission: its event and Failed status; it stays so while its
@@ -371,7 +469,8 @@ impl PodLoop {
             (PodChange::Upsert(a), PodChange::Upsert(b)) => by_creation(a, b),
             _ => std::cmp::Ordering::Equal,
         });
-        let verdicts = self.admit_new(&upserts);
+        let refused = self.allocate_devices(&upserts).await;
+        let verdicts = self.admit_new(&upserts, &refused);
         for change in upserts.into_iter().chain(removals) {
             match change {
                 PodChange::Upsert(pod) => {
@@ -550,11 +649,16 @@ impl PodLoop {
                 update = updates.recv(), if sources_open => match update {
                     Some(update) => {
                         seen.insert(update.source.clone());
+                        self.sources_ready = seen.len() >= expected;
                         self.apply(update).await;
+                        self.publish_active_pods();
                     }
                     None => sources_open = false,
                 },
-                Some(uid) = self.done.recv() => self.worker_done(&uid),
+                Some(uid) = self.done.recv() => {
+                    self.worker_done(&uid);
+                    self.publish_active_pods();
+                }
                 Some(eviction) = next_order(&mut self.eviction) => self.evict(eviction),
                 Some(uid) = events.recv() => {
                     if let Some(worker) = self.workers.get(&uid) {

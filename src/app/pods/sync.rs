@@ -52,6 +52,8 @@ pub struct SyncContext {
     pub events: PodEventSink,
     /// ConfigMaps, Secrets, tokens and the volumes made from them.
     pub volumes: Arc<super::volume_manager::VolumeManager>,
+    /// The device plugins' devices for the containers that ask for them.
+    pub devices: Option<Arc<crate::app::devices::DeviceManager>>,
 }
 
 impl SyncContext {
@@ -78,7 +80,14 @@ impl SyncContext {
                 clock,
                 Arc::new(crate::ports::pod_files::NoPodFiles),
             )),
+            devices: None,
         }
+    }
+
+    /// With the device manager giving containers their devices.
+    pub fn with_devices(mut self, devices: Arc<crate::app::devices::DeviceManager>) -> Self {
+        self.devices = Some(devices);
+        self
     }
 
     /// With `events` as the pod events' sink (shared with the node agent's recorder).
@@ -354,13 +363,28 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             sub_paths,
         } => bind_sub_paths(ctx, &container, sub_paths).await,
         Effect::CreateContainer {
+            kind,
+            index,
             name,
             reason,
             sandbox_id,
-            config,
+            mut config,
             sandbox,
             ..
         } => {
+            // The device plugins' devices, mounts and envs (upstream asks the device
+            // manager while it builds the container's config).
+            if let (Some(devices), Some(spec)) = (&ctx.devices, pod.spec.container(kind, index)) {
+                match devices.run_options(pod, spec).await {
+                    Ok(options) => {
+                        crate::domain::kuberuntime::requests::apply_device_options(
+                            &mut config,
+                            &options,
+                        );
+                    }
+                    Err(message) => return Answer::Failed(message),
+                }
+            }
             debug!(container = %name, %reason, "starting container");
             match ctx
                 .runtime

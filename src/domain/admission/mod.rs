@@ -168,12 +168,23 @@ fn request_with_overhead(pod: &Pod, resource: &str) -> i128 {
     amount(resource, pod_request(pod, resource) + overhead)
 }
 
-/// Extended resources are domain-prefixed names outside `kubernetes.io/` (upstream
-/// `IsExtendedResourceName`); requests.* quota names are not resources.
+/// Extended resources are domain-prefixed names outside `kubernetes.io/`; requests.*
+/// quota names are not resources.
 fn is_extended(resource: &str) -> bool {
     resource.contains('/')
         && !resource.starts_with("kubernetes.io/")
         && !resource.starts_with("requests.")
+}
+
+/// Upstream's `IsExtendedResourceName`: [`is_extended`], and `requests.<name>` a
+/// qualified name (what a device plugin may register).
+pub fn is_extended_resource_name(resource: &str) -> bool {
+    is_extended(resource)
+        && !resource.contains("kubernetes.io/")
+        && crate::domain::node_status::labels::qualified_name_errors(&format!(
+            "requests.{resource}"
+        ))
+        .is_empty()
 }
 
 /// Upstream's `noderesources.Fits`: the pod count first, then cpu, memory,

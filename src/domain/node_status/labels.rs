@@ -133,7 +133,7 @@ fn is_label_body(text: &str) -> bool {
         && bytes.last().is_none_or(u8::is_ascii_alphanumeric)
 }
 
-fn qualified_name_errors(key: &str) -> Vec<String> {
+pub(crate) fn qualified_name_errors(key: &str) -> Vec<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),

@@ -395,7 +395,10 @@ const CONTAINER: &[Field] = &[
         "the container's cgroup limits and node admission",
         &[
             refused("claims[]", DRA),
-            honoured("limits", "the container's cgroup limits"),
+            honoured(
+                "limits",
+                "the container's cgroup limits; extended resources of a device plugin: its devices",
+            ),
             honoured(
                 "requests",
                 "the container's cgroup shares and node admission",

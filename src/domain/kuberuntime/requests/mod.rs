@@ -238,6 +238,8 @@ pub struct ContainerConfig {
     /// Relative to the sandbox's `log_directory`.
     pub log_path: String,
     pub mounts: Vec<Mount>,
+    /// Device nodes a device plugin gave the container (the CRI's `devices`).
+    pub devices: Vec<crate::domain::devices::DeviceSpec>,
     pub linux: LinuxResources,
     pub security: ContainerSecurity,
     pub stdin: bool,
@@ -707,8 +709,41 @@ pub fn container_config_and_skipped_env(
         stdin_once: container.stdin_once,
         tty: container.tty,
         envs,
+        devices: Vec::new(),
     };
     Ok((config, environment.skipped))
+}
+
+/// A container's devices from its device plugins (upstream's `GenerateRunContainerOptions`
+/// puts them before the pod's own): the plugins' envs first (a variable of the same name
+/// in the spec comes later, so it wins in the runtime), their mounts first, their device
+/// nodes, and their annotations where the kubelet set none of that name.
+pub fn apply_device_options(
+    config: &mut ContainerConfig,
+    options: &crate::domain::devices::DeviceRunOptions,
+) {
+    let mut envs = options.envs.clone();
+    envs.append(&mut config.envs);
+    config.envs = envs;
+    let mut mounts: Vec<Mount> = options
+        .mounts
+        .iter()
+        .map(|m| Mount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            readonly: m.read_only,
+            ..Mount::default()
+        })
+        .collect();
+    mounts.append(&mut config.mounts);
+    config.mounts = mounts;
+    config.devices.extend(options.devices.iter().cloned());
+    for (k, v) in &options.annotations {
+        config
+            .annotations
+            .entry(k.clone())
+            .or_insert_with(|| v.clone());
+    }
 }
 
 /// Kubernetes' `$(VAR)` expansion: a defined reference is replaced, an

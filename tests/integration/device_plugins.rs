@@ -1,0 +1,434 @@
+//! Device plugins and the pod resources API (issue 36) against the real peers: upstream's
+//! sample device plugin v1.26.1 (`test/images/sample-device-plugin`: `example.com/resource`,
+//! devices `Dev-1` and `Dev-2`, each allocated as the host file `/tmp/<id>` mounted at the
+//! same path), containerd, a private kube-apiserver v1.26.1 and rkubelet. The plugin
+//! dials the kubelet at upstream's fixed `/var/lib/kubelet/device-plugins/kubelet.sock`:
+//! it runs in a private mount namespace where that folder is rkubelet's
+//! `<root-dir>/device-plugins`, so the host's folder is never touched.
+//!
+//! Ported from upstream's `device_plugin_test.go` and `podresources_test.go`: the plugin
+//! registers and the Node shows 2 in capacity and allocatable; a pod requesting one gets
+//! its device (the file the plugin mounts is in the container); with both taken, a third
+//! is refused at admission with upstream's reason and message; the pod resources API
+//! lists each pod's device and both devices as allocatable; after the plugin restarts,
+//! then rkubelet (its socket folder emptied, so the plugin registers again), the pods keep
+//! their devices and containers, the checkpoint holds them in upstream's layout, and no
+//! device is handed out twice; a deleted pod's device goes to the next pod.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use hyper_util::rt::TokioIo;
+use rkubelet::adapters::device_plugins::wire::podresources as pr;
+use serde_json::Value;
+use tonic::transport::{Endpoint, Uri};
+
+use crate::common::api_pods::{events_of, eventually, phase};
+use crate::common::cluster::{Cluster, ClusterOptions};
+use crate::common::node::{Node, NODE};
+use crate::common::upstream::kube_bins;
+
+const RESOURCE: &str = "example.com/resource";
+const DEVICES: [&str; 2] = ["Dev-1", "Dev-2"];
+
+/// The sample plugin in its own mount namespace (see the module documentation), stopped
+/// (SIGTERM, then waited for) on drop.
+struct SamplePlugin(Child);
+
+impl SamplePlugin {
+    fn start(binary: &Path, plugins_dir: &Path, log: &Path) -> SamplePlugin {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("plugin log");
+        let err = out.try_clone().expect("plugin log");
+        // A tmpfs over /var/lib in the namespace holds the folder it dials.
+        let script =
+            "mount -t tmpfs rkubelet-dp /var/lib && mkdir -p /var/lib/kubelet/device-plugins \
+                      && mount --bind \"$1\" /var/lib/kubelet/device-plugins && exec \"$2\"";
+        let child = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(plugins_dir)
+            .arg(binary)
+            .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins")
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| panic!("unshare (util-linux) does not start the plugin: {e}"));
+        SamplePlugin(child)
+    }
+
+    fn stop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for SamplePlugin {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The plugin's log (every run appended), printed when the test fails.
+struct PluginLog(PathBuf);
+
+impl Drop for PluginLog {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "---- sample-device-plugin log ----\n{}\n---- end ----",
+                std::fs::read_to_string(&self.0).unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// The devices files the plugin made on the host, removed at the end.
+struct DeviceFiles;
+
+impl Drop for DeviceFiles {
+    fn drop(&mut self) {
+        for id in DEVICES {
+            let _ = std::fs::remove_file(Path::new("/tmp").join(id));
+        }
+    }
+}
+
+fn pod_yaml(name: &str, image: &str, count: u32) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    resources: {{limits: {{{RESOURCE}: {count}}}}}\n"
+    )
+}
+
+/// The Node's capacity and allocatable of the resource.
+fn node_resource(cluster: &Cluster) -> Option<(String, String)> {
+    let node = cluster.get_json(&["node", NODE])?;
+    let get = |field: &str| node["status"][field][RESOURCE].as_str().map(str::to_owned);
+    Some((get("capacity")?, get("allocatable")?))
+}
+
+fn wait_resource(cluster: &Cluster, capacity: &str, allocatable: &str, what: &str) {
+    eventually(60, what, || {
+        node_resource(cluster).filter(|(c, a)| c == capacity && a == allocatable)
+    });
+}
+
+fn running(cluster: &Cluster, name: &str) {
+    eventually(90, &format!("pod {name} Running"), || {
+        (phase(cluster, name) == "Running").then_some(())
+    });
+}
+
+/// The one device file the plugin mounted in the pod's container.
+async fn device_in(node: &Node, pod: &str) -> String {
+    let (out, code) = node
+        .exec_sh(
+            pod,
+            "app",
+            "ls /tmp | grep '^Dev-' ; test -f /tmp/$(ls /tmp | grep '^Dev-' | head -1)",
+        )
+        .await;
+    assert_eq!(code, 0, "pod {pod}: no device file in /tmp: {out:?}");
+    let ids: Vec<&str> = out.lines().collect();
+    assert_eq!(ids.len(), 1, "pod {pod} sees one device: {out:?}");
+    ids[0].to_owned()
+}
+
+/// Refused at admission as upstream refuses it: Failed, `UnexpectedAdmissionError`,
+/// upstream's message, and an event.
+fn refused(cluster: &Cluster, name: &str) {
+    let message = "Allocate failed due to requested number of devices unavailable for example.com/resource. Requested: 1, Available: 0, which is unexpected";
+    let status = eventually(60, &format!("pod {name} Failed"), || {
+        let pod = cluster.get_json(&["pod", name])?;
+        (pod["status"]["phase"] == "Failed").then(|| pod["status"].clone())
+    });
+    assert_eq!(status["reason"], "UnexpectedAdmissionError", "{status}");
+    assert_eq!(
+        status["message"],
+        format!("Pod was rejected: {message}"),
+        "{status}"
+    );
+    assert!(
+        events_of(cluster, name)
+            .iter()
+            .any(|(kind, reason, m)| kind == "Warning"
+                && reason == "UnexpectedAdmissionError"
+                && m == message),
+        "the refusal's event: {:?}",
+        events_of(cluster, name)
+    );
+}
+
+async fn pod_resources_client(
+    socket: PathBuf,
+) -> pr::pod_resources_lister_client::PodResourcesListerClient<tonic::transport::Channel> {
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                tokio::net::UnixStream::connect(socket)
+                    .await
+                    .map(TokioIo::new)
+            }
+        }))
+        .await
+        .expect("the pod resources socket answers");
+    pr::pod_resources_lister_client::PodResourcesListerClient::new(channel)
+}
+
+/// A pod's name and the devices of its container `app`: (resource, ids).
+type PodDevices = (String, Vec<(String, Vec<String>)>);
+
+/// `List`: each pod with the devices of its container `app`.
+async fn listed(socket: &Path) -> Vec<PodDevices> {
+    let mut client = pod_resources_client(socket.to_path_buf()).await;
+    let list = client
+        .list(pr::ListPodResourcesRequest {})
+        .await
+        .expect("List")
+        .into_inner();
+    let mut out: Vec<_> = list
+        .pod_resources
+        .into_iter()
+        .map(|p| {
+            assert_eq!(p.namespace, "default");
+            let app = p.containers.into_iter().find(|c| c.name == "app");
+            let devices = app
+                .map(|c| {
+                    c.devices
+                        .into_iter()
+                        .map(|d| (d.resource_name, d.device_ids))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (p.name, devices)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls `List` for up to 30 s until it shows `expected`.
+async fn listed_eventually(socket: &Path, expected: &[PodDevices]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let now = listed(socket).await;
+        if now == expected {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "List shows {now:?}, not {expected:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn container_id(cluster: &Cluster, name: &str) -> String {
+    cluster
+        .get_json(&["pod", name])
+        .and_then(|p| {
+            p["status"]["containerStatuses"][0]["containerID"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, containerd, control plane and upstream's sample device plugin: run by scripts/test.sh"]
+async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_survive_restarts() {
+    let started = std::time::Instant::now();
+    let plugin_binary = kube_bins().join("sample-device-plugin");
+    assert!(
+        plugin_binary.is_file(),
+        "sample-device-plugin is needed in {} (../shared/peers/bin/sample-device-plugin.zst)",
+        plugin_binary.display()
+    );
+    let _files = DeviceFiles;
+    let cluster = Cluster::start_with("devplug", ClusterOptions::default());
+    let mut node = Node::start("devplug");
+    node.kubelet_connected(&cluster, &[]);
+    let plugins_dir = node.root.join("device-plugins");
+    let pod_resources = node.root.join("pod-resources/kubelet.sock");
+    assert!(
+        rkubelet::adapters::device_plugins::is_socket(&plugins_dir.join("kubelet.sock")),
+        "the registration socket is served"
+    );
+    let log = node.root.join("sample-device-plugin.log");
+    let _log = PluginLog(log.clone());
+    let mut plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+
+    // Registered: capacity and allocatable 2 (upstream: "Waiting for devices to become
+    // available on the local node").
+    wait_resource(&cluster, "2", "2", "example.com/resource: 2 on the Node");
+    let mut client = pod_resources_client(pod_resources.clone()).await;
+    let allocatable = client
+        .get_allocatable_resources(pr::AllocatableResourcesRequest {})
+        .await
+        .expect("GetAllocatableResources")
+        .into_inner();
+    let mut ids: Vec<String> = allocatable
+        .devices
+        .iter()
+        .inspect(|d| assert_eq!(d.resource_name, RESOURCE))
+        .flat_map(|d| d.device_ids.clone())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, DEVICES, "GetAllocatableResources lists both devices");
+    assert!(allocatable.cpu_ids.is_empty(), "no CPU manager: no CPU ids");
+
+    // One device each for two pods (upstream: "Can schedule a pod that requires a device").
+    cluster.apply(&pod_yaml("dev-a", &node.busybox, 1));
+    running(&cluster, "dev-a");
+    let dev_a = device_in(&node, "dev-a").await;
+    cluster.apply(&pod_yaml("dev-b", &node.busybox, 1));
+    running(&cluster, "dev-b");
+    let dev_b = device_in(&node, "dev-b").await;
+    assert_ne!(dev_a, dev_b, "each device goes to one pod");
+    assert!(DEVICES.contains(&dev_a.as_str()) && DEVICES.contains(&dev_b.as_str()));
+    // Both taken: a third is refused at admission, with upstream's reason.
+    cluster.apply(&pod_yaml("dev-c", &node.busybox, 1));
+    refused(&cluster, "dev-c");
+
+    // The pod resources API (upstream's podresources e2e): each pod with its device; the
+    // refused pod is not active.
+    let expected = vec![
+        (
+            "dev-a".to_owned(),
+            vec![(RESOURCE.to_owned(), vec![dev_a.clone()])],
+        ),
+        (
+            "dev-b".to_owned(),
+            vec![(RESOURCE.to_owned(), vec![dev_b.clone()])],
+        ),
+    ];
+    assert_eq!(listed(&pod_resources).await, expected);
+
+    // The checkpoint, in upstream's layout, holds both pods' devices.
+    let checkpoint: Value = serde_json::from_str(
+        &std::fs::read_to_string(plugins_dir.join("kubelet_internal_checkpoint"))
+            .expect("checkpoint"),
+    )
+    .expect("checkpoint JSON");
+    let entries = checkpoint["Data"]["PodDeviceEntries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entries.len(), 2, "{checkpoint}");
+    assert!(
+        checkpoint["Checksum"].as_u64().is_some_and(|c| c > 0),
+        "{checkpoint}"
+    );
+    assert_eq!(
+        checkpoint["Data"]["RegisteredDevices"][RESOURCE]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{checkpoint}"
+    );
+    let (id_a, id_b) = (
+        container_id(&cluster, "dev-a"),
+        container_id(&cluster, "dev-b"),
+    );
+
+    // The plugin restarts (upstream: "Keeps device plugin assignments after the device
+    // plugin has been re-registered"): it registers anew, the pods keep their devices.
+    plugin.stop();
+    plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+    // The sample plugin logs each `ListAndWatch` the kubelet opens on it.
+    eventually(60, "the plugin registered again", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        (text.matches("\"ListAndWatch\"").count() >= 2).then_some(())
+    });
+    wait_resource(
+        &cluster,
+        "2",
+        "2",
+        "example.com/resource: 2 after the plugin's restart",
+    );
+    assert_eq!(device_in(&node, "dev-a").await, dev_a);
+    assert_eq!(device_in(&node, "dev-b").await, dev_b);
+    cluster.apply(&pod_yaml("dev-d", &node.busybox, 1));
+    refused(&cluster, "dev-d");
+
+    // rkubelet restarts (upstream: "Keeps device plugin assignments across pod and kubelet
+    // restarts"): its socket folder is emptied, so the plugin registers again; the pods
+    // keep their containers and devices, and still none is free.
+    node.kill9();
+    node.kubelet_connected(&cluster, &[]);
+    plugin.stop();
+    plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+    wait_resource(
+        &cluster,
+        "2",
+        "2",
+        "example.com/resource: 2 after rkubelet's restart",
+    );
+    // The pods come back from the API server's list as the pod loop admits them.
+    listed_eventually(&pod_resources, &expected).await;
+    assert_eq!(device_in(&node, "dev-a").await, dev_a);
+    assert_eq!(device_in(&node, "dev-b").await, dev_b);
+    assert_eq!(container_id(&cluster, "dev-a"), id_a, "not restarted");
+    assert_eq!(container_id(&cluster, "dev-b"), id_b, "not restarted");
+    cluster.apply(&pod_yaml("dev-e", &node.busybox, 1));
+    refused(&cluster, "dev-e");
+
+    // A finished pod's device is free again: the next pod gets it.
+    let out = cluster.kubectl(&["delete", "pod", "dev-a", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.apply(&pod_yaml("dev-f", &node.busybox, 1));
+    running(&cluster, "dev-f");
+    assert_eq!(
+        device_in(&node, "dev-f").await,
+        dev_a,
+        "dev-a's device, freed"
+    );
+    listed_eventually(
+        &pod_resources,
+        &[
+            (
+                "dev-b".to_owned(),
+                vec![(RESOURCE.to_owned(), vec![dev_b.clone()])],
+            ),
+            (
+                "dev-f".to_owned(),
+                vec![(RESOURCE.to_owned(), vec![dev_a.clone()])],
+            ),
+        ],
+    )
+    .await;
+
+    let out = cluster.kubectl(&["delete", "pod", "--all", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    plugin.stop();
+    node.finish();
+    eprintln!(
+        "device plugins test: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
