@@ -177,6 +177,13 @@ pub trait PodFiles: Send + Sync {
     /// [`PodFilesError::Io`].
     fn remove_file(&self, path: &Path) -> Result<(), PodFilesError>;
 
+    /// Makes `link` a symbolic link to `target` (one to another target is replaced;
+    /// anything else there is refused). Its folder must exist.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`].
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), PodFilesError>;
+
     /// Removes the folder `dir` and everything in it, following no link; a missing one
     /// is already removed.
     ///
@@ -245,6 +252,10 @@ impl PodFiles for NoPodFiles {
     }
 
     fn list_dir(&self, _dir: &Path) -> Result<Vec<String>, PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn symlink(&self, _target: &Path, _link: &Path) -> Result<(), PodFilesError> {
         Err(PodFilesError::Unavailable)
     }
 

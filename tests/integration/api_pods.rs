@@ -479,19 +479,13 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
         format!("    volumeMounts:\n    - {{name: scratch, mountPath: /scratch, mountPropagation: {propagation}}}\n    command:")
     };
     let scratch = "  volumes:\n  - {name: scratch, emptyDir: {}}\n";
-    // A raw block device of a claim (the claim need not exist for the API server).
-    cluster.apply(
-        &bound_pod(
-            "blocky",
-            &image,
-            "sleep 3600",
-            "  volumes:\n  - {name: disk, persistentVolumeClaim: {claimName: disk}}\n",
-        )
-        .replace(
-            "    command:",
-            "    volumeDevices:\n    - {name: disk, devicePath: /dev/xvda}\n    command:",
-        ),
-    );
+    // A Windows host-process pod (valid for the v1.26 API server with hostNetwork).
+    cluster.apply(&bound_pod(
+        "windowsy",
+        &image,
+        "sleep 3600",
+        "  hostNetwork: true\n  securityContext: {windowsOptions: {hostProcess: true}}\n",
+    ));
     // An unknown field (a typo, or one newer than rkubelet) is refused rather than dropped:
     // the API server of v1.26 prunes such a field, so this one comes as a manifest.
     cluster.apply(&bound_pod("attached", &image, "sleep 3600", "").replace(
@@ -531,8 +525,8 @@ async fn pods_with_fields_rkubelet_cannot_honour_are_refused_by_name() {
     );
     let prefix = "Pod requires node features that are not available: ";
     let cases = [(
-        "blocky",
-        "spec.containers[0].volumeDevices: raw block devices are not given to containers",
+        "windowsy",
+        "spec.securityContext.windowsOptions.hostProcess: true: a Windows host-process container cannot run on Linux",
     )];
     for (name, fields) in cases {
         let failed = eventually(60, &format!("pod {name} Failed"), || {

@@ -748,6 +748,119 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     eventually(60, "the secured volume unpublished and unstaged", || {
         (mounts_below(&pods_dir).is_empty() && mounts_below(&plugins_dir).is_empty()).then_some(())
     });
+
+    // A Block claim (upstream's e2e `volumeMode` and `volumes` block checks: the device
+    // written raw in one pod, read in the next): the driver provisions a loop device,
+    // rkubelet stages it in `volumeDevices/staging`, has it published as the pod's file
+    // and gives the container the device at its `devicePath`. A Filesystem claim given
+    // as a device waits with upstream's reason. Deleted, each device is unpublished, the
+    // last one unstaged, nothing left mounted.
+    cluster.apply(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: raw}\nspec:\n  storageClassName: csi-hostpath\n  volumeMode: Block\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Mi}}\n",
+    );
+    eventually(90, "claim raw provisioned and bound", || {
+        let c = cluster.get_json(&["pvc", "raw"])?;
+        (c["status"]["phase"] == "Bound").then_some(())
+    });
+    let block_pod = |name: &str, claim: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {NODE}\n  terminationGracePeriodSeconds: 1\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeDevices: [{{name: data, devicePath: /dev/xvda}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]\n",
+            node.busybox
+        )
+    };
+    cluster.apply(&block_pod("raw1", "raw"));
+    cluster.apply(&block_pod("wrongmode", "data"));
+    running(&cluster, "raw1");
+    let (out, code) = node
+        .exec_sh(
+            "raw1",
+            "app",
+            "test -b /dev/xvda && echo block && printf rkubelet-block | dd of=/dev/xvda conv=fsync,notrunc 2>/dev/null && dd if=/dev/xvda bs=14 count=1 2>/dev/null",
+        )
+        .await;
+    assert_eq!(
+        (out.as_str(), code),
+        ("block\nrkubelet-block", 0),
+        "a block device the container writes raw"
+    );
+    let raw_pv = cluster
+        .get_json(&["pvc", "raw"])
+        .and_then(|c| c["spec"]["volumeName"].as_str().map(str::to_owned))
+        .expect("the raw claim's volume");
+    let raw1_uid = cluster
+        .get_json(&["pod", "raw1"])
+        .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_owned))
+        .expect("raw1's UID");
+    let devices = plugins_dir.join("kubernetes.io/csi/volumeDevices");
+    let publish_file = devices.join("publish").join(&raw_pv).join(&raw1_uid);
+    assert!(
+        mounts_below(&devices).contains(&publish_file.display().to_string()),
+        "published at upstream's path {}: {:?}",
+        publish_file.display(),
+        mounts_below(&devices)
+    );
+    assert_eq!(
+        std::fs::read_link(
+            pods_dir
+                .join(&raw1_uid)
+                .join("volumeDevices/kubernetes.io~csi")
+                .join(&raw_pv)
+        )
+        .ok(),
+        Some(publish_file.clone()),
+        "the pod's link to its device"
+    );
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("/csi.v1.Node/NodeStageVolume")
+                && l.contains(&format!("volumeDevices/staging/{raw_pv}"))),
+        "staged at upstream's block staging path:\n{log}"
+    );
+    let selector = "involvedObject.name=wrongmode,reason=FailedMount";
+    let wrong = "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC default/data: volume data has volumeMode Filesystem, but is specified in volumeDevices";
+    eventually(60, "FailedMount of pod wrongmode", || {
+        let events = cluster.get_json(&["events", "--field-selector", selector])?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .any(|e| e["message"] == wrong && e["type"] == "Warning")
+            .then_some(())
+    });
+    let out = cluster.kubectl(&["delete", "pod", "raw1", "wrongmode", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(60, "raw1's device unpublished and unstaged", || {
+        mounts_below(&devices).is_empty().then_some(())
+    });
+    cluster.apply(&block_pod("raw2", "raw"));
+    running(&cluster, "raw2");
+    let (out, code) = node
+        .exec_sh("raw2", "app", "dd if=/dev/xvda bs=14 count=1 2>/dev/null")
+        .await;
+    assert_eq!(
+        (out.as_str(), code),
+        ("rkubelet-block", 0),
+        "the device's data outlived the first pod"
+    );
+    let out = cluster.kubectl(&["delete", "pod", "raw2", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(60, "raw2's device unpublished and unstaged", || {
+        let log = std::fs::read_to_string(&driver_log).ok()?;
+        let unstaged = log.lines().any(|l| {
+            l.contains("/csi.v1.Node/NodeUnstageVolume")
+                && l.contains(&format!("volumeDevices/staging/{raw_pv}"))
+        });
+        (unstaged && mounts_below(&devices).is_empty() && !devices.join(&raw_pv).exists())
+            .then_some(())
+    });
     node.finish();
 }
 

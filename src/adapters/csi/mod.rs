@@ -58,21 +58,29 @@ fn call_error<'a>(
     }
 }
 
-/// A filesystem volume's capability: its fs type and access mode.
+/// A volume's capability: a Block volume's device, or a filesystem's type, mount flags
+/// and group; its access mode.
 fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
-    use csi::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
+    use csi::volume_capability::{
+        access_mode::Mode, AccessMode, AccessType, BlockVolume, MountVolume,
+    };
     let mode = match volume.access_mode {
         CsiAccessMode::SingleNodeWriter => Mode::SingleNodeWriter,
         CsiAccessMode::MultiNodeReaderOnly => Mode::MultiNodeReaderOnly,
         CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
         CsiAccessMode::SingleNodeSingleWriter => Mode::SingleNodeSingleWriter,
     };
-    csi::VolumeCapability {
-        access_type: Some(AccessType::Mount(MountVolume {
+    let access_type = if volume.pod_device_link.is_some() {
+        AccessType::Block(BlockVolume {})
+    } else {
+        AccessType::Mount(MountVolume {
             fs_type: volume.fs_type.clone(),
             mount_flags: volume.mount_flags.clone(),
             volume_mount_group: volume.volume_mount_group.clone(),
-        })),
+        })
+    };
+    csi::VolumeCapability {
+        access_type: Some(access_type),
         access_mode: Some(AccessMode { mode: mode as i32 }),
     }
 }

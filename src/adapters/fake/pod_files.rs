@@ -460,6 +460,27 @@ impl PodFiles for FakePodFiles {
         Ok(())
     }
 
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), PodFilesError> {
+        let mut state = self.state();
+        if !state.parent_exists(link) {
+            return Err(io_error("link", link, io::ErrorKind::NotFound));
+        }
+        if let Some(node) = state.tree.get(link) {
+            if !matches!(node.entry, FakeEntry::Symlink(_)) {
+                return Err(io_error("link", link, io::ErrorKind::AlreadyExists));
+            }
+        }
+        state.tree.insert(
+            link.to_owned(),
+            Node {
+                entry: FakeEntry::Symlink(target.to_owned()),
+                mode: 0o777,
+                gid: 0,
+            },
+        );
+        Ok(())
+    }
+
     fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError> {
         self.state().tree.retain(|p, _| !p.starts_with(dir));
         Ok(())

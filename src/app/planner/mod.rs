@@ -953,6 +953,12 @@ fn describe_mount(
                 p.target_path.display(),
                 if p.readonly { " read-only" } else { "" }
             ));
+            if let Some(link) = &p.pod_device_link {
+                words.push_str(&format!(
+                    ", a block device given to containers from {}",
+                    link.display()
+                ));
+            }
             let id =
                 crate::domain::csi::volume::attachment_name(&p.volume_handle, &p.driver, node_name);
             if objects.volume_attachments.contains_key(&id) {

@@ -21,8 +21,9 @@ use crate::app::node::ConnectedNode;
 use crate::app::plugins::CsiDrivers;
 use crate::domain::csi::volume::with_mount_group;
 use crate::domain::csi::volume::{
-    attachment, published_volume, staging_path, Attachment, CsiDriverData, CsiPublish,
-    PublishedVolume, CSI_PLUGIN_DIR, VOL_DATA_FILE,
+    attachment, pod_device_links_dir, published_block_volume, published_volume, staging_path,
+    Attachment, BlockPaths, CsiDriverData, CsiPublish, PublishedVolume, CSI_PLUGIN_DIR,
+    VOL_DATA_FILE,
 };
 use crate::domain::csi::Driver;
 use crate::domain::events::{volume_resize_failed, volume_resized};
@@ -810,6 +811,10 @@ impl VolumeManager {
                 let Ok(VolumeAction::Csi(publish)) = &plan.action else {
                     return None;
                 };
+                // A Block volume is grown by its driver alone: no file system to grow.
+                if publish.pod_device_link.is_some() {
+                    return None;
+                }
                 let volume = pod.spec.volumes.iter().find(|v| v.name == plan.name)?;
                 let expansion = node_expansion(pod, volume, &inputs.objects)?;
                 Some((
@@ -928,11 +933,13 @@ impl VolumeManager {
             .iter()
             .filter_map(|plan| {
                 let by = match &plan.action {
-                    Ok(VolumeAction::Csi(publish)) => MeasuredBy::Driver {
-                        driver: publish.driver.clone(),
-                        volume_handle: publish.volume_handle.clone(),
-                        target_path: publish.target_path.clone(),
-                    },
+                    Ok(VolumeAction::Csi(publish)) if publish.pod_device_link.is_none() => {
+                        MeasuredBy::Driver {
+                            driver: publish.driver.clone(),
+                            volume_handle: publish.volume_handle.clone(),
+                            target_path: publish.target_path.clone(),
+                        }
+                    }
                     Ok(VolumeAction::Local { path, .. }) => {
                         MeasuredBy::Statfs { path: path.clone() }
                     }
@@ -1057,13 +1064,14 @@ impl VolumeManager {
                     .as_ref()
                     .map_err(|m| PublishFailure::MountDevice(m.clone()))?;
                 let staging = stage.staging_path.clone();
+                let data_file = stage.vol_data_file.clone();
                 let data = serde_json::to_vec(&stage.vol_data).map_err(|e| e.to_string())?;
                 off_runtime(&self.files, move |f| {
                     f.create_dir_all(&staging, Some(0o750))?;
-                    let Some(dir) = staging.parent() else {
-                        return Ok(());
-                    };
-                    f.write_file(&dir.join(VOL_DATA_FILE), &data)
+                    if let Some(dir) = data_file.parent() {
+                        f.create_dir_all(dir, Some(0o750))?;
+                    }
+                    f.write_file(&data_file, &data)
                 })
                 .await
                 .map_err(|e| PublishFailure::MountDevice(format!("kubernetes.io/csi: attacher.MountDevice failed to save volume info data: {}", Chain(&e))))?;
@@ -1075,10 +1083,35 @@ impl VolumeManager {
             }
         }
         publish.secrets.as_ref().map_err(Clone::clone)?;
+        if publish.pod_device_link.is_some() {
+            // The driver makes the device file; its folder is the kubelet's.
+            if let Some(dir) = publish.target_path.parent().map(Path::to_path_buf) {
+                off_runtime(&self.files, move |f| f.create_dir_all(&dir, Some(0o750)))
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "blockMapper.publishVolumeForBlock failed to create dir: {}",
+                            Chain(&e)
+                        )
+                    })?;
+            }
+        }
         plugins
             .node_publish(endpoint, publish, staged)
             .await
             .map_err(|e| Chain(&e).to_string())?;
+        if let Some(link) = publish.pod_device_link.clone() {
+            // The containers' devices are given from this link, as upstream's.
+            let target = publish.target_path.clone();
+            off_runtime(&self.files, move |f| {
+                if let Some(dir) = link.parent() {
+                    f.create_dir_all(dir, Some(0o750))?;
+                }
+                f.symlink(&target, &link)
+            })
+            .await
+            .map_err(|e| format!("blkUtil.MapDevice failed: {}", Chain(&e)))?;
+        }
         if let Some(owner) = publish.owner.clone() {
             off_runtime(&self.files, move |f| f.give_to_fs_group(&owner))
                 .await
@@ -1147,6 +1180,9 @@ impl VolumeManager {
                 }
             }
         }
+        if !self.tear_down_blocks(pod_dir).await {
+            all = false;
+        }
         if all {
             // Unstaged: the attach-detach controller may detach them now.
             if let Some(uid) = pod_dir.file_name().and_then(|n| n.to_str()) {
@@ -1155,6 +1191,134 @@ impl VolumeManager {
             }
         }
         all
+    }
+
+    /// Unpublishes the pod's Block volumes (its links under `volumeDevices`), each
+    /// through its driver, and unstages each that no other pod has published (upstream's
+    /// UnmapPodDevice, then UnmapDevice); whether all are.
+    async fn tear_down_blocks(&self, pod_dir: &Path) -> bool {
+        let (Some(root), Some(uid)) = (
+            pod_dir.parent().and_then(Path::parent),
+            pod_dir.file_name().and_then(|n| n.to_str()),
+        ) else {
+            return true;
+        };
+        let links = pod_device_links_dir(root, uid);
+        let listed = {
+            let links = links.clone();
+            off_runtime(&self.files, move |f| f.list_dir(&links)).await
+        };
+        let names = match listed {
+            Ok(names) => names,
+            Err(e) => {
+                warn!(dir = %links.display(), err = %Chain(&e), "block volumes not listed");
+                return false;
+            }
+        };
+        let mut all = true;
+        for name in names {
+            let paths = BlockPaths::of(root, &name);
+            let data_file = paths.data_dir.join(VOL_DATA_FILE);
+            let read = off_runtime(&self.files, move |f| f.read(&data_file)).await;
+            let link = links.join(&name);
+            let volume = read
+                .ok()
+                .flatten()
+                .and_then(|data| published_block_volume(root, &name, uid, &data));
+            let outcome = match &volume {
+                // Nothing says what it was: nothing to unpublish.
+                None => Ok(()),
+                Some(volume) => match self.driver(&volume.driver) {
+                    Err(e) => Err(e),
+                    Ok((driver, plugins)) => plugins
+                        .node_unpublish(
+                            Path::new(&driver.endpoint),
+                            &volume.volume_handle,
+                            &volume.target_path,
+                        )
+                        .await
+                        .map_err(|e| Chain(&e).to_string()),
+                },
+            };
+            if let Err(message) = outcome {
+                warn!(volume = %name, err = %message, "UnmapVolume.UnmapPodDevice failed");
+                all = false;
+                continue;
+            }
+            let target = volume.as_ref().map(|v| v.target_path.clone());
+            let removed = off_runtime(&self.files, move |f| {
+                // The driver removes its file; one it left is the kubelet's to remove.
+                if let Some(target) = target {
+                    f.remove_file(&target)?;
+                }
+                f.remove_file(&link)
+            })
+            .await;
+            if let Err(e) = removed {
+                warn!(volume = %name, err = %Chain(&e), "the block volume's link not removed");
+                all = false;
+                continue;
+            }
+            if let Some(volume) = volume {
+                if !self.unstage_block_if_unused(root, &name, &volume).await {
+                    all = false;
+                }
+            }
+        }
+        all
+    }
+
+    /// Unstages the Block volume `name` once no pod's folder links it any more, then
+    /// removes its folders; whether nothing is left to do.
+    async fn unstage_block_if_unused(
+        &self,
+        root: &Path,
+        name: &str,
+        volume: &PublishedVolume,
+    ) -> bool {
+        let linked_elsewhere = off_runtime(&self.files, {
+            let (root, name) = (root.to_path_buf(), name.to_owned());
+            move |f| {
+                for uid in f.list_dir(&root.join("pods"))? {
+                    if f.list_dir(&pod_device_links_dir(&root, &uid))?
+                        .contains(&name)
+                    {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+        })
+        .await;
+        // Unknown: keep it staged.
+        if linked_elsewhere.unwrap_or(true) {
+            return true;
+        }
+        let paths = BlockPaths::of(root, name);
+        let outcome = match self.driver(&volume.driver) {
+            Err(e) => Err(e),
+            Ok((driver, plugins)) => plugins
+                .node_unstage(
+                    Path::new(&driver.endpoint),
+                    &volume.volume_handle,
+                    &paths.staging,
+                )
+                .await
+                .map_err(|e| Chain(&e).to_string()),
+        };
+        if let Err(message) = outcome {
+            warn!(volume = %volume.volume_handle, err = %message, "UnmapDevice failed");
+            return false;
+        }
+        let folders = paths.after_unstage();
+        let removed = off_runtime(&self.files, move |f| {
+            folders.iter().try_for_each(|dir| f.remove_dir_all(dir))
+        })
+        .await;
+        if let Err(e) = removed {
+            warn!(volume = %volume.volume_handle, err = %Chain(&e), "the block volume's folders not removed");
+        }
+        true
     }
 
     /// Unstages a PersistentVolume staged on this node once no pod's folder has it
@@ -1971,5 +2135,77 @@ mod tests {
         assert!(vm.tear_down_csi(&pod_dir(&ctx, "b")).await);
         assert!(plugins.staged().is_empty(), "unstaged after its last pod");
         assert!(plugins.published().is_empty());
+    }
+
+    /// Upstream's CSI block mapper: a Block claim is staged once, published as a file per
+    /// pod and linked into each pod's `volumeDevices`; each pod's teardown unpublishes
+    /// its file and removes its link, the last one unstages and removes the folders.
+    #[tokio::test]
+    async fn a_block_claim_is_linked_into_each_pod_and_unstaged_after_its_last_pod() {
+        let (vm, api, plugins, _clock) = csi_claim_fixture(hostpath_source("vol-b"), Vec::new());
+        api.put_persistent_volume(
+            "pvc-1",
+            PersistentVolumeData {
+                access_modes: vec!["ReadWriteOnce".into()],
+                mount_options: Vec::new(),
+                capacity: None,
+                claim_uid: Some("c-uid".into()),
+                source: PersistentVolumeSource::Csi(Box::new(hostpath_source("vol-b"))),
+                volume_mode: "Block".into(),
+                node_affinity: None,
+            },
+        );
+        let device_pod = |uid: &str| {
+            let mut json = serde_json::to_value(claim_pod(uid)).expect("json");
+            json["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([]);
+            json["spec"]["containers"][0]["volumeDevices"] =
+                serde_json::json!([{"name": "d", "devicePath": "/dev/xvda"}]);
+            serde_json::from_value::<Pod>(json).expect("pod")
+        };
+        let root = std::path::Path::new("/var/lib/kubelet");
+        let ctx = requests(root);
+        for uid in ["a", "b"] {
+            let p = device_pod(uid);
+            let inputs = vm.inputs(&p).await;
+            assert_eq!(vm.set_up(&ctx, &p, &inputs).await, Vec::new());
+        }
+        let devices = root.join("plugins/kubernetes.io/csi/volumeDevices");
+        assert_eq!(
+            plugins.staged().keys().collect::<Vec<_>>(),
+            [&devices.join("staging/pvc-1")]
+        );
+        assert_eq!(
+            plugins.published().keys().cloned().collect::<Vec<_>>(),
+            [
+                devices.join("publish/pvc-1/a"),
+                devices.join("publish/pvc-1/b")
+            ]
+        );
+        let files = vm.files();
+        let links = |uid: &str| {
+            files
+                .list_dir(&root.join(format!("pods/{uid}/volumeDevices/kubernetes.io~csi")))
+                .expect("listed")
+        };
+        assert_eq!(links("a"), ["pvc-1"]);
+        assert!(files
+            .read(&devices.join("pvc-1/data/vol_data.json"))
+            .expect("read")
+            .is_some_and(|d| String::from_utf8_lossy(&d).contains("\"volumeHandle\":\"vol-b\"")));
+        // The first pod goes: its file unpublished, its link removed, still staged.
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "a")).await);
+        assert_eq!(links("a"), Vec::<String>::new());
+        assert_eq!(plugins.published().len(), 1);
+        assert_eq!(plugins.staged().len(), 1, "still staged for the second pod");
+        assert!(vm.tear_down_csi(&pod_dir(&ctx, "b")).await);
+        assert!(plugins.staged().is_empty(), "unstaged after its last pod");
+        assert!(plugins.published().is_empty());
+        assert_eq!(
+            files
+                .read(&devices.join("pvc-1/data/vol_data.json"))
+                .expect("read"),
+            None,
+            "its data removed"
+        );
     }
 }

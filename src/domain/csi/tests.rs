@@ -295,7 +295,7 @@ mod inline_volumes {
 }
 
 mod persistent_volumes {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use super::super::volume::*;
     use crate::domain::pod::Pod;
@@ -391,6 +391,76 @@ mod persistent_volumes {
         assert_eq!(
             CsiAccessMode::of("ReadOnlyMany"),
             CsiAccessMode::MultiNodeReaderOnly
+        );
+    }
+
+    /// Upstream's csiBlockMapper: a Block volume is staged in `volumeDevices/staging`,
+    /// published as a file per pod in `volumeDevices/publish/<pv>`, its data kept once
+    /// for all pods, and given to the containers from a link in the pod's folder; no
+    /// file system, so no fsGroup walk.
+    #[test]
+    fn a_block_volume_is_staged_and_published_at_upstreams_device_paths() {
+        let root = Path::new("/var/lib/kubelet");
+        let mut block = claimed("pvc-7", &["ReadWriteOnce"]);
+        block.volume_mode = "Block".into();
+        let publish = plan_persistent(&pod(), &block, &source(), root, &n1(), &no_attach())
+            .expect("publishable");
+        let devices = "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices";
+        let stage = publish.stage.clone().expect("staged");
+        assert_eq!(
+            stage.staging_path,
+            Path::new(&format!("{devices}/staging/pvc-7"))
+        );
+        assert_eq!(
+            stage.vol_data_file,
+            Path::new(&format!("{devices}/pvc-7/data/vol_data.json"))
+        );
+        assert_eq!(
+            publish.volume_dir,
+            Path::new(&format!("{devices}/pvc-7/data"))
+        );
+        assert_eq!(
+            publish.target_path,
+            Path::new(&format!("{devices}/publish/pvc-7/u-9"))
+        );
+        assert_eq!(
+            publish.pod_device_link.as_deref(),
+            Some(Path::new(
+                "/var/lib/kubelet/pods/u-9/volumeDevices/kubernetes.io~csi/pvc-7"
+            ))
+        );
+        assert_eq!(
+            publish.owner, None,
+            "a device is not walked for the fsGroup"
+        );
+        assert_eq!(stage.vol_data, publish.vol_data, "one data file");
+        assert!(!publish.vol_data.contains_key("volumeLifecycleMode"));
+        // A driver with VOLUME_MOUNT_GROUP gets no group for a device.
+        let grouped = with_mount_group(
+            publish.clone(),
+            crate::domain::csi::NodeCapabilities {
+                volume_mount_group: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(grouped.volume_mount_group, "");
+        // Read back for the teardown from the data file and the pod's link.
+        let data = serde_json::to_vec(&publish.vol_data).expect("json");
+        let found = published_block_volume(root, "pvc-7", "u-9", &data).expect("found");
+        assert_eq!(found.volume_handle, "vol-1");
+        assert_eq!(found.target_path, publish.target_path);
+        assert_eq!(
+            BlockPaths::of(root, "pvc-7").after_unstage(),
+            [
+                PathBuf::from(format!("{devices}/staging/pvc-7")),
+                PathBuf::from(format!("{devices}/publish/pvc-7")),
+                PathBuf::from(format!("{devices}/pvc-7")),
+            ]
+        );
+        // A volume named like the shared folders removes its data folder alone.
+        assert_eq!(
+            BlockPaths::of(root, "publish").after_unstage()[2],
+            PathBuf::from(format!("{devices}/publish/data"))
         );
     }
 

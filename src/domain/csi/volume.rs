@@ -61,9 +61,11 @@ impl CsiAccessMode {
 /// has the STAGE_UNSTAGE_VOLUME capability.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiStage {
-    /// `<root-dir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`.
+    /// `<root-dir>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`, or
+    /// a Block volume's `.../csi/volumeDevices/staging/<pv>`.
     pub staging_path: PathBuf,
-    /// Its `vol_data.json` (in the staging path's folder).
+    /// Its `vol_data.json`: in the staging path's folder, or a Block volume's data folder.
+    pub vol_data_file: PathBuf,
     pub vol_data: BTreeMap<String, String>,
     /// The volume's attributes alone (the pod's identity is the publish's: a staged
     /// volume serves every pod on the node).
@@ -81,9 +83,14 @@ pub struct CsiPublish {
     pub access_mode: CsiAccessMode,
     /// A PersistentVolume's staging; `None` for an inline volume.
     pub stage: Option<CsiStage>,
-    /// The volume's folder (`vol_data.json` and `mount` in it).
+    /// The volume's folder (`vol_data.json` and `mount` in it; a Block volume's data
+    /// folder).
     pub volume_dir: PathBuf,
+    /// Where the driver publishes it: the folder `mount`, or a Block volume's file.
     pub target_path: PathBuf,
+    /// A Block volume (the driver publishes a device file): the link in the pod's folder
+    /// that its containers' devices are given from, to `target_path`.
+    pub pod_device_link: Option<PathBuf>,
     pub readonly: bool,
     pub fs_type: String,
     pub volume_context: BTreeMap<String, String>,
@@ -288,6 +295,7 @@ pub fn plan_inline(
         stage: None,
         volume_dir,
         target_path,
+        pod_device_link: None,
         readonly: source.read_only,
         fs_type,
         volume_context,
@@ -316,6 +324,62 @@ pub fn staging_path(root_dir: &Path, driver: &str, volume_handle: &str) -> PathB
         .join(driver)
         .join(sha256_hex(volume_handle))
         .join("globalmount")
+}
+
+/// Where the kubelet keeps CSI Block volumes (upstream's `GetVolumeDevicePluginDir`).
+const VOLUME_DEVICES_DIR: &str = "plugins/kubernetes.io/csi/volumeDevices";
+/// The pod's folder of links to its Block volumes' devices.
+pub const POD_VOLUME_DEVICES_DIR: &str = "volumeDevices";
+
+/// A Block PersistentVolume's places on the node, as upstream's CSI block mapper's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockPaths {
+    /// `<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv>`.
+    pub staging: PathBuf,
+    /// `.../volumeDevices/publish/<pv>`: a file per pod, named by its UID.
+    pub publish_dir: PathBuf,
+    /// `.../volumeDevices/<pv>/data`: its `vol_data.json`.
+    pub data_dir: PathBuf,
+}
+
+impl BlockPaths {
+    pub fn of(root_dir: &Path, volume_name: &str) -> BlockPaths {
+        let dir = root_dir.join(VOLUME_DEVICES_DIR);
+        BlockPaths {
+            staging: dir.join("staging").join(volume_name),
+            publish_dir: dir.join("publish").join(volume_name),
+            data_dir: dir.join(volume_name).join("data"),
+        }
+    }
+
+    /// The folders removed once the volume is unstaged: its staging and publish folders
+    /// and its own (only its data folder for a volume named `staging` or `publish`,
+    /// whose own folder is every volume's).
+    pub fn after_unstage(&self) -> [PathBuf; 3] {
+        let own = self
+            .data_dir
+            .parent()
+            .filter(|own| {
+                !own.file_name()
+                    .is_some_and(|name| name == "staging" || name == "publish")
+            })
+            .unwrap_or(&self.data_dir);
+        [
+            self.staging.clone(),
+            self.publish_dir.clone(),
+            own.to_path_buf(),
+        ]
+    }
+}
+
+/// `<root>/pods/<uid>/volumeDevices/kubernetes.io~csi`: the pod's links to its Block
+/// volumes' devices, named after the PersistentVolumes.
+pub fn pod_device_links_dir(root_dir: &Path, pod_uid: &str) -> PathBuf {
+    root_dir
+        .join("pods")
+        .join(pod_uid)
+        .join(POD_VOLUME_DEVICES_DIR)
+        .join(CSI_PLUGIN_DIR)
 }
 
 /// What the driver's CSIDriver says, defaults where there is none.
@@ -387,33 +451,58 @@ pub fn plan_persistent(
     if driver.pod_info_on_mount {
         volume_context.extend(pod_info(pod, false));
     }
-    let volume_dir = crate::domain::volumes::volume_dir(
-        root_dir,
-        &pod.metadata.uid,
-        CSI_PLUGIN_DIR,
-        volume_name,
-    );
-    let target_path = volume_dir.join(MOUNT_DIR);
-    let owner = (!read_only
+    let block = (claimed.volume_mode == crate::domain::volumes::claim::BLOCK)
+        .then(|| BlockPaths::of(root_dir, volume_name));
+    let (volume_dir, target_path) = match &block {
+        Some(paths) => (
+            paths.data_dir.clone(),
+            paths.publish_dir.join(&pod.metadata.uid),
+        ),
+        None => {
+            let dir = crate::domain::volumes::volume_dir(
+                root_dir,
+                &pod.metadata.uid,
+                CSI_PLUGIN_DIR,
+                volume_name,
+            );
+            let target = dir.join(MOUNT_DIR);
+            (dir, target)
+        }
+    };
+    // A device has no file system for the kubelet to give to the fsGroup.
+    let owner = (block.is_none()
+        && !read_only
         && kubelet_applies_fs_group(&driver.fs_group_policy, &source.fs_type, access_mode))
     .then(|| VolumeSetup::fs_group_walk(pod, target_path.clone()))
     .flatten();
     let handle = source.volume_handle.clone();
     let attachment = attachment_name(&handle, &source.driver, node_name);
-    let vol_data = BTreeMap::from([
+    let mut vol_data = BTreeMap::from([
         ("specVolID".to_owned(), volume_name.to_owned()),
         ("volumeHandle".to_owned(), handle.clone()),
         ("driverName".to_owned(), source.driver.clone()),
         ("nodeName".to_owned(), node_name.to_owned()),
-        ("volumeLifecycleMode".to_owned(), PERSISTENT.to_owned()),
         ("attachmentID".to_owned(), attachment),
     ]);
+    let (staging, stage_vol_data) = match &block {
+        // One file says what the Block volume is, for its stage and each pod's publish.
+        Some(paths) => (paths.staging.clone(), vol_data.clone()),
+        None => {
+            vol_data.insert("volumeLifecycleMode".to_owned(), PERSISTENT.to_owned());
+            let data = BTreeMap::from([
+                ("driverName".to_owned(), source.driver.clone()),
+                ("volumeHandle".to_owned(), handle.clone()),
+            ]);
+            (staging_path(root_dir, &source.driver, &handle), data)
+        }
+    };
     let stage = CsiStage {
-        staging_path: staging_path(root_dir, &source.driver, &handle),
-        vol_data: BTreeMap::from([
-            ("driverName".to_owned(), source.driver.clone()),
-            ("volumeHandle".to_owned(), handle.clone()),
-        ]),
+        vol_data_file: match &block {
+            Some(paths) => paths.data_dir.join(VOL_DATA_FILE),
+            None => staging.parent().unwrap_or(&staging).join(VOL_DATA_FILE),
+        },
+        staging_path: staging,
+        vol_data: stage_vol_data,
         volume_context: source.volume_attributes.clone(),
         secrets: source
             .node_stage_secret_ref
@@ -428,6 +517,9 @@ pub fn plan_persistent(
         access_mode,
         stage: Some(stage),
         volume_dir,
+        pod_device_link: block
+            .is_some()
+            .then(|| pod_device_links_dir(root_dir, &pod.metadata.uid).join(volume_name)),
         target_path,
         readonly: read_only,
         fs_type: source.fs_type.clone(),
@@ -453,7 +545,7 @@ pub fn with_mount_group(
     mut publish: CsiPublish,
     capabilities: super::NodeCapabilities,
 ) -> CsiPublish {
-    if capabilities.volume_mount_group {
+    if capabilities.volume_mount_group && publish.pod_device_link.is_none() {
         if let Some(group) = publish.fs_group {
             publish.volume_mount_group = group.to_string();
         }
@@ -530,5 +622,22 @@ pub fn published_volume(volume_dir: &std::path::Path, vol_data: &[u8]) -> Option
         driver,
         volume_handle,
         target_path: volume_dir.join(MOUNT_DIR),
+    })
+}
+
+/// A Block volume published for the pod `pod_uid`, found by its link in the pod's
+/// folder (named after the PersistentVolume `volume_name`) and its `vol_data.json`
+/// (`vol_data`): what its teardown needs; `None` when the data does not say which
+/// driver and volume.
+pub fn published_block_volume(
+    root_dir: &Path,
+    volume_name: &str,
+    pod_uid: &str,
+    vol_data: &[u8],
+) -> Option<PublishedVolume> {
+    let paths = BlockPaths::of(root_dir, volume_name);
+    published_volume(&paths.data_dir, vol_data).map(|v| PublishedVolume {
+        target_path: paths.publish_dir.join(pod_uid),
+        ..v
     })
 }

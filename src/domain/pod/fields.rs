@@ -331,6 +331,11 @@ const PORTS: &[Field] = &[
     honoured("protocol", "the sandbox's port mappings"),
 ];
 
+const VOLUME_DEVICES: &[Field] = &[
+    honoured("devicePath", "the CRI device's container path"),
+    honoured("name", "the claim's volume given"),
+];
+
 const VOLUME_MOUNTS: &[Field] = &[
     refused(
         "bindMountOptions[]",
@@ -430,9 +435,10 @@ const CONTAINER: &[Field] = &[
         "the termination message (File or FallbackToLogsOnError)",
     ),
     honoured("tty", "the CRI's tty"),
-    refused(
+    object(
         "volumeDevices[]",
-        "raw block devices are not given to containers",
+        "the CRI devices (a claim's Block volume from its CSI driver)",
+        VOLUME_DEVICES,
     ),
     object("volumeMounts[]", "the CRI mounts", VOLUME_MOUNTS),
     honoured("workingDir", "the container's working directory"),
@@ -481,9 +487,10 @@ const EPHEMERAL_CONTAINER: &[Field] = &[
         "the termination message (File or FallbackToLogsOnError)",
     ),
     honoured("tty", "the CRI's tty"),
-    refused(
+    object(
         "volumeDevices[]",
-        "raw block devices are not given to containers",
+        "the CRI devices (a claim's Block volume from its CSI driver)",
+        VOLUME_DEVICES,
     ),
     object("volumeMounts[]", "the CRI mounts", VOLUME_MOUNTS),
     honoured("workingDir", "the container's working directory"),

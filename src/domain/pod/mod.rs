@@ -398,6 +398,9 @@ pub struct Container {
     pub resources: ResourceRequirements,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// Raw block devices from claims of `volumeMode: Block`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volume_devices: Vec<VolumeDevice>,
     /// `None` means the default; read it through [`Container::pull_policy`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
@@ -502,6 +505,7 @@ impl Default for Container {
             ports: Vec::new(),
             resources: ResourceRequirements::default(),
             volume_mounts: Vec::new(),
+            volume_devices: Vec::new(),
             image_pull_policy: None,
             restart_policy: None,
             tty: false,
@@ -597,6 +601,14 @@ pub struct ResourceRequirements {
     pub limits: BTreeMap<String, Quantity>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub requests: BTreeMap<String, Quantity>,
+}
+
+/// A claim's block volume given to a container as a device node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeDevice {
+    pub name: String,
+    pub device_path: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,6 +64,10 @@ pub struct SecretReference {
     pub name: String,
 }
 
+/// `volumeMode` values: a file system mounted, or a raw block device.
+pub const FILESYSTEM: &str = "Filesystem";
+pub const BLOCK: &str = "Block";
+
 /// What the kubelet reads of a PersistentVolume.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PersistentVolumeData {
@@ -104,8 +108,14 @@ pub enum ClaimError {
         found: String,
         claim: String,
     },
-    #[error("volume {volume} has volumeMode {mode}, but is specified in volumeMounts")]
-    BlockMounted { volume: String, mode: String },
+    /// A Block volume in `volumeMounts` or a Filesystem one in `volumeDevices`
+    /// (upstream's `checkVolumeModeMismatches`).
+    #[error("volume {volume} has volumeMode {mode}, but is specified in {used_in}")]
+    ModeMismatch {
+        volume: String,
+        mode: String,
+        used_in: &'static str,
+    },
     #[error("PVC {claim} was not created for pod {pod} (pod is not owner)")]
     NotForPod { claim: String, pod: String },
 }
@@ -254,20 +264,27 @@ fn resolve(
         Some(_) => {}
     }
     let mode = if pv.volume_mode.is_empty() {
-        "Filesystem"
+        FILESYSTEM
     } else {
         pv.volume_mode.as_str()
     };
-    let mounted = pod
-        .spec
-        .all_containers()
+    let containers = || pod.spec.all_containers();
+    let mounted = containers()
         .flat_map(|c| &c.volume_mounts)
         .any(|m| m.name == volume.name);
-    if mounted && mode != "Filesystem" {
-        return Err(ClaimError::BlockMounted {
-            volume: volume.name.clone(),
-            mode: mode.to_owned(),
-        });
+    let device = containers()
+        .flat_map(|c| &c.volume_devices)
+        .any(|d| d.name == volume.name);
+    let mismatch = |used_in| ClaimError::ModeMismatch {
+        volume: volume.name.clone(),
+        mode: mode.to_owned(),
+        used_in,
+    };
+    if mounted && mode != FILESYSTEM {
+        return Err(mismatch("volumeMounts"));
+    }
+    if device && mode != BLOCK {
+        return Err(mismatch("volumeDevices"));
     }
     Ok(ClaimedVolume {
         volume_name: name.clone(),

@@ -155,6 +155,28 @@ pub fn volume_source_path(
     Some((dir, false))
 }
 
+/// The link a container's device of `volume` is given from (a claim's Block volume,
+/// which its CSI driver publishes), and whether it is read-only; `None` when the volume
+/// gives no device.
+pub fn volume_device_source(
+    root_dir: &Path,
+    pod: &crate::domain::pod::Pod,
+    volume: &Volume,
+    objects: &PodObjects,
+) -> Option<(PathBuf, bool)> {
+    let claimed = claim::resolve_claim(pod, volume, objects)?.ok()?;
+    let claim::PersistentVolumeSource::Csi(source) = &claimed.source else {
+        return None;
+    };
+    (claimed.volume_mode == claim::BLOCK).then(|| {
+        (
+            crate::domain::csi::volume::pod_device_links_dir(root_dir, &pod.metadata.uid)
+                .join(&claimed.volume_name),
+            claimed.read_only || source.read_only,
+        )
+    })
+}
+
 /// A ConfigMap's content: `data` (text) and `binaryData`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigMapData {

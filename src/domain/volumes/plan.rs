@@ -147,6 +147,10 @@ pub enum VolumeErrorKind {
     },
     #[error("no matching NodeSelectorTerms")]
     NodeAffinity,
+    /// A Block PersistentVolume of a plugin other than CSI (upstream maps a `local` one
+    /// too).
+    #[error("volumeMode Block is given to containers only from a CSI driver's volume by rkubelet (this PersistentVolume is {plugin})")]
+    BlockNotFromCsi { plugin: &'static str },
     /// A PersistentVolume with `mountOptions` that its plugin does not mount with:
     /// upstream's refusal for hostPath; a local volume's folder is given to the
     /// container as it is, where upstream bind-mounts it with them first.
@@ -347,14 +351,18 @@ fn action(
     }
 }
 
-/// The volumes named in the pod's containers' mounts, sorted (upstream's
+/// The volumes named in the pod's containers' mounts and devices, sorted (upstream's
 /// `getExpectedVolumes`, a set).
 fn expected_volumes(pod: &Pod) -> Vec<String> {
     let names: std::collections::BTreeSet<&str> = pod
         .spec
         .all_containers()
-        .flat_map(|c| &c.volume_mounts)
-        .map(|m| m.name.as_str())
+        .flat_map(|c| {
+            c.volume_mounts
+                .iter()
+                .map(|m| m.name.as_str())
+                .chain(c.volume_devices.iter().map(|d| d.name.as_str()))
+        })
         .collect();
     names.into_iter().map(str::to_owned).collect()
 }
@@ -381,6 +389,20 @@ fn claimed_action(
     })?;
     if !claimed.fits_node(&facts.node_name, &facts.node_labels) {
         return Err(VolumeErrorKind::NodeAffinity);
+    }
+    if claimed.volume_mode == crate::domain::volumes::claim::BLOCK {
+        let plugin = match &claimed.source {
+            PersistentVolumeSource::HostPath { .. } => Some("hostPath"),
+            PersistentVolumeSource::Local { .. } => Some("local"),
+            PersistentVolumeSource::Csi(_) | PersistentVolumeSource::Other(_) => None,
+        };
+        if let Some(plugin) = plugin {
+            return Err(VolumeErrorKind::BlockNotFromCsi { plugin });
+        }
+        // A device is not mounted: there is nothing to give the options to.
+        if !claimed.mount_options.is_empty() {
+            return Err(VolumeErrorKind::MountOptions { local: false });
+        }
     }
     if !claimed.mount_options.is_empty() {
         match &claimed.source {

@@ -802,6 +802,98 @@ mod claims {
         }
     }
 
+    /// The pod of [`claim_pod`] with the claim's volume as a device of its container.
+    fn device_pod(read_only: bool) -> Pod {
+        let mut json = serde_json::to_value(claim_pod(read_only, Some(2000))).expect("json");
+        json["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([]);
+        json["spec"]["containers"][0]["volumeDevices"] =
+            serde_json::json!([{"name": "data", "devicePath": "/dev/xvda"}]);
+        pod(json)
+    }
+
+    /// Upstream's `checkVolumeModeMismatches` and `makeBlockVolumes`: a device needs a
+    /// Block volume (rkubelet's from a CSI driver), given to the container from the
+    /// link in the pod's folder, `r` when the claim is read-only.
+    #[test]
+    fn a_block_claim_is_a_device_of_its_container_and_a_filesystem_one_is_refused() {
+        let prefix = "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC ns/db: ";
+        let p = device_pod(false);
+        let csi = |mode: &str| {
+            Fetched::Found(PersistentVolumeData {
+                volume_mode: mode.into(),
+                ..volume(PersistentVolumeSource::Csi(Box::new(
+                    crate::domain::volumes::claim::CsiPersistentSource {
+                        driver: "hostpath.csi.k8s.io".into(),
+                        volume_handle: "h1".into(),
+                        ..Default::default()
+                    },
+                )))
+            })
+        };
+        let filesystem = objects(Fetched::Found(bound("Bound")), Some(csi("")));
+        assert_eq!(
+            plan_of(&p, &filesystem, &facts()),
+            Err(format!(
+                "{prefix}volume data has volumeMode Filesystem, but is specified in volumeDevices"
+            ))
+        );
+        let local_block = objects(
+            Fetched::Found(bound("Bound")),
+            Some(Fetched::Found(PersistentVolumeData {
+                volume_mode: "Block".into(),
+                ..volume(PersistentVolumeSource::Local {
+                    path: "/dev/sdb".into(),
+                })
+            })),
+        );
+        assert_eq!(
+            plan_of(&p, &local_block, &facts()),
+            Err("MountVolume.SetUp failed for volume \"pv1\" : volumeMode Block is given to containers only from a CSI driver's volume by rkubelet (this PersistentVolume is local)".to_owned())
+        );
+        let mut block = objects(Fetched::Found(bound("Bound")), Some(csi("Block")));
+        block.csi_drivers.insert(
+            "hostpath.csi.k8s.io".into(),
+            Fetched::Found(crate::domain::csi::volume::CsiDriverData::default()),
+        );
+        let Ok(VolumeAction::Csi(publish)) = plan_of(&p, &block, &facts()) else {
+            panic!(
+                "published by its driver: {:?}",
+                plan_of(&p, &block, &facts())
+            );
+        };
+        let link = "/var/lib/kubelet/pods/u1/volumeDevices/kubernetes.io~csi/pv1";
+        assert_eq!(publish.pod_device_link.as_deref(), Some(Path::new(link)));
+        let devices = |p: &Pod| {
+            let inputs = crate::domain::volumes::PodInputs {
+                objects: block.clone(),
+                ..Default::default()
+            };
+            crate::domain::kuberuntime::requests::container_config_and_skipped_env(
+                &ctx(),
+                p,
+                &p.spec.containers[0],
+                0,
+                0,
+                &inputs,
+            )
+            .map(|(config, _)| config.devices)
+        };
+        let device = |permissions: &str| crate::domain::devices::DeviceSpec {
+            container_path: "/dev/xvda".into(),
+            host_path: link.into(),
+            permissions: permissions.into(),
+        };
+        assert_eq!(devices(&p), Ok(vec![device("mrw")]));
+        assert_eq!(devices(&device_pod(true)), Ok(vec![device("r")]));
+        // A device of a volume that gives none: upstream's container error.
+        let mut json = serde_json::to_value(&p).expect("json");
+        json["spec"]["volumes"] = serde_json::json!([{"name": "data", "emptyDir": {}}]);
+        assert_eq!(
+            devices(&pod(json)).map_err(|e| e.to_string()),
+            Err("cannot find volume \"data\" to pass into container \"c\"".to_owned())
+        );
+    }
+
     #[test]
     fn a_local_volume_checks_node_affinity_and_takes_the_fs_group() {
         let affinity: crate::domain::pod::NodeSelector = serde_json::from_value(serde_json::json!(

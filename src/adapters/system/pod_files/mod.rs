@@ -447,6 +447,10 @@ impl PodFiles for SystemPodFiles {
         folders::remove_file(path)
     }
 
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), PodFilesError> {
+        folders::symlink(target, link)
+    }
+
     fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError> {
         folders::remove_dir_all(dir)
     }

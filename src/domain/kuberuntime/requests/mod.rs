@@ -262,6 +262,9 @@ pub enum RequestError {
         mount_path: String,
         volume: String,
     },
+    /// A `volumeDevices` entry whose volume gives no device; upstream's message.
+    #[error("cannot find volume {volume:?} to pass into container {container:?}")]
+    NoBlockVolume { volume: String, container: String },
     /// An environment reference cannot be resolved; upstream's message.
     #[error(transparent)]
     Env(#[from] crate::domain::volumes::env::EnvError),
@@ -709,7 +712,7 @@ pub fn container_config_and_skipped_env(
         stdin_once: container.stdin_once,
         tty: container.tty,
         envs,
-        devices: Vec::new(),
+        devices: block_devices(ctx, pod, container, &inputs.objects)?,
     };
     Ok((config, environment.skipped))
 }
@@ -876,6 +879,45 @@ fn mounts(
                 readonly: vm.read_only || must_mount_read_only || claim_read_only,
                 sub_path,
                 propagation: MountPropagation::of(vm.mount_propagation.as_deref()),
+            })
+        })
+        .collect()
+}
+
+/// The container's `volumeDevices` as CRI devices (upstream's `makeBlockVolumes`): each
+/// from the link in the pod's folder to its Block volume's device, read-only (`r`) when
+/// the claim is, else `mrw`.
+fn block_devices(
+    ctx: &RequestContext,
+    pod: &Pod,
+    container: &Container,
+    objects: &crate::domain::volumes::PodObjects,
+) -> Result<Vec<crate::domain::devices::DeviceSpec>, RequestError> {
+    container
+        .volume_devices
+        .iter()
+        .map(|device| {
+            let source = pod
+                .spec
+                .volumes
+                .iter()
+                .find(|v| v.name == device.name)
+                .and_then(|volume| {
+                    crate::domain::volumes::volume_device_source(
+                        &ctx.root_dir,
+                        pod,
+                        volume,
+                        objects,
+                    )
+                });
+            let (link, read_only) = source.ok_or_else(|| RequestError::NoBlockVolume {
+                volume: device.name.clone(),
+                container: container.name.clone(),
+            })?;
+            Ok(crate::domain::devices::DeviceSpec {
+                container_path: device.device_path.clone(),
+                host_path: link.display().to_string(),
+                permissions: if read_only { "r" } else { "mrw" }.to_owned(),
             })
         })
         .collect()

@@ -57,7 +57,7 @@ fn each_refused_field_is_named_with_its_indexes() {
     let spec = &mut pod["spec"];
     spec["hostnameOverride"] = json!("other");
     spec["ephemeralContainers"] = json!([{"name": "debugger", "image": "busybox",
-        "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}]}]);
+        "volumeMounts": [{"name": "disk", "mountPath": "/disk", "recursiveReadOnly": "Enabled"}]}]);
     spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("Enabled");
     spec["containers"][0]["lifecycle"] = json!({"stopSignal": "SIGUSR1"});
     assert_eq!(
@@ -65,7 +65,7 @@ fn each_refused_field_is_named_with_its_indexes() {
         [
             "spec.containers[0].lifecycle.stopSignal",
             "spec.containers[0].volumeMounts[0].recursiveReadOnly",
-            "spec.ephemeralContainers[0].volumeDevices",
+            "spec.ephemeralContainers[0].volumeMounts[0].recursiveReadOnly",
             "spec.hostnameOverride",
         ]
     );

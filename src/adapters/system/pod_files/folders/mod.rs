@@ -325,6 +325,15 @@ pub(super) fn remove_file(path: &Path) -> Result<(), PodFilesError> {
     }
 }
 
+pub(super) fn symlink(target: &Path, link: &Path) -> Result<(), PodFilesError> {
+    match std::fs::read_link(link) {
+        Ok(existing) if existing == target => return Ok(()),
+        Ok(_) => remove_file(link)?,
+        Err(_) => {}
+    }
+    std::os::unix::fs::symlink(target, link).map_err(io_at("link", link))
+}
+
 pub(super) fn remove_dir_all(dir: &Path) -> Result<(), PodFilesError> {
     // std's removal opens each folder relative to its parent and follows no link.
     match std::fs::remove_dir_all(dir) {
