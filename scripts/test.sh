@@ -107,6 +107,33 @@ export RKUBELET_FUZZ_CASES="${RKUBELET_FUZZ_CASES:-500}"
 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
     --run-ignored all --all-targets -E 'not kind(bench)'
 took "lints and tests"
+
+echo "== the real-peer modules on containerd 2.3"
+# The suite above runs on containerd 1.6.20 (Debian's); each real-peer module runs at
+# least once more on containerd 2.3.4 (the peers' `containerd2`, a version-3
+# configuration: scripts/test-env/containerd-up.sh with RKUBELET_CONTAINERD=2.3), from
+# the same build. One test a module, the one that leans most on the runtime
+# (docs/testing.md lists them).
+on_containerd_2=(
+    'pods_containerd::static_pod_runs_and_logs'
+    'probes_containerd::probes_and_hooks_on_containerd'
+    'security_containerd::refusals_read_as_upstreams'
+    'cgroups_containerd::the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs'
+    'cgroups_containerd::a_driver_that_differs_from_the_runtimes_or_a_missing_root_refuses_to_start'
+    'eviction_containerd::image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_in_use'
+    'kubelet_api::container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations'
+    'api_pods::pods_with_fields_rkubelet_cannot_honour_are_refused_by_name'
+    'volumes_in_pods::a_workload_sees_its_token_config_secret_downward_api_and_env'
+    'faults::containerd_killed_and_restarted_under_30_pods'
+    'live_swap::a_node_swaps_kubelets_both_ways_without_restarting_a_container'
+    'upstream_compare::rkubelet_sends_the_cri_requests_upstream_v1_26_sends'
+    'cri_containerd::daemon_starts_on_containerd'
+    'mount_propagation::mounts_reach_the_containers_and_the_host_as_their_propagation_says'
+)
+filter=$(printf ' | test(=%s)' "${on_containerd_2[@]}")
+RKUBELET_CONTAINERD=2.3 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked \
+    --profile ci --run-ignored all --test integration -E "${filter# | }"
+took "the real-peer modules on containerd 2.3"
 finished "$bench_build" bench-build
 trap - EXIT
 took "the rest of the benchmarks' optimized build"

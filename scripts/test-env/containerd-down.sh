@@ -70,7 +70,7 @@ for id in "${IDS[@]}"; do [ -d "$RUNC_ROOT/$id" ] && echo "$id"; done \
 shims=()
 for d in /proc/[0-9]*; do
     read -r comm < "$d/comm" 2>/dev/null || continue
-    case "$comm" in containerd-shim*) ;; *) continue ;; esac
+    case "$comm" in containerd-shim*|containerd2-shi*) ;; *) continue ;; esac
     args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
     # exact argument match on our socket path, never a substring
     if printf '%s\n' "$args" | grep -qxF -- "$SOCK"; then shims+=("${d#/proc/}"); fi

@@ -8,9 +8,13 @@
 # Env:   RKUBELET_CNI_SUBNET   override the derived pod subnet (a /22 in 10.64.0.0/10 by default)
 #        RKUBELET_IMAGE_CACHE  image tarball cache (see build-images.sh)
 #        CONTAINERD_LOG_LEVEL  containerd log level (default info)
+#        RKUBELET_CONTAINERD   1.6 (default: Debian's containerd 1.6.20 on PATH) or 2.3 (the
+#                              peers' containerd 2.3.4, `containerd2` and its shim, found by
+#                              kube-bins.sh; its configuration is version 3)
 # Prints the path of $BASE/env, a file to source:
 #   CRI_ENDPOINT=unix://$BASE/containerd.sock, CONTAINERD_ADDRESS, RKUBELET_CONTAINERD_BASE,
 #   RKUBELET_POD_LOG_ROOT, RKUBELET_CNI_BRIDGE, RKUBELET_CNI_SUBNET, PAUSE_IMAGE, BUSYBOX_IMAGE,
+#   RKUBELET_CONTAINERD_VERSION (1.6 or 2.3),
 #   RKUBELET_CGROUP_ROOT: a cgroup made for this instance in every hierarchy, for rkubelet's
 #   --cgroup-root (so parallel kubelets never share /kubepods); removed by containerd-down.sh
 #
@@ -30,6 +34,19 @@ BUSYBOX_IMAGE=docker.io/library/busybox:1.36
 for b in containerd containerd-shim-runc-v2 ctr runc iptables ip gcc; do
     command -v "$b" >/dev/null || { echo "containerd-up.sh: $b missing; run install-deps.sh" >&2; exit 1; }
 done
+VERSION=${RKUBELET_CONTAINERD:-1.6}
+case "$VERSION" in
+    1.6) CONTAINERD_BIN=$(command -v containerd) ;;
+    2.3)
+        KB=$("$HERE/kube-bins.sh") || { echo "containerd-up.sh: containerd 2.3 is among the peers' binaries (kube-bins.sh failed)" >&2; exit 1; }
+        CONTAINERD_BIN=$KB/containerd2
+        SHIM=$KB/containerd2-shim-runc-v2
+        for b in "$CONTAINERD_BIN" "$SHIM"; do
+            [ -x "$b" ] || { echo "containerd-up.sh: $b missing (../shared/peers/bin/$(basename "$b").zst)" >&2; exit 1; }
+        done
+        ;;
+    *) echo "containerd-up.sh: RKUBELET_CONTAINERD=$VERSION: expected 1.6 or 2.3" >&2; exit 1 ;;
+esac
 
 mkdir -p "$BASE"
 BASE=$(cd "$BASE" && pwd -P)
@@ -76,6 +93,83 @@ EOT
 
 mkdir -p "$BASE"/{root,state,runc,opt,logs,cni/net.d,cni/ipam}
 
+if [ "$VERSION" = 2.3 ]; then
+cat > "$BASE/config.toml" <<EOT
+version = 3
+root = "$BASE/root"
+state = "$BASE/state"
+oom_score = 0
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp",
+]
+
+[grpc]
+  address = "$SOCK"
+
+[ttrpc]
+  address = "$SOCK.ttrpc"
+
+[debug]
+  address = ""
+  level = "${CONTAINERD_LOG_LEVEL:-info}"
+
+[metrics]
+  address = ""
+
+# The same settings as 1.6's below, where version 3 moved them: images and runtime
+# plugins of their own; the stream server stays with the CRI service. Each runtime names
+# its shim (runtime_path), or 2.3 would take 1.6's from PATH.
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$BASE/opt"
+
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+    [plugins."io.containerd.cri.v1.images".registry]
+      config_path = ""
+
+  [plugins."io.containerd.cri.v1.runtime"]
+    enable_selinux = false
+    disable_apparmor = true
+    disable_hugetlb_controller = true
+    tolerate_missing_hugetlb_controller = true
+    netns_mounts_under_state_dir = true
+    restrict_oom_score_adj = true
+
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        runtime_path = "$SHIM"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = "$(command -v runc)"
+          Root = "$BASE/runc"
+          SystemdCgroup = false
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.rkubelet-alt]
+        runtime_type = "io.containerd.runc.v2"
+        runtime_path = "$SHIM"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.rkubelet-alt.options]
+          BinaryName = "$(command -v runc)"
+          Root = "$BASE/runc"
+          SystemdCgroup = false
+
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$BASE/cni/net.d"
+      max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri"]
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+EOT
+else
 cat > "$BASE/config.toml" <<EOT
 version = 2
 root = "$BASE/root"
@@ -148,6 +242,7 @@ disabled_plugins = [
     [plugins."io.containerd.grpc.v1.cri".registry]
       config_path = ""
 EOT
+fi
 
 # CNI: written as a fresh file (containerd ignores a file renamed into the directory).
 # containerd adds the loopback network by itself.
@@ -179,7 +274,7 @@ EOT
 t0=$(date +%s%N)
 # setsid: own session, so the caller's terminal/job control signals do not reach it
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    setsid containerd --config "$BASE/config.toml" >>"$BASE/containerd.log" 2>&1 </dev/null &
+    setsid "$CONTAINERD_BIN" --config "$BASE/config.toml" >>"$BASE/containerd.log" 2>&1 </dev/null &
 echo $! > "$PIDFILE"
 for _ in $(seq 1 300); do
     ctr --address "$SOCK" version >/dev/null 2>&1 && break
@@ -222,7 +317,8 @@ export RKUBELET_CNI_SUBNET=$SUBNET
 export PAUSE_IMAGE=$PAUSE_IMAGE
 export BUSYBOX_IMAGE=$BUSYBOX_IMAGE
 export RKUBELET_CGROUP_ROOT=$CGROOT
+export RKUBELET_CONTAINERD_VERSION=$VERSION
 EOT
-echo "containerd-up.sh: pid $(cat "$PIDFILE"), socket $SOCK, bridge $BRIDGE, subnet $SUBNET" \
+echo "containerd-up.sh: containerd $VERSION, pid $(cat "$PIDFILE"), socket $SOCK, bridge $BRIDGE, subnet $SUBNET" \
      "(containerd $(( (t1 - t0) / 1000000 )) ms, images $(( (t2 - t1) / 1000000 )) ms)" >&2
 echo "$BASE/env"

@@ -245,9 +245,29 @@ async fn a_driver_that_differs_from_the_runtimes_or_a_missing_root_refuses_to_st
         ),
         "{stderr}"
     );
-    assert!(
-        stderr.contains("using the configured cgroup driver"),
-        "{stderr}"
-    );
+    // containerd 2.x tells its cgroup driver (RuntimeConfig); 1.6 does not, so the
+    // configured one is used.
+    let driver_line = if node.ctrd.var("RKUBELET_CONTAINERD_VERSION") == "2.3" {
+        "the container runtime uses the same cgroup driver"
+    } else {
+        "using the configured cgroup driver"
+    };
+    assert!(stderr.contains(driver_line), "{stderr}");
     assert!(!exists_anywhere("/rkubelet-no-such-root"));
+    if node.ctrd.var("RKUBELET_CONTAINERD_VERSION") == "2.3" {
+        // The runtime's driver (cgroupfs here) against another configured: refused.
+        let mut mismatched = args.clone();
+        mismatched.retain(|a| !a.starts_with("--cgroup-root"));
+        mismatched.push("--cgroup-driver=systemd".into());
+        let out = std::process::Command::new(common::BIN)
+            .args(&mismatched)
+            .output()
+            .expect("rkubelet runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("misconfiguration: kubelet cgroup driver: \"systemd\" is different from the container runtime's cgroup driver: \"cgroupfs\""),
+            "{stderr}"
+        );
+    }
 }

@@ -86,6 +86,11 @@ const VOLATILE: &[&str] = &[
     ".status.annotations.kubernetes.io/config.seen",
     ".info.config.annotations.kubernetes.io/config.seen",
     ".info.runtimeSpec.annotations.io.kubernetes.cri.sandbox-id",
+    // containerd 2.x's sandbox info: the same facts under `sandboxMetadata.Metadata`.
+    ".info.sandboxMetadata.Metadata.CNIResult",
+    ".info.sandboxMetadata.Metadata.IP",
+    ".info.sandboxMetadata.Metadata.NetNSPath",
+    ".info.sandboxMetadata.Metadata.Config.annotations.kubernetes.io/config.seen",
 ];
 
 fn fixtures() -> PathBuf {

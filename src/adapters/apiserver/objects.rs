@@ -345,6 +345,7 @@ fn persistent_volume_data(
             volume_attributes: c.volume_attributes.clone().unwrap_or_default(),
             node_stage_secret_ref: reference(&c.node_stage_secret_ref),
             node_publish_secret_ref: reference(&c.node_publish_secret_ref),
+            node_expand_secret_ref: reference(&c.node_expand_secret_ref),
         }))
     } else {
         // The spec's one source is the field set besides the common ones.

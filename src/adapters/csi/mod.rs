@@ -237,7 +237,13 @@ impl CsiPlugins for SocketCsiPlugins {
                 }),
                 staging_target_path: staging.map(|p| p.display().to_string()).unwrap_or_default(),
                 volume_capability: Some(capability(volume)),
-                secrets: Default::default(),
+                // The volume manager expands only once the Secret is read.
+                secrets: volume
+                    .expand_secrets
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
             })
             .await
             .map_err(call_error(endpoint, "NodeExpandVolume"))?;

@@ -980,6 +980,7 @@ impl VolumeManager {
     /// `legacyCallNodeExpandOnPlugin`; the message of the step that failed.
     async fn expand(&self, publish: &CsiPublish, expansion: &NodeExpansion) -> Result<(), String> {
         let (driver, plugins) = self.driver(&publish.driver)?;
+        publish.expand_secrets.as_ref().map_err(Clone::clone)?;
         let expanded = plugins
             .node_expand(
                 Path::new(&driver.endpoint),

@@ -560,6 +560,31 @@ mod persistent_volumes {
             stage.secrets,
             Err("fetching NodeStageSecretRef storage/stage-creds failed: kubernetes.io/csi: failed to find the secret stage-creds in the namespace storage with error: the server is down".to_owned())
         );
+        // The expansion's Secret (upstream's csi_expander, `nodeExpandSecretRef`).
+        let expand_ref = SecretReference {
+            namespace: "storage".into(),
+            name: "expand-creds".into(),
+        };
+        let mut expanding = with_secrets.clone();
+        expanding.node_expand_secret_ref = Some(expand_ref.clone());
+        let expand_plan = |o: &PodObjects| {
+            plan_persistent(&pod(), &volume, &expanding, root, &n1(), o)
+                .expect("planned")
+                .expand_secrets
+        };
+        assert_eq!(
+            expand_plan(&objects),
+            Err("expander.NodeExpand failed to get NodeExpandSecretRef storage/expand-creds: kubernetes.io/csi: failed to find the secret expand-creds in the namespace storage with error: secrets \"expand-creds\" not found".to_owned())
+        );
+        objects
+            .volume_secrets
+            .insert(expand_ref, secret("expand-key"));
+        assert_eq!(
+            expand_plan(&objects),
+            Ok([("expand-key".to_owned(), "s3cr3t".to_owned())]
+                .into_iter()
+                .collect())
+        );
     }
 
     /// Upstream's csi_attacher: the VolumeAttachment `csi-<sha256(handle driver node)>`,

@@ -97,6 +97,9 @@ pub struct CsiPublish {
     /// The credentials for `NodePublishVolume`, or upstream's message when the Secret
     /// cannot be read (a PersistentVolume is staged first, as upstream's).
     pub secrets: Result<BTreeMap<String, String>, String>,
+    /// The credentials for `NodeExpandVolume` (`nodeExpandSecretRef`), or upstream's
+    /// message when the Secret cannot be read.
+    pub expand_secrets: Result<BTreeMap<String, String>, String>,
     /// The PersistentVolume's `mountOptions`, as the driver's mount flags.
     pub mount_flags: Vec<String>,
     /// The pod's `fsGroup`, which a driver with VOLUME_MOUNT_GROUP applies itself.
@@ -300,6 +303,7 @@ pub fn plan_inline(
         fs_type,
         volume_context,
         secrets: Ok(secrets),
+        expand_secrets: Ok(BTreeMap::new()),
         mount_flags: Vec::new(),
         fs_group: pod_fs_group(pod),
         volume_mount_group: String::new(),
@@ -440,12 +444,13 @@ pub fn plan_persistent(
         Some(needed) => attached(volume_name, source, &needed, facts, objects)?,
         None => BTreeMap::new(),
     };
-    let secrets = source
-        .node_publish_secret_ref
-        .as_ref()
-        .map_or(Ok(BTreeMap::new()), |reference| {
-            credentials("NodePublishSecretRef", reference, objects)
-        });
+    let secrets_of = |field: &str, reference: &Option<SecretReference>| {
+        reference
+            .as_ref()
+            .map_or(Ok(BTreeMap::new()), |r| credentials(field, r, objects))
+    };
+    let secrets = secrets_of("NodePublishSecretRef", &source.node_publish_secret_ref);
+    let expand_secrets = secrets_of("NodeExpandSecretRef", &source.node_expand_secret_ref);
     let access_mode = CsiAccessMode::of(claimed.access_modes.first().map_or("", String::as_str));
     let mut volume_context = source.volume_attributes.clone();
     if driver.pod_info_on_mount {
@@ -504,12 +509,7 @@ pub fn plan_persistent(
         staging_path: staging,
         vol_data: stage_vol_data,
         volume_context: source.volume_attributes.clone(),
-        secrets: source
-            .node_stage_secret_ref
-            .as_ref()
-            .map_or(Ok(BTreeMap::new()), |reference| {
-                credentials("NodeStageSecretRef", reference, objects)
-            }),
+        secrets: secrets_of("NodeStageSecretRef", &source.node_stage_secret_ref),
     };
     Ok(CsiPublish {
         driver: source.driver.clone(),
@@ -525,6 +525,7 @@ pub fn plan_persistent(
         fs_type: source.fs_type.clone(),
         volume_context,
         secrets,
+        expand_secrets,
         mount_flags: claimed.mount_options.clone(),
         fs_group: pod_fs_group(pod),
         volume_mount_group: String::new(),
@@ -571,8 +572,13 @@ fn credentials(
     objects: &PodObjects,
 ) -> Result<BTreeMap<String, String>, String> {
     let SecretReference { namespace, name } = reference;
+    let context = if field == "NodeExpandSecretRef" {
+        format!("expander.NodeExpand failed to get {field} {namespace}/{name}:")
+    } else {
+        format!("fetching {field} {namespace}/{name} failed:")
+    };
     let failed = |reason: &str| {
-        format!("fetching {field} {namespace}/{name} failed: kubernetes.io/csi: failed to find the secret {name} in the namespace {namespace} with error: {reason}")
+        format!("{context} kubernetes.io/csi: failed to find the secret {name} in the namespace {namespace} with error: {reason}")
     };
     match objects.volume_secrets.get(reference) {
         Some(Fetched::Found(secret)) => Ok(secret_strings(secret)),

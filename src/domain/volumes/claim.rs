@@ -51,10 +51,11 @@ pub struct CsiPersistentSource {
     pub fs_type: String,
     pub read_only: bool,
     pub volume_attributes: BTreeMap<String, String>,
-    /// The Secrets given to the driver's `NodeStageVolume` and `NodePublishVolume`
-    /// (the controller's and the expansion's are not the kubelet's to read).
+    /// The Secrets given to the driver's `NodeStageVolume`, `NodePublishVolume` and
+    /// `NodeExpandVolume` (the controller's are not the kubelet's to read).
     pub node_stage_secret_ref: Option<SecretReference>,
     pub node_publish_secret_ref: Option<SecretReference>,
+    pub node_expand_secret_ref: Option<SecretReference>,
 }
 
 /// A PersistentVolume's reference to a Secret, in any namespace.
@@ -354,7 +355,11 @@ pub fn volume_secret_refs(objects: &PodObjects) -> std::collections::BTreeSet<Se
             Fetched::Found(PersistentVolumeData {
                 source: PersistentVolumeSource::Csi(c),
                 ..
-            }) => Some([&c.node_stage_secret_ref, &c.node_publish_secret_ref]),
+            }) => Some([
+                &c.node_stage_secret_ref,
+                &c.node_publish_secret_ref,
+                &c.node_expand_secret_ref,
+            ]),
             _ => None,
         })
         .flatten()
