@@ -19,9 +19,8 @@
 //! test runs the driver's node side as a pod, under a StatefulSet and a SIGKILL of
 //! rkubelet. Missing peers fail the tests.
 
-use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -31,44 +30,11 @@ use crate::common::free_port;
 use crate::common::kubelet_api::{host_ip, proxy, text};
 use crate::common::mounts::{mounts_below, TempRoot};
 use crate::common::node::{Node, NODE};
+use crate::common::peer::Peer;
 use crate::common::upstream::kube_bins;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
 const TOPOLOGY_KEY: &str = "topology.hostpath.csi/node";
-
-/// A host process whose output goes to `log`, stopped (SIGTERM, then waited for) on drop.
-struct Peer(Child);
-
-impl Peer {
-    fn start(binary: &Path, args: &[String], log: &Path) -> Peer {
-        let out = File::create(log).expect("peer log");
-        let err = out.try_clone().expect("peer log");
-        let child = Command::new(binary)
-            .args(args)
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .unwrap_or_else(|e| panic!("{} does not start: {e}", binary.display()));
-        Peer(child)
-    }
-
-    /// SIGTERM, as a pod's container is stopped, and the wait for its exit.
-    fn stop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-        }
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// Waits up to a minute for pod `name` to run; the failure names its events.
 fn running(cluster: &crate::common::cluster::Cluster, name: &str) {

@@ -17,7 +17,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use hyper_util::rt::TokioIo;
 use rkubelet::adapters::device_plugins::wire::podresources as pr;
@@ -27,6 +27,7 @@ use tonic::transport::{Endpoint, Uri};
 use crate::common::api_pods::{events_of, eventually, phase};
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE};
+use crate::common::peer::Peer;
 use crate::common::upstream::kube_bins;
 
 const RESOURCE: &str = "example.com/resource";
@@ -34,55 +35,34 @@ const DEVICES: [&str; 2] = ["Dev-1", "Dev-2"];
 
 /// The sample plugin in its own mount namespace (see the module documentation), stopped
 /// (SIGTERM, then waited for) on drop.
-struct SamplePlugin(Child);
-
-impl SamplePlugin {
-    fn start(binary: &Path, plugins_dir: &Path, log: &Path) -> SamplePlugin {
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("plugin log");
-        let err = out.try_clone().expect("plugin log");
-        // A tmpfs over /var/lib in the namespace holds the folder it dials.
-        let script =
-            "mount -t tmpfs rkubelet-dp /var/lib && mkdir -p /var/lib/kubelet/device-plugins \
+fn start_sample_plugin(binary: &Path, plugins_dir: &Path, log: &Path) -> Peer {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("plugin log");
+    // A tmpfs over /var/lib in the namespace holds the folder it dials.
+    let script = "mount -t tmpfs rkubelet-dp /var/lib && mkdir -p /var/lib/kubelet/device-plugins \
                       && mount --bind \"$1\" /var/lib/kubelet/device-plugins && exec \"$2\"";
-        let child = Command::new("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                script,
-                "sh",
-            ])
-            .arg(plugins_dir)
-            .arg(binary)
-            .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins")
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .unwrap_or_else(|e| panic!("unshare (util-linux) does not start the plugin: {e}"));
-        SamplePlugin(child)
-    }
-
-    fn stop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-        }
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for SamplePlugin {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    let mut command = Command::new("unshare");
+    command
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(plugins_dir)
+        .arg(binary)
+        .env("PLUGIN_SOCK_DIR", "/var/lib/kubelet/device-plugins");
+    Peer::spawn(
+        &mut command,
+        out,
+        "unshare (util-linux) with the sample plugin",
+    )
 }
 
 /// The plugin's log (every run appended), printed when the test fails.
@@ -273,7 +253,7 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     );
     let log = node.root.join("sample-device-plugin.log");
     let _log = PluginLog(log.clone());
-    let mut plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+    let mut plugin = start_sample_plugin(&plugin_binary, &plugins_dir, &log);
 
     // Registered: capacity and allocatable 2 (upstream: "Waiting for devices to become
     // available on the local node").
@@ -351,7 +331,7 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     // The plugin restarts (upstream: "Keeps device plugin assignments after the device
     // plugin has been re-registered"): it registers anew, the pods keep their devices.
     plugin.stop();
-    plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+    plugin = start_sample_plugin(&plugin_binary, &plugins_dir, &log);
     // The sample plugin logs each `ListAndWatch` the kubelet opens on it.
     eventually(60, "the plugin registered again", || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -374,7 +354,7 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     node.kill9();
     node.kubelet_connected(&cluster, &[]);
     plugin.stop();
-    plugin = SamplePlugin::start(&plugin_binary, &plugins_dir, &log);
+    plugin = start_sample_plugin(&plugin_binary, &plugins_dir, &log);
     wait_resource(
         &cluster,
         "2",
