@@ -415,16 +415,26 @@ fn share_root_dir(host: &dyn Host, resolved: &ResolvedConfig) -> Result<(), Star
 /// Step: the cgroup driver (checked against the runtime's where it says), then the
 /// container manager's tree: `kubepods` with node allocatable and the QoS cgroups.
 pub async fn start_container_manager(
-    resolved: &ResolvedConfig,
+    resolved: &mut ResolvedConfig,
     deps: &Deps,
     runtime: &dyn RuntimeService,
 ) -> Result<Arc<ContainerManager>, StartupError> {
-    let node = &resolved.node;
-    let driver = node.cgroup_driver;
+    let configured = resolved
+        .origins
+        .get("cgroupDriver")
+        .is_some_and(|source| *source != crate::domain::config::layers::Source::Default);
+    let mut driver = resolved.node.cgroup_driver;
     let reported = runtime.cgroup_driver().await;
-    match driver.agreement(reported.as_ref().ok().copied()) {
+    match driver.agreement(configured, reported.as_ref().ok().copied()) {
         Ok(DriverAgreement::Same) => {
             info!(%driver, "the container runtime uses the same cgroup driver")
+        }
+        Ok(DriverAgreement::FromRuntime(theirs)) => {
+            info!(cgroupDriver = %theirs, "Using cgroup driver setting received from the CRI runtime");
+            driver = theirs;
+            // Everything after start-up (stats, eviction, the sync) reads it here.
+            resolved.node.cgroup_driver = theirs;
+            resolved.config.cgroup_driver = theirs.as_str().to_owned();
         }
         Ok(DriverAgreement::NotReported) => {
             info!(%driver, "the container runtime does not report its cgroup driver (RuntimeConfig is not implemented); using the configured cgroup driver")
@@ -434,6 +444,7 @@ pub async fn start_container_manager(
         }
         Err(mismatch) => return Err(StartupError::Invalid(vec![mismatch.to_string()])),
     }
+    let node = &resolved.node;
     let cgroups = (deps.cgroups_for)(
         driver,
         &node.runtime_endpoint,
@@ -464,7 +475,7 @@ pub struct Started {
 
 /// The start-up flow up to a connected runtime. Bad input was refused by
 /// [`load_configuration`], before any effect.
-pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
+pub async fn start(mut resolved: ResolvedConfig, deps: &Deps) -> Result<Started, StartupError> {
     crate::app::cli::warn_compatibility(&resolved);
     info!(changed = ?resolved.node.feature_gates.changed(), "feature gates initialized");
     let lock = acquire_lock_file(deps.host.as_ref(), resolved.options.lock_file.as_deref())?;
@@ -482,7 +493,7 @@ pub async fn start(resolved: ResolvedConfig, deps: &Deps) -> Result<Started, Sta
     apply_oom_score_adj(deps.host.as_ref(), resolved.node.oom_score_adj);
     let (runtime, runtime_name) = start_runtime(deps, &resolved.node).await?;
     share_root_dir(deps.host.as_ref(), &resolved)?;
-    let containers = start_container_manager(&resolved, deps, runtime.as_ref()).await?;
+    let containers = start_container_manager(&mut resolved, deps, runtime.as_ref()).await?;
     Ok(Started {
         resolved,
         configz,

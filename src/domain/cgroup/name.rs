@@ -42,6 +42,9 @@ pub enum DriverAgreement {
     NotReported,
     /// The runtime could not be asked.
     Unknown,
+    /// None was configured and the runtime uses this one: the kubelet takes it (upstream's
+    /// `KubeletCgroupDriverFromCRI`, from v1.28).
+    FromRuntime(CgroupDriver),
 }
 
 /// The runtime uses another driver: every pod would fail, so start-up refuses.
@@ -54,15 +57,18 @@ pub struct DriverMismatch {
 
 impl CgroupDriver {
     /// `reported`: the runtime's answer, `Some(None)` when it does not report a driver,
-    /// `None` when it could not be asked.
+    /// `None` when it could not be asked; `configured`: whether a flag or a file set
+    /// `self` (else it is the default, which the runtime's overrides).
     pub fn agreement(
         self,
+        configured: bool,
         reported: Option<Option<CgroupDriver>>,
     ) -> Result<DriverAgreement, DriverMismatch> {
         match reported {
             None => Ok(DriverAgreement::Unknown),
             Some(None) => Ok(DriverAgreement::NotReported),
             Some(Some(r)) if r == self => Ok(DriverAgreement::Same),
+            Some(Some(r)) if !configured => Ok(DriverAgreement::FromRuntime(r)),
             Some(Some(r)) => Err(DriverMismatch {
                 configured: self.as_str(),
                 reported: r.as_str(),
@@ -232,6 +238,33 @@ pub fn expand_slice(slice: &str) -> Result<String, CgroupNameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upstream's check of the runtime's driver (`RuntimeConfig`), and from v1.28 its
+    /// use when none is configured.
+    #[test]
+    fn the_runtimes_cgroup_driver_is_taken_unless_another_is_configured() {
+        use CgroupDriver::{Cgroupfs, Systemd};
+        assert_eq!(
+            Cgroupfs.agreement(true, Some(Some(Cgroupfs))),
+            Ok(DriverAgreement::Same)
+        );
+        assert_eq!(
+            Cgroupfs.agreement(false, Some(Some(Systemd))),
+            Ok(DriverAgreement::FromRuntime(Systemd))
+        );
+        assert_eq!(
+            Systemd.agreement(true, Some(Some(Cgroupfs))),
+            Err(DriverMismatch {
+                configured: "systemd",
+                reported: "cgroupfs"
+            })
+        );
+        assert_eq!(
+            Systemd.agreement(true, Some(None)),
+            Ok(DriverAgreement::NotReported)
+        );
+        assert_eq!(Systemd.agreement(false, None), Ok(DriverAgreement::Unknown));
+    }
 
     fn name(parts: &[&str]) -> CgroupName {
         CgroupName::new(&CgroupName::root(), parts).unwrap_or_default()
