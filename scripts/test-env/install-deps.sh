@@ -8,7 +8,9 @@
 #   (the upstream Kubernetes binaries are kept compressed, scripts/test-env/kube-bins.sh),
 #   etcd-server + openssl (the private control plane, scripts/test-env/cluster-up.sh),
 #   python3-pip + Python's prometheus_client from PyPI (the real Prometheus text parser of
-#   the kubelet API's metrics test).
+#   the kubelet API's metrics test), prometheus (Prometheus 2.42 and promtool: the scrape
+#   test runs a private instance against the kubelet API and lints each /metrics* output;
+#   the system prometheus.service the package enables is switched off again, below).
 # With --runtime-only (scripts/run.sh's demo): the private containerd's packages alone,
 # containerd, runc, the CNI plugins, busybox-static, iptables, gcc and libc6-dev.
 set -euo pipefail
@@ -21,7 +23,7 @@ runtime_only=0
 if [ $runtime_only -eq 1 ]; then
     PKGS=("${RUNTIME_PKGS[@]}")
 else
-    PKGS=("${RUNTIME_PKGS[@]}" python3 dbus dbus-user-session systemd zstd etcd-server openssl python3-pip)
+    PKGS=("${RUNTIME_PKGS[@]}" python3 dbus dbus-user-session systemd zstd etcd-server openssl python3-pip prometheus)
 fi
 
 if [ "$(id -u)" != 0 ]; then
@@ -46,11 +48,12 @@ else
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The Debian containerd and etcd-server packages enable system-wide services (and start
-# them where systemd runs the machine). rkubelet's scripts and tests only use private
+# The Debian containerd, etcd-server and prometheus packages enable system-wide services
+# (and start them where systemd runs the machine). rkubelet's scripts and tests only use private
 # instances, so a service that this run installed is switched off again and the machine is
 # left as it was; one installed before is never touched.
-for pkg_service in containerd:containerd.service etcd-server:etcd.service; do
+for pkg_service in containerd:containerd.service etcd-server:etcd.service \
+    prometheus:prometheus.service; do
     pkg=${pkg_service%%:*}
     service=${pkg_service#*:}
     [[ " ${missing[*]} " == *" $pkg "* ]] || continue
@@ -65,7 +68,7 @@ for pkg_service in containerd:containerd.service etcd-server:etcd.service; do
         "'systemctl enable --now $service' turns it on)"
 done
 bins=("${RUNTIME_BINS[@]}")
-[ $runtime_only -eq 1 ] || bins+=(busctl dbus-daemon python3 etcd openssl zstd)
+[ $runtime_only -eq 1 ] || bins+=(busctl dbus-daemon python3 etcd openssl zstd prometheus promtool)
 for b in "${bins[@]}"; do
     if ! command -v "$b" >/dev/null 2>&1 && [ ! -x "$b" ]; then
         echo "install-deps.sh: $b still missing after install" >&2

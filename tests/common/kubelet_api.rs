@@ -1,11 +1,12 @@
 //! Helpers of the kubelet API tests (port 10250 reached through the API server's node
 //! proxy, as `kubectl` reaches it).
 
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
 use super::cluster::Cluster;
-use super::node::NODE;
+use super::node::{Node, NODE};
 
 /// A command's stdout as text.
 pub fn text(out: &Output) -> String {
@@ -38,4 +39,22 @@ pub fn wait_for<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) 
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// Start rkubelet on `node` as the cluster's node with a secured kubelet API on `port`
+/// (webhook authentication and authorization, its defaults; the cluster CA for client
+/// certificates; the node's outbound address, which the API server dials); returns its
+/// `--cert-dir`, where it writes its self-signed serving pair.
+#[allow(dead_code)] // not every test binary including common uses it
+pub fn kubelet_secured(node: &mut Node, cluster: &Cluster, port: u16) -> PathBuf {
+    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
+    let pki = node.root.join("pki");
+    node.kubelet_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        &format!("--port={port}"),
+        &format!("--node-ip={}", host_ip()),
+        &format!("--client-ca-file={}", cluster.ca_cert().display()),
+        &format!("--cert-dir={}", pki.display()),
+    ]);
+    pki
 }

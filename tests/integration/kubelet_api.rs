@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;
 use crate::common::free_port;
-use crate::common::kubelet_api::{host_ip, proxy, text, wait_for};
+use crate::common::kubelet_api::{host_ip, kubelet_secured, proxy, text, wait_for};
 use crate::common::node::{container, pod, Node, NODE};
 
 /// curl straight to rkubelet: (HTTP status, body); status 0 when no HTTP answer (TLS
@@ -720,14 +720,7 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     let cluster = Cluster::start("kapik");
     let mut node = Node::start("kapik");
     let port = free_port();
-    let kubeconfig = cluster.node_kubeconfig(NODE, 30);
-    node.kubelet_with(&[
-        &format!("--kubeconfig={}", kubeconfig.display()),
-        &format!("--port={port}"),
-        &format!("--node-ip={}", host_ip()),
-        &format!("--client-ca-file={}", cluster.ca_cert().display()),
-        &format!("--cert-dir={}", node.root.join("pki").display()),
-    ]);
+    kubelet_secured(&mut node, &cluster, port);
     let dir = tempfile::tempdir().expect("temp dir");
     let manifest = dir.path().join("streams.yaml");
     std::fs::write(&manifest, streaming_pod(&node.busybox)).expect("manifest");

@@ -23,21 +23,26 @@ const FILLER: &str = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=16 2>/dev/nul
 /// The parser: every family of each file, as JSON (`{file: {family: {type, samples:
 /// [[name, labels, value]]}}}`); fails when `prometheus_client` is missing or a file
 /// does not parse.
-const PARSE: &str = r#"
+const PARSE: &str = r##"
 import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+from prometheus_client.parser import text_string_to_metric_families as text_format
 out = {}
 for path in sys.argv[1:]:
     families = {}
     with open(path) as f:
-        for fam in text_string_to_metric_families(f.read()):
-            families[fam.name] = {
-                "type": fam.type,
-                "samples": [[s.name, s.labels, s.value] for s in fam.samples],
-            }
+        body = f.read()
+    # OpenMetrics ends with "# EOF"; the text format 0.0.4 (served without an Accept
+    # asking for OpenMetrics, as through kubectl) has no end marker.
+    parse = openmetrics if body.rstrip().endswith("# EOF") else text_format
+    for fam in parse(body):
+        families[fam.name] = {
+            "type": fam.type,
+            "samples": [[s.name, s.labels, s.value] for s in fam.samples],
+        }
     out[path] = families
 print(json.dumps(out))
-"#;
+"##;
 
 /// Parses the files with the real parser.
 fn parse_metrics(files: &[PathBuf]) -> Value {

@@ -45,6 +45,7 @@ mod pod_contract;
 mod pod_fields;
 mod pods_containerd;
 mod probes_containerd;
+mod prometheus_scrape;
 mod security_containerd;
 mod soak;
 mod systemd_real;

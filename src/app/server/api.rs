@@ -13,7 +13,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{
-    HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, UPGRADE, X_CONTENT_TYPE_OPTIONS,
+    HeaderValue, ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, UPGRADE, X_CONTENT_TYPE_OPTIONS,
 };
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -140,7 +140,9 @@ impl KubeletApi {
             "/pods" | "/pods/" => json(&(self.endpoints.pods)()),
             p if super::stats_endpoints::is_stats_path(p) => match &self.stats {
                 Some(stats) => {
-                    let (content_type, body) = super::stats_endpoints::answer(stats, p).await;
+                    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+                    let (content_type, body) =
+                        super::stats_endpoints::answer(stats, p, accept).await;
                     response(StatusCode::OK, content_type, body)
                 }
                 None => not_found(),

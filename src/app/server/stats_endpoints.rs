@@ -6,6 +6,7 @@ use crate::app::metrics::{
     OPENMETRICS,
 };
 use crate::app::stats_provider::StatsProvider;
+use crate::domain::kubelet_api::metrics_format::{to_text_format, wants_openmetrics, TEXT_FORMAT};
 use crate::ports::error::Chain;
 
 /// Whether `path` is one of the stats and metrics endpoints.
@@ -21,8 +22,22 @@ pub fn is_stats_path(path: &str) -> bool {
     )
 }
 
-/// The content type and body answering `path` (one [`is_stats_path`] accepts).
-pub async fn answer(provider: &StatsProvider, path: &str) -> (&'static str, Vec<u8>) {
+/// The content type and body answering `path` (one [`is_stats_path`] accepts): the
+/// metrics in OpenMetrics when `accept` asks for it, else in upstream's text format 0.0.4.
+pub async fn answer(
+    provider: &StatsProvider,
+    path: &str,
+    accept: Option<&str>,
+) -> (&'static str, Vec<u8>) {
+    let (content_type, body) = openmetrics_answer(provider, path).await;
+    if content_type == OPENMETRICS && !wants_openmetrics(accept) {
+        let text = String::from_utf8_lossy(&body);
+        return (TEXT_FORMAT, to_text_format(&text).into_bytes());
+    }
+    (content_type, body)
+}
+
+async fn openmetrics_answer(provider: &StatsProvider, path: &str) -> (&'static str, Vec<u8>) {
     match path {
         "/metrics" => {
             let pods: Vec<_> = provider
