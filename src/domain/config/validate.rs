@@ -55,6 +55,37 @@ fn non_empty_path(text: &str) -> Option<PathBuf> {
     (!text.is_empty()).then(|| PathBuf::from(text))
 }
 
+/// The CPU and topology managers' fields with upstream's defaults (`none`, 10s, `none`,
+/// `container`); the policies themselves are checked when the managers are built.
+fn cpu_manager_settings(
+    c: &KubeletConfiguration,
+    problems: &mut Vec<ConfigError>,
+) -> crate::domain::resource_managers::cpu_manager::CpuManagerSettings {
+    use crate::domain::resource_managers::cpu_manager::CpuManagerSettings;
+    let defaults = CpuManagerSettings::default();
+    let reconcile_period = match c.cpu_manager_reconcile_period {
+        Some(d) => {
+            positive("cpuManagerReconcilePeriod", d, problems).unwrap_or(defaults.reconcile_period)
+        }
+        None => defaults.reconcile_period,
+    };
+    // Empty is unset, as `states::check` reads it.
+    let given = |v: &Option<String>, default: String| {
+        v.clone().filter(|s| !s.is_empty()).unwrap_or(default)
+    };
+    CpuManagerSettings {
+        policy: given(&c.cpu_manager_policy, defaults.policy),
+        policy_options: c.cpu_manager_policy_options.clone().unwrap_or_default(),
+        reconcile_period,
+        topology_policy: given(&c.topology_manager_policy, defaults.topology_policy),
+        topology_scope: given(&c.topology_manager_scope, defaults.topology_scope),
+        topology_options: c
+            .topology_manager_policy_options
+            .clone()
+            .unwrap_or_default(),
+    }
+}
+
 /// Every problem with `c` on the node `facts` describes, or the typed configuration.
 pub fn validate(
     c: &KubeletConfiguration,
@@ -380,7 +411,9 @@ pub fn validate(
     else {
         return Err(problems);
     };
+    let cpu_manager = cpu_manager_settings(c, &mut problems);
     Ok(NodeConfig {
+        cpu_manager,
         node_name,
         node_name_source,
         machine: facts.machine.clone(),
