@@ -175,6 +175,11 @@ impl CpuManager {
         pod: &Pod,
         active: Option<&BTreeSet<ContainerKey>>,
     ) -> Result<(), Rejection> {
+        // The reconcile loop must not take the new pod's CPUs for stale before the pod
+        // loop publishes it as active.
+        if let Some(known) = lock(&self.active).as_mut() {
+            known.extend(container_keys([pod]));
+        }
         let mut decisions = lock(&self.decisions);
         let outcome = decisions.admit(pod, active);
         if outcome.changed {

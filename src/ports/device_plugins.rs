@@ -60,7 +60,7 @@ pub struct ResourceDevices {
 pub struct ContainerResources {
     pub name: String,
     pub devices: Vec<ResourceDevices>,
-    /// Exclusive CPUs (the CPU manager's; empty until it is wired).
+    /// Exclusive CPUs (the static CPU manager's; empty without it).
     pub cpu_ids: Vec<i64>,
 }
 
