@@ -16,6 +16,7 @@ pub mod faults;
 pub mod kubelet_api;
 pub mod mounts;
 pub mod node;
+pub mod pod_resources;
 pub mod ports;
 pub mod systemd;
 pub mod upstream;

@@ -12,10 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use rkubelet::adapters::device_plugins::wire::podresources as pr;
 use serde_json::Value;
-use tonic::transport::{Endpoint, Uri};
 
 use crate::common::node::{container, pod, walk_dirs, Node};
 
@@ -136,26 +134,10 @@ async fn refused(node: &Node, pod: &str) {
     );
 }
 
-async fn pod_resources(
-    socket: PathBuf,
-) -> pr::pod_resources_lister_client::PodResourcesListerClient<tonic::transport::Channel> {
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
-        .await
-        .expect("the pod resources socket answers");
-    pr::pod_resources_lister_client::PodResourcesListerClient::new(channel)
-}
-
 /// `List`: each pod's `app` container's CPU ids, by pod name.
 async fn listed_cpus(node: &Node) -> Vec<(String, Vec<i64>)> {
-    let mut client = pod_resources(node.root.join("pod-resources/kubelet.sock")).await;
+    let mut client =
+        crate::common::pod_resources::client(node.root.join("pod-resources/kubelet.sock")).await;
     let list = client
         .list(pr::ListPodResourcesRequest {})
         .await
@@ -220,7 +202,8 @@ async fn static_policy_pins_a_guaranteed_container_to_cpu_1_and_keeps_it_over_a_
         listed,
         vec![(B.to_owned(), Vec::new()), (G.to_owned(), vec![1])]
     );
-    let mut client = pod_resources(node.root.join("pod-resources/kubelet.sock")).await;
+    let mut client =
+        crate::common::pod_resources::client(node.root.join("pod-resources/kubelet.sock")).await;
     let allocatable = client
         .get_allocatable_resources(pr::AllocatableResourcesRequest {})
         .await

@@ -103,18 +103,23 @@ fn parse_mem_total(path: &Path, meminfo: &str) -> Result<u64, MachineInfoError> 
     }
 }
 
+/// The folder's entries; `None` when it is absent (a kernel without the feature).
+fn read_dir_if_present(dir: &Path) -> Result<Option<std::fs::ReadDir>, MachineInfoError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(MachineInfoError::Read {
+            path: dir.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// The kernel's huge page pools (`hugepages-2048kB` is 2 MiB pages, `nr_hugepages` their
 /// count), in the folder's order as runc lists it; none when the folder is absent.
 fn hugepage_pools(dir: &Path) -> Result<Vec<HugePagePool>, MachineInfoError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(MachineInfoError::Read {
-                path: dir.to_owned(),
-                source,
-            })
-        }
+    let Some(entries) = read_dir_if_present(dir)? else {
+        return Ok(Vec::new());
     };
     // In the folder's own order, unsorted, as runc lists it (upstream sends the limits
     // in that order: `2MB` before `1GB` here).
@@ -255,15 +260,8 @@ fn read_number(path: &Path) -> Result<usize, MachineInfoError> {
 /// The NUMA nodes under `dir` (`node<N>/cpulist`, `distance`); none when the folder is
 /// absent (a kernel without NUMA support).
 fn numa_nodes(dir: &Path) -> Result<Vec<SysfsNumaNode>, MachineInfoError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(MachineInfoError::Read {
-                path: dir.to_owned(),
-                source,
-            })
-        }
+    let Some(entries) = read_dir_if_present(dir)? else {
+        return Ok(Vec::new());
     };
     let mut nodes = Vec::new();
     for entry in entries.filter_map(Result::ok) {

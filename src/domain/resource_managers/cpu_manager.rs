@@ -322,16 +322,30 @@ mod tests {
         }
     }
 
-    fn manager(checkpoint: Option<&str>) -> Result<Option<CpuManager>, CpuManagerError> {
+    fn build(
+        settings: &CpuManagerSettings,
+        reservation: &ResourceList,
+        reserved_cpus: Option<&CpuSet>,
+        checkpoint: Option<&str>,
+    ) -> Result<Option<CpuManager>, CpuManagerError> {
         CpuManager::new(
-            &static_settings(),
+            settings,
             &two_cpus(),
-            &reservation("1"),
-            Some(&CpuSet::new([0])),
+            reservation,
+            reserved_cpus,
             OptionGates::CPU_MANAGER_DEFAULT,
             OptionGates::TOPOLOGY_MANAGER_DEFAULT,
             checkpoint,
             "/var/lib/kubelet/cpu_manager_state",
+        )
+    }
+
+    fn manager(checkpoint: Option<&str>) -> Result<Option<CpuManager>, CpuManagerError> {
+        build(
+            &static_settings(),
+            &reservation("1"),
+            Some(&CpuSet::new([0])),
+            checkpoint,
         )
     }
 
@@ -360,31 +374,18 @@ mod tests {
 
     #[test]
     fn none_policy_builds_nothing_and_unknown_policies_are_refused() {
-        let none = CpuManager::new(
+        let none = build(
             &CpuManagerSettings::default(),
-            &two_cpus(),
             &ResourceList::new(),
             None,
-            OptionGates::CPU_MANAGER_DEFAULT,
-            OptionGates::TOPOLOGY_MANAGER_DEFAULT,
             None,
-            "x",
         );
         assert!(matches!(none, Ok(None)));
         let bad = CpuManagerSettings {
             policy: "dynamic".into(),
             ..CpuManagerSettings::default()
         };
-        let err = CpuManager::new(
-            &bad,
-            &two_cpus(),
-            &ResourceList::new(),
-            None,
-            OptionGates::CPU_MANAGER_DEFAULT,
-            OptionGates::TOPOLOGY_MANAGER_DEFAULT,
-            None,
-            "x",
-        );
+        let err = build(&bad, &ResourceList::new(), None, None);
         assert_eq!(
             err.err().map(|e| e.to_string()),
             Some("unknown policy: \"dynamic\"".into())
@@ -393,16 +394,7 @@ mod tests {
 
     #[test]
     fn static_policy_needs_a_cpu_reservation() {
-        let err = CpuManager::new(
-            &static_settings(),
-            &two_cpus(),
-            &reservation("0"),
-            None,
-            OptionGates::CPU_MANAGER_DEFAULT,
-            OptionGates::TOPOLOGY_MANAGER_DEFAULT,
-            None,
-            "x",
-        );
+        let err = build(&static_settings(), &reservation("0"), None, None);
         assert_eq!(
             err.err().map(|e| e.to_string()),
             Some("[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero".into())
@@ -496,16 +488,7 @@ mod tests {
                     topology_scope: scope.into(),
                     ..static_settings()
                 };
-                let mut m = match CpuManager::new(
-                    &settings,
-                    &two_cpus(),
-                    &reservation("1"),
-                    None,
-                    OptionGates::CPU_MANAGER_DEFAULT,
-                    OptionGates::TOPOLOGY_MANAGER_DEFAULT,
-                    None,
-                    "x",
-                ) {
+                let mut m = match build(&settings, &reservation("1"), None, None) {
                     Ok(Some(m)) => m,
                     other => panic!("{policy} {scope}: {other:?}"),
                 };
