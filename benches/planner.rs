@@ -124,6 +124,7 @@ pub fn main() {
             fail("planner", "configuration invalid");
         };
         let inputs = PlanInputs {
+            cpu_manager: None,
             resolved,
             cgroup_version: snapshot.cgroup_version,
             node_stats: snapshot.node_stats,

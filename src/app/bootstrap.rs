@@ -175,6 +175,9 @@ pub enum StartupError {
     },
     #[error("failed to start the container manager")]
     ContainerManager(#[source] ContainerManagerError),
+    /// Upstream's `NewContainerManager` fails on the CPU manager's errors.
+    #[error("failed to start the CPU manager")]
+    CpuManager(#[source] crate::app::cpu_manager::CpuManagerStartError),
     #[error("failed to start the pod sources")]
     Sources(#[source] PodSourceError),
     /// `--runonce`: these pods did not reach running.
@@ -548,6 +551,7 @@ fn sync_context(
     events: PodEventSink,
     volumes: Option<Arc<VolumeManager>>,
     devices: Option<Arc<crate::app::devices::DeviceManager>>,
+    cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
 ) -> Result<Arc<SyncContext>, StartupError> {
     let node = &started.resolved.node;
     let endpoint = &node.image_service_endpoint;
@@ -573,6 +577,9 @@ fn sync_context(
     .with_events(events);
     if let Some(devices) = devices {
         ctx = ctx.with_devices(devices);
+    }
+    if let Some(cpus) = cpus {
+        ctx = ctx.with_cpu_manager(cpus);
     }
     ctx = ctx.with_volumes(volumes.unwrap_or_else(|| {
         Arc::new(VolumeManager::standalone(
@@ -604,6 +611,7 @@ fn start_pod_loop(
         links.events.clone(),
         Some(Arc::clone(&links.volumes)),
         Some(Arc::clone(&links.devices)),
+        links.cpus.clone(),
     )?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
@@ -645,6 +653,9 @@ fn start_pod_loop(
         .with_node_info(node_info)
         .with_static_pods(links.static_pods.clone())
         .with_devices(Arc::clone(&links.devices));
+    if let Some(cpus) = &links.cpus {
+        pod_loop = pod_loop.with_cpu_manager(Arc::clone(cpus));
+    }
     if let Some(connected) = connected {
         // The API server is one more source: "every source has spoken" waits for its
         // first list, once the node is registered.
@@ -714,7 +725,7 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps, PodEventSink::new(), None, None)?;
+    let ctx = sync_context(started, deps, PodEventSink::new(), None, None, None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -744,6 +755,8 @@ pub struct PodLinks {
     pub csi_drivers: crate::app::plugins::CsiDrivers,
     /// The device plugins' devices: admission, containers, the Node's capacity.
     pub devices: Arc<crate::app::devices::DeviceManager>,
+    /// The static CPU manager; `None` with the `none` policy.
+    pub cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
 }
 
 impl PodLinks {
@@ -766,6 +779,7 @@ impl PodLinks {
             ),
             csi_drivers,
             devices,
+            cpus: None,
         }
     }
 }
@@ -956,7 +970,7 @@ pub async fn run(
             .config_map_and_secret_change_detection_strategy
             .as_deref(),
     ));
-    let links = PodLinks::new(
+    let mut links = PodLinks::new(
         Arc::clone(&deps.clock),
         Arc::clone(&deps.pod_files),
         cache_ttl,
@@ -971,6 +985,18 @@ pub async fn run(
     // Without its sockets the node runs on, with no device plugin (upstream fails).
     if let Err(e) = links.devices.start().await {
         error!(error = %Chain(&e), "failed to start the device plugin manager");
+    }
+    // Before the pods are admitted too: the state file tells which CPUs they hold.
+    links.cpus = crate::app::cpu_manager::CpuManager::start(
+        &started.resolved.node,
+        &started.resolved.options.root_dir,
+        deps.machine.as_ref(),
+        Arc::clone(&deps.device_plugins),
+    )
+    .map_err(StartupError::CpuManager)?;
+    if let Some(cpus) = &links.cpus {
+        links.devices.set_cpu_manager(Arc::clone(cpus));
+        tokio::spawn(Arc::clone(cpus).run(Arc::clone(&started.runtime), shutdown_rx.clone()));
     }
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);

@@ -71,6 +71,8 @@ pub struct DeviceManager {
     clients: Mutex<BTreeMap<String, Connected>>,
     generation: AtomicU64,
     active: Mutex<Vec<ActivePod>>,
+    /// The static CPU manager, whose exclusive CPUs the pod resources API reports.
+    cpus: std::sync::OnceLock<Arc<crate::app::cpu_manager::CpuManager>>,
     /// Told when a resource's devices change (the node status loop reports them).
     pub changed: Notify,
 }
@@ -105,6 +107,7 @@ impl DeviceManager {
             clients: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
             active: Mutex::new(Vec::new()),
+            cpus: std::sync::OnceLock::new(),
             changed: Notify::new(),
         }
     }
@@ -166,6 +169,14 @@ impl DeviceManager {
             .write_checkpoint(&self.checkpoint_path(), &text)
         {
             error!(err = %Chain(&e), "Failed to write checkpoint file");
+        }
+    }
+
+    /// The CPU manager whose exclusive CPUs the pod resources API lists (set once, at
+    /// start-up).
+    pub fn set_cpu_manager(&self, cpus: Arc<crate::app::cpu_manager::CpuManager>) {
+        if self.cpus.set(cpus).is_err() {
+            warn!("the CPU manager was given to the device manager twice; the first is kept");
         }
     }
 
@@ -481,8 +492,11 @@ impl PodResourcesProvider for Arc<DeviceManager> {
                                 numa_nodes: numa(held.devices_per_numa.keys().copied()),
                             })
                             .collect(),
-                        // The CPU manager is not wired yet: no exclusive CPUs to report.
-                        cpu_ids: Vec::new(),
+                        cpu_ids: self
+                            .cpus
+                            .get()
+                            .map(|cpus| cpus.exclusive_cpus(&pod.uid, name))
+                            .unwrap_or_default(),
                     })
                     .collect(),
                 name: pod.name,
@@ -504,8 +518,12 @@ impl PodResourcesProvider for Arc<DeviceManager> {
                 })
             })
             .collect();
-        // The CPU manager's allocatable CPUs belong here once it is wired.
-        (devices, Vec::new())
+        let cpus = self
+            .cpus
+            .get()
+            .map(|cpus| cpus.allocatable_cpus())
+            .unwrap_or_default();
+        (devices, cpus)
     }
 }
 

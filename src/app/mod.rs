@@ -5,6 +5,7 @@ pub mod code_pages;
 pub mod compose;
 pub mod container_logs;
 pub mod container_manager;
+pub mod cpu_manager;
 pub mod devices;
 pub mod eviction;
 pub mod logging;

@@ -60,7 +60,7 @@ pub struct ResourceDevices {
 pub struct ContainerResources {
     pub name: String,
     pub devices: Vec<ResourceDevices>,
-    /// Exclusive CPUs (the CPU manager's; empty until it is wired).
+    /// Exclusive CPUs (the static CPU manager's; empty without it).
     pub cpu_ids: Vec<i64>,
 }
 
@@ -142,7 +142,9 @@ pub trait DevicePlugins: Send + Sync {
     /// [`DevicePluginError::Io`].
     fn prepare_dir(&self, dir: &Path, keep: &Path) -> Result<(), DevicePluginError>;
 
-    /// The checkpoint's contents; `Ok(None)` when there is none.
+    /// A resource manager's checkpoint file (the device manager's, the CPU manager's
+    /// `cpu_manager_state`, as upstream's shared `checkpointmanager`); `Ok(None)` when
+    /// there is none.
     ///
     /// # Errors
     /// [`DevicePluginError::Io`].

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::domain::node::machine::MachineInfo;
+use crate::domain::resource_managers::topology::MachineTopology;
 
 /// Why the machine facts could not be gathered.
 #[derive(Debug, Error)]
@@ -39,4 +40,12 @@ pub trait MachineInfoProvider: Send + Sync {
     /// [`MachineInfoError::Statfs`] when the root directory's filesystem cannot be measured.
     /// A missing machine-id or DMI product UUID is not an error: the field is left empty.
     fn machine_info(&self) -> Result<MachineInfo, MachineInfoError>;
+
+    /// The online CPUs by NUMA node, socket and core (what cAdvisor's `MachineInfo.Topology`
+    /// gives upstream's CPU manager).
+    ///
+    /// # Errors
+    /// [`MachineInfoError::Read`] or [`MachineInfoError::Parse`] when a CPU's topology
+    /// file or a NUMA node's CPU list is missing or malformed.
+    fn cpu_topology(&self) -> Result<MachineTopology, MachineInfoError>;
 }

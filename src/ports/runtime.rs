@@ -128,6 +128,21 @@ pub trait RuntimeService: Send + Sync {
         Err(RuntimeError::Unimplemented("ReopenContainerLog".into()))
     }
 
+    /// Changes a running container's exclusive or shared CPUs (the CRI's
+    /// `UpdateContainerResources` with only `cpuset_cpus`, as upstream's CPU manager sends
+    /// it). Errors: `NotFound` for an unknown container. The default answers
+    /// `Unimplemented`.
+    async fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpuset_cpus: &str,
+    ) -> Result<(), RuntimeError> {
+        let _ = (container_id, cpuset_cpus);
+        Err(RuntimeError::Unimplemented(
+            "UpdateContainerResources".into(),
+        ))
+    }
+
     /// Container events as they happen. Runtimes without the call (containerd 1.6)
     /// answer `Unimplemented`, which is the default here.
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {

@@ -17,6 +17,7 @@ pub mod kubelet_api;
 pub mod mounts;
 pub mod node;
 pub mod peer;
+pub mod pod_resources;
 pub mod ports;
 pub mod systemd;
 pub mod upstream;

@@ -19,10 +19,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hyper_util::rt::TokioIo;
 use rkubelet::adapters::device_plugins::wire::podresources as pr;
 use serde_json::Value;
-use tonic::transport::{Endpoint, Uri};
 
 use crate::common::api_pods::{events_of, eventually, phase};
 use crate::common::cluster::{Cluster, ClusterOptions};
@@ -155,29 +153,12 @@ fn refused(cluster: &Cluster, name: &str) {
     );
 }
 
-async fn pod_resources_client(
-    socket: PathBuf,
-) -> pr::pod_resources_lister_client::PodResourcesListerClient<tonic::transport::Channel> {
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
-        .await
-        .expect("the pod resources socket answers");
-    pr::pod_resources_lister_client::PodResourcesListerClient::new(channel)
-}
-
 /// A pod's name and the devices of its container `app`: (resource, ids).
 type PodDevices = (String, Vec<(String, Vec<String>)>);
 
 /// `List`: each pod with the devices of its container `app`.
 async fn listed(socket: &Path) -> Vec<PodDevices> {
-    let mut client = pod_resources_client(socket.to_path_buf()).await;
+    let mut client = crate::common::pod_resources::client(socket.to_path_buf()).await;
     let list = client
         .list(pr::ListPodResourcesRequest {})
         .await
@@ -258,7 +239,7 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     // Registered: capacity and allocatable 2 (upstream: "Waiting for devices to become
     // available on the local node").
     wait_resource(&cluster, "2", "2", "example.com/resource: 2 on the Node");
-    let mut client = pod_resources_client(pod_resources.clone()).await;
+    let mut client = crate::common::pod_resources::client(pod_resources.clone()).await;
     let allocatable = client
         .get_allocatable_resources(pr::AllocatableResourcesRequest {})
         .await

@@ -238,7 +238,6 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
     let expected: BTreeSet<String> = [
         "--pod-infra-container-image",
         "--volume-plugin-dir",
-        "cpuManagerReconcilePeriod",
         "imageMaximumGCAge",
         "logging.options",
         "memorySwap",

@@ -19,6 +19,7 @@ mod cgroupfs_real;
 mod cgroups_containerd;
 mod cli;
 mod cluster_node;
+mod cpu_manager;
 mod cri_containerd;
 mod csi_drivers;
 mod cve_regressions;

@@ -276,6 +276,7 @@ fn resources_to_wire(r: &LinuxResources) -> proto::LinuxContainerResources {
         cpu_shares: r.cpu_shares,
         memory_limit_in_bytes: r.memory_limit_in_bytes,
         oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus.clone(),
         hugepage_limits: r
             .hugepage_limits
             .iter()
@@ -667,6 +668,27 @@ impl RuntimeService for CriRuntime {
             "ReopenContainerLog",
             c.reopen_container_log(self.request(proto::ReopenContainerLogRequest {
                 container_id: container_id.into(),
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpuset_cpus: &str,
+    ) -> Result<(), RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "UpdateContainerResources",
+            c.update_container_resources(self.request(proto::UpdateContainerResourcesRequest {
+                container_id: container_id.into(),
+                linux: Some(proto::LinuxContainerResources {
+                    cpuset_cpus: cpuset_cpus.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
             })),
         )
         .await?;
@@ -1125,6 +1147,7 @@ mod tests {
                 cpu_shares: 512,
                 memory_limit_in_bytes: 1 << 30,
                 oom_score_adj: -997,
+                cpuset_cpus: "1".into(),
                 hugepage_limits: vec![HugepageLimit {
                     page_size: "2MB".into(),
                     limit: 0,
@@ -1152,6 +1175,7 @@ mod tests {
         );
         assert_eq!(r.memory_limit_in_bytes, 1 << 30);
         assert_eq!(r.oom_score_adj, -997);
+        assert_eq!(r.cpuset_cpus, "1");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Device plugins in memory: plugins added by endpoint path (their devices, options and
-//! answer), the checkpoint kept as text, the calls recorded. For the device manager's
+//! answer), the checkpoints kept as text by path, the calls recorded. For the device manager's
 //! tests and benchmark; never proof that the gRPC adapter works.
 
 use std::collections::BTreeMap;
@@ -25,7 +25,8 @@ pub struct FakePlugin {
 
 #[derive(Default)]
 struct Inner {
-    checkpoint: Option<String>,
+    /// Checkpoint files by path (the device manager's and the CPU manager's).
+    checkpoints: BTreeMap<PathBuf, String>,
     plugins: BTreeMap<PathBuf, FakePlugin>,
     calls: Vec<String>,
 }
@@ -44,8 +45,25 @@ impl FakeDevicePlugins {
         self.lock().plugins.insert(endpoint.to_path_buf(), plugin);
     }
 
+    /// The device manager's checkpoint.
     pub fn checkpoint(&self) -> Option<String> {
-        self.lock().checkpoint.clone()
+        self.lock()
+            .checkpoints
+            .iter()
+            .find(|(path, _)| path.ends_with(crate::domain::devices::CHECKPOINT_FILE))
+            .map(|(_, text)| text.clone())
+    }
+
+    /// The checkpoint file at `path`.
+    pub fn checkpoint_at(&self, path: &Path) -> Option<String> {
+        self.lock().checkpoints.get(path).cloned()
+    }
+
+    /// Puts a checkpoint file at `path` (a file left by an earlier run).
+    pub fn set_checkpoint(&self, path: &Path, contents: &str) {
+        self.lock()
+            .checkpoints
+            .insert(path.to_path_buf(), contents.to_owned());
     }
 
     /// `Allocate`, `GetPreferredAllocation`, `PreStartContainer` calls, in order.
@@ -121,12 +139,12 @@ impl DevicePlugins for FakeDevicePlugins {
         Ok(())
     }
 
-    fn read_checkpoint(&self, _path: &Path) -> Result<Option<String>, DevicePluginError> {
-        Ok(self.lock().checkpoint.clone())
+    fn read_checkpoint(&self, path: &Path) -> Result<Option<String>, DevicePluginError> {
+        Ok(self.checkpoint_at(path))
     }
 
-    fn write_checkpoint(&self, _path: &Path, contents: &str) -> Result<(), DevicePluginError> {
-        self.lock().checkpoint = Some(contents.to_owned());
+    fn write_checkpoint(&self, path: &Path, contents: &str) -> Result<(), DevicePluginError> {
+        self.set_checkpoint(path, contents);
         Ok(())
     }
 

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::domain::node::machine::{HugePagePool, MachineInfo};
+use crate::domain::resource_managers::topology::{MachineCore, MachineNumaNode, MachineTopology};
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Returns a given [`MachineInfo`], or a parse error when told to fail.
@@ -74,6 +75,28 @@ impl MachineInfoProvider for FakeMachine {
                 path: PathBuf::from("/fake/machine"),
                 detail,
             })
+    }
+
+    /// One NUMA node and one socket, each online CPU a core of its own (this VM's shape).
+    fn cpu_topology(&self) -> Result<MachineTopology, MachineInfoError> {
+        let info = self.machine_info()?;
+        Ok(MachineTopology {
+            num_cpus: info.num_cores,
+            num_sockets: 1,
+            numa_nodes: vec![MachineNumaNode {
+                id: 0,
+                cores: info
+                    .online_cpus
+                    .iter()
+                    .map(|cpu| MachineCore {
+                        id: cpu,
+                        socket_id: 0,
+                        threads: vec![cpu],
+                    })
+                    .collect(),
+                distances: vec![10],
+            }],
+        })
     }
 }
 

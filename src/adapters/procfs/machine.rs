@@ -6,6 +6,7 @@ use tracing::warn;
 use crate::domain::units::cpuset::CpuSet;
 
 use crate::domain::node::machine::{HugePagePool, MachineInfo};
+use crate::domain::resource_managers::topology::{MachineTopology, SysfsCpu, SysfsNumaNode};
 use crate::ports::machine::{MachineInfoError, MachineInfoProvider};
 
 /// Where the facts are read from. Every path is configurable so tests can point at a fixture tree.
@@ -102,18 +103,23 @@ fn parse_mem_total(path: &Path, meminfo: &str) -> Result<u64, MachineInfoError> 
     }
 }
 
+/// The folder's entries; `None` when it is absent (a kernel without the feature).
+fn read_dir_if_present(dir: &Path) -> Result<Option<std::fs::ReadDir>, MachineInfoError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(MachineInfoError::Read {
+            path: dir.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// The kernel's huge page pools (`hugepages-2048kB` is 2 MiB pages, `nr_hugepages` their
 /// count), in the folder's order as runc lists it; none when the folder is absent.
 fn hugepage_pools(dir: &Path) -> Result<Vec<HugePagePool>, MachineInfoError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(MachineInfoError::Read {
-                path: dir.to_owned(),
-                source,
-            })
-        }
+    let Some(entries) = read_dir_if_present(dir)? else {
+        return Ok(Vec::new());
     };
     // In the folder's own order, unsorted, as runc lists it (upstream sends the limits
     // in that order: `2MB` before `1GB` here).
@@ -222,4 +228,64 @@ impl MachineInfoProvider for ProcfsMachineInfo {
             apparmor_enabled,
         })
     }
+
+    fn cpu_topology(&self) -> Result<MachineTopology, MachineInfoError> {
+        let cpu_dir = self.paths.sys_root.join("devices/system/cpu");
+        let online_path = cpu_dir.join("online");
+        let online = CpuSet::parse(read(&online_path)?.trim())
+            .map_err(|e| parse_error(&online_path, e.to_string()))?;
+        let cpus = online
+            .iter()
+            .map(|cpu| {
+                let topology = cpu_dir.join(format!("cpu{cpu}/topology"));
+                Ok(SysfsCpu {
+                    cpu,
+                    socket_id: read_number(&topology.join("physical_package_id"))?,
+                    core_id: read_number(&topology.join("core_id"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, MachineInfoError>>()?;
+        let nodes = numa_nodes(&self.paths.sys_root.join("devices/system/node"))?;
+        Ok(MachineTopology::from_sysfs(&cpus, &nodes))
+    }
+}
+
+fn read_number(path: &Path) -> Result<usize, MachineInfoError> {
+    let text = read(path)?;
+    text.trim()
+        .parse()
+        .map_err(|_| parse_error(path, format!("not a number: {text:?}")))
+}
+
+/// The NUMA nodes under `dir` (`node<N>/cpulist`, `distance`); none when the folder is
+/// absent (a kernel without NUMA support).
+fn numa_nodes(dir: &Path) -> Result<Vec<SysfsNumaNode>, MachineInfoError> {
+    let Some(entries) = read_dir_if_present(dir)? else {
+        return Ok(Vec::new());
+    };
+    let mut nodes = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_prefix("node").and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let cpulist = entry.path().join("cpulist");
+        let cpus = CpuSet::parse(read(&cpulist)?.trim())
+            .map_err(|e| parse_error(&cpulist, e.to_string()))?;
+        let distance = entry.path().join("distance");
+        let distances = read(&distance)?
+            .split_whitespace()
+            .map(|d| {
+                d.parse()
+                    .map_err(|_| parse_error(&distance, format!("not a distance: {d:?}")))
+            })
+            .collect::<Result<Vec<u64>, _>>()?;
+        nodes.push(SysfsNumaNode {
+            id,
+            cpus,
+            distances,
+        });
+    }
+    nodes.sort_by_key(|n| n.id);
+    Ok(nodes)
 }

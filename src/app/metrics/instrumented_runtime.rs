@@ -148,6 +148,19 @@ impl RuntimeService for InstrumentedRuntime {
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {
         recorded("get_container_events", self.inner.container_events()).await
     }
+    async fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpuset_cpus: &str,
+    ) -> Result<(), RuntimeError> {
+        recorded(
+            "update_container_resources",
+            self.inner
+                .update_container_cpuset(container_id, cpuset_cpus),
+        )
+        .await
+    }
+
     async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
         recorded(
             "reopen_container_log",

@@ -190,7 +190,9 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
     } else {
         facts.eviction.clone()
     };
+    let cpu_manager = cpu_manager_inputs(&resolved, deps, &mut warnings);
     Ok(PlanInputs {
+        cpu_manager,
         resolved,
         cgroup_version: facts.cgroup_version,
         node_stats: facts.node_stats,
@@ -203,6 +205,41 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         now_unix_nanos,
         cluster,
         eviction,
+    })
+}
+
+/// With the static CPU manager: the machine's CPU topology and the state file, read
+/// through the same ports as the kubelet; a read that fails is a warning.
+fn cpu_manager_inputs(
+    resolved: &ResolvedConfig,
+    deps: &Deps,
+    warnings: &mut Vec<String>,
+) -> Option<super::CpuManagerInputs> {
+    if !resolved.node.cpu_manager.is_static() {
+        return None;
+    }
+    let topology = match deps.machine.cpu_topology() {
+        Ok(t) => t,
+        Err(e) => {
+            warnings.push(format!("the CPU topology cannot be read: {}", Chain(&e)));
+            return None;
+        }
+    };
+    let path = resolved
+        .options
+        .root_dir
+        .join(crate::domain::resource_managers::state::CPU_MANAGER_STATE_FILE_NAME);
+    let state = match deps.device_plugins.read_checkpoint(&path) {
+        Ok(state) => state,
+        Err(e) => {
+            warnings.push(format!("{}", Chain(&e)));
+            None
+        }
+    };
+    Some(super::CpuManagerInputs {
+        topology,
+        state,
+        state_path: path.display().to_string(),
     })
 }
 

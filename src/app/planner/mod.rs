@@ -86,6 +86,17 @@ pub struct PlanInputs {
     pub cluster: Option<cluster::ClusterObservation>,
     /// Live dry run: the node as the eviction manager observes it now.
     pub eviction: Option<Observation>,
+    /// With the static CPU manager: the machine's CPU topology and the
+    /// `cpu_manager_state` file's contents (`None` when there is none).
+    pub cpu_manager: Option<CpuManagerInputs>,
+}
+
+/// What the static CPU manager's plan is computed from.
+#[derive(Debug, Clone)]
+pub struct CpuManagerInputs {
+    pub topology: crate::domain::resource_managers::topology::MachineTopology,
+    pub state: Option<String>,
+    pub state_path: String,
 }
 
 /// The images whose presence the plan needs: those of the containers the desired pods
@@ -460,6 +471,10 @@ pub struct PodPlan {
     /// Its claim-backed and CSI volumes: what would be mounted, or why it would wait.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<PodVolumePlan>,
+    /// With the static CPU manager: each container's CPU set (its exclusive CPUs, else
+    /// the shared pool), or why the CPU manager would refuse the pod.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpus: BTreeMap<String, String>,
 }
 
 /// One of a pod's claim-backed or CSI volumes as the volume manager would set it up.
@@ -840,6 +855,7 @@ fn pod_plan(
     running.dedup();
     PodPlan {
         volumes: Vec::new(),
+        cpus: BTreeMap::new(),
         uid: pod.metadata.uid.clone(),
         name: pod.metadata.name.clone(),
         namespace: pod.metadata.namespace.clone(),
@@ -976,6 +992,74 @@ fn describe_mount(
     }
 }
 
+/// The static CPU manager's decisions for the desired pods, admitted in order as the pod
+/// loop would (the state file's assignments kept): each container's CPU set once all are
+/// admitted, or the
+/// refusal as `"<reason>: <message>"` under `"*"`. A manager that would not start is a
+/// warning.
+fn cpu_plans(
+    inputs: &PlanInputs,
+    desired: &[&Pod],
+    mut pods: Vec<PodPlan>,
+    warnings: &mut Vec<String>,
+) -> Vec<PodPlan> {
+    use crate::domain::resource_managers::cpu_manager::CpuManager;
+    use crate::domain::resource_managers::OptionGates;
+    let (Some(cpu), node) = (&inputs.cpu_manager, &inputs.resolved.node) else {
+        return pods;
+    };
+    let reservation = crate::domain::node::allocatable::node_allocatable_reservation(
+        &node.node.capacity,
+        &node.node.system_reserved,
+        &node.node.kube_reserved,
+        &node.node.hard_thresholds,
+    );
+    let gate = |name: &str| node.feature_gates.enabled(name);
+    let manager = CpuManager::new(
+        &node.cpu_manager,
+        &cpu.topology,
+        &reservation,
+        node.node.reserved_cpus.as_ref(),
+        OptionGates::cpu_manager(&node.feature_gates),
+        OptionGates {
+            alpha: gate("TopologyManagerPolicyAlphaOptions"),
+            beta: gate("TopologyManagerPolicyBetaOptions"),
+        },
+        cpu.state.as_deref(),
+        &cpu.state_path,
+    );
+    let mut manager = match manager {
+        Ok(Some(m)) => m,
+        Ok(None) => return pods,
+        Err(e) => {
+            warnings.push(format!(
+                "the CPU manager would not start: {}",
+                crate::ports::error::Chain(&e)
+            ));
+            return pods;
+        }
+    };
+    let refusals: Vec<Option<String>> = desired
+        .iter()
+        .map(|pod| {
+            let r = manager.admit(pod, None).result.err()?;
+            Some(format!("{}: {}", r.reason, r.message))
+        })
+        .collect();
+    // The sets once every pod is admitted: the shared pool as the reconcile loop leaves it.
+    for ((pod, plan), refusal) in desired.iter().zip(pods.iter_mut()).zip(refusals) {
+        if let Some(refusal) = refusal {
+            plan.cpus.insert("*".into(), refusal);
+            continue;
+        }
+        for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+            let set = manager.container_cpuset(&pod.metadata.uid, &c.name);
+            plan.cpus.insert(c.name.clone(), set.to_string());
+        }
+    }
+    pods
+}
+
 fn pod_skeleton(pod: &Pod) -> PodPlan {
     PodPlan {
         uid: pod.metadata.uid.clone(),
@@ -986,6 +1070,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
         cgroup: None,
         running: Vec::new(),
         volumes: Vec::new(),
+        cpus: BTreeMap::new(),
         actions: PodActionsPlan {
             rejected: None,
             kill_pod: None,
@@ -1148,6 +1233,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
             plan
         })
         .collect();
+    let pods = cpu_plans(inputs, &desired, pods, &mut warnings);
 
     let pods_to_remove: Vec<PodRemoval> = if inputs.sources_complete {
         let mut removals: Vec<PodRemoval> = inputs

@@ -108,6 +108,13 @@ impl RuntimeService for ReadOnlyRuntime {
     async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
         self.refuse("ReopenContainerLog", container_id)
     }
+    async fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        _cpuset_cpus: &str,
+    ) -> Result<(), RuntimeError> {
+        self.refuse("UpdateContainerResources", container_id)
+    }
     async fn container_status(&self, container_id: &str) -> Result<ContainerStatus, RuntimeError> {
         self.inner.container_status(container_id).await
     }

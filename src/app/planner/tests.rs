@@ -73,6 +73,7 @@ fn inputs(
     observed: Vec<PodRuntimeStatus>,
 ) -> PlanInputs {
     PlanInputs {
+        cpu_manager: None,
         resolved: config,
         cgroup_version: CgroupVersion::V2,
         node_stats: BTreeMap::new(),
@@ -739,4 +740,61 @@ fn the_eviction_section_says_which_pod_would_be_evicted_and_why() {
     });
     let text = render_text(&compute_plan(&given));
     assert!(text.contains("nothing would be evicted"), "{text}");
+}
+
+#[test]
+fn the_static_cpu_manager_shows_each_containers_cpu_set() {
+    use crate::domain::units::quantity::Quantity;
+    use crate::ports::machine::MachineInfoProvider;
+    let with_cpu = |name: &str, uid: &str, limit: Option<&str>| {
+        let mut p = pod(name, uid, &[("app", "busybox")]);
+        let q = |s: &str| Quantity::parse(s).expect("quantity");
+        let resources = &mut p.spec.containers[0].resources;
+        match limit {
+            Some(cpu) => {
+                resources.limits = [("cpu".into(), q(cpu)), ("memory".into(), q("64Mi"))].into();
+                resources.requests = resources.limits.clone();
+            }
+            None => {
+                resources.requests = [("memory".into(), q("16Mi"))].into();
+            }
+        }
+        p
+    };
+    let desired = vec![
+        with_cpu("g", "uid-1", Some("1")),
+        with_cpu("b", "uid-2", None),
+        with_cpu("g2", "uid-3", Some("1")),
+    ];
+    let mut inputs = inputs(
+        resolved(&["--cpu-manager-policy=static", "--reserved-cpus=0"]),
+        desired,
+        Vec::new(),
+    );
+    let topology = crate::adapters::fake::FakeMachine::default()
+        .cpu_topology()
+        .expect("topology");
+    inputs.cpu_manager = Some(CpuManagerInputs {
+        topology,
+        state: None,
+        state_path: "/var/lib/kubelet/cpu_manager_state".into(),
+    });
+    let plan = compute_plan(&inputs);
+    let cpus = |name: &str| {
+        plan.pods
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.cpus.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(cpus("g"), [("app".to_string(), "1".to_string())].into());
+    assert_eq!(cpus("b"), [("app".to_string(), "0".to_string())].into());
+    assert_eq!(
+        cpus("g2"),
+        [(
+            "*".to_string(),
+            "UnexpectedAdmissionError: Allocate failed due to not enough cpus available to satisfy request, which is unexpected".to_string()
+        )]
+        .into()
+    );
 }

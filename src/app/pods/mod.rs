@@ -118,6 +118,8 @@ pub struct PodLoop {
     connected: Option<watch::Receiver<Option<ConnectedNode>>>,
     /// The device plugins' devices, allocated at admission.
     devices: Option<Arc<crate::app::devices::DeviceManager>>,
+    /// The static CPU manager's exclusive CPUs, allocated at admission.
+    cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
     /// Every source has sent its pods: the devices of pods none wants may be freed.
     sources_ready: bool,
 }
@@ -156,6 +158,7 @@ impl PodLoop {
             node_info: None,
             connected: None,
             devices: None,
+            cpus: None,
             sources_ready: false,
         }
     }
@@ -164,6 +167,12 @@ impl PodLoop {
     /// admit handler, before the predicates).
     pub fn with_devices(mut self, devices: Arc<crate::app::devices::DeviceManager>) -> Self {
         self.devices = Some(devices);
+        self
+    }
+
+    /// Allocates exclusive CPUs at admission (upstream's topology manager admit handler).
+    pub fn with_cpu_manager(mut self, cpus: Arc<crate::app::cpu_manager::CpuManager>) -> Self {
+        self.cpus = Some(cpus);
         self
     }
 
@@ -272,23 +281,30 @@ impl PodLoop {
 
     /// Upstream's resource allocator admission, after the eviction admission and before
     /// the predicates: each new pod asking for a device plugin's resource gets its
-    /// devices, in creation order, or is refused (`UnexpectedAdmissionError`).
+    /// devices, then (the topology manager's admit handler) a Guaranteed pod's
+    /// integer-CPU containers their exclusive CPUs, in creation order, or the pod is
+    /// refused (`UnexpectedAdmissionError`).
     async fn allocate_devices(&self, upserts: &[PodChange]) -> HashMap<String, Rejection> {
-        let Some(devices) = &self.devices else {
+        if self.devices.is_none() && self.cpus.is_none() {
             return HashMap::new();
-        };
+        }
         // Upstream's active pods: every pod the sources want that is not refused, evicted
         // or being deleted, this batch's included (a restart admits them again one by
         // one, and the devices of the later ones must not be freed meanwhile); and only
         // once every source has spoken, as upstream's `sourcesReady`.
-        let wanted: BTreeSet<String> = self
+        let wanted_pods: Vec<Pod> = self
             .manager
             .pods()
-            .iter()
-            .map(|p| p.metadata.uid.clone())
-            .filter(|uid| !self.terminal.contains(uid) && !self.deleting.contains(uid))
+            .into_iter()
+            .filter(|p| {
+                let uid = &p.metadata.uid;
+                !self.terminal.contains(uid) && !self.deleting.contains(uid)
+            })
             .collect();
+        let wanted: BTreeSet<String> = wanted_pods.iter().map(|p| p.metadata.uid.clone()).collect();
         let active = self.sources_ready.then_some(&wanted);
+        let wanted_containers = crate::app::cpu_manager::container_keys(&wanted_pods);
+        let active_containers = self.sources_ready.then_some(&wanted_containers);
         // Upstream's eviction admission comes first: a pod it refuses gets no device
         // (`admit_new` refuses it with the pressure's reason).
         let pressure = self
@@ -310,25 +326,40 @@ impl PodLoop {
             {
                 continue;
             }
-            if let Err(rejection) = devices.allocate_pod(pod, active).await {
-                refused.insert(uid.clone(), rejection);
+            if let Some(devices) = &self.devices {
+                if let Err(rejection) = devices.allocate_pod(pod, active).await {
+                    refused.insert(uid.clone(), rejection);
+                    continue;
+                }
+            }
+            if let Some(cpus) = &self.cpus {
+                if let Err(rejection) = cpus.admit(pod, active_containers) {
+                    refused.insert(uid.clone(), rejection);
+                }
             }
         }
         refused
     }
 
-    /// Tells the device manager the pods that run (the pod resources API lists them).
+    /// Tells the device and CPU managers the pods that run (the pod resources API lists
+    /// them; the CPUs of the others go back to the shared pool).
     fn publish_active_pods(&self) {
-        let Some(devices) = &self.devices else {
-            return;
-        };
         let active = self.active_uids();
-        let pods = active
+        let pods: Vec<&Pod> = active
             .iter()
             .filter_map(|uid| self.manager.get(uid))
-            .map(crate::app::devices::ActivePod::of)
             .collect();
-        devices.set_active_pods(pods);
+        if let Some(cpus) = &self.cpus {
+            let keys = crate::app::cpu_manager::container_keys(pods.iter().copied());
+            cpus.set_active(self.sources_ready.then_some(keys));
+        }
+        if let Some(devices) = &self.devices {
+            devices.set_active_pods(
+                pods.iter()
+                    .map(|p| crate::app::devices::ActivePod::of(p))
+                    .collect(),
+            );
+        }
     }
 
     /// A pod refused admission: its event and Failed status; it stays so while its

@@ -54,6 +54,8 @@ pub struct SyncContext {
     pub volumes: Arc<super::volume_manager::VolumeManager>,
     /// The device plugins' devices for the containers that ask for them.
     pub devices: Option<Arc<crate::app::devices::DeviceManager>>,
+    /// The static CPU manager's cpusets.
+    pub cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
 }
 
 impl SyncContext {
@@ -81,12 +83,19 @@ impl SyncContext {
                 Arc::new(crate::ports::pod_files::NoPodFiles),
             )),
             devices: None,
+            cpus: None,
         }
     }
 
     /// With the device manager giving containers their devices.
     pub fn with_devices(mut self, devices: Arc<crate::app::devices::DeviceManager>) -> Self {
         self.devices = Some(devices);
+        self
+    }
+
+    /// With the static CPU manager giving each container its cpuset.
+    pub fn with_cpu_manager(mut self, cpus: Arc<crate::app::cpu_manager::CpuManager>) -> Self {
+        self.cpus = Some(cpus);
         self
     }
 
@@ -384,6 +393,10 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
                     }
                     Err(message) => return Answer::Failed(message),
                 }
+            }
+            // Upstream's `PreCreateContainer`: exclusive CPUs, else the shared pool.
+            if let (Some(cpus), Some(spec)) = (&ctx.cpus, pod.spec.container(kind, index)) {
+                config.linux.cpuset_cpus = cpus.container_cpuset(&pod.metadata.uid, &spec.name);
             }
             debug!(container = %name, %reason, "starting container");
             match ctx

@@ -168,6 +168,9 @@ pub struct NodeConfig {
     pub logging: LoggingSettings,
     /// The kubelet API (`port`, 10250); `None` when `enableServer` is false.
     pub server: Option<crate::domain::kubelet_api::settings::ServerSettings>,
+    /// `cpuManagerPolicy`, its options and reconcile period, and the topology manager's
+    /// policy, scope and options.
+    pub cpu_manager: crate::domain::resource_managers::cpu_manager::CpuManagerSettings,
 }
 
 /// The eviction manager's and image GC's settings, typed.

@@ -48,7 +48,7 @@ const fn refused(name: &'static str) -> FieldSpec {
 
 const NO_API_CLIENT: &str = "no API server client yet";
 const NO_SERVER: &str = "not served by the kubelet API yet";
-const NO_MANAGERS: &str = "no CPU, memory or topology manager yet";
+const NO_MANAGERS: &str = "no memory manager yet";
 /// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
 /// kept off the reserved share by `pods` enforcement, which is implemented, so leaving
 /// the daemons uncapped loses no isolation from workloads: a warning, not a refusal.
@@ -109,17 +109,17 @@ pub const FIELDS: &[FieldSpec] = &[
     done("cgroupRoot"),
     done("cgroupsPerQOS"),
     done("cgroupDriver"),
-    ni("cpuManagerPolicy", NO_MANAGERS),
+    done("cpuManagerPolicy"),
     ni(
         "singleProcessOOMKill",
         "the runtime's default OOM behaviour applies",
     ),
-    ni("cpuManagerPolicyOptions", NO_MANAGERS),
-    ni("cpuManagerReconcilePeriod", NO_MANAGERS),
+    done("cpuManagerPolicyOptions"),
+    done("cpuManagerReconcilePeriod"),
     ni("memoryManagerPolicy", NO_MANAGERS),
-    ni("topologyManagerPolicy", NO_MANAGERS),
-    ni("topologyManagerScope", NO_MANAGERS),
-    ni("topologyManagerPolicyOptions", NO_MANAGERS),
+    done("topologyManagerPolicy"),
+    done("topologyManagerScope"),
+    done("topologyManagerPolicyOptions"),
     ni("qosReserved", "QoS memory reservation is not applied"),
     done("runtimeRequestTimeout"),
     ni("hairpinMode", "pod networking is the runtime's CNI setup"),

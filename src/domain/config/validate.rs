@@ -55,6 +55,41 @@ fn non_empty_path(text: &str) -> Option<PathBuf> {
     (!text.is_empty()).then(|| PathBuf::from(text))
 }
 
+/// The CPU and topology managers' fields with upstream's defaults (`none`, 10s, `none`,
+/// `container`; a zero reconcile period is `node_status_update_frequency`, as upstream
+/// defaults it); the policies themselves are checked when the managers are built.
+fn cpu_manager_settings(
+    c: &KubeletConfiguration,
+    node_status_update_frequency: Option<Duration>,
+    problems: &mut Vec<ConfigError>,
+) -> crate::domain::resource_managers::cpu_manager::CpuManagerSettings {
+    use crate::domain::resource_managers::cpu_manager::CpuManagerSettings;
+    let defaults = CpuManagerSettings::default();
+    let zero_default = node_status_update_frequency.unwrap_or(defaults.reconcile_period);
+    let reconcile_period = match c.cpu_manager_reconcile_period {
+        Some(d) if d.to_std().is_some_and(|d| d.is_zero()) => zero_default,
+        Some(d) => {
+            positive("cpuManagerReconcilePeriod", d, problems).unwrap_or(defaults.reconcile_period)
+        }
+        None => defaults.reconcile_period,
+    };
+    // Empty is unset, as `states::check` reads it.
+    let given = |v: &Option<String>, default: String| {
+        v.clone().filter(|s| !s.is_empty()).unwrap_or(default)
+    };
+    CpuManagerSettings {
+        policy: given(&c.cpu_manager_policy, defaults.policy),
+        policy_options: c.cpu_manager_policy_options.clone().unwrap_or_default(),
+        reconcile_period,
+        topology_policy: given(&c.topology_manager_policy, defaults.topology_policy),
+        topology_scope: given(&c.topology_manager_scope, defaults.topology_scope),
+        topology_options: c
+            .topology_manager_policy_options
+            .clone()
+            .unwrap_or_default(),
+    }
+}
+
 /// Every problem with `c` on the node `facts` describes, or the typed configuration.
 pub fn validate(
     c: &KubeletConfiguration,
@@ -147,6 +182,7 @@ pub fn validate(
         c.node_status_update_frequency,
         &mut problems,
     );
+    let cpu_manager = cpu_manager_settings(c, node_status_update_frequency, &mut problems);
     let node_status_report_frequency = positive(
         "nodeStatusReportFrequency",
         c.node_status_report_frequency,
@@ -381,6 +417,7 @@ pub fn validate(
         return Err(problems);
     };
     Ok(NodeConfig {
+        cpu_manager,
         node_name,
         node_name_source,
         machine: facts.machine.clone(),
@@ -683,6 +720,35 @@ mod tests {
 
     fn settings(c: &KubeletConfiguration) -> Result<NodeSettings, Vec<ConfigError>> {
         validate(c, &FlagOptions::default(), &node_a()).map(|node| node.node)
+    }
+
+    #[test]
+    fn cpu_manager_fields_default_as_upstream() {
+        let period = |text: Option<&str>| {
+            let c = KubeletConfiguration {
+                cpu_manager_reconcile_period: text.map(|t| GoDuration::parse(t).expect("duration")),
+                cpu_manager_policy: Some(String::new()),
+                ..KubeletConfiguration::default()
+            };
+            validate(&c, &FlagOptions::default(), &node_a())
+                .map(|n| (n.cpu_manager.reconcile_period, n.cpu_manager.policy))
+                .map_err(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>())
+        };
+        let none = "none".to_string();
+        assert_eq!(period(None), Ok((Duration::from_secs(10), none.clone())));
+        assert_eq!(
+            period(Some("1s")),
+            Ok((Duration::from_secs(1), none.clone()))
+        );
+        // kubeadm writes 0s: upstream takes nodeStatusUpdateFrequency.
+        assert_eq!(period(Some("0s")), Ok((Duration::from_secs(10), none)));
+        assert_eq!(
+            period(Some("-1s")),
+            Err(vec![
+                "invalid configuration: cpuManagerReconcilePeriod -1s must be greater than zero"
+                    .to_string()
+            ])
+        );
     }
 
     fn messages(c: &KubeletConfiguration) -> Vec<String> {

@@ -14,6 +14,7 @@
 //!   pod admission in the container or pod scope.
 
 pub mod cpu_assignment;
+pub mod cpu_manager;
 pub mod policy_options;
 pub mod policy_static;
 pub mod state;

@@ -190,6 +190,70 @@ pub struct MachineCore {
     pub threads: Vec<usize>,
 }
 
+/// One online CPU as sysfs describes it (`cpu<N>/topology/physical_package_id` and
+/// `core_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SysfsCpu {
+    pub cpu: usize,
+    pub socket_id: usize,
+    pub core_id: usize,
+}
+
+/// One NUMA node as sysfs describes it (`node<N>/cpulist`, `distance`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysfsNumaNode {
+    pub id: usize,
+    pub cpus: CpuSet,
+    pub distances: Vec<u64>,
+}
+
+impl MachineTopology {
+    /// The machine's topology from sysfs facts, as cAdvisor groups them: threads with the
+    /// same socket and core id form a core, each core in the NUMA node listing its first
+    /// thread; without NUMA nodes (a kernel without `CONFIG_NUMA`) every CPU is node 0's.
+    pub fn from_sysfs(cpus: &[SysfsCpu], nodes: &[SysfsNumaNode]) -> MachineTopology {
+        let fallback = [SysfsNumaNode {
+            id: 0,
+            cpus: CpuSet::new(cpus.iter().map(|c| c.cpu)),
+            distances: Vec::new(),
+        }];
+        let nodes = if nodes.is_empty() {
+            &fallback[..]
+        } else {
+            nodes
+        };
+        let numa_nodes = nodes
+            .iter()
+            .map(|node| {
+                let mut cores: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+                for c in cpus.iter().filter(|c| node.cpus.contains(c.cpu)) {
+                    cores
+                        .entry((c.socket_id, c.core_id))
+                        .or_default()
+                        .push(c.cpu);
+                }
+                MachineNumaNode {
+                    id: node.id,
+                    cores: cores
+                        .into_iter()
+                        .map(|((socket_id, id), threads)| MachineCore {
+                            id,
+                            socket_id,
+                            threads,
+                        })
+                        .collect(),
+                    distances: node.distances.clone(),
+                }
+            })
+            .collect();
+        MachineTopology {
+            num_cpus: cpus.len(),
+            num_sockets: CpuSet::new(cpus.iter().map(|c| c.socket_id)).len(),
+            numa_nodes,
+        }
+    }
+}
+
 /// Why the topology could not be built, in upstream's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
@@ -369,5 +433,41 @@ mod tests {
         assert_eq!(topo.cpus_per_socket(), 6);
         assert_eq!(CpuTopology::default().cpus_per_core(), 0);
         assert_eq!(CpuTopology::default().cpus_per_socket(), 0);
+    }
+
+    #[test]
+    fn sysfs_facts_group_threads_into_cores_and_nodes() {
+        // Two sockets, two threads per core, one NUMA node per socket.
+        let cpu = |cpu, socket_id, core_id| SysfsCpu {
+            cpu,
+            socket_id,
+            core_id,
+        };
+        let cpus = [cpu(0, 0, 0), cpu(1, 1, 0), cpu(2, 0, 0), cpu(3, 1, 0)];
+        let nodes = [
+            SysfsNumaNode {
+                id: 0,
+                cpus: ids(&[0, 2]),
+                distances: vec![10, 20],
+            },
+            SysfsNumaNode {
+                id: 1,
+                cpus: ids(&[1, 3]),
+                distances: vec![20, 10],
+            },
+        ];
+        let machine = MachineTopology::from_sysfs(&cpus, &nodes);
+        assert_eq!(machine.num_cpus, 4);
+        assert_eq!(machine.num_sockets, 2);
+        assert_eq!(machine.numa_nodes[1].cores[0].threads, vec![1, 3]);
+        assert_eq!(machine.numa_nodes[1].distances, vec![20, 10]);
+        let topo = CpuTopology::discover(&machine).unwrap_or_default();
+        assert_eq!(topo.cpus_per_core(), 2);
+        assert_eq!(topo.num_numa_nodes, 2);
+        // This VM's shape: no NUMA folder, two single-thread cores.
+        let vm = MachineTopology::from_sysfs(&[cpu(0, 0, 0), cpu(1, 0, 1)], &[]);
+        assert_eq!(vm.numa_nodes.len(), 1);
+        assert_eq!(vm.numa_nodes[0].cores.len(), 2);
+        assert_eq!(vm.num_sockets, 1);
     }
 }

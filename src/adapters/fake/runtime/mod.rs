@@ -444,6 +444,20 @@ impl RuntimeService for FakeRuntime {
         Ok(())
     }
 
+    async fn update_container_cpuset(
+        &self,
+        container_id: &str,
+        cpuset_cpus: &str,
+    ) -> Result<(), RuntimeError> {
+        if !self.state().containers.contains_key(container_id) {
+            return Err(RuntimeError::NotFound(format!("container {container_id}")));
+        }
+        self.record(format!(
+            "UpdateContainerResources {container_id} {cpuset_cpus}"
+        ));
+        Ok(())
+    }
+
     async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
         let (running, failure) = {
             let s = self.state();

@@ -124,6 +124,9 @@ pub struct LinuxResources {
     pub cpu_shares: i64,
     pub memory_limit_in_bytes: i64,
     pub oom_score_adj: i64,
+    /// The CPUs the container may run on (the CPU manager's; empty: the runtime's default,
+    /// every CPU of its cgroup parent).
+    pub cpuset_cpus: String,
     /// One limit per huge page size the node has (0 unless the container asks).
     pub hugepage_limits: Vec<HugepageLimit>,
 }

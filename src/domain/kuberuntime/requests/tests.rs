@@ -534,6 +534,7 @@ fn resources_guaranteed() {
             cpu_shares: 512,
             memory_limit_in_bytes: 1 << 30,
             oom_score_adj: -997,
+            cpuset_cpus: String::new(),
             hugepage_limits: Vec::new(),
         }
     );
@@ -577,6 +578,7 @@ fn resources_best_effort() {
             cpu_shares: 2,
             memory_limit_in_bytes: 0,
             oom_score_adj: 1000,
+            cpuset_cpus: String::new(),
             hugepage_limits: Vec::new(),
         }
     );
