@@ -1121,6 +1121,28 @@ impl VolumeManager {
         Ok(())
     }
 
+    /// `NodeUnpublishVolume` of a published volume through its registered driver.
+    async fn unpublish(&self, volume: &PublishedVolume) -> Result<(), String> {
+        let (driver, plugins) = self.driver(&volume.driver)?;
+        plugins
+            .node_unpublish(
+                Path::new(&driver.endpoint),
+                &volume.volume_handle,
+                &volume.target_path,
+            )
+            .await
+            .map_err(|e| Chain(&e).to_string())
+    }
+
+    /// `NodeUnstageVolume` of a volume staged at `staging` through its registered driver.
+    async fn unstage(&self, volume: &PublishedVolume, staging: &Path) -> Result<(), String> {
+        let (driver, plugins) = self.driver(&volume.driver)?;
+        plugins
+            .node_unstage(Path::new(&driver.endpoint), &volume.volume_handle, staging)
+            .await
+            .map_err(|e| Chain(&e).to_string())
+    }
+
     /// Unpublishes the CSI volumes found under the pod folder `pod_dir` (their
     /// `vol_data.json`), each through its driver; whether all are. A volume whose driver
     /// is not registered, or whose call fails, stays mounted (the folder must stay).
@@ -1153,17 +1175,7 @@ impl VolumeManager {
                 // Nothing published there (or already unpublished).
                 continue;
             };
-            let outcome = match self.driver(&volume.driver) {
-                Err(e) => Err(e),
-                Ok((driver, plugins)) => plugins
-                    .node_unpublish(
-                        Path::new(&driver.endpoint),
-                        &volume.volume_handle,
-                        &volume.target_path,
-                    )
-                    .await
-                    .map_err(|e| Chain(&e).to_string()),
-            };
+            let outcome = self.unpublish(&volume).await;
             match outcome {
                 Ok(()) => {
                     let removed =
@@ -1229,17 +1241,7 @@ impl VolumeManager {
             let outcome = match &volume {
                 // Nothing says what it was: nothing to unpublish.
                 None => Ok(()),
-                Some(volume) => match self.driver(&volume.driver) {
-                    Err(e) => Err(e),
-                    Ok((driver, plugins)) => plugins
-                        .node_unpublish(
-                            Path::new(&driver.endpoint),
-                            &volume.volume_handle,
-                            &volume.target_path,
-                        )
-                        .await
-                        .map_err(|e| Chain(&e).to_string()),
-                },
+                Some(volume) => self.unpublish(volume).await,
             };
             if let Err(message) = outcome {
                 warn!(volume = %name, err = %message, "UnmapVolume.UnmapPodDevice failed");
@@ -1296,17 +1298,7 @@ impl VolumeManager {
             return true;
         }
         let paths = BlockPaths::of(root, name);
-        let outcome = match self.driver(&volume.driver) {
-            Err(e) => Err(e),
-            Ok((driver, plugins)) => plugins
-                .node_unstage(
-                    Path::new(&driver.endpoint),
-                    &volume.volume_handle,
-                    &paths.staging,
-                )
-                .await
-                .map_err(|e| Chain(&e).to_string()),
-        };
+        let outcome = self.unstage(volume, &paths.staging).await;
         if let Err(message) = outcome {
             warn!(volume = %volume.volume_handle, err = %message, "UnmapDevice failed");
             return false;
@@ -1344,13 +1336,7 @@ impl VolumeManager {
         if self.published_elsewhere(root, volume).await {
             return true;
         }
-        let outcome = match self.driver(&volume.driver) {
-            Err(e) => Err(e),
-            Ok((driver, plugins)) => plugins
-                .node_unstage(Path::new(&driver.endpoint), &volume.volume_handle, &staging)
-                .await
-                .map_err(|e| Chain(&e).to_string()),
-        };
+        let outcome = self.unstage(volume, &staging).await;
         match outcome {
             Ok(()) => {
                 if let Err(e) = off_runtime(&self.files, move |f| f.remove_file(&stage_data)).await
