@@ -119,6 +119,7 @@ on_containerd_2=(
     'pods_containerd::static_pod_runs_and_logs'
     'probes_containerd::probes_and_hooks_on_containerd'
     'security_containerd::refusals_read_as_upstreams'
+    'security_containerd::a_pod_without_host_users_gets_its_own_ids_or_waits_with_the_runtimes_reason'
     'cgroups_containerd::the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs'
     'cgroups_containerd::a_driver_that_differs_from_the_runtimes_or_a_missing_root_refuses_to_start'
     'eviction_containerd::image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_in_use'

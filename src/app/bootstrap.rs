@@ -543,6 +543,29 @@ fn read_resolv_conf(node: &NodeConfig, host: &dyn Host) -> ResolvConf {
     }
 }
 
+/// The user namespaces pods may have: the feature gate, and the host IDs they come from,
+/// the `kubelet` user's subordinate IDs when `/etc/subuid` gives it some (as upstream
+/// reads them), else upstream's default range. A range that cannot serve `maxPods` pods
+/// refuses start-up, as upstream.
+fn user_namespaces(
+    resolved: &ResolvedConfig,
+    host: &dyn Host,
+) -> Result<crate::app::pods::userns::UserNamespaces, StartupError> {
+    use crate::domain::kuberuntime::userns::{KubeletIdRange, FEATURE_GATE};
+    let gate = resolved.node.feature_gates.enabled(FEATURE_GATE);
+    let read = |path: &str| host.read_to_string(Path::new(path)).unwrap_or_default();
+    let range = match KubeletIdRange::from_subid_files(&read("/etc/subuid"), &read("/etc/subgid")) {
+        Ok(None) => KubeletIdRange::DEFAULT,
+        Ok(Some((first, length))) => {
+            let max_pods = u32::try_from(resolved.config.max_pods).unwrap_or(0);
+            KubeletIdRange::checked(first, length, max_pods)
+                .map_err(|e| StartupError::Invalid(vec![e.to_string()]))?
+        }
+        Err(message) => return Err(StartupError::Invalid(vec![message])),
+    };
+    Ok(crate::app::pods::userns::UserNamespaces::new(gate, range))
+}
+
 /// What every pod sync shares: the runtime and image clients, the clock, and how
 /// requests are built.
 fn sync_context(
@@ -574,7 +597,8 @@ fn sync_context(
         Arc::clone(&started.containers),
     )
     .with_prober(Arc::clone(&deps.prober))
-    .with_events(events);
+    .with_events(events)
+    .with_user_namespaces(user_namespaces(&started.resolved, deps.host.as_ref())?);
     if let Some(devices) = devices {
         ctx = ctx.with_devices(devices);
     }

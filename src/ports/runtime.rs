@@ -94,6 +94,11 @@ pub trait RuntimeService: Send + Sync {
     /// The runtime's cgroup driver; `None` when the runtime does not report it
     /// (containerd 1.6 answers UNIMPLEMENTED, which is tolerated here).
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError>;
+    /// The runtime's handlers and what each supports, from CRI `Status`; empty when the
+    /// runtime lists none (containerd 1.6).
+    async fn runtime_handlers(
+        &self,
+    ) -> Result<Vec<crate::domain::kuberuntime::userns::RuntimeHandler>, RuntimeError>;
 
     /// Runs `cmd` in a running container and waits for it to end, at most `timeout`
     /// (zero: no limit of its own; the call's timeout is then the request timeout).

@@ -765,6 +765,33 @@ fn the_plan_has_exactly_the_fields_the_schema_documents() {
     }
 }
 
+#[test]
+fn a_pod_without_host_users_shows_its_own_user_namespace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("m");
+    std::fs::create_dir_all(&manifests).expect("dir");
+    std::fs::write(
+        manifests.join("a.yaml"),
+        manifest("a", "busybox").replace("spec:\n", "spec:\n  hostUsers: false\n"),
+    )
+    .expect("write");
+    std::fs::write(manifests.join("b.yaml"), manifest("b", "busybox")).expect("write");
+    let (plan, _, _) = dry_run(&[
+        "--container-runtime-endpoint=fake://".into(),
+        snapshot_file(dir.path()),
+        format!("--pod-manifest-path={}", manifests.display()),
+    ]);
+    let namespaces = |pod: &str| {
+        plan["pods"]
+            .as_array()
+            .and_then(|pods| pods.iter().find(|p| p["name"] == pod))
+            .map(|p| p["actions"]["startContainers"][0]["security"]["namespaces"].clone())
+            .unwrap_or_else(|| panic!("pod {pod} in {plan}"))
+    };
+    assert_eq!(namespaces("a-node-a")["user"], "Pod", "{plan}");
+    assert!(namespaces("b-node-a").get("user").is_none(), "{plan}");
+}
+
 fn burstable_manifest_dir(dir: &Path) -> PathBuf {
     let manifests = dir.join("m");
     std::fs::create_dir_all(&manifests).expect("dir");

@@ -18,7 +18,7 @@ use crate::domain::kuberuntime::labels::{
     CONTAINER_BACKOFF_STEP_ANNOTATION, CONTAINER_HASH_ANNOTATION,
 };
 use crate::domain::kuberuntime::requests::{
-    ContainerConfig, ContainerSecurity, LinuxResources, MountPropagation, NamespaceMode,
+    ContainerConfig, ContainerSecurity, IdMapping, LinuxResources, MountPropagation, NamespaceMode,
     NamespaceOptions, Protocol, SandboxConfig, SandboxSecurity, SeLinuxOption, SecurityProfile,
 };
 use crate::domain::kuberuntime::runtime::{
@@ -234,12 +234,25 @@ fn ns_mode_to_wire(mode: NamespaceMode) -> i32 {
 }
 
 fn namespaces_to_wire(n: &NamespaceOptions) -> proto::NamespaceOption {
+    let mappings = |m: &[IdMapping]| {
+        m.iter()
+            .map(|m| proto::IdMapping {
+                host_id: m.host_id,
+                container_id: m.container_id,
+                length: m.length,
+            })
+            .collect()
+    };
     proto::NamespaceOption {
         network: ns_mode_to_wire(n.network),
         pid: ns_mode_to_wire(n.pid),
         ipc: ns_mode_to_wire(n.ipc),
         target_id: n.target_id.clone(),
-        ..Default::default()
+        userns_options: n.user.as_ref().map(|u| proto::UserNamespace {
+            mode: ns_mode_to_wire(u.mode),
+            uids: mappings(&u.uids),
+            gids: mappings(&u.gids),
+        }),
     }
 }
 
@@ -948,6 +961,21 @@ impl RuntimeService for CriRuntime {
             Err(e) => Err(e),
         }
     }
+
+    async fn runtime_handlers(
+        &self,
+    ) -> Result<Vec<crate::domain::kuberuntime::userns::RuntimeHandler>, RuntimeError> {
+        Ok(self
+            .status_response()
+            .await?
+            .runtime_handlers
+            .into_iter()
+            .map(|h| crate::domain::kuberuntime::userns::RuntimeHandler {
+                name: h.name,
+                user_namespaces: h.features.is_some_and(|f| f.user_namespaces),
+            })
+            .collect())
+    }
 }
 
 #[async_trait]
@@ -1176,6 +1204,36 @@ mod tests {
         assert_eq!(r.memory_limit_in_bytes, 1 << 30);
         assert_eq!(r.oom_score_adj, -997);
         assert_eq!(r.cpuset_cpus, "1");
+    }
+
+    #[test]
+    fn a_pods_user_namespace_reaches_the_wire_and_none_leaves_it_to_the_runtime() {
+        use crate::domain::kuberuntime::requests::UserNamespace;
+        let mapping = IdMapping {
+            host_id: 65536,
+            container_id: 0,
+            length: 65536,
+        };
+        let mut options = NamespaceOptions {
+            user: Some(UserNamespace {
+                mode: NamespaceMode::Pod,
+                uids: vec![mapping],
+                gids: vec![mapping],
+            }),
+            ..Default::default()
+        };
+        let wire = namespaces_to_wire(&options)
+            .userns_options
+            .unwrap_or_default();
+        assert_eq!(wire.mode, proto::NamespaceMode::Pod as i32);
+        let expected = proto::IdMapping {
+            host_id: 65536,
+            container_id: 0,
+            length: 65536,
+        };
+        assert_eq!((wire.uids, wire.gids), (vec![expected], vec![expected]));
+        options.user = None;
+        assert_eq!(namespaces_to_wire(&options).userns_options, None);
     }
 
     #[test]

@@ -8,17 +8,25 @@ use crate::domain::node_status::status::ImageSummary;
 use crate::ports::runtime::RuntimeError;
 use crate::ports::runtime_status::RuntimeStatusService;
 
+impl CriRuntime {
+    /// CRI `Status`: the conditions and the handlers.
+    pub(super) async fn status_response(&self) -> Result<proto::StatusResponse, RuntimeError> {
+        let mut c = self.runtime.clone();
+        self.call(
+            "Status",
+            c.status(self.request(proto::StatusRequest { verbose: false })),
+        )
+        .await
+    }
+}
+
 #[async_trait]
 impl RuntimeStatusService for CriRuntime {
     async fn runtime_conditions(&self) -> Result<Vec<RuntimeCondition>, RuntimeError> {
-        let mut c = self.runtime.clone();
-        let r = self
-            .call(
-                "Status",
-                c.status(self.request(proto::StatusRequest { verbose: false })),
-            )
-            .await?;
-        Ok(r.status
+        Ok(self
+            .status_response()
+            .await?
+            .status
             .map(|s| s.conditions)
             .unwrap_or_default()
             .into_iter()

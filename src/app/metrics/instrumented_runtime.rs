@@ -125,6 +125,11 @@ impl RuntimeService for InstrumentedRuntime {
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
         recorded("runtime_config", self.inner.cgroup_driver()).await
     }
+    async fn runtime_handlers(
+        &self,
+    ) -> Result<Vec<crate::domain::kuberuntime::userns::RuntimeHandler>, RuntimeError> {
+        recorded("status", self.inner.runtime_handlers()).await
+    }
     async fn exec_sync(
         &self,
         container_id: &str,

@@ -388,11 +388,21 @@ fn security_plan(s: &ContainerSecurity) -> ContainerSecurityPlan {
             .selinux_options
             .as_ref()
             .map(|o| format!("{}:{}:{}:{}", o.user, o.role, o.kind, o.level)),
-        namespaces: BTreeMap::from([
-            ("pid".to_owned(), mode(s.namespace_options.pid)),
-            ("ipc".to_owned(), mode(s.namespace_options.ipc)),
-            ("network".to_owned(), mode(s.namespace_options.network)),
-        ]),
+        namespaces: BTreeMap::from_iter(
+            [
+                ("pid".to_owned(), mode(s.namespace_options.pid)),
+                ("ipc".to_owned(), mode(s.namespace_options.ipc)),
+                ("network".to_owned(), mode(s.namespace_options.network)),
+            ]
+            .into_iter()
+            // Only a pod's own; its block of IDs is handed out when the sandbox is made.
+            .chain(
+                s.namespace_options
+                    .user
+                    .as_ref()
+                    .map(|u| ("user".to_owned(), mode(u.mode))),
+            ),
+        ),
         masked_paths: s.masked_paths.clone(),
         readonly_paths: s.readonly_paths.clone(),
     }

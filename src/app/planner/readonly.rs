@@ -127,6 +127,11 @@ impl RuntimeService for ReadOnlyRuntime {
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
         self.inner.cgroup_driver().await
     }
+    async fn runtime_handlers(
+        &self,
+    ) -> Result<Vec<crate::domain::kuberuntime::userns::RuntimeHandler>, RuntimeError> {
+        self.inner.runtime_handlers().await
+    }
 }
 
 #[async_trait]

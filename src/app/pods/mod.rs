@@ -24,6 +24,7 @@ pub mod status;
 pub mod sync;
 pub mod sync_loop_health;
 pub mod terminate;
+pub mod userns;
 pub mod volume_manager;
 pub mod volumes;
 pub mod volumes_in_use;

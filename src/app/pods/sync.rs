@@ -56,6 +56,8 @@ pub struct SyncContext {
     pub devices: Option<Arc<crate::app::devices::DeviceManager>>,
     /// The static CPU manager's cpusets.
     pub cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
+    /// The user namespaces of `hostUsers: false` pods.
+    pub userns: Arc<super::userns::UserNamespaces>,
 }
 
 impl SyncContext {
@@ -84,7 +86,17 @@ impl SyncContext {
             )),
             devices: None,
             cpus: None,
+            userns: Arc::new(super::userns::UserNamespaces::new(
+                true,
+                crate::domain::kuberuntime::userns::KubeletIdRange::DEFAULT,
+            )),
         }
+    }
+
+    /// With the user namespaces the configuration gives (the feature gate, the range).
+    pub fn with_user_namespaces(mut self, userns: super::userns::UserNamespaces) -> Self {
+        self.userns = Arc::new(userns);
+        self
     }
 
     /// With the device manager giving containers their devices.
@@ -327,7 +339,10 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             Ok(()) => Answer::Done,
             Err(error) => Answer::Failed(Chain(&error).to_string()),
         },
-        Effect::CreateSandbox { creation, config } => {
+        Effect::CreateSandbox {
+            creation,
+            mut config,
+        } => {
             for warning in &creation.dns_warnings {
                 warn!(%warning, "pod DNS configuration");
             }
@@ -342,6 +357,23 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             .await;
             if let Err(error) = made {
                 return Answer::Failed(Chain(&error).to_string());
+            }
+            if let Some(user) = config.security.namespace_options.user.as_mut() {
+                let handler = config.runtime_handler.clone();
+                match ctx
+                    .userns
+                    .for_sandbox(
+                        ctx.runtime.as_ref(),
+                        &ctx.volumes.files(),
+                        &ctx.requests.root_dir.join("pods"),
+                        &pod.metadata.uid,
+                        &handler,
+                    )
+                    .await
+                {
+                    Ok(namespace) => *user = namespace,
+                    Err(error) => return Answer::Failed(Chain(&error).to_string()),
+                }
             }
             match ctx.runtime.run_pod_sandbox(&config).await {
                 Ok(id) => {
@@ -392,6 +424,26 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
                         );
                     }
                     Err(message) => return Answer::Failed(message),
+                }
+            }
+            if let Some(user) = config.security.namespace_options.user.as_mut() {
+                match ctx
+                    .userns
+                    .for_container(
+                        &ctx.volumes.files(),
+                        &ctx.requests.root_dir.join("pods"),
+                        &pod.metadata.uid,
+                    )
+                    .await
+                {
+                    Ok(Some(namespace)) => *user = namespace,
+                    Ok(None) => {
+                        return Answer::Failed(format!(
+                            "the pod's user namespace is not known (no {} in its folder)",
+                            crate::domain::kuberuntime::userns::MAPPINGS_FILE
+                        ))
+                    }
+                    Err(error) => return Answer::Failed(Chain(&error).to_string()),
                 }
             }
             // Upstream's `PreCreateContainer`: exclusive CPUs, else the shared pool.

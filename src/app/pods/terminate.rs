@@ -154,9 +154,17 @@ pub(super) async fn remove_pod_dir(ctx: &SyncContext, dir: PathBuf) -> bool {
         return false;
     }
     let files = ctx.volumes.files();
+    let uid = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let removed = tokio::task::spawn_blocking(move || files.remove_pod_dir(&dir)).await;
     match removed {
-        Ok(Ok(())) => true,
+        Ok(Ok(())) => {
+            // The block was kept in the folder: with it gone, the IDs are free.
+            ctx.userns.release(&uid);
+            true
+        }
         Ok(Err(errors)) => {
             for error in errors {
                 warn!(error = %Chain(&error), "failed to remove the pod's folder");

@@ -1249,3 +1249,87 @@ mod planner_agreement {
         }
     }
 }
+
+#[tokio::test]
+async fn a_pod_without_host_users_gets_its_own_ids_kept_in_its_folder_and_freed_with_it() {
+    use crate::domain::kuberuntime::userns::RuntimeHandler;
+    let w = world();
+    let mut p = pod("u-ns", RestartPolicy::Always, IMAGE);
+    p.spec.host_users = Some(false);
+    // The default handler does not support user namespaces: no sandbox, the sync fails
+    // (FailedCreatePodSandBox) and nothing is allocated.
+    w.runtime.set_runtime_handlers(vec![RuntimeHandler {
+        name: String::new(),
+        user_namespaces: false,
+    }]);
+    let refused = sync_pod(&w.ctx, &p).await;
+    assert!(refused.failed);
+    assert!(!w
+        .runtime
+        .journal()
+        .iter()
+        .any(|c| c.starts_with("RunPodSandbox")));
+    let kept = "/node/root/pods/u-ns/userns";
+    assert_eq!(w.files.file(kept), None);
+
+    w.runtime.set_runtime_handlers(vec![RuntimeHandler {
+        name: String::new(),
+        user_namespaces: true,
+    }]);
+    let first = sync_pod(&w.ctx, &p).await;
+    assert!(
+        !first.failed && first.waiting.is_empty(),
+        "{:?}",
+        first.waiting
+    );
+    let sandbox = first.runtime.sandboxes[0].id.clone();
+    let userns = w
+        .runtime
+        .sandbox_userns(&sandbox)
+        .expect("own user namespace");
+    assert_eq!(
+        (
+            userns.uids[0].host_id,
+            userns.uids[0].container_id,
+            userns.uids[0].length
+        ),
+        (65536, 0, 65536)
+    );
+    assert_eq!(userns.uids, userns.gids);
+    let file = String::from_utf8(w.files.file(kept).expect("kept in the pod's folder"))
+        .unwrap_or_default();
+    assert!(file.contains(r#""hostId":65536"#), "{file}");
+
+    // A restarted kubelet reads the block back: a second pod gets the next one.
+    let restarted = Arc::new(
+        SyncContext::new(
+            w.runtime.clone(),
+            w.runtime.clone(),
+            w.clock.clone(),
+            w.ctx.requests.clone(),
+            "fake".into(),
+            Arc::clone(&w.ctx.containers),
+        )
+        .with_volumes(Arc::clone(&w.ctx.volumes)),
+    );
+    let mut other = pod("u-ns2", RestartPolicy::Always, IMAGE);
+    other.spec.host_users = Some(false);
+    let second = sync_pod(&restarted, &other).await;
+    let other_ns = w
+        .runtime
+        .sandbox_userns(&second.runtime.sandboxes[0].id)
+        .expect("own user namespace");
+    assert_eq!(other_ns.uids[0].host_id, 131072);
+
+    // The first pod's folder goes with it: its block is handed out again.
+    assert!(terminate_pod(&restarted, "u-ns", Some(&p)).await);
+    assert_eq!(w.files.file(kept), None);
+    let mut third = pod("u-ns3", RestartPolicy::Always, IMAGE);
+    third.spec.host_users = Some(false);
+    let third = sync_pod(&restarted, &third).await;
+    let third_ns = w
+        .runtime
+        .sandbox_userns(&third.runtime.sandboxes[0].id)
+        .expect("own user namespace");
+    assert_eq!(third_ns.uids[0].host_id, 65536);
+}

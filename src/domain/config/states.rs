@@ -216,7 +216,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ni("failCgroupV1", "cgroup v1 hosts are not refused"),
     ni(
         "userNamespaces",
-        "pods' user namespaces are the runtime's default mapping",
+        "`idsPerPod` is not read: each hostUsers: false pod gets upstream's default of 65536 IDs",
     ),
 ];
 

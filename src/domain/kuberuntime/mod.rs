@@ -19,3 +19,4 @@ pub mod runtime;
 pub mod runtime_class;
 pub mod teardown;
 pub mod termination;
+pub mod userns;

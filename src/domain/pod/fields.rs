@@ -750,10 +750,9 @@ pub const POD_SPEC: &[Field] = &[
     honoured("hostIPC", "the sandbox's IPC namespace"),
     honoured("hostNetwork", "the sandbox's network namespace"),
     honoured("hostPID", "the sandbox's PID namespace"),
-    refused_unless(
+    honoured(
         "hostUsers",
-        &["true"],
-        "user namespaces are not set up: the pod would run in the host's",
+        "false: the pod's own user namespace where the runtime handler supports one, else the sandbox fails with the reason",
     ),
     honoured("hostname", "the sandbox's hostname and /etc/hosts"),
     refused(

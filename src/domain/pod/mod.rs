@@ -160,6 +160,9 @@ pub struct PodSpec {
     pub host_ipc: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
+    /// `Some(false)`: the pod runs in its own user namespace (`kuberuntime::userns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_users: Option<bool>,
     /// `None` reads as an empty one (API defaulting sets `{}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<PodSecurityContext>,
@@ -323,6 +326,7 @@ impl Default for PodSpec {
             host_pid: false,
             host_ipc: false,
             share_process_namespace: None,
+            host_users: None,
             security_context: None,
             overhead: BTreeMap::new(),
             runtime_class_name: None,

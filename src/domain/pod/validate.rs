@@ -290,6 +290,22 @@ pub fn validate_pod(pod: &Pod) -> Vec<PodError> {
         }
     }
     validate_ephemeral_containers(spec, &volume_names, &mut container_names, &mut errors);
+    // Upstream's `validateHostUsers`: a pod in its own user namespace shares none of the
+    // host's others (the field names as upstream spells them).
+    if spec.host_users == Some(false) {
+        for (shared, field) in [
+            (spec.host_network, "spec.hostNetwork"),
+            (spec.host_pid, "spec.HostPID"),
+            (spec.host_ipc, "spec.HostIPC"),
+        ] {
+            if shared {
+                errors.push(PodError::Forbidden {
+                    field: field.into(),
+                    detail: "when `pod.Spec.HostUsers` is false".into(),
+                });
+            }
+        }
+    }
 
     const DNS_POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
     if !spec.dns_policy.is_empty() && !DNS_POLICIES.contains(&spec.dns_policy.as_str()) {
@@ -744,6 +760,20 @@ mod tests {
                 vec![
                     "spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: \"Sideways\": supported values: \"Bidirectional\", \"HostToContainer\", \"None\"",
                     "spec.containers[0].volumeMounts[1].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
+                ],
+            ),
+            (
+                "a user namespace beside the host's others",
+                |p| {
+                    p.spec.host_users = Some(false);
+                    p.spec.host_network = true;
+                    p.spec.host_pid = true;
+                    p.spec.host_ipc = true;
+                },
+                vec![
+                    "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false",
+                    "spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false",
+                    "spec.HostIPC: Forbidden: when `pod.Spec.HostUsers` is false",
                 ],
             ),
             (

@@ -155,7 +155,7 @@ pub fn effective_security_context(pod: &Pod, container: &Container) -> SecurityC
 
 /// The pod's namespaces: the node's network and IPC with `hostNetwork` and `hostIPC`;
 /// the node's PID namespace with `hostPID`, the pod's with `shareProcessNamespace`,
-/// else each container its own.
+/// else each container its own; with `hostUsers: false`, the pod's own user namespace.
 pub fn namespaces_for_pod(pod: &Pod) -> NamespaceOptions {
     let spec = &pod.spec;
     let shared = |host: bool| {
@@ -177,6 +177,13 @@ pub fn namespaces_for_pod(pod: &Pod) -> NamespaceOptions {
         pid,
         ipc: shared(spec.host_ipc),
         target_id: String::new(),
+        // The mappings come from the node's allocator when the sandbox is made.
+        user: crate::domain::kuberuntime::userns::requested_mode(pod).map(|mode| {
+            crate::domain::kuberuntime::requests::UserNamespace {
+                mode,
+                ..Default::default()
+            }
+        }),
     }
 }
 

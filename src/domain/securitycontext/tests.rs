@@ -442,6 +442,7 @@ fn namespaces_for_pod_as_upstream() {
         pid,
         ipc,
         target_id: String::new(),
+        user: None,
     };
     use NamespaceMode::*;
     let mut p = pod(vec![]);
@@ -455,6 +456,13 @@ fn namespaces_for_pod_as_upstream() {
     assert_eq!(namespaces_for_pod(&p), ns(Pod, Pod, Pod));
     p.spec.share_process_namespace = Some(false);
     assert_eq!(namespaces_for_pod(&p), ns(Pod, Container, Pod));
+    // hostUsers: false asks for the pod's own user namespace, mapped later.
+    p.spec.host_users = Some(false);
+    let user = namespaces_for_pod(&p).user.expect("own user namespace");
+    assert_eq!(user.mode, Pod);
+    assert!(user.uids.is_empty() && user.gids.is_empty());
+    p.spec.host_users = Some(true);
+    assert_eq!(namespaces_for_pod(&p).user, None);
 }
 
 #[test]
@@ -471,6 +479,7 @@ fn a_default_container_gets_upstreams_hardening() {
                 pid: NamespaceMode::Container,
                 ipc: NamespaceMode::Pod,
                 target_id: String::new(),
+                user: None,
             },
             selinux_options: None,
             run_as_user: None,
@@ -603,6 +612,7 @@ fn the_sandbox_security_context_as_upstream_builds_it() {
                 pid: NamespaceMode::Pod,
                 ipc: NamespaceMode::Pod,
                 target_id: String::new(),
+                user: None,
             },
             selinux_options: Some(SeLinuxOption {
                 level: "s0".into(),

@@ -60,6 +60,10 @@ struct State {
     log_reopen_failure: Option<String>,
     /// Containers (by name) whose process ends at its start, with this exit code.
     exit_at_start: BTreeMap<String, i32>,
+    /// What `Status` lists; none by default, as containerd 1.6.
+    runtime_handlers: Vec<crate::domain::kuberuntime::userns::RuntimeHandler>,
+    /// The user namespace each sandbox was made with, by sandbox id.
+    sandbox_userns: BTreeMap<String, crate::domain::kuberuntime::requests::UserNamespace>,
 }
 
 impl State {
@@ -229,6 +233,22 @@ impl FakeRuntime {
             .insert(command.to_owned(), exit_code);
     }
 
+    /// From now on `Status` lists these handlers.
+    pub fn set_runtime_handlers(
+        &self,
+        handlers: Vec<crate::domain::kuberuntime::userns::RuntimeHandler>,
+    ) {
+        self.state().runtime_handlers = handlers;
+    }
+
+    /// The user namespace a sandbox was made with, if it has its own.
+    pub fn sandbox_userns(
+        &self,
+        sandbox_id: &str,
+    ) -> Option<crate::domain::kuberuntime::requests::UserNamespace> {
+        self.state().sandbox_userns.get(sandbox_id).cloned()
+    }
+
     /// From now on every log reopen fails with `reason` (`None`: reopens succeed again).
     pub fn fail_log_reopens(&self, reason: Option<&str>) {
         self.state().log_reopen_failure = reason.map(str::to_owned);
@@ -290,6 +310,9 @@ impl RuntimeService for FakeRuntime {
             runtime_handler: config.runtime_handler.clone(),
         };
         s.sandboxes.insert(id.clone(), entry);
+        if let Some(userns) = &config.security.namespace_options.user {
+            s.sandbox_userns.insert(id.clone(), userns.clone());
+        }
         Ok(id)
     }
 
@@ -315,6 +338,7 @@ impl RuntimeService for FakeRuntime {
         let mut s = self.state();
         s.containers.retain(|_, c| c.sandbox_id != sandbox_id);
         s.sandboxes.remove(sandbox_id);
+        s.sandbox_userns.remove(sandbox_id);
         Ok(())
     }
 
@@ -544,6 +568,12 @@ impl RuntimeService for FakeRuntime {
 
     async fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, RuntimeError> {
         Ok(Some(CgroupDriver::Cgroupfs))
+    }
+
+    async fn runtime_handlers(
+        &self,
+    ) -> Result<Vec<crate::domain::kuberuntime::userns::RuntimeHandler>, RuntimeError> {
+        Ok(self.state().runtime_handlers.clone())
     }
 
     async fn container_events(&self) -> Result<Box<dyn ContainerEventStream>, RuntimeError> {

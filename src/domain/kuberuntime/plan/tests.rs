@@ -556,7 +556,7 @@ fn a_rejected_pod_starts_nothing_and_stops_what_runs() {
 fn a_pod_with_a_refused_field_is_rejected_naming_it() {
     let value = serde_json::json!({
         "metadata": {"name": "web", "namespace": "default", "uid": "uid-1"},
-        "spec": {"hostUsers": false,
+        "spec": {"hostnameOverride": "other",
                  "containers": [{"name": "app", "image": IMAGE}]}
     });
     let p = crate::domain::pod::pod_from_value(&value).expect("decodes");
@@ -564,9 +564,9 @@ fn a_pod_with_a_refused_field_is_rejected_naming_it() {
     let rejected = plan.rejected.as_ref().expect("rejected");
     assert_eq!(rejected.reason, "PodFeatureUnsupported");
     assert!(
-        rejected
-            .message
-            .ends_with(": spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's"),
+        rejected.message.ends_with(
+            ": spec.hostnameOverride: the hostname override is not given to the sandbox"
+        ),
         "{}",
         rejected.message
     );

@@ -160,6 +160,25 @@ pub struct NamespaceOptions {
     pub ipc: NamespaceMode,
     /// The container whose namespace `Target` joins.
     pub target_id: String,
+    /// `None`: the runtime's default, the node's (`spec.hostUsers` unset or true).
+    pub user: Option<UserNamespace>,
+}
+
+/// A pod's own user namespace (CRI `UserNamespace`): `Pod` with its ID mappings
+/// (`domain::kuberuntime::userns`), empty until they are allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserNamespace {
+    pub mode: NamespaceMode,
+    pub uids: Vec<IdMapping>,
+    pub gids: Vec<IdMapping>,
+}
+
+/// IDs `container_id..container_id + length` in the pod are `host_id..` on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdMapping {
+    pub host_id: u32,
+    pub container_id: u32,
+    pub length: u32,
 }
 
 /// A seccomp or AppArmor profile (CRI `SecurityProfile`).

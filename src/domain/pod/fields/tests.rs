@@ -84,6 +84,7 @@ fn a_value_the_node_can_honour_is_not_refused() {
     assert_eq!(paths(spec), Vec::<String>::new());
 
     spec["hostUsers"] = json!(false);
+    assert_eq!(paths(spec), Vec::<String>::new());
     spec["containers"][0]["volumeMounts"][0]["recursiveReadOnly"] = json!("IfPossible");
     let refused = refused_fields(spec);
     let text: Vec<String> = refused.iter().map(ToString::to_string).collect();
@@ -91,7 +92,6 @@ fn a_value_the_node_can_honour_is_not_refused() {
         text,
         [
             "spec.containers[0].volumeMounts[0].recursiveReadOnly: \"IfPossible\": recursive read-only mounts are not asked of the runtime (only Disabled is supported)",
-            "spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's",
         ]
     );
 }
@@ -149,15 +149,18 @@ fn the_decoder_records_the_refused_fields_and_admission_names_them() {
     assert_eq!(admit(&pod), Ok(()));
 
     value["spec"]["hostnameOverride"] = json!("other");
-    value["spec"]["hostUsers"] = json!(false);
+    value["spec"]["containers"][0]["lifecycle"] = json!({"stopSignal": "SIGUSR1"});
     let pod = pod_from_value(&value).expect("decodes");
     let rejection = admit(&pod).expect_err("refused");
     assert_eq!(rejection.reason, "PodFeatureUnsupported");
-    assert_eq!(
-        rejection.message,
-        "Pod requires node features that are not available: \
-         spec.hostUsers: false: user namespaces are not set up: the pod would run in the host's; \
-         spec.hostnameOverride: the hostname override is not given to the sandbox"
+    assert!(
+        rejection.message.starts_with(
+            "Pod requires node features that are not available: spec.containers[0].lifecycle.stopSignal: "
+        ) && rejection
+            .message
+            .ends_with("; spec.hostnameOverride: the hostname override is not given to the sandbox"),
+        "{}",
+        rejection.message
     );
 }
 
