@@ -639,6 +639,11 @@ fn start_pod_loop(
     )?;
     let settings = LoopSettings {
         resync_period: started.resolved.node.sync_frequency,
+        evented_pleg: started
+            .resolved
+            .node
+            .feature_gates
+            .enabled(crate::domain::kuberuntime::pleg::EVENTED_PLEG_GATE),
         ..LoopSettings::default()
     };
     let mut sources = pod_sources(started, deps)?;

@@ -43,12 +43,13 @@ use crate::domain::admission::{admit_new_pods, by_creation, NodeInfo, Rejection}
 use crate::domain::events as pod_events;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
+use crate::domain::kuberuntime::pleg::RelistCadence;
 use crate::domain::pod::{full_name, Pod};
 use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
 use manager::{PodChange, PodManager};
-use pleg::{forward_container_events, PlegHealth};
+use pleg::{forward_container_events, PlegHealth, RuntimeSignal};
 use runtime_state::{changed_pods, relist, PodFingerprint};
 use sync::SyncContext;
 use sync_loop_health::SyncLoopHealth;
@@ -65,6 +66,8 @@ pub struct LoopSettings {
     pub resync_period: Duration,
     /// Pods syncing at the same time.
     pub max_parallel_syncs: usize,
+    /// `EventedPLEG`: the relist slows while the runtime's events stream.
+    pub evented_pleg: bool,
 }
 
 impl Default for LoopSettings {
@@ -73,6 +76,7 @@ impl Default for LoopSettings {
             relist_period: Duration::from_secs(1),
             resync_period: Duration::from_secs(60),
             max_parallel_syncs: 8,
+            evented_pleg: false,
         }
     }
 }
@@ -654,7 +658,7 @@ impl PodLoop {
             }));
         }
         drop(update_tx);
-        let (event_tx, mut events) = mpsc::channel::<String>(64);
+        let (event_tx, mut events) = mpsc::channel::<RuntimeSignal>(64);
         let event_feeder = tokio::spawn(forward_container_events(
             Arc::clone(&self.shared.ctx.runtime),
             event_tx,
@@ -692,11 +696,30 @@ impl PodLoop {
                     self.publish_active_pods();
                 }
                 Some(eviction) = next_order(&mut self.eviction) => self.evict(eviction),
-                Some(uid) = events.recv() => {
-                    if let Some(worker) = self.workers.get(&uid) {
-                        worker.poke.notify_one();
+                Some(signal) = events.recv() => match signal {
+                    RuntimeSignal::Pod(uid) => {
+                        if let Some(worker) = self.workers.get(&uid) {
+                            worker.poke.notify_one();
+                        }
                     }
-                }
+                    RuntimeSignal::Streaming(streaming) => {
+                        let cadence = RelistCadence::choose(
+                            self.settings.evented_pleg,
+                            streaming,
+                            self.settings.relist_period,
+                        );
+                        if cadence.period != ticker.period() {
+                            info!(period = ?cadence.period, threshold = ?cadence.threshold, events = streaming, "the PLEG's relist period changes (EventedPLEG)");
+                            // A lost stream relists at once: an event may be missing.
+                            ticker = tokio::time::interval_at(
+                                tokio::time::Instant::now() + if streaming { cadence.period } else { Duration::ZERO },
+                                cadence.period,
+                            );
+                            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                            self.pleg.set_threshold(cadence.threshold);
+                        }
+                    }
+                },
                 _ = ticker.tick() => {
                     let ready = seen.len() >= expected;
                     self.relist(ready).await;

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -14,12 +15,14 @@ use crate::ports::error::Chain;
 use crate::ports::runtime::{RuntimeError, RuntimeService};
 
 /// When the relist last succeeded, for upstream's PLEG health check: unhealthy once the
-/// last success is older than three minutes (a runtime that hangs or fails every list).
+/// last success is older than the cadence's threshold (three minutes; ten while the
+/// runtime's events stream under `EventedPLEG`): a runtime that hangs or fails every list.
 pub struct PlegHealth {
     clock: Arc<dyn Clock>,
     started: u64,
     /// Monotonic nanoseconds of the last successful relist, plus one; 0 before the first.
     last: AtomicU64,
+    threshold_nanos: AtomicU64,
 }
 
 impl PlegHealth {
@@ -29,7 +32,14 @@ impl PlegHealth {
             clock,
             started,
             last: AtomicU64::new(0),
+            threshold_nanos: AtomicU64::new(nanos(RELIST_THRESHOLD)),
         })
+    }
+
+    /// The relist's cadence changed: its health is judged by the new threshold.
+    pub(super) fn set_threshold(&self, threshold: Duration) {
+        self.threshold_nanos
+            .store(nanos(threshold), Ordering::Relaxed);
     }
 
     /// A relist succeeded now.
@@ -45,9 +55,22 @@ impl PlegHealth {
             last,
             self.started,
             self.clock.monotonic_nanos(),
-            RELIST_THRESHOLD,
+            Duration::from_nanos(self.threshold_nanos.load(Ordering::Relaxed)),
         )
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What the runtime's event stream tells the pod loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RuntimeSignal {
+    /// A container of this pod changed.
+    Pod(String),
+    /// The stream is live (`true`) or gone (`false`): the relist's cadence follows.
+    Streaming(bool),
 }
 
 /// Forwards the pod uid of each container event the runtime streams, so a change is
@@ -56,33 +79,41 @@ impl PlegHealth {
 /// for a lost event on the others.
 pub(super) async fn forward_container_events(
     runtime: Arc<dyn RuntimeService>,
-    uids: mpsc::Sender<String>,
+    signals: mpsc::Sender<RuntimeSignal>,
 ) {
     let mut stream = match runtime.container_events().await {
         Ok(stream) => stream,
         Err(RuntimeError::Unimplemented(_)) => {
-            info!("the runtime does not stream container events (GetContainerEvents); the PLEG relists every second");
+            info!("the runtime does not stream container events (GetContainerEvents); the PLEG relists on its own");
             return;
         }
         Err(error) => {
-            warn!(error = %Chain(&error), "cannot subscribe to container events; the PLEG relists every second");
+            warn!(error = %Chain(&error), "cannot subscribe to container events; the PLEG relists on its own");
             return;
         }
     };
     info!("subscribed to the runtime's container events");
+    if signals.send(RuntimeSignal::Streaming(true)).await.is_err() {
+        return;
+    }
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) if !event.pod_uid.is_empty() => {
                 debug!(container = %event.container_id, kind = ?event.kind, uid = %event.pod_uid, "container event");
-                if uids.send(event.pod_uid).await.is_err() {
+                if signals
+                    .send(RuntimeSignal::Pod(event.pod_uid))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
             Ok(_) => {}
             Err(error) => {
-                warn!(error = %Chain(&error), "container event stream failed; the PLEG relists every second");
-                return;
+                warn!(error = %Chain(&error), "container event stream failed; the PLEG relists on its own");
+                break;
             }
         }
     }
+    let _ = signals.send(RuntimeSignal::Streaming(false)).await;
 }

@@ -565,6 +565,45 @@ async fn container_events_wake_the_pod_without_waiting_for_a_relist() {
     task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
 }
 
+/// With `EventedPLEG` and a live event stream the relist is upstream's evented one: its
+/// health threshold ten minutes, so five without a relist are healthy; without the gate,
+/// the generic three minutes apply.
+#[tokio::test(start_paused = true)]
+async fn the_evented_pleg_relists_rarely_while_events_stream() {
+    for (gate, healthy) in [(true, true), (false, false)] {
+        let w = world();
+        w.runtime.stream_events();
+        let store = PodStatusStore::new();
+        let (tx, rx) = mpsc::channel(4);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let settings = LoopSettings {
+            evented_pleg: gate,
+            ..LoopSettings::default()
+        };
+        let pod_loop = PodLoop::new(w.ctx.clone(), store.clone(), settings);
+        let health = pod_loop.pleg_health();
+        let task = tokio::spawn(pod_loop.run(vec![Box::new(ChannelSource(rx))], stop_rx));
+        tx.send(set(vec![pod("ev", RestartPolicy::Always, IMAGE)]))
+            .await
+            .unwrap_or_else(|e| panic!("send: {e}"));
+        wait_until("the container is running", || {
+            phase_of(&store, "web-ev").as_deref() == Some("Running")
+        })
+        .await;
+        // The relists so far were within the first seconds; none for five minutes now.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _ = stop_tx.send(true);
+        task.await.unwrap_or_else(|e| panic!("loop task: {e}"));
+        w.clock.advance(Duration::from_secs(5 * 60));
+        assert_eq!(
+            health.check().is_ok(),
+            healthy,
+            "gate {gate}: {:?}",
+            health.check()
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn run_once_starts_the_first_set_and_reports_pods_that_never_run() {
     let w = world();

@@ -20,6 +20,7 @@ pub const KNOWN_GATES: &[(&str, bool, Stage)] = &[
     ("CPUManagerPolicyOptions", true, Stage::Beta),
     ("CustomCPUCFSQuotaPeriod", false, Stage::Alpha),
     ("DisableCPUQuotaWithExclusiveCPUs", true, Stage::Beta),
+    ("EventedPLEG", false, Stage::Alpha),
     ("GracefulNodeShutdown", true, Stage::Beta),
     ("GracefulNodeShutdownBasedOnPodPriority", true, Stage::Beta),
     ("ImageMaximumGCAge", true, Stage::Beta),

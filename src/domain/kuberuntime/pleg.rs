@@ -37,6 +37,39 @@ pub fn relist_already_seen(
 /// than this is unhealthy.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(3 * 60);
 
+/// The gate of upstream's evented PLEG.
+pub const EVENTED_PLEG_GATE: &str = "EventedPLEG";
+
+/// How often the relist runs and how old its last success may be: upstream's generic
+/// PLEG (every second, three minutes), or its evented one while the runtime's container
+/// events stream (every 300 s, ten minutes): the events then wake each pod's worker, and
+/// the relist is only the safety net for a lost one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelistCadence {
+    pub period: Duration,
+    pub threshold: Duration,
+}
+
+impl RelistCadence {
+    pub const EVENTED: RelistCadence = RelistCadence {
+        period: Duration::from_secs(300),
+        threshold: Duration::from_secs(10 * 60),
+    };
+
+    /// The cadence with the `EventedPLEG` gate and the event stream as they are; the
+    /// generic one relists every `generic_period`.
+    pub fn choose(gate_enabled: bool, events_streaming: bool, generic_period: Duration) -> Self {
+        if gate_enabled && events_streaming {
+            Self::EVENTED
+        } else {
+            RelistCadence {
+                period: generic_period,
+                threshold: RELIST_THRESHOLD,
+            }
+        }
+    }
+}
+
 /// Why the PLEG is unhealthy, in upstream's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlegUnhealthy {
@@ -139,5 +172,24 @@ mod tests {
             PlegUnhealthy::NeverRelisted.to_string(),
             "pleg has yet to be successful"
         );
+    }
+}
+
+#[cfg(test)]
+mod cadence_tests {
+    use super::*;
+
+    #[test]
+    fn the_relist_slows_only_with_the_gate_and_a_live_event_stream() {
+        let second = Duration::from_secs(1);
+        let generic = RelistCadence {
+            period: second,
+            threshold: RELIST_THRESHOLD,
+        };
+        assert_eq!(RelistCadence::choose(false, true, second), generic);
+        assert_eq!(RelistCadence::choose(true, false, second), generic);
+        let evented = RelistCadence::choose(true, true, second);
+        assert_eq!(evented.period, Duration::from_secs(300));
+        assert_eq!(evented.threshold, Duration::from_secs(600));
     }
 }
