@@ -14,10 +14,12 @@
 //!   pods freed;
 //! - [`checkpoint`]: the `kubelet_internal_checkpoint` file, in upstream's JSON and
 //!   checksum, so a restarted kubelet hands out no device twice;
+//! - [`pod_resources`]: the pod resources API's `List` and `Get` answers;
 //! - [`topology_hints`]: the devices' NUMA hints for the topology manager (not asked
 //!   until the topology manager is wired).
 
 pub mod checkpoint;
+pub mod pod_resources;
 #[cfg(test)]
 mod tests;
 pub mod topology_hints;
