@@ -231,6 +231,11 @@ impl DeviceManager {
         Ok(())
     }
 
+    /// The device manager's state as it is now (the topology manager reads its hints).
+    pub fn state_snapshot(&self) -> DeviceManagerState {
+        lock(&self.state).clone()
+    }
+
     /// Devices of pods neither in `active` nor `admitting` are freed.
     pub fn free_inactive(&self, active: &BTreeSet<String>, admitting: Option<&str>) {
         let mut keep = active.clone();

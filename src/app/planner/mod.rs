@@ -1057,7 +1057,10 @@ fn cpu_plans(
     let refusals: Vec<Option<String>> = desired
         .iter()
         .map(|pod| {
-            let r = manager.admit(pod, None).result.err()?;
+            let r = manager
+                .admit(pod, None, Some(&inputs.devices))
+                .result
+                .err()?;
             Some(format!("{}: {}", r.reason, r.message))
         })
         .collect();

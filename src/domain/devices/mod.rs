@@ -15,8 +15,8 @@
 //! - [`checkpoint`]: the `kubelet_internal_checkpoint` file, in upstream's JSON and
 //!   checksum, so a restarted kubelet hands out no device twice;
 //! - [`pod_resources`]: the pod resources API's `List` and `Get` answers;
-//! - [`topology_hints`]: the devices' NUMA hints for the topology manager (not asked
-//!   until the topology manager is wired);
+//! - [`topology_hints`]: the devices' NUMA hints, the topology manager's device hint
+//!   provider;
 //! - [`DeviceManagerState::planned_devices`]: a container's devices as the dry run shows
 //!   them.
 
