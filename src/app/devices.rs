@@ -684,14 +684,29 @@ mod tests {
             vec!["Dev-1".to_owned()]
         );
         assert_eq!(PodResourcesProvider::allocatable(&m).0.len(), 3);
+        let (ns, name) = (a.metadata.namespace.clone(), a.metadata.name.clone());
+        assert_eq!(
+            PodResourcesProvider::get(&m, &ns, &name),
+            Err(GetPodResourcesError::Disabled),
+            "Get is off without the KubeletPodResourcesGet gate"
+        );
         // A new manager on the same checkpoint: pod a keeps Dev-1, the resource has no
         // device until the plugin registers again.
-        let again = Arc::new(DeviceManager::new(
-            Path::new("/root-dir"),
-            Arc::new(fake.clone()),
-            Arc::new(FakeClock::new(0)),
-        ));
+        let again = Arc::new(
+            DeviceManager::new(
+                Path::new("/root-dir"),
+                Arc::new(fake.clone()),
+                Arc::new(FakeClock::new(0)),
+            )
+            .with_pod_resources_get(true),
+        );
         again.start().await.unwrap_or_else(|e| panic!("start: {e}"));
+        again.set_active_pods(vec![ActivePod::of(&a)]);
+        assert_eq!(
+            PodResourcesProvider::get(&again, &ns, &name),
+            Ok(listed[0].clone()),
+            "Get answers List's entry, from the checkpoint"
+        );
         assert_eq!(again.capacity().allocatable.get(R), Some(&0));
         assert_eq!(again.allocate_pod(&a, None).await, Ok(()));
         let refused = again
