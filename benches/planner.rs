@@ -125,6 +125,7 @@ pub fn main() {
         };
         let inputs = PlanInputs {
             cpu_manager: None,
+            devices: Default::default(),
             resolved,
             cgroup_version: snapshot.cgroup_version,
             node_stats: snapshot.node_stats,

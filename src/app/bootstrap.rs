@@ -1004,11 +1004,20 @@ pub async fn run(
         Arc::clone(&deps.pod_files),
         cache_ttl,
         Arc::clone(&deps.csi_plugins),
-        Arc::new(crate::app::devices::DeviceManager::new(
-            &started.resolved.options.root_dir,
-            Arc::clone(&deps.device_plugins),
-            Arc::clone(&deps.clock),
-        )),
+        Arc::new(
+            crate::app::devices::DeviceManager::new(
+                &started.resolved.options.root_dir,
+                Arc::clone(&deps.device_plugins),
+                Arc::clone(&deps.clock),
+            )
+            .with_pod_resources_get(
+                started
+                    .resolved
+                    .node
+                    .feature_gates
+                    .enabled(crate::domain::devices::pod_resources::GET_FEATURE_GATE),
+            ),
+        ),
     );
     // Before the pods are admitted: the checkpoint tells which devices they hold.
     // Without its sockets the node runs on, with no device plugin (upstream fails).

@@ -93,6 +93,7 @@ fn arg_for(spec: &'static FlagSpec, defaults: &Value) -> Arg {
         }
         FlagKind::List => arg.num_args(1).value_name("a,b,..."),
         FlagKind::ColonMultiMap => arg.num_args(1).value_name("key:value,..."),
+        FlagKind::ReservedMemory => arg.num_args(1).value_name("node:type=quantity,...;..."),
         FlagKind::Str => arg.num_args(1).value_name("string"),
     }
 }
@@ -250,7 +251,9 @@ where
                 | FlagKind::List
                 | FlagKind::ColonMultiMap
         );
-        let text = if accumulates {
+        let text = if spec.kind == FlagKind::ReservedMemory {
+            values.join(";")
+        } else if accumulates {
             values.join(",")
         } else {
             values.last().cloned().unwrap_or_default()

@@ -16,6 +16,7 @@ use tracing::{error, info, warn};
 
 use crate::domain::admission::Rejection;
 use crate::domain::config::resolved::NodeConfig;
+use crate::domain::devices::DeviceManagerState;
 use crate::domain::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
 use crate::domain::node::allocatable::node_allocatable_reservation;
@@ -166,14 +167,16 @@ impl CpuManager {
         *lock(&self.active) = active;
     }
 
-    /// Upstream's topology manager admit handler with the CPU manager as its hint
-    /// provider: the pod's integer-CPU containers of a Guaranteed pod get their CPUs, or
+    /// Upstream's topology manager admit handler with the CPU manager and the device
+    /// manager (`devices`, its state after the pod's devices were given) as its hint
+    /// providers: the pod's integer-CPU containers of a Guaranteed pod get their CPUs, or
     /// the pod is refused. `active`: the containers of every pod wanted (this one's
     /// included), `None` while the sources have not all spoken.
     pub fn admit(
         &self,
         pod: &Pod,
         active: Option<&BTreeSet<ContainerKey>>,
+        devices: Option<&DeviceManagerState>,
     ) -> Result<(), Rejection> {
         // The reconcile loop must not take the new pod's CPUs for stale before the pod
         // loop publishes it as active.
@@ -181,7 +184,7 @@ impl CpuManager {
             known.extend(container_keys([pod]));
         }
         let mut decisions = lock(&self.decisions);
-        let outcome = decisions.admit(pod, active);
+        let outcome = decisions.admit(pod, active, devices);
         if outcome.changed {
             self.write_checkpoint(&decisions);
         }
@@ -334,12 +337,12 @@ mod tests {
         assert!(files.checkpoint_at(&state_file).is_some());
         let g = pod("g", "1");
         let active = container_keys([&g]);
-        assert_eq!(m.admit(&g, Some(&active)), Ok(()));
+        assert_eq!(m.admit(&g, Some(&active), None), Ok(()));
         assert_eq!(m.container_cpuset("g", "c"), "1");
         assert_eq!(m.container_cpuset("b", "c"), "0");
         assert_eq!(m.exclusive_cpus("g", "c"), vec![1]);
         assert_eq!(m.allocatable_cpus(), vec![1]);
-        let refused = m.admit(&pod("g2", "1"), Some(&active));
+        let refused = m.admit(&pod("g2", "1"), Some(&active), None);
         assert_eq!(
             refused.map_err(|r| r.reason),
             Err("UnexpectedAdmissionError".to_string())

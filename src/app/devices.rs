@@ -17,45 +17,22 @@ use tracing::{error, info, warn};
 
 use crate::domain::admission::Rejection;
 use crate::domain::devices::checkpoint::DeviceCheckpoint;
+use crate::domain::devices::pod_resources;
 use crate::domain::devices::{
     validate_registration, AllocateError, AllocationNeed, DeviceCapacity, DeviceManagerState,
-    DeviceRunOptions, CHECKPOINT_FILE, DEVICE_PLUGINS_DIR, KUBELET_SOCKET, NODE_WITHOUT_TOPOLOGY,
-    POD_RESOURCES_DIR, POD_RESOURCES_SOCKET, UNEXPECTED_ADMISSION_ERROR,
+    DeviceRunOptions, CHECKPOINT_FILE, DEVICE_PLUGINS_DIR, KUBELET_SOCKET, POD_RESOURCES_DIR,
+    POD_RESOURCES_SOCKET, UNEXPECTED_ADMISSION_ERROR,
 };
 use crate::domain::node_status::model::ResourceList;
 use crate::domain::pod::{Container, Pod};
 use crate::ports::clock::Clock;
 use crate::ports::device_plugins::{
-    ContainerResources, DevicePluginClient, DevicePluginError, DevicePlugins, PodResources,
+    DevicePluginClient, DevicePluginError, DevicePlugins, GetPodResourcesError, PodResources,
     PodResourcesProvider, RegisterRequest, RegistrationHandler, ResourceDevices,
 };
 use crate::ports::error::Chain;
 
-/// A pod the pod loop runs, for the pod resources API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActivePod {
-    pub uid: String,
-    pub name: String,
-    pub namespace: String,
-    pub containers: Vec<String>,
-}
-
-impl ActivePod {
-    pub fn of(pod: &Pod) -> ActivePod {
-        ActivePod {
-            uid: pod.metadata.uid.clone(),
-            name: pod.metadata.name.clone(),
-            namespace: pod.metadata.namespace.clone(),
-            containers: pod
-                .spec
-                .init_containers
-                .iter()
-                .chain(&pod.spec.containers)
-                .map(|c| c.name.clone())
-                .collect(),
-        }
-    }
-}
+pub use crate::domain::devices::pod_resources::ActivePod;
 
 struct Connected {
     generation: u64,
@@ -73,6 +50,8 @@ pub struct DeviceManager {
     active: Mutex<Vec<ActivePod>>,
     /// The static CPU manager, whose exclusive CPUs the pod resources API reports.
     cpus: std::sync::OnceLock<Arc<crate::app::cpu_manager::CpuManager>>,
+    /// The `KubeletPodResourcesGet` gate: whether the pod resources API answers `Get`.
+    pod_resources_get: bool,
     /// Told when a resource's devices change (the node status loop reports them).
     pub changed: Notify,
 }
@@ -108,8 +87,16 @@ impl DeviceManager {
             generation: AtomicU64::new(0),
             active: Mutex::new(Vec::new()),
             cpus: std::sync::OnceLock::new(),
+            pod_resources_get: false,
             changed: Notify::new(),
         }
+    }
+
+    /// With the pod resources API's `Get` answered (the `KubeletPodResourcesGet` gate).
+    #[must_use]
+    pub fn with_pod_resources_get(mut self, enabled: bool) -> Self {
+        self.pod_resources_get = enabled;
+        self
     }
 
     fn now(&self) -> Duration {
@@ -242,6 +229,11 @@ impl DeviceManager {
             }
         }
         Ok(())
+    }
+
+    /// The device manager's state as it is now (the topology manager reads its hints).
+    pub fn state_snapshot(&self) -> DeviceManagerState {
+        lock(&self.state).clone()
     }
 
     /// Devices of pods neither in `active` nor `admitting` are freed.
@@ -471,38 +463,34 @@ impl RegistrationHandler for Arc<DeviceManager> {
     }
 }
 
+impl DeviceManager {
+    /// The container's exclusive CPUs, empty without the static CPU manager.
+    fn exclusive_cpus(&self, pod_uid: &str, container: &str) -> Vec<i64> {
+        self.cpus
+            .get()
+            .map(|cpus| cpus.exclusive_cpus(pod_uid, container))
+            .unwrap_or_default()
+    }
+}
+
 impl PodResourcesProvider for Arc<DeviceManager> {
     fn list(&self) -> Vec<PodResources> {
         let active = lock(&self.active).clone();
         let state = lock(&self.state);
-        active
-            .into_iter()
-            .map(|pod| PodResources {
-                containers: pod
-                    .containers
-                    .iter()
-                    .map(|name| ContainerResources {
-                        name: name.clone(),
-                        devices: state
-                            .devices_of(&pod.uid, name)
-                            .into_iter()
-                            .map(|(resource, held)| ResourceDevices {
-                                resource_name: resource,
-                                device_ids: held.ids().into_iter().collect(),
-                                numa_nodes: numa(held.devices_per_numa.keys().copied()),
-                            })
-                            .collect(),
-                        cpu_ids: self
-                            .cpus
-                            .get()
-                            .map(|cpus| cpus.exclusive_cpus(&pod.uid, name))
-                            .unwrap_or_default(),
-                    })
-                    .collect(),
-                name: pod.name,
-                namespace: pod.namespace,
-            })
-            .collect()
+        pod_resources::list(&active, &state, &|uid, c| self.exclusive_cpus(uid, c))
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Result<PodResources, GetPodResourcesError> {
+        let active = lock(&self.active).clone();
+        let state = lock(&self.state);
+        pod_resources::get(
+            self.pod_resources_get,
+            &active,
+            namespace,
+            name,
+            &state,
+            &|uid, c| self.exclusive_cpus(uid, c),
+        )
     }
 
     fn allocatable(&self) -> (Vec<ResourceDevices>, Vec<i64>) {
@@ -514,7 +502,7 @@ impl PodResourcesProvider for Arc<DeviceManager> {
                 devices.values().map(move |d| ResourceDevices {
                     resource_name: resource.clone(),
                     device_ids: vec![d.id.clone()],
-                    numa_nodes: numa(d.numa_nodes.iter().copied()),
+                    numa_nodes: pod_resources::numa_nodes(d.numa_nodes.iter().copied()),
                 })
             })
             .collect();
@@ -525,10 +513,6 @@ impl PodResourcesProvider for Arc<DeviceManager> {
             .unwrap_or_default();
         (devices, cpus)
     }
-}
-
-fn numa(nodes: impl Iterator<Item = i64>) -> Vec<i64> {
-    nodes.filter(|n| *n != NODE_WITHOUT_TOPOLOGY).collect()
 }
 
 #[cfg(test)]
@@ -700,14 +684,29 @@ mod tests {
             vec!["Dev-1".to_owned()]
         );
         assert_eq!(PodResourcesProvider::allocatable(&m).0.len(), 3);
+        let (ns, name) = (a.metadata.namespace.clone(), a.metadata.name.clone());
+        assert_eq!(
+            PodResourcesProvider::get(&m, &ns, &name),
+            Err(GetPodResourcesError::Disabled),
+            "Get is off without the KubeletPodResourcesGet gate"
+        );
         // A new manager on the same checkpoint: pod a keeps Dev-1, the resource has no
         // device until the plugin registers again.
-        let again = Arc::new(DeviceManager::new(
-            Path::new("/root-dir"),
-            Arc::new(fake.clone()),
-            Arc::new(FakeClock::new(0)),
-        ));
+        let again = Arc::new(
+            DeviceManager::new(
+                Path::new("/root-dir"),
+                Arc::new(fake.clone()),
+                Arc::new(FakeClock::new(0)),
+            )
+            .with_pod_resources_get(true),
+        );
         again.start().await.unwrap_or_else(|e| panic!("start: {e}"));
+        again.set_active_pods(vec![ActivePod::of(&a)]);
+        assert_eq!(
+            PodResourcesProvider::get(&again, &ns, &name),
+            Ok(listed[0].clone()),
+            "Get answers List's entry, from the checkpoint"
+        );
         assert_eq!(again.capacity().allocatable.get(R), Some(&0));
         assert_eq!(again.allocate_pod(&a, None).await, Ok(()));
         let refused = again

@@ -10,6 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
+pub use crate::domain::devices::pod_resources::{
+    ContainerResources, GetPodResourcesError, PodResources, ResourceDevices,
+};
 use crate::domain::devices::{ContainerAllocateResponse, Device, PluginOptions};
 
 #[derive(Debug, Error)]
@@ -47,34 +50,15 @@ pub trait RegistrationHandler: Send + Sync {
     async fn register(&self, request: RegisterRequest) -> Result<(), String>;
 }
 
-/// One container's devices in the pod resources API.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ResourceDevices {
-    pub resource_name: String,
-    pub device_ids: Vec<String>,
-    /// NUMA nodes; empty without topology.
-    pub numa_nodes: Vec<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerResources {
-    pub name: String,
-    pub devices: Vec<ResourceDevices>,
-    /// Exclusive CPUs (the static CPU manager's; empty without it).
-    pub cpu_ids: Vec<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodResources {
-    pub name: String,
-    pub namespace: String,
-    pub containers: Vec<ContainerResources>,
-}
-
 /// What the pod resources server answers from (the app's device manager and pods).
 pub trait PodResourcesProvider: Send + Sync {
     /// `List`: every active pod with its containers.
     fn list(&self) -> Vec<PodResources>;
+    /// `Get`: the active pod `namespace`/`name` with its containers.
+    ///
+    /// # Errors
+    /// [`GetPodResourcesError`]: the `KubeletPodResourcesGet` gate is off, or no such pod.
+    fn get(&self, namespace: &str, name: &str) -> Result<PodResources, GetPodResourcesError>;
     /// `GetAllocatableResources`: every device known, and the CPUs pods may have.
     fn allocatable(&self) -> (Vec<ResourceDevices>, Vec<i64>);
 }

@@ -10,7 +10,8 @@
 //! registers and the Node shows 2 in capacity and allocatable; a pod requesting one gets
 //! its device (the file the plugin mounts is in the container); with both taken, a third
 //! is refused at admission with upstream's reason and message; the pod resources API
-//! lists each pod's device and both devices as allocatable; after the plugin restarts,
+//! lists each pod's device and both devices as allocatable, and `Get` one pod's (with the
+//! `KubeletPodResourcesGet` gate; refused without it); after the plugin restarts,
 //! then rkubelet (its socket folder emptied, so the plugin registers again), the pods keep
 //! their devices and containers, the checkpoint holds them in upstream's layout, and no
 //! device is handed out twice; a deleted pod's device goes to the next pod.
@@ -30,6 +31,8 @@ use crate::common::upstream::kube_bins;
 
 const RESOURCE: &str = "example.com/resource";
 const DEVICES: [&str; 2] = ["Dev-1", "Dev-2"];
+/// The gate behind the pod resources API's `Get` (alpha, off by default).
+const GET_GATE: &str = "--feature-gates=KubeletPodResourcesGet=true";
 
 /// The sample plugin in its own mount namespace (see the module documentation), stopped
 /// (SIGTERM, then waited for) on drop.
@@ -156,6 +159,20 @@ fn refused(cluster: &Cluster, name: &str) {
 /// A pod's name and the devices of its container `app`: (resource, ids).
 type PodDevices = (String, Vec<(String, Vec<String>)>);
 
+/// A pod's name and the devices of its container `app`.
+fn app_devices(p: pr::PodResources) -> PodDevices {
+    let app = p.containers.into_iter().find(|c| c.name == "app");
+    let devices = app
+        .map(|c| {
+            c.devices
+                .into_iter()
+                .map(|d| (d.resource_name, d.device_ids))
+                .collect()
+        })
+        .unwrap_or_default();
+    (p.name, devices)
+}
+
 /// `List`: each pod with the devices of its container `app`.
 async fn listed(socket: &Path) -> Vec<PodDevices> {
     let mut client = crate::common::pod_resources::client(socket.to_path_buf()).await;
@@ -169,20 +186,26 @@ async fn listed(socket: &Path) -> Vec<PodDevices> {
         .into_iter()
         .map(|p| {
             assert_eq!(p.namespace, "default");
-            let app = p.containers.into_iter().find(|c| c.name == "app");
-            let devices = app
-                .map(|c| {
-                    c.devices
-                        .into_iter()
-                        .map(|d| (d.resource_name, d.device_ids))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (p.name, devices)
+            app_devices(p)
         })
         .collect();
     out.sort();
     out
+}
+
+/// `Get` for the pod `default/<name>`: its name with the devices of its container `app`.
+async fn get(socket: &Path, name: &str) -> Result<PodDevices, tonic::Status> {
+    let mut client = crate::common::pod_resources::client(socket.to_path_buf()).await;
+    let got = client
+        .get(pr::GetPodResourcesRequest {
+            pod_name: name.to_owned(),
+            pod_namespace: "default".to_owned(),
+        })
+        .await?
+        .into_inner();
+    let pod = got.pod_resources.expect("Get answers the pod's resources");
+    assert_eq!(pod.namespace, "default");
+    Ok(app_devices(pod))
 }
 
 /// Polls `List` for up to 30 s until it shows `expected`.
@@ -225,7 +248,7 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     let _files = DeviceFiles;
     let cluster = Cluster::start_with("devplug", ClusterOptions::default());
     let mut node = Node::start("devplug");
-    node.kubelet_connected(&cluster, &[]);
+    node.kubelet_connected(&cluster, &[GET_GATE]);
     let plugins_dir = node.root.join("device-plugins");
     let pod_resources = node.root.join("pod-resources/kubelet.sock");
     assert!(
@@ -281,6 +304,20 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
         ),
     ];
     assert_eq!(listed(&pod_resources).await, expected);
+    // `Get` (upstream's podresources e2e "should return the expected responses"): the pod's
+    // entry as List gives it; the refused pod is not found, in upstream's words.
+    let got = get(&pod_resources, "dev-a").await.expect("Get dev-a");
+    assert_eq!(got, expected[0], "Get's entry is List's");
+    let missing = get(&pod_resources, "dev-c")
+        .await
+        .expect_err("dev-c is not active");
+    assert_eq!(
+        (missing.code(), missing.message()),
+        (
+            tonic::Code::Unknown,
+            "pod dev-c in namespace default not found"
+        )
+    );
 
     // The checkpoint, in upstream's layout, holds both pods' devices.
     let checkpoint: Value = serde_json::from_str(
@@ -344,6 +381,14 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     );
     // The pods come back from the API server's list as the pod loop admits them.
     listed_eventually(&pod_resources, &expected).await;
+    // Restarted without the gate,, `Get` is refused as upstream refuses it.
+    let disabled = get(&pod_resources, "dev-a")
+        .await
+        .expect_err("Get is gated");
+    assert_eq!(
+        (disabled.code(), disabled.message()),
+        (tonic::Code::Unknown, "PodResources API Get method disabled")
+    );
     assert_eq!(device_in(&node, "dev-a").await, dev_a);
     assert_eq!(device_in(&node, "dev-b").await, dev_b);
     assert_eq!(container_id(&cluster, "dev-a"), id_a, "not restarted");

@@ -41,6 +41,7 @@ fn sample(kind: FlagKind) -> &'static str {
         FlagKind::FeatureGates => "A=true",
         FlagKind::Taints => "k=v:NoSchedule",
         FlagKind::ColonMultiMap => "a:b",
+        FlagKind::ReservedMemory => "0:memory=1Gi",
     }
 }
 
@@ -109,15 +110,21 @@ fn a_bad_value_of_a_not_implemented_flag_is_an_error_naming_it() {
 
 #[test]
 fn refused_values_stop_start_up_and_safe_values_do_not() {
-    let (arg, field) = ("--protect-kernel-defaults=true", "protectKernelDefaults");
-    let problems = resolve_flags(&[arg.into()]).expect_err(arg);
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("refused") && p.contains(field)),
-        "{arg}: {problems:?}"
-    );
+    for (arg, field) in [
+        ("--protect-kernel-defaults=true", "protectKernelDefaults"),
+        ("--memory-manager-policy=Static", "memoryManagerPolicy"),
+        ("--reserved-memory=0:memory=1Gi", "reservedMemory"),
+    ] {
+        let problems = resolve_flags(&[arg.into()]).expect_err(arg);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("refused") && p.contains(field)),
+            "{arg}: {problems:?}"
+        );
+    }
     for arg in [
+        "--memory-manager-policy=None",
         "--protect-kernel-defaults=false",
         "--seccomp-default=false",
         "--seccomp-default",

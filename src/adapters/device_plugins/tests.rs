@@ -10,7 +10,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::wire::podresources as pr;
 use super::*;
-use crate::ports::device_plugins::{ContainerResources, PodResources, ResourceDevices};
+use crate::ports::device_plugins::{
+    ContainerResources, GetPodResourcesError, PodResources, ResourceDevices,
+};
 
 async fn channel(socket: &Path) -> Channel {
     let socket = socket.to_path_buf();
@@ -254,6 +256,16 @@ impl PodResourcesProvider for Provider {
         }]
     }
 
+    fn get(&self, namespace: &str, name: &str) -> Result<PodResources, GetPodResourcesError> {
+        self.list()
+            .into_iter()
+            .find(|p| p.namespace == namespace && p.name == name)
+            .ok_or_else(|| GetPodResourcesError::NotFound {
+                name: name.into(),
+                namespace: namespace.into(),
+            })
+    }
+
     fn allocatable(&self) -> (Vec<ResourceDevices>, Vec<i64>) {
         (
             vec![ResourceDevices {
@@ -267,7 +279,7 @@ impl PodResourcesProvider for Provider {
 }
 
 #[tokio::test]
-async fn the_pod_resources_server_answers_list_and_allocatable() {
+async fn the_pod_resources_server_answers_list_allocatable_and_get() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let socket = dir.path().join("pod-resources/kubelet.sock");
     SocketDevicePlugins
@@ -295,4 +307,28 @@ async fn the_pod_resources_server_answers_list_and_allocatable() {
         .unwrap_or_default();
     assert_eq!(allocatable.devices.len(), 1);
     assert_eq!(allocatable.devices[0].topology, None);
+    let got = client
+        .get(pr::GetPodResourcesRequest {
+            pod_name: "p".into(),
+            pod_namespace: "default".into(),
+        })
+        .await
+        .map(tonic::Response::into_inner)
+        .unwrap_or_default();
+    assert_eq!(got.pod_resources.as_ref(), list.pod_resources.first());
+    // Upstream's plain Go error reaches the client as `Unknown` with its text.
+    let missing = client
+        .get(pr::GetPodResourcesRequest {
+            pod_name: "q".into(),
+            pod_namespace: "default".into(),
+        })
+        .await
+        .err();
+    assert_eq!(
+        missing.map(|s| (s.code(), s.message().to_owned())),
+        Some((
+            tonic::Code::Unknown,
+            "pod q in namespace default not found".to_owned()
+        ))
+    );
 }

@@ -191,8 +191,10 @@ pub async fn gather_inputs(given: GivenFlags, deps: &Deps) -> Result<PlanInputs,
         facts.eviction.clone()
     };
     let cpu_manager = cpu_manager_inputs(&resolved, deps, &mut warnings);
+    let devices = device_manager_state(&resolved, deps, &mut warnings);
     Ok(PlanInputs {
         cpu_manager,
+        devices,
         resolved,
         cgroup_version: facts.cgroup_version,
         node_stats: facts.node_stats,
@@ -241,6 +243,41 @@ fn cpu_manager_inputs(
         state,
         state_path: path.display().to_string(),
     })
+}
+
+/// The device manager's checkpoint read back as the kubelet reads it at start, through
+/// the same port: which devices containers hold. None, or a bad one, is an empty state
+/// (a bad one also a warning, as the kubelet logs it and goes on).
+fn device_manager_state(
+    resolved: &ResolvedConfig,
+    deps: &Deps,
+    warnings: &mut Vec<String>,
+) -> crate::domain::devices::DeviceManagerState {
+    use crate::domain::devices::{checkpoint::DeviceCheckpoint, DeviceManagerState};
+    let path = resolved
+        .options
+        .root_dir
+        .join(crate::domain::devices::DEVICE_PLUGINS_DIR)
+        .join(crate::domain::devices::CHECKPOINT_FILE);
+    let text = match deps.device_plugins.read_checkpoint(&path) {
+        Ok(Some(text)) => text,
+        Ok(None) => return DeviceManagerState::default(),
+        Err(e) => {
+            warnings.push(Chain(&e).to_string());
+            return DeviceManagerState::default();
+        }
+    };
+    match DeviceCheckpoint::unmarshal(&text) {
+        Ok(cp) => {
+            let plugins = std::sync::Arc::clone(&deps.device_plugins);
+            let now = std::time::Duration::from_nanos(deps.clock.monotonic_nanos());
+            DeviceManagerState::restore(&cp, now, &move |b| plugins.decode_response(b))
+        }
+        Err(e) => {
+            warnings.push(format!("{}: {e}", path.display()));
+            DeviceManagerState::default()
+        }
+    }
 }
 
 /// The node as the eviction manager would observe it now (memory, filesystems, pids,

@@ -89,6 +89,8 @@ pub struct PlanInputs {
     /// With the static CPU manager: the machine's CPU topology and the
     /// `cpu_manager_state` file's contents (`None` when there is none).
     pub cpu_manager: Option<CpuManagerInputs>,
+    /// The device manager's state as its checkpoint left it (empty without one).
+    pub devices: crate::domain::devices::DeviceManagerState,
 }
 
 /// What the static CPU manager's plan is computed from.
@@ -485,6 +487,18 @@ pub struct PodPlan {
     /// the shared pool), or why the CPU manager would refuse the pod.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub cpus: BTreeMap<String, String>,
+    /// Each container's device plugin resources: how many it asks for, and the device
+    /// ids it holds when the device manager's checkpoint says.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<String, BTreeMap<String, DevicesPlan>>,
+}
+
+/// One resource of a container's devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevicesPlan {
+    pub count: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
 }
 
 /// One of a pod's claim-backed or CSI volumes as the volume manager would set it up.
@@ -866,6 +880,7 @@ fn pod_plan(
     PodPlan {
         volumes: Vec::new(),
         cpus: BTreeMap::new(),
+        devices: BTreeMap::new(),
         uid: pod.metadata.uid.clone(),
         name: pod.metadata.name.clone(),
         namespace: pod.metadata.namespace.clone(),
@@ -1052,7 +1067,10 @@ fn cpu_plans(
     let refusals: Vec<Option<String>> = desired
         .iter()
         .map(|pod| {
-            let r = manager.admit(pod, None).result.err()?;
+            let r = manager
+                .admit(pod, None, Some(&inputs.devices))
+                .result
+                .err()?;
             Some(format!("{}: {}", r.reason, r.message))
         })
         .collect();
@@ -1070,6 +1088,32 @@ fn cpu_plans(
     pods
 }
 
+/// Each container's devices as the device manager would see them (`planned_devices`).
+fn device_plans(
+    pod: &Pod,
+    devices: &crate::domain::devices::DeviceManagerState,
+) -> BTreeMap<String, BTreeMap<String, DevicesPlan>> {
+    pod.spec
+        .init_containers
+        .iter()
+        .chain(&pod.spec.containers)
+        .filter_map(|c| {
+            let planned: BTreeMap<String, DevicesPlan> = devices
+                .planned_devices(&pod.metadata.uid, c)
+                .into_iter()
+                .map(|d| {
+                    let plan = DevicesPlan {
+                        count: d.count,
+                        ids: d.ids,
+                    };
+                    (d.resource, plan)
+                })
+                .collect();
+            (!planned.is_empty()).then(|| (c.name.clone(), planned))
+        })
+        .collect()
+}
+
 fn pod_skeleton(pod: &Pod) -> PodPlan {
     PodPlan {
         uid: pod.metadata.uid.clone(),
@@ -1081,6 +1125,7 @@ fn pod_skeleton(pod: &Pod) -> PodPlan {
         running: Vec::new(),
         volumes: Vec::new(),
         cpus: BTreeMap::new(),
+        devices: BTreeMap::new(),
         actions: PodActionsPlan {
             rejected: None,
             kill_pod: None,
@@ -1240,6 +1285,7 @@ pub fn compute_plan(inputs: &PlanInputs) -> Plan {
                 .and_then(|c| c.volume_objects.get(&pod.metadata.uid))
                 .unwrap_or(&no_objects);
             plan.volumes = volume_plans(pod, objects, &requests, inputs);
+            plan.devices = device_plans(pod, &inputs.devices);
             plan
         })
         .collect();

@@ -239,6 +239,20 @@ pub fn render_text(plan: &Plan) -> String {
                 .map(|c| format!(", cgroup {c}"))
                 .unwrap_or_default()
         );
+        for (container, resources) in &pod.devices {
+            let held: Vec<String> = resources
+                .iter()
+                .map(|(resource, d)| {
+                    let ids = if d.ids.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", d.ids.join(", "))
+                    };
+                    format!("{resource}: {}{ids}", d.count)
+                })
+                .collect();
+            let _ = writeln!(out, "    devices of {container}: {}", held.join(", "));
+        }
         for volume in &pod.volumes {
             match (&volume.mount, &volume.waits) {
                 (Some(mount), _) => {

@@ -74,6 +74,7 @@ fn inputs(
 ) -> PlanInputs {
     PlanInputs {
         cpu_manager: None,
+        devices: Default::default(),
         resolved: config,
         cgroup_version: CgroupVersion::V2,
         node_stats: BTreeMap::new(),
@@ -796,5 +797,57 @@ fn the_static_cpu_manager_shows_each_containers_cpu_set() {
             "UnexpectedAdmissionError: Allocate failed due to not enough cpus available to satisfy request, which is unexpected".to_string()
         )]
         .into()
+    );
+}
+
+#[test]
+fn the_plan_shows_each_containers_devices_and_the_ids_it_holds() {
+    use crate::domain::devices::ContainerAllocateResponse;
+    let q = |s: &str| crate::domain::units::quantity::Quantity::parse(s).expect("quantity");
+    let with_devices = |name: &str, uid: &str, count: &str| {
+        let mut p = pod(name, uid, &[("app", "busybox")]);
+        let resources = &mut p.spec.containers[0].resources;
+        resources.limits = [("example.com/resource".into(), q(count))].into();
+        resources.requests = resources.limits.clone();
+        p
+    };
+    let desired = vec![
+        with_devices("held", "uid-1", "1"),
+        with_devices("new", "uid-2", "2"),
+        pod("plain", "uid-3", &[("app", "busybox")]),
+    ];
+    let mut inputs = inputs(resolved(&[]), desired, Vec::new());
+    inputs.devices.commit(
+        "uid-1",
+        "app",
+        "example.com/resource",
+        &["Dev-1".to_string()],
+        ContainerAllocateResponse::default(),
+        Vec::new(),
+    );
+    let plan = compute_plan(&inputs);
+    let devices = |name: &str| {
+        plan.pods
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| serde_json::to_value(&p.devices).expect("json"))
+    };
+    assert_eq!(
+        devices("held"),
+        Some(serde_json::json!({"app": {"example.com/resource": {"count": 1, "ids": ["Dev-1"]}}}))
+    );
+    assert_eq!(
+        devices("new"),
+        Some(serde_json::json!({"app": {"example.com/resource": {"count": 2}}}))
+    );
+    assert_eq!(devices("plain"), Some(serde_json::json!({})));
+    let text = render_text(&plan);
+    assert!(
+        text.contains("devices of app: example.com/resource: 1 (Dev-1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("devices of app: example.com/resource: 2\n"),
+        "{text}"
     );
 }

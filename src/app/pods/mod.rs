@@ -338,7 +338,9 @@ impl PodLoop {
                 }
             }
             if let Some(cpus) = &self.cpus {
-                if let Err(rejection) = cpus.admit(pod, active_containers) {
+                // The devices just given: their NUMA hints join the CPU hints.
+                let devices = self.devices.as_ref().map(|d| d.state_snapshot());
+                if let Err(rejection) = cpus.admit(pod, active_containers, devices.as_ref()) {
                     refused.insert(uid.clone(), rejection);
                 }
             }

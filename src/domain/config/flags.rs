@@ -10,6 +10,7 @@ use super::error::ConfigError;
 use crate::domain::eviction;
 use crate::domain::node::reserved;
 use crate::domain::units::duration::GoDuration;
+use crate::domain::units::quantity::Quantity;
 
 /// What rkubelet does with a flag or field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,6 +53,8 @@ pub enum FlagKind {
     Taints,
     /// `key:value,...` into a map of lists (`--manifest-url-header`); repeats add values.
     ColonMultiMap,
+    /// `node:type=quantity,...;node:...` into `reservedMemory`'s list; repeats add nodes.
+    ReservedMemory,
 }
 
 /// Where a flag's value goes.
@@ -267,8 +270,8 @@ pub const FLAGS: &[FlagSpec] = &[
     cfg("cpu-manager-policy", Str, &["cpuManagerPolicy"], "CPU manager policy: none or static."),
     cfg("cpu-manager-policy-options", EqualsMap, &["cpuManagerPolicyOptions"], "CPU manager policy options, key=value pairs."),
     cfg("cpu-manager-reconcile-period", Duration, &["cpuManagerReconcilePeriod"], "CPU manager reconciliation period."),
-    cfg("memory-manager-policy", Str, &["memoryManagerPolicy"], "Memory manager policy: None or Static.").ni(),
-    opt("reserved-memory", Str, "", "Memory reserved per NUMA node (e.g. 0:memory=1Gi,hugepages-1M=2Gi); sets reservedMemory.").ni().deprecated(CONFIG_FLAG_DEPRECATED),
+    cfg("memory-manager-policy", Str, &["memoryManagerPolicy"], "Memory manager policy: None or Static. Refused when Static: rkubelet has no memory manager.").refused(),
+    cfg("reserved-memory", ReservedMemory, &["reservedMemory"], "Memory reserved per NUMA node (e.g. 0:memory=1Gi,hugepages-1M=2Gi). Refused when given: rkubelet has no memory manager.").refused(),
     cfg("topology-manager-policy", Str, &["topologyManagerPolicy"], "Topology manager policy: none, best-effort, restricted or single-numa-node."),
     cfg("topology-manager-scope", Str, &["topologyManagerScope"], "Topology manager scope: container or pod."),
     cfg("topology-manager-policy-options", EqualsMap, &["topologyManagerPolicyOptions"], "Topology manager policy options, key=value pairs."),
@@ -402,6 +405,7 @@ pub fn flag_value(spec: &FlagSpec, text: &str) -> Result<Value, ConfigError> {
             .map(Value::Array)
             .map_err(|reason| invalid(spec, text, reason)),
         ColonMultiMap => parse_colon_multimap(text).map_err(|reason| invalid(spec, text, reason)),
+        ReservedMemory => parse_reserved_memory(text).map_err(|reason| invalid(spec, text, reason)),
     }
 }
 
@@ -432,6 +436,47 @@ pub fn parse_feature_gates(text: &str) -> Result<BTreeMap<String, bool>, String>
         gates.insert(name.to_string(), enabled);
     }
     Ok(gates)
+}
+
+/// `0:memory=1Gi,hugepages-1M=2Gi;1:memory=2Gi` into `reservedMemory`'s
+/// `[{numaNode, limits}]`, with upstream's `ReservedMemoryVar` checks and words.
+pub fn parse_reserved_memory(text: &str) -> Result<Value, String> {
+    let mut out = Vec::new();
+    for reservation in text.split(';').filter(|r| !r.is_empty()) {
+        let incorrect = || {
+            format!("the reserved memory has incorrect format, expected numaNodeID:type=quantity[,type=quantity...], got {reservation}")
+        };
+        let parts: Vec<&str> = reservation.split(':').collect();
+        let [node, limits] = parts[..] else {
+            return Err(incorrect());
+        };
+        let node: i32 = node.parse().map_err(|_| {
+            format!("failed to convert the NUMA node ID, exptected integer, got {node}")
+        })?;
+        let mut map = Map::new();
+        for limit in limits.split(',') {
+            let Some((name, quantity)) = limit.split_once('=').filter(|(_, q)| !q.contains('='))
+            else {
+                return Err(format!(
+                    "the reserved limit has incorrect value, expected type=quantatity, got {limit}"
+                ));
+            };
+            if name != "memory" && !name.starts_with("hugepages-") {
+                return Err(format!(
+                    "memory type conversion error, unknown type: {name:?}"
+                ));
+            }
+            Quantity::parse(quantity).map_err(|e| {
+                format!("failed to parse the quantity, expected quantatity, got {quantity}: {e}")
+            })?;
+            map.insert(name.to_string(), Value::String(quantity.to_string()));
+        }
+        let mut entry = Map::new();
+        entry.insert("numaNode".into(), Value::from(node));
+        entry.insert("limits".into(), Value::Object(map));
+        out.push(Value::Object(entry));
+    }
+    Ok(Value::Array(out))
 }
 
 /// `a:hello,b:again,b:more` into `{"a": ["hello"], "b": ["again", "more"]}`.

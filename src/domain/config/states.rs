@@ -48,7 +48,6 @@ const fn refused(name: &'static str) -> FieldSpec {
 
 const NO_API_CLIENT: &str = "no API server client yet";
 const NO_SERVER: &str = "not served by the kubelet API yet";
-const NO_MANAGERS: &str = "no memory manager yet";
 /// Enforcing `system-reserved` or `kube-reserved` caps the daemons' own cgroups; pods are
 /// kept off the reserved share by `pods` enforcement, which is implemented, so leaving
 /// the daemons uncapped loses no isolation from workloads: a warning, not a refusal.
@@ -116,7 +115,7 @@ pub const FIELDS: &[FieldSpec] = &[
     ),
     done("cpuManagerPolicyOptions"),
     done("cpuManagerReconcilePeriod"),
-    ni("memoryManagerPolicy", NO_MANAGERS),
+    refused("memoryManagerPolicy"),
     done("topologyManagerPolicy"),
     done("topologyManagerScope"),
     done("topologyManagerPolicyOptions"),
@@ -201,12 +200,12 @@ pub const FIELDS: &[FieldSpec] = &[
         "no graceful node shutdown yet",
     ),
     ni("crashLoopBackOff", "the built-in back-off applies"),
-    ni("reservedMemory", NO_MANAGERS),
+    refused("reservedMemory"),
     ni("enableProfilingHandler", NO_SERVER),
     ni("enableDebugFlagsHandler", NO_SERVER),
     done("seccompDefault"),
     ni("memoryThrottlingFactor", "memory.high is not set"),
-    ni("memoryReservationPolicy", NO_MANAGERS),
+    refused("memoryReservationPolicy"),
     done("registerWithTaints"),
     done("registerNode"),
     ni("tracing", "no tracing export"),
@@ -241,6 +240,24 @@ pub const REFUSALS: &[Refusal] = &[
         when: "anything but NeverVerify",
         why: "these policies make pods prove they may use an image another pod pulled with credentials; rkubelet does not check, so a pod could run a private image it has no credentials for",
         refuses: |v| v.as_str().is_some_and(|s| s != "NeverVerify"),
+    },
+    Refusal {
+        field: "memoryManagerPolicy",
+        when: "Static",
+        why: "rkubelet has no memory manager, so a Guaranteed pod would not get the NUMA-pinned memory (and hugepages) it expects",
+        refuses: |v| v.as_str() == Some("Static"),
+    },
+    Refusal {
+        field: "reservedMemory",
+        when: "any reservation",
+        why: "the memory reserved per NUMA node is the memory manager's; rkubelet has no memory manager, so a Guaranteed pod would not get the NUMA-pinned memory it expects and the reservation would hold nothing back",
+        refuses: |v| v.as_array().is_some_and(|a| !a.is_empty()),
+    },
+    Refusal {
+        field: "memoryReservationPolicy",
+        when: "TieredReservation",
+        why: "it asks the kubelet to protect pods' memory requests from reclaim (memory.min for Guaranteed pods, memory.low for Burstable ones); rkubelet writes neither, so the protection asked for would silently not exist",
+        refuses: |v| v.as_str() == Some("TieredReservation"),
     },
 ];
 
@@ -617,7 +634,10 @@ mod tests {
         }
     }
 
-    fn resolve(args: &[(&str, &str)], file: Option<&str>) -> ResolvedConfig {
+    fn try_resolve(
+        args: &[(&str, &str)],
+        file: Option<&str>,
+    ) -> Result<ResolvedConfig, Vec<ConfigError>> {
         use crate::domain::config::{resolve, ConfigInputs, FileInput};
         let flags = args
             .iter()
@@ -638,7 +658,11 @@ mod tests {
             main_file,
             ..ConfigInputs::from_flags(flags)
         };
-        resolve(&inputs, &crate::domain::test_support::node_a()).unwrap_or_else(|p| panic!("{p:?}"))
+        resolve(&inputs, &crate::domain::test_support::node_a())
+    }
+
+    fn resolve(args: &[(&str, &str)], file: Option<&str>) -> ResolvedConfig {
+        try_resolve(args, file).unwrap_or_else(|p| panic!("{p:?}"))
     }
 
     #[test]
@@ -717,6 +741,102 @@ mod tests {
                 format!("Flag --max-pods has been deprecated, {}", crate::domain::config::flags::CONFIG_FLAG_DEPRECATED),
             ]
         );
+    }
+
+    fn problems(args: &[(&str, &str)], file: Option<&str>) -> Vec<ConfigError> {
+        try_resolve(args, file).err().unwrap_or_default()
+    }
+
+    fn refused_fields(problems: &[ConfigError]) -> Vec<String> {
+        problems
+            .iter()
+            .filter_map(|p| match p {
+                ConfigError::Refused { field, .. } => Some(field.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // The memory manager and tiered memory reservation are refused, all named at once;
+    // their values that ask for what rkubelet does are accepted without a word.
+    #[test]
+    fn memory_manager_and_reservation_are_refused_together() {
+        let found = problems(
+            &[],
+            Some(
+                "memoryManagerPolicy: Static\nmemoryReservationPolicy: TieredReservation\n\
+                 reservedMemory:\n- numaNode: 0\n  limits:\n    memory: 1Gi\n",
+            ),
+        );
+        assert_eq!(
+            refused_fields(&found),
+            [
+                "memoryManagerPolicy (--memory-manager-policy)",
+                "reservedMemory (--reserved-memory)",
+                "memoryReservationPolicy",
+            ]
+        );
+        let text = found[0].to_string();
+        assert!(
+            text.contains("refused: memoryManagerPolicy (--memory-manager-policy) = Static"),
+            "{text}"
+        );
+        assert!(text.contains("NUMA-pinned memory"), "{text}");
+        let by_flag = problems(
+            &[
+                ("memory-manager-policy", "Static"),
+                (
+                    "reserved-memory",
+                    "0:memory=1Gi,hugepages-2Mi=2Gi;1:memory=2Gi",
+                ),
+            ],
+            None,
+        );
+        assert_eq!(
+            refused_fields(&by_flag),
+            [
+                "memoryManagerPolicy (--memory-manager-policy)",
+                "reservedMemory (--reserved-memory)",
+            ]
+        );
+        let quiet = resolve(
+            &[("memory-manager-policy", "None")],
+            Some("memoryReservationPolicy: None\nreservedMemory: []\n"),
+        );
+        assert!(not_implemented_given(&quiet).is_empty());
+    }
+
+    // Upstream's `ReservedMemoryVar` format and words.
+    #[test]
+    fn reserved_memory_flag_parses_as_upstream() {
+        use super::super::flags::parse_reserved_memory;
+        assert_eq!(
+            parse_reserved_memory("0:memory=1Gi,hugepages-1Gi=2Gi;1:memory=512Mi"),
+            Ok(serde_json::json!([
+                {"numaNode": 0, "limits": {"memory": "1Gi", "hugepages-1Gi": "2Gi"}},
+                {"numaNode": 1, "limits": {"memory": "512Mi"}},
+            ]))
+        );
+        assert_eq!(
+            parse_reserved_memory("memory=1Gi"),
+            Err("the reserved memory has incorrect format, expected numaNodeID:type=quantity[,type=quantity...], got memory=1Gi".into())
+        );
+        assert_eq!(
+            parse_reserved_memory("x:memory=1Gi"),
+            Err("failed to convert the NUMA node ID, exptected integer, got x".into())
+        );
+        assert_eq!(
+            parse_reserved_memory("0:cpu=1"),
+            Err("memory type conversion error, unknown type: \"cpu\"".into())
+        );
+        assert_eq!(
+            parse_reserved_memory("0:memory"),
+            Err(
+                "the reserved limit has incorrect value, expected type=quantatity, got memory"
+                    .into()
+            )
+        );
+        assert!(parse_reserved_memory("0:memory=lots").is_err());
     }
 
     #[test]

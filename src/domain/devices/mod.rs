@@ -14,10 +14,14 @@
 //!   pods freed;
 //! - [`checkpoint`]: the `kubelet_internal_checkpoint` file, in upstream's JSON and
 //!   checksum, so a restarted kubelet hands out no device twice;
-//! - [`topology_hints`]: the devices' NUMA hints for the topology manager (not asked
-//!   until the topology manager is wired).
+//! - [`pod_resources`]: the pod resources API's `List` and `Get` answers;
+//! - [`topology_hints`]: the devices' NUMA hints, the topology manager's device hint
+//!   provider;
+//! - [`DeviceManagerState::planned_devices`]: a container's devices as the dry run shows
+//!   them.
 
 pub mod checkpoint;
+pub mod pod_resources;
 #[cfg(test)]
 mod tests;
 pub mod topology_hints;
@@ -135,6 +139,26 @@ impl DeviceRunOptions {
             && self.devices.is_empty()
             && self.annotations.is_empty()
     }
+}
+
+/// The resources of a container's limits that `wanted` keeps, with their counts.
+fn limits_of(container: &Container, wanted: &dyn Fn(&str) -> bool) -> Vec<(String, usize)> {
+    container
+        .resources
+        .limits
+        .iter()
+        .filter(|(name, _)| wanted(name))
+        .map(|(name, q)| (name.clone(), usize::try_from(q.value()).unwrap_or(0)))
+        .collect()
+}
+
+/// One resource of a container's devices as the dry run shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedDevices {
+    pub resource: String,
+    pub count: usize,
+    /// The ids it holds; empty until a plugin's devices are allocated to it.
+    pub ids: Vec<String>,
 }
 
 /// The devices one container holds of one resource, and the plugin's answer for them
@@ -393,13 +417,27 @@ impl DeviceManagerState {
     /// The device plugin resources a container asks for and how many (its limits:
     /// extended resources are not overcommitted, requests equal limits).
     pub fn container_requests(&self, container: &Container) -> Vec<(String, usize)> {
-        container
-            .resources
-            .limits
-            .iter()
-            .filter(|(name, _)| self.is_device_plugin_resource(name))
-            .map(|(name, q)| (name.clone(), usize::try_from(q.value()).unwrap_or(0)))
-            .collect()
+        limits_of(container, &|name| self.is_device_plugin_resource(name))
+    }
+
+    /// What the dry run shows of a container's devices: each extended resource it asks
+    /// for (a plugin may register it once the kubelet runs), how many, and the ids it
+    /// already holds here (the checkpoint's).
+    pub fn planned_devices(&self, pod_uid: &str, container: &Container) -> Vec<PlannedDevices> {
+        limits_of(container, &|name| {
+            self.is_device_plugin_resource(name)
+                || crate::domain::admission::is_extended_resource_name(name)
+        })
+        .into_iter()
+        .map(|(resource, count)| PlannedDevices {
+            ids: self
+                .container_devices(pod_uid, &container.name, &resource)
+                .map(|held| held.ids().into_iter().collect())
+                .unwrap_or_default(),
+            resource,
+            count,
+        })
+        .collect()
     }
 
     /// Upstream's `UpdateAllocatedDevices`: the devices of pods no longer active are

@@ -357,3 +357,37 @@ fn a_containers_config_gets_the_plugins_devices_mounts_envs_before_its_own() {
     assert_eq!(config.annotations["kept"], "kubelet");
     assert_eq!(config.annotations["new"], "plugin");
 }
+
+// The dry run's devices: every extended resource a container asks for, with the ids it
+// holds once allocated; native resources are not devices.
+#[test]
+fn planned_devices_show_extended_requests_and_held_ids() {
+    use crate::domain::pod::fixtures::container;
+    let q = |s: &str| Quantity::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+    let limits: BTreeMap<String, Quantity> = [
+        ("cpu".to_owned(), q("1")),
+        (R.to_owned(), q("1")),
+        ("example.org/other".to_owned(), q("2")),
+    ]
+    .into();
+    let c = container("c", limits.clone(), limits);
+    let mut s = registered(&["D1", "D2"]);
+    let before = s.planned_devices("p", &c);
+    assert_eq!(
+        before,
+        [
+            PlannedDevices {
+                resource: R.to_owned(),
+                count: 1,
+                ids: Vec::new(),
+            },
+            PlannedDevices {
+                resource: "example.org/other".to_owned(),
+                count: 2,
+                ids: Vec::new(),
+            },
+        ]
+    );
+    let ids = allocate(&mut s, "p", 1).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.planned_devices("p", &c)[0].ids, ids);
+}

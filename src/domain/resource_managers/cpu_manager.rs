@@ -14,6 +14,8 @@ use super::topology::{CpuTopology, MachineTopology, TopologyError};
 use super::topology_manager::{HintProvider, NumaNode, TopologyManager, TopologyManagerError};
 use super::OptionGates;
 use crate::domain::admission::Rejection;
+use crate::domain::devices::topology_hints::DeviceHintProvider;
+use crate::domain::devices::DeviceManagerState;
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::pod::Pod;
 use crate::domain::units::cpuset::CpuSet;
@@ -96,6 +98,8 @@ pub struct CpuManager {
     /// loop updates only a container whose set changed since.
     last_update: BTreeMap<ContainerKey, CpuSet>,
     state_path: String,
+    /// The machine's NUMA node ids, for the device manager's hints.
+    numa_nodes: Vec<usize>,
 }
 
 /// The topology manager for the settings on this machine (upstream builds it whatever
@@ -165,6 +169,7 @@ impl CpuManager {
             topology,
             last_update: BTreeMap::new(),
             state_path: state_path.to_string(),
+            numa_nodes: machine.numa_nodes.iter().map(|n| n.id).collect(),
         }))
     }
 
@@ -225,19 +230,33 @@ impl CpuManager {
         !stale.is_empty()
     }
 
-    /// Admits the pod through the topology manager, which has the static policy allocate
+    /// Admits the pod through the topology manager, which merges the static policy's CPU
+    /// hints with the device manager's (`devices`: the devices the pod's containers were
+    /// given, so the CPUs follow their NUMA nodes) and has the static policy allocate
     /// each container's CPUs (upstream's topology admit handler); stale assignments of
     /// pods not in `active` are given back first. On a refusal the pod's containers hold
-    /// nothing.
-    pub fn admit(&mut self, pod: &Pod, active: Option<&BTreeSet<ContainerKey>>) -> AdmitOutcome {
+    /// no CPUs.
+    pub fn admit(
+        &mut self,
+        pod: &Pod,
+        active: Option<&BTreeSet<ContainerKey>>,
+        devices: Option<&DeviceManagerState>,
+    ) -> AdmitOutcome {
         let mut changed = active.is_some_and(|a| self.remove_stale_state(a));
         let before = self.state.clone();
         let result = {
-            let mut provider = StaticPolicyHintProvider {
+            let mut cpus = StaticPolicyHintProvider {
                 policy: &mut self.policy,
                 state: &mut self.state,
             };
-            let mut providers: [&mut dyn HintProvider; 1] = [&mut provider];
+            let mut providers: Vec<&mut dyn HintProvider> = vec![&mut cpus];
+            let mut device_hints = devices.map(|state| DeviceHintProvider {
+                state,
+                numa_nodes: self.numa_nodes.clone(),
+            });
+            if let Some(d) = device_hints.as_mut() {
+                providers.push(d);
+            }
             self.topology.admit(pod, &mut providers)
         };
         if result.is_err() {
@@ -405,17 +424,20 @@ mod tests {
     fn a_guaranteed_container_gets_cpu_1_and_the_shared_pool_shrinks_then_grows() {
         let mut m = started();
         assert_eq!(m.allocatable_cpus(), CpuSet::new([1]));
-        let outcome = m.admit(&pod("g", "1", "1"), Some(&active(&[])));
+        let outcome = m.admit(&pod("g", "1", "1"), Some(&active(&[])), None);
         assert_eq!(outcome.result, Ok(()));
         assert!(outcome.changed);
         assert_eq!(m.container_cpuset("g", "c"), CpuSet::new([1]));
         // Burstable and fractional Guaranteed containers run on the shared pool.
-        assert!(m.admit(&pod("b", "100m", "1"), None).result.is_ok());
-        assert!(m.admit(&pod("f", "500m", "500m"), None).result.is_ok());
+        assert!(m.admit(&pod("b", "100m", "1"), None, None).result.is_ok());
+        assert!(m
+            .admit(&pod("f", "500m", "500m"), None, None)
+            .result
+            .is_ok());
         assert_eq!(m.container_cpuset("b", "c"), CpuSet::new([0]));
         assert_eq!(m.container_cpuset("f", "c"), CpuSet::new([0]));
         // A second exclusive CPU is not there: upstream's unexpected admission error.
-        let refused = m.admit(&pod("g2", "1", "1"), None);
+        let refused = m.admit(&pod("g2", "1", "1"), None, None);
         assert_eq!(
             refused.result,
             Err(Rejection {
@@ -438,12 +460,12 @@ mod tests {
             name: "c".into(),
             id: format!("id-{uid}"),
         };
-        assert!(m.admit(&pod("b", "100m", "1"), None).result.is_ok());
+        assert!(m.admit(&pod("b", "100m", "1"), None, None).result.is_ok());
         let first = m.reconcile(&[running("b")]);
         assert_eq!(first, vec![(running("b"), CpuSet::new([0, 1]))]);
         m.updated("b", "c", CpuSet::new([0, 1]));
         assert!(m.reconcile(&[running("b")]).is_empty());
-        assert!(m.admit(&pod("g", "1", "1"), None).result.is_ok());
+        assert!(m.admit(&pod("g", "1", "1"), None, None).result.is_ok());
         let after = m.reconcile(&[running("b"), running("g")]);
         assert_eq!(
             after,
@@ -457,7 +479,7 @@ mod tests {
     #[test]
     fn the_checkpoint_round_trips_and_a_bad_one_refuses_to_start() {
         let mut m = started();
-        assert!(m.admit(&pod("g", "1", "1"), None).result.is_ok());
+        assert!(m.admit(&pod("g", "1", "1"), None, None).result.is_ok());
         let text = m.checkpoint();
         let again = match manager(Some(&text)) {
             Ok(Some(m)) => m,
@@ -492,10 +514,109 @@ mod tests {
                     Ok(Some(m)) => m,
                     other => panic!("{policy} {scope}: {other:?}"),
                 };
-                let outcome = m.admit(&pod("g", "1", "1"), None);
+                let outcome = m.admit(&pod("g", "1", "1"), None, None);
                 assert_eq!(outcome.result, Ok(()), "{policy} {scope}");
                 assert_eq!(m.container_cpuset("g", "c"), CpuSet::new([1]));
             }
         }
+    }
+
+    /// Four single-thread cores, two per NUMA node (0-1, 2-3), CPU 0 reserved; the pod
+    /// `uid`'s container `c` asks for one CPU and holds `devices` (id, NUMA node) of
+    /// `example.com/gpu`.
+    fn with_devices(
+        policy: &str,
+        uid: &str,
+        devices: &[(&str, i64)],
+    ) -> (CpuManager, Pod, DeviceManagerState) {
+        use crate::domain::devices::{ContainerAllocateResponse, Device, PluginOptions};
+        use crate::domain::resource_managers::topology::SysfsNumaNode;
+        let cpu = |cpu| SysfsCpu {
+            cpu,
+            socket_id: 0,
+            core_id: cpu,
+        };
+        let node = |id, cpus: [usize; 2]| SysfsNumaNode {
+            id,
+            cpus: CpuSet::new(cpus),
+            distances: Vec::new(),
+        };
+        let machine = MachineTopology::from_sysfs(
+            &[cpu(0), cpu(1), cpu(2), cpu(3)],
+            &[node(0, [0, 1]), node(1, [2, 3])],
+        );
+        let settings = CpuManagerSettings {
+            topology_policy: policy.into(),
+            ..static_settings()
+        };
+        let m = CpuManager::new(
+            &settings,
+            &machine,
+            &reservation("1"),
+            Some(&CpuSet::new([0])),
+            OptionGates::CPU_MANAGER_DEFAULT,
+            OptionGates::TOPOLOGY_MANAGER_DEFAULT,
+            None,
+            "/var/lib/kubelet/cpu_manager_state",
+        );
+        let Ok(Some(m)) = m else { panic!("{m:?}") };
+        let mut state = DeviceManagerState::default();
+        state.plugin_connected("example.com/gpu", PluginOptions::default());
+        state.update_devices(
+            "example.com/gpu",
+            devices
+                .iter()
+                .map(|(id, n)| Device {
+                    id: (*id).into(),
+                    healthy: true,
+                    numa_nodes: vec![*n],
+                })
+                .collect(),
+        );
+        let ids: Vec<String> = devices.iter().map(|(id, _)| (*id).to_string()).collect();
+        let limits: BTreeMap<String, Quantity> = [
+            ("cpu".to_string(), q("1")),
+            ("memory".to_string(), q("100Mi")),
+            ("example.com/gpu".to_string(), q(&ids.len().to_string())),
+        ]
+        .into();
+        state.commit(
+            uid,
+            "c",
+            "example.com/gpu",
+            &ids,
+            ContainerAllocateResponse::default(),
+            Vec::new(),
+        );
+        let mut pod = Pod::default();
+        pod.metadata.uid = uid.into();
+        pod.spec
+            .containers
+            .push(container("c", limits.clone(), limits));
+        (m, pod, state)
+    }
+
+    // The device manager's hints join the CPU hints: the CPU follows the device's NUMA
+    // node, and a policy that wants one node refuses devices spread over two.
+    #[test]
+    fn device_hints_align_the_cpus_or_refuse_the_pod() {
+        let (mut m, pod, devices) = with_devices("best-effort", "g", &[("gpu1", 1)]);
+        assert_eq!(m.admit(&pod, None, Some(&devices)).result, Ok(()));
+        assert_eq!(m.container_cpuset("g", "c"), CpuSet::new([2]));
+        let (mut m, pod, _) = with_devices("best-effort", "g", &[("gpu1", 1)]);
+        assert_eq!(m.admit(&pod, None, None).result, Ok(()));
+        assert_eq!(
+            m.container_cpuset("g", "c"),
+            CpuSet::new([1]),
+            "no device hints"
+        );
+        let (mut m, pod, devices) =
+            with_devices("single-numa-node", "g", &[("gpu0", 0), ("gpu1", 1)]);
+        let refused = m.admit(&pod, None, Some(&devices));
+        assert_eq!(
+            refused.result,
+            Err(super::super::topology_manager::topology_affinity_error())
+        );
+        assert_eq!(m.exclusive_cpus("g", "c"), None);
     }
 }

@@ -1548,15 +1548,7 @@ mod tests {
     }
 
     fn sorted(mut hints: Vec<TopologyHint>) -> Vec<TopologyHint> {
-        hints.sort_by(|a, b| {
-            if a.less_than(b) {
-                std::cmp::Ordering::Less
-            } else if b.less_than(a) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        });
+        hints.sort_by(TopologyHint::ordering);
         hints
     }
 

@@ -31,6 +31,17 @@ impl TopologyHint {
         let mine = self.numa_node_affinity.unwrap_or_default();
         mine.is_narrower_than(&other.numa_node_affinity.unwrap_or_default())
     }
+
+    /// [`TopologyHint::less_than`] as an ordering, to sort hints as upstream does.
+    pub fn ordering(&self, other: &TopologyHint) -> std::cmp::Ordering {
+        if self.less_than(other) {
+            std::cmp::Ordering::Less
+        } else if other.less_than(self) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    }
 }
 
 impl fmt::Display for TopologyHint {
