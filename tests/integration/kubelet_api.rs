@@ -554,13 +554,15 @@ fn streaming_pod(image: &str) -> String {
     )
 }
 
-/// kubectl as the admin, its output read while it runs: returns the child and a reader
-/// collecting its stdout for `secs` seconds.
-fn kubectl_streaming(
+/// kubectl as the admin, its stdout read while it runs, until what it wrote satisfies
+/// `enough` or `secs` pass (a loaded machine may take seconds to connect the stream);
+/// then kubectl is stopped. Returns what it wrote.
+fn kubectl_streamed(
     cluster: &Cluster,
     args: &[&str],
+    enough: impl Fn(&str) -> bool,
     secs: u64,
-) -> (std::process::Child, std::thread::JoinHandle<String>) {
+) -> String {
     let mut child = Command::new(cluster.var("KUBECTL"))
         .env("KUBECONFIG", cluster.admin_kubeconfig())
         .args(args)
@@ -569,19 +571,42 @@ fn kubectl_streaming(
         .spawn()
         .expect("kubectl runs");
     let mut stdout = child.stdout.take().expect("stdout");
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < deadline {
-            match stdout.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                seen.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend_from_slice(&buf[..n]);
             }
-        }
-        String::from_utf8_lossy(&seen).into_owned()
-    });
-    (child, reader)
+        })
+    };
+    let text = || {
+        String::from_utf8_lossy(
+            &seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline && !enough(&text()) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Stopping kubectl closes its stdout, which ends the reader.
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().expect("reader");
+    text()
+}
+
+/// The `tick <n>` counts of the talker's lines.
+fn ticks(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+        .collect()
 }
 
 /// kubectl with `args` on a terminal (script(1) gives it a pty), each of `lines` typed
@@ -764,12 +789,12 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     assert_eq!(text(&again), page);
 
     // kubectl attach: the running container's output.
-    let (mut child, reader) =
-        kubectl_streaming(&cluster, &["attach", "streams", "-c", "talker"], 3);
-    std::thread::sleep(Duration::from_secs(3));
-    let _ = child.kill();
-    let _ = child.wait();
-    let attached = reader.join().expect("reader");
+    let attached = kubectl_streamed(
+        &cluster,
+        &["attach", "streams", "-c", "talker"],
+        |t| t.contains("tick "),
+        30,
+    );
     assert!(attached.contains("tick "), "kubectl attach: {attached:?}");
 
     // kubectl exec -it: an interactive shell on a terminal, driven by the test: a
@@ -822,19 +847,13 @@ async fn kubectl_port_forward_attach_interactive_exec_and_logs() {
     let previous = logs(&["-c", "quitter", "-p"]);
     assert!(previous.starts_with("run "), "{previous:?}");
     assert_eq!(previous.lines().count(), 1, "{previous}");
-    let (mut child, reader) = kubectl_streaming(
+    let streamed = kubectl_streamed(
         &cluster,
         &["logs", "-f", "streams", "-c", "talker", "--tail=1"],
-        3,
+        |t| ticks(t).len() >= 10,
+        30,
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let _ = child.kill();
-    let _ = child.wait();
-    let streamed = reader.join().expect("reader");
-    let ticks: Vec<u64> = streamed
-        .lines()
-        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
-        .collect();
+    let ticks = ticks(&streamed);
     assert!(ticks.len() >= 5, "kubectl logs -f streamed: {streamed:?}");
     assert!(
         ticks.windows(2).all(|w| w[1] == w[0] + 1),
