@@ -370,22 +370,12 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
     assert_eq!(out.status.code(), Some(4));
 
     // kubectl attach streams the container's output.
-    let streamed = |args: &[&str], secs: u64| {
-        let mut child = Command::new(cluster.var("KUBECTL"))
-            .env("KUBECONFIG", cluster.admin_kubeconfig())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("kubectl runs");
-        std::thread::sleep(Duration::from_secs(secs));
-        let _ = child.kill();
-        child
-            .wait_with_output()
-            .map(|o| text(&o))
-            .unwrap_or_default()
-    };
-    let attached = streamed(&["attach", &mirror, "-c", "c"], 3);
+    let attached = kubectl_streamed(
+        &cluster,
+        &["attach", &mirror, "-c", "c"],
+        |t| t.contains("line "),
+        30,
+    );
     assert!(attached.contains("line "), "kubectl attach: {attached:?}");
     // kubectl port-forward refuses a pod whose phase is not Running, and the mirror pod's
     // status is not reported yet: port-forward is not tested here.
