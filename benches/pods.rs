@@ -101,6 +101,17 @@ impl Env {
         })
     }
 
+    /// Stops the containerd, which must leave nothing behind.
+    fn down(self) -> Result<(), String> {
+        let mut ctrd = self.ctrd;
+        let left = ctrd.down();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("containerd teardown left: {left:?}"))
+        }
+    }
+
     /// Names of the pods (by label) with a running container.
     async fn running_pods(&self) -> Result<Vec<String>, String> {
         let filter = ContainerFilter {
@@ -314,12 +325,7 @@ async fn evented_idle(idle: u64, generic_cpu: Option<f64>) -> Result<(), String>
         None => println!("pods: CPU time with EventedPLEG: unavailable"),
     }
     drop(kubelet);
-    let mut ctrd = env.ctrd;
-    let left = ctrd.down();
-    if !left.is_empty() {
-        return Err(format!("containerd teardown left: {left:?}"));
-    }
-    Ok(())
+    env.down()
 }
 
 async fn run() -> Result<(), String> {
@@ -424,12 +430,7 @@ async fn run() -> Result<(), String> {
     );
     println!("pods:   of which: {}", spread(&env, &kubelet, "q").await?);
     drop(kubelet);
-    let mut ctrd = env.ctrd;
-    let left = ctrd.down();
-    if !left.is_empty() {
-        return Err(format!("containerd teardown left: {left:?}"));
-    }
-    Ok(())
+    env.down()
 }
 
 fn main() {
