@@ -124,6 +124,7 @@ on_containerd_2=(
     'cgroups_containerd::a_driver_that_differs_from_the_runtimes_or_a_missing_root_refuses_to_start'
     'eviction_containerd::image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_in_use'
     'kubelet_api::logs_through_the_api_server_and_the_doors_stay_shut'
+    'kubelet_stats::with_stats_from_the_runtime_the_summary_agrees_with_the_cgroups'
     'api_pods::pods_with_fields_rkubelet_cannot_honour_are_refused_by_name'
     'volumes_in_pods::a_workload_sees_its_token_config_secret_downward_api_and_env'
     'faults::containerd_killed_and_restarted_under_30_pods'

@@ -38,6 +38,7 @@ use crate::domain::config::{
 use crate::domain::kubelet_api::healthz;
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::stats::{UsageSource, STATS_FROM_CRI_GATE};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
 use crate::ports::host::{ContentionWait, Host, HostError, LockHandle};
@@ -711,6 +712,15 @@ struct PodLoopStarted {
     sync_loop: Arc<SyncLoopHealth>,
 }
 
+/// The ports with the runtime's stats and image calls counted in
+/// `kubelet_runtime_operations*`, as every other CRI call.
+fn instrumented(ports: crate::app::eviction::EvictionPorts) -> crate::app::eviction::EvictionPorts {
+    crate::app::eviction::EvictionPorts {
+        runtime: crate::app::metrics::InstrumentedRuntimeStats::wrap(ports.runtime),
+        ..ports
+    }
+}
+
 /// Step: the eviction manager and image GC beside the pod loop.
 fn start_eviction(
     started: &Started,
@@ -719,10 +729,12 @@ fn start_eviction(
     shutdown: &watch::Receiver<bool>,
 ) -> Result<RunningEviction, StartupError> {
     let node = &started.resolved.node;
-    let ports = (deps.eviction_for)(node).map_err(|source| StartupError::Runtime {
-        endpoint: node.image_service_endpoint.clone(),
-        source,
-    })?;
+    let ports = (deps.eviction_for)(node)
+        .map(instrumented)
+        .map_err(|source| StartupError::Runtime {
+            endpoint: node.image_service_endpoint.clone(),
+            source,
+        })?;
     let inputs = EvictionInputs {
         node: node.clone(),
         requests: RequestContext::from_config(&started.resolved, ResolvConf::default()),
@@ -927,7 +939,7 @@ fn stats_provider(
 ) -> Option<Arc<crate::app::stats_provider::StatsProvider>> {
     let node = &started.resolved.node;
     let ports = match (deps.eviction_for)(node) {
-        Ok(ports) => ports,
+        Ok(ports) => instrumented(ports),
         Err(e) => {
             error!(error = %Chain(&e), "no stats provider: /stats/summary and /metrics are not served");
             return None;
@@ -949,7 +961,10 @@ fn stats_provider(
             node.node_name.to_string(),
         )
         .with_housekeeping_period(period)
-        .with_volumes(volumes),
+        .with_volumes(volumes)
+        .with_usage_source(UsageSource::from_gate(
+            node.feature_gates.enabled(STATS_FROM_CRI_GATE),
+        )),
     );
     let housekeeping = Arc::clone(&provider);
     let stop = shutdown.clone();

@@ -33,10 +33,11 @@ use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
 use crate::domain::kuberuntime::hosts::etc_hosts_file_in;
 use crate::domain::kuberuntime::requests::{pod_log_dir_in, RequestContext};
 use crate::domain::stats::{
-    containers_from_cgroups, named_containers, node_summary, pods_reading_serves,
-    running_container_ids, runtime_id, runtime_network_of, sample_lists_the_runtime, summary,
-    wants_runtime_network, CgroupStats, ContainerSample, InterfaceStats, PodSample, PvcReference,
-    StatsSample, Summary, VolumeSample, WritableLayers,
+    container_reading, containers_from_cgroups, named_containers, node_summary,
+    pods_reading_serves, running_container_ids, runtime_id, runtime_network_of,
+    sample_lists_the_runtime, summary, wants_runtime_network, CgroupStats, ContainerSample,
+    InterfaceStats, PodSample, PvcReference, StatsSample, Summary, UsageSource, VolumeSample,
+    WritableLayers,
 };
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
@@ -111,6 +112,8 @@ pub struct StatsProvider {
     boot_time: std::sync::OnceLock<String>,
     /// The pods' CSI volumes, measured by their drivers.
     volumes: Option<Arc<VolumeManager>>,
+    /// Where the pods' and containers' CPU and memory come from.
+    source: UsageSource,
 }
 
 /// How old a full reading's pods may be served: half a housekeeping period past it.
@@ -156,7 +159,15 @@ impl StatsProvider {
             cache: Mutex::new(Cache::default()),
             boot_time: std::sync::OnceLock::new(),
             volumes: None,
+            source: UsageSource::Cgroups,
         }
+    }
+
+    /// The pods' and containers' CPU and memory from `source` (upstream's
+    /// `PodAndContainerStatsFromCRI` chooses the runtime).
+    pub fn with_usage_source(mut self, source: UsageSource) -> Self {
+        self.source = source;
+        self
     }
 
     /// Scrapes serve the pods of housekeeping's readings, taken every `period`.
@@ -222,7 +233,7 @@ impl StatsProvider {
         }
         let listing = sample_lists_the_runtime(
             list_runtime,
-            self.tree.is_some(),
+            self.source.containers_from_cgroups(self.tree.is_some()),
             cache.layers.as_ref(),
             statuses.iter().flat_map(|(_, s)| running_container_ids(s)),
         );
@@ -458,7 +469,11 @@ impl StatsProvider {
                     tokio::join!(self.runtime.image_fs_info(), self.runtime.container_stats());
                 (fs, Some(listed))
             };
-            (answers, began.elapsed())
+            let pods = match self.source {
+                UsageSource::Runtime => Some(self.runtime.pod_sandbox_stats().await),
+                UsageSource::Cgroups => None,
+            };
+            (answers, pods, began.elapsed())
         };
         let pods = self.pods.active_pods();
         let statuses: Vec<_> = pods
@@ -495,8 +510,10 @@ impl StatsProvider {
             }
             (parts, pod_cgroups, began.elapsed())
         };
-        let (((image_fs_info, container_stats), runtime_took), (parts, pod_cgroups, node_took)) =
-            tokio::join!(from_runtime, from_node);
+        let (
+            ((image_fs_info, container_stats), runtime_pods, runtime_took),
+            (parts, pod_cgroups, node_took),
+        ) = tokio::join!(from_runtime, from_node);
         debug!(
             runtime_ms = runtime_took.as_secs_f64() * 1e3,
             node_files_ms = node_took.as_secs_f64() * 1e3,
@@ -535,6 +552,26 @@ impl StatsProvider {
             by_pod.entry(c.pod_uid.clone()).or_default().push(c);
         }
         let mut pod_cgroups = pod_cgroups;
+        if let Some(answer) = runtime_pods {
+            // The runtime's usage over the cgroups' reading, its network over the
+            // namespace's, as upstream's CRI stats provider takes them.
+            let measured = match answer {
+                Ok(measured) => measured,
+                Err(error) => {
+                    debug!(error = %Chain(&error), "the runtime's pod stats");
+                    Vec::new()
+                }
+            };
+            for (pod, slot) in pods.iter().zip(pod_cgroups.iter_mut()) {
+                let Some(theirs) = measured.iter().find(|m| m.pod_uid == pod.metadata.uid) else {
+                    continue;
+                };
+                slot.1 = Some(theirs.usage.over(slot.1.as_ref()));
+                if !theirs.network.is_empty() {
+                    slot.2 = theirs.network.clone();
+                }
+            }
+        }
         let wanted: Vec<usize> = pod_cgroups
             .iter()
             .zip(&statuses)
@@ -544,7 +581,7 @@ impl StatsProvider {
             })
             .map(|(i, _)| i)
             .collect();
-        if !wanted.is_empty() {
+        if !wanted.is_empty() && self.source == UsageSource::Cgroups {
             match self.runtime.pod_sandbox_stats().await {
                 Ok(measured) => {
                     for i in wanted {
@@ -577,18 +614,7 @@ impl StatsProvider {
                 let running_id = current
                     .map(|s| runtime_id(&s.container_id))
                     .unwrap_or_default();
-                // Its own cgroup's reading over the runtime's, which lacks the finer
-                // counters.
-                let Some(stats) = measured
-                    .iter()
-                    .filter(|c| c.name == spec.name)
-                    .max_by_key(|c| {
-                        (
-                            c.id == running_id,
-                            c.memory_working_set_bytes.is_some(),
-                            c.detail.is_some(),
-                        )
-                    })
+                let Some(stats) = container_reading(self.source, &spec.name, running_id, &measured)
                 else {
                     continue;
                 };
@@ -600,7 +626,7 @@ impl StatsProvider {
                     name: spec.name.clone(),
                     image: spec.image.clone(),
                     start_time,
-                    stats: stats.clone(),
+                    stats,
                     logs: None,
                 });
             }
@@ -650,6 +676,26 @@ mod tests {
             enforce_pods: false,
             pod_settings: CgroupSettings::default(),
         })
+    }
+
+    /// A provider over the fakes, with the pods' cgroup `tree`.
+    fn provider_on(
+        stats: &Arc<FakeNodeStats>,
+        runtime: &Arc<FakeRuntime>,
+        tree: CgroupTree,
+        pods: &PodStatusStore,
+        clock: &Arc<FakeClock>,
+    ) -> StatsProvider {
+        StatsProvider::new(
+            stats.clone(),
+            runtime.clone(),
+            Some(tree),
+            CgroupDriver::Cgroupfs,
+            &RequestContext::under_root(Path::new("/nonexistent")),
+            pods.clone(),
+            clock.clone(),
+            "n1".into(),
+        )
     }
 
     /// A pod with only its identity.
@@ -968,16 +1014,7 @@ mod tests {
         };
         pods.set(&bare_pod("seen"), running.clone());
         stats.set_network(&tree.pod(&bare_pod("seen")).name, vec![eth0(1)]);
-        let provider = StatsProvider::new(
-            stats.clone(),
-            runtime.clone(),
-            Some(tree),
-            CgroupDriver::Cgroupfs,
-            &RequestContext::under_root(Path::new("/nonexistent")),
-            pods.clone(),
-            clock.clone(),
-            "n1".into(),
-        );
+        let provider = provider_on(&stats, &runtime, tree, &pods, &clock);
         let networks = |snapshot: &Snapshot| {
             snapshot
                 .sample
@@ -1013,6 +1050,92 @@ mod tests {
             vec![("hidden".to_owned(), vec![7]), ("seen".to_owned(), vec![1])]
         );
         assert_eq!(asked(), 1);
+        Ok(())
+    }
+
+    /// With upstream's `PodAndContainerStatsFromCRI`, a pod's CPU and memory are the
+    /// runtime's, asked at every sample; without it, its cgroup's, and the runtime is not
+    /// asked for a pod whose namespace gave its network.
+    #[tokio::test]
+    async fn with_the_gate_a_pods_usage_comes_from_the_runtime(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use crate::domain::stats::{InterfaceStats, RuntimeUsage};
+        use crate::domain::status::ApiPodStatus;
+
+        let stats = Arc::new(FakeNodeStats::new());
+        let runtime = Arc::new(FakeRuntime::new());
+        let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
+        let tree = pods_tree()?;
+        let pod = bare_pod("u1");
+        let pods = PodStatusStore::new();
+        pods.set(
+            &pod,
+            ApiPodStatus {
+                phase: "Running".into(),
+                ..ApiPodStatus::default()
+            },
+        );
+        let pod_cgroup = tree.pod(&pod).name;
+        stats.set_cgroup(
+            &pod_cgroup,
+            CgroupStats {
+                memory_usage_bytes: 3000,
+                cpu_usage_nanos: Some(5),
+                ..CgroupStats::default()
+            },
+        );
+        stats.set_network(
+            &pod_cgroup,
+            vec![InterfaceStats {
+                name: "eth0".into(),
+                rx_bytes: 1,
+                ..InterfaceStats::default()
+            }],
+        );
+        runtime.set_pod_usage(
+            "u1",
+            RuntimeUsage {
+                cpu_usage_nanos: Some(77),
+                memory_working_set_bytes: Some(1200),
+                memory_usage_bytes: Some(1500),
+                ..RuntimeUsage::default()
+            },
+        );
+        let provider = |source: UsageSource| {
+            provider_on(&stats, &runtime, tree.clone(), &pods, &clock)
+                .with_housekeeping_period(Duration::ZERO)
+                .with_usage_source(source)
+        };
+        let asked = || {
+            runtime
+                .journal()
+                .iter()
+                .filter(|c| c.starts_with("ListPodSandboxStats"))
+                .count()
+        };
+        let usage_of = |snapshot: &Arc<Snapshot>| -> Option<(u64, Option<u64>)> {
+            let pod = snapshot.summary.pods.first()?;
+            Some((
+                pod.memory.as_ref()?.working_set_bytes?,
+                pod.cpu.as_ref()?.usage_core_nano_seconds,
+            ))
+        };
+
+        let from_cgroups = provider(UsageSource::Cgroups).refresh(true).await;
+        assert_eq!(usage_of(&from_cgroups), Some((3000, Some(5))));
+        assert_eq!(asked(), 0);
+
+        let from_runtime = provider(UsageSource::Runtime);
+        assert_eq!(
+            usage_of(&from_runtime.refresh(true).await),
+            Some((1200, Some(77)))
+        );
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(
+            usage_of(&from_runtime.latest().await),
+            Some((1200, Some(77)))
+        );
+        assert_eq!(asked(), 2, "the runtime is asked at every sample");
         Ok(())
     }
 }

@@ -148,6 +148,28 @@ fn find_pod_cgroup(dir: &Path, uid: &str) -> Option<PathBuf> {
     None
 }
 
+/// The pod's memory cgroup below the node's cgroup root.
+fn pod_memory_cgroup(node: &Node, mount: &Path, uid: &str) -> PathBuf {
+    let cgroup_root = mount.join(
+        node.ctrd
+            .var("RKUBELET_CGROUP_ROOT")
+            .trim_start_matches('/'),
+    );
+    find_pod_cgroup(&cgroup_root, uid)
+        .unwrap_or_else(|| panic!("pod{uid} below {}", cgroup_root.display()))
+}
+
+/// The filler's own cgroup: the pod's largest child (the sandbox's is tiny).
+fn largest_child(pod_dir: &Path, v1: bool) -> PathBuf {
+    std::fs::read_dir(pod_dir)
+        .expect("the pod cgroup")
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .max_by_key(|e| working_set(&e.path(), v1))
+        .map(|e| e.path())
+        .expect("the filler's cgroup")
+}
+
 fn within(actual: u64, expected: u64, share: f64) -> bool {
     (actual as f64 - expected as f64).abs() <= expected as f64 * share
 }
@@ -293,27 +315,14 @@ async fn summary_and_metrics_through_the_api_server() {
     // everything else on the machine: each attempt takes a fresh sample (the provider
     // keeps one for a second) and reads the files right after it.
     let (mount, v1) = memory_mount();
-    let cgroup_root = mount.join(
-        node.ctrd
-            .var("RKUBELET_CGROUP_ROOT")
-            .trim_start_matches('/'),
-    );
-    let pod_dir = find_pod_cgroup(&cgroup_root, &uid)
-        .unwrap_or_else(|| panic!("pod{uid} below {}", cgroup_root.display()));
+    let pod_dir = pod_memory_cgroup(&node, &mount, &uid);
     let mut attempts = Vec::new();
     let matched = (0..10).any(|_| {
         std::thread::sleep(Duration::from_millis(1200));
         let v: Value = serde_json::from_slice(&proxy(&cluster, "/stats/summary").stdout)
             .expect("summary JSON");
         let (node_file, pod_file) = (node_working_set(&mount, v1), working_set(&pod_dir, v1));
-        // The filler's own cgroup is the pod's largest child (the sandbox's is tiny).
-        let container_file = std::fs::read_dir(&pod_dir)
-            .expect("the pod cgroup")
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| working_set(&e.path(), v1))
-            .max()
-            .unwrap_or(0);
+        let container_file = working_set(&largest_child(&pod_dir, v1), v1);
         let node_ws = v["node"]["memory"]["workingSetBytes"].as_u64().unwrap_or(0);
         let pod_part = v["pods"]
             .as_array()
@@ -622,4 +631,127 @@ async fn summary_and_metrics_through_the_api_server() {
     }
     let error = samples(resource, "scrape_error", "gauge");
     assert_eq!(error[0][2].as_f64(), Some(0.0), "{error:?}");
+}
+
+/// A cgroup's cumulative CPU time in nanoseconds from its files.
+fn cpu_nanos(dir: &Path) -> u64 {
+    let v1 = dir.join("cpuacct.usage");
+    if v1.exists() {
+        return read_u64(&v1);
+    }
+    stat_value(&dir.join("cpu.stat"), "usage_usec") * 1000
+}
+
+/// Upstream's `PodAndContainerStatsFromCRI`: the pod's and its container's CPU and memory
+/// in the summary come from the runtime's `ListPodSandboxStats` and `ListContainerStats`
+/// (counted under upstream's operation names), and agree with the kernel's cgroup files
+/// within 5 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs containerd and root: run by scripts/test.sh"]
+async fn with_stats_from_the_runtime_the_summary_agrees_with_the_cgroups() {
+    let mut node = Node::start("kcristats");
+    let busybox = node.busybox.clone();
+    node.write(
+        "filler.yaml",
+        &pod("filler", "", &[], &[container("f", &busybox, FILLER)]),
+    );
+    node.kubelet_with(&["--feature-gates=PodAndContainerStatsFromCRI=true"]);
+    let port = node.pods_port();
+    let get_json = |path: &str| -> Option<Value> {
+        let (code, body) = crate::common::http_get(port, path)?;
+        (code == 200).then(|| serde_json::from_str(&body).ok())?
+    };
+    let pod_name = format!("filler-{NODE}");
+    let filler_of = |summary: &Value| -> Option<Value> {
+        summary["pods"]
+            .as_array()?
+            .iter()
+            .find(|p| p["podRef"]["name"] == pod_name.as_str())
+            .cloned()
+    };
+    let measured = wait_for(90, "the filler measured by the runtime", || {
+        let pod = filler_of(&get_json("/stats/summary")?)?;
+        (pod["memory"]["workingSetBytes"].as_u64()? >= 16 << 20
+            && pod["containers"][0]["memory"]["workingSetBytes"].as_u64()? >= 16 << 20
+            && pod["containers"][0]["cpu"]["usageCoreNanoSeconds"].is_u64())
+        .then_some(pod)
+    });
+    let uid = measured["podRef"]["uid"].as_str().expect("uid").to_owned();
+    let (mount, v1) = memory_mount();
+    let pod_dir = pod_memory_cgroup(&node, &mount, &uid);
+    let container_dir = largest_child(&pod_dir, v1);
+    // The CPU counters live in the cpuacct hierarchy on v1 (mounted alone or with cpu).
+    let cpu_dir = |dir: &Path| -> PathBuf {
+        if !v1 {
+            return dir.to_path_buf();
+        }
+        let relative = dir.strip_prefix(&mount).expect("below the memory mount");
+        ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"]
+            .iter()
+            .map(|hierarchy| Path::new(hierarchy).join(relative))
+            .find(|d| d.join("cpuacct.usage").exists())
+            .unwrap_or_else(|| panic!("no cpuacct cgroup for {}", relative.display()))
+    };
+    let mut attempts = Vec::new();
+    let matched = (0..10).any(|_| {
+        std::thread::sleep(Duration::from_millis(1200));
+        let Some(pod) = get_json("/stats/summary").and_then(|s| filler_of(&s)) else {
+            attempts.push("no summary".to_owned());
+            return false;
+        };
+        let figures = [
+            (
+                "pod working set",
+                pod["memory"]["workingSetBytes"].as_u64().unwrap_or(0),
+                working_set(&pod_dir, v1),
+            ),
+            (
+                "container working set",
+                pod["containers"][0]["memory"]["workingSetBytes"]
+                    .as_u64()
+                    .unwrap_or(0),
+                working_set(&container_dir, v1),
+            ),
+            (
+                "container CPU",
+                pod["containers"][0]["cpu"]["usageCoreNanoSeconds"]
+                    .as_u64()
+                    .unwrap_or(0),
+                cpu_nanos(&cpu_dir(&container_dir)),
+            ),
+            (
+                "pod CPU",
+                pod["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap_or(0),
+                cpu_nanos(&cpu_dir(&pod_dir)),
+            ),
+        ];
+        attempts.push(format!("{figures:?}"));
+        figures
+            .iter()
+            .all(|(_, summary, files)| within(*summary, *files, 0.05))
+    });
+    assert!(
+        matched,
+        "the runtime's figures (summary, files) off by more than 5 % from the cgroup files:\n{}",
+        attempts.join("\n")
+    );
+    eprintln!("the runtime's figures (summary, files): {attempts:?}");
+    // The runtime was asked, under upstream's operation names.
+    let metrics = crate::common::http_get(port, "/metrics")
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    for operation in ["list_podsandbox_stats", "list_container_stats"] {
+        let line = format!("kubelet_runtime_operations_total{{operation_type=\"{operation}\"}}");
+        let count = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        assert!(count >= Some(1.0), "{line} in /metrics:\n{metrics}");
+    }
+    node.remove("filler.yaml");
+    wait_for(60, "the filler gone", || {
+        let pods = get_json("/pods")?;
+        pods["items"].as_array()?.is_empty().then_some(())
+    });
+    node.finish();
 }

@@ -12,6 +12,7 @@ use super::{proto, CriRuntime};
 use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
+use crate::domain::stats::RuntimeUsage;
 use crate::ports::node_stats::{
     InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
 };
@@ -108,9 +109,24 @@ impl RuntimeStats for CriRuntime {
             .into_iter()
             .map(|s| {
                 let attributes = s.attributes.unwrap_or_default();
+                let linux = s.linux.unwrap_or_default();
+                let memory = linux.memory.as_ref();
+                let usage = RuntimeUsage {
+                    cpu_usage_nanos: linux
+                        .cpu
+                        .as_ref()
+                        .and_then(|c| value(c.usage_core_nano_seconds)),
+                    memory_working_set_bytes: memory.and_then(|m| value(m.working_set_bytes)),
+                    memory_usage_bytes: memory.and_then(|m| value(m.usage_bytes)),
+                    memory_available_bytes: memory.and_then(|m| value(m.available_bytes)),
+                    rss_bytes: memory.and_then(|m| value(m.rss_bytes)),
+                    page_faults: memory.and_then(|m| value(m.page_faults)),
+                    major_page_faults: memory.and_then(|m| value(m.major_page_faults)),
+                    process_count: linux.process.as_ref().and_then(|p| value(p.process_count)),
+                };
                 // containerd 1.6 fills the default interface only; later runtimes
                 // list every interface too.
-                let network = s.linux.and_then(|l| l.network).map_or_else(Vec::new, |n| {
+                let network = linux.network.map_or_else(Vec::new, |n| {
                     let default = n.default_interface;
                     let default_name = default.as_ref().map(|d| d.name.clone());
                     default
@@ -136,6 +152,7 @@ impl RuntimeStats for CriRuntime {
                     sandbox_id: attributes.id,
                     pod_uid: attributes.metadata.map(|m| m.uid).unwrap_or_default(),
                     network,
+                    usage,
                 }
             })
             .collect())

@@ -1,5 +1,6 @@
 //! The runtime wrapper that counts and times every CRI call at one place.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,10 +9,14 @@ use async_trait::async_trait;
 use super::registries::kubelet_metrics;
 use super::Labels;
 use crate::domain::cgroup::CgroupDriver;
+use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::kuberuntime::requests::{ContainerConfig, SandboxConfig};
 use crate::domain::kuberuntime::runtime::{
     ContainerEntry, ContainerFilter, ContainerStatus, ExecResult, RuntimeVersion, SandboxEntry,
     SandboxFilter, SandboxStatus,
+};
+use crate::ports::node_stats::{
+    RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
 };
 use crate::ports::runtime::{ContainerEventStream, RuntimeError, RuntimeService, StreamRequest};
 
@@ -172,5 +177,40 @@ impl RuntimeService for InstrumentedRuntime {
             self.inner.reopen_container_log(container_id),
         )
         .await
+    }
+}
+
+/// The runtime's stats and image calls, counted and timed like the others.
+pub struct InstrumentedRuntimeStats {
+    inner: Arc<dyn RuntimeStats>,
+}
+
+impl InstrumentedRuntimeStats {
+    pub fn wrap(inner: Arc<dyn RuntimeStats>) -> Arc<dyn RuntimeStats> {
+        Arc::new(InstrumentedRuntimeStats { inner })
+    }
+}
+
+#[async_trait]
+impl RuntimeStats for InstrumentedRuntimeStats {
+    async fn image_fs_info(&self) -> Result<Vec<RuntimeFsUsage>, RuntimeError> {
+        recorded("image_fs_info", self.inner.image_fs_info()).await
+    }
+    async fn container_stats(&self) -> Result<Vec<RuntimeContainerStats>, RuntimeError> {
+        recorded("list_container_stats", self.inner.container_stats()).await
+    }
+    async fn pod_sandbox_stats(&self) -> Result<Vec<RuntimePodStats>, RuntimeError> {
+        recorded("list_podsandbox_stats", self.inner.pod_sandbox_stats()).await
+    }
+    async fn list_images(&self) -> Result<Vec<PresentImage>, RuntimeError> {
+        recorded("list_images", self.inner.list_images()).await
+    }
+    // Several CRI calls (containers, status, image status) behind one answer: no one
+    // operation of upstream's names it.
+    async fn images_in_use(&self) -> Result<BTreeSet<String>, RuntimeError> {
+        self.inner.images_in_use().await
+    }
+    async fn remove_image(&self, id: &str) -> Result<(), RuntimeError> {
+        recorded("remove_image", self.inner.remove_image(id)).await
     }
 }

@@ -11,7 +11,7 @@ mod registries;
 mod resource_endpoint;
 
 pub use cadvisor_endpoint::encode_cadvisor;
-pub use instrumented_runtime::InstrumentedRuntime;
+pub use instrumented_runtime::{InstrumentedRuntime, InstrumentedRuntimeStats};
 pub use kubelet_endpoint::{encode_kubelet_metrics, ScrapeState};
 pub use registries::{
     kubelet_metrics, probe_metrics, KubeletMetrics, ProbeLabels, ProbeMetrics, RestClientMetrics,

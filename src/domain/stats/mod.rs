@@ -11,6 +11,9 @@ use crate::domain::eviction::signals::{FsStats, FsUsage, PidStats};
 use crate::domain::status::{ApiContainerState, ApiPodStatus};
 use crate::domain::units::time::rfc3339_seconds;
 
+pub mod source;
+pub use source::{container_reading, RuntimeUsage, UsageSource, STATS_FROM_CRI_GATE};
+
 /// A cgroup's CPU, memory and tasks as the kernel counts them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -171,7 +174,8 @@ pub struct RuntimeContainerStats {
 }
 
 /// One pod's usage as the runtime measures it (CRI `ListPodSandboxStats`): its network
-/// interfaces, read by the runtime in the pod's network namespace.
+/// interfaces, read by the runtime in the pod's network namespace, and its CPU, memory
+/// and processes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimePodStats {
     pub sandbox_id: String,
@@ -179,6 +183,7 @@ pub struct RuntimePodStats {
     pub pod_uid: String,
     /// Every interface but the loopback; empty when the runtime does not say.
     pub network: Vec<InterfaceStats>,
+    pub usage: RuntimeUsage,
 }
 
 /// The id of the container a runtime's cgroup is named after: the name itself (cgroupfs:
@@ -206,17 +211,20 @@ pub fn running_container_ids(status: &ApiPodStatus) -> impl Iterator<Item = &str
 }
 
 /// Whether a sample must ask the runtime for its container stats (`ListContainerStats`)
-/// rather than read the containers' cgroups: when asked to (housekeeping), without pod
-/// cgroups to read, before any list, or when a running container is missing from the
-/// last list (its writable layer is not known yet).
+/// rather than read the containers' cgroups: when asked to (housekeeping), when the
+/// containers are not taken from cgroups (none to read, or the usage comes from the
+/// runtime), before any list, or when a running container is missing from the last list
+/// (its writable layer is not known yet).
 pub fn sample_lists_the_runtime<'a>(
     asked: bool,
-    has_pod_cgroups: bool,
+    containers_from_cgroups: bool,
     last_listed: Option<&WritableLayers>,
     mut running: impl Iterator<Item = &'a str>,
 ) -> bool {
     match last_listed {
-        Some(listed) if !asked && has_pod_cgroups => !running.all(|id| listed.contains_key(id)),
+        Some(listed) if !asked && containers_from_cgroups => {
+            !running.all(|id| listed.contains_key(id))
+        }
         _ => true,
     }
 }

@@ -9,6 +9,7 @@ use super::FakeRuntime;
 use crate::domain::eviction::image_gc::PresentImage;
 use crate::domain::eviction::signals::FsUsage;
 use crate::domain::kuberuntime::labels::POD_UID_LABEL;
+use crate::domain::stats::RuntimeUsage;
 use crate::ports::node_stats::{
     InterfaceStats, RuntimeContainerStats, RuntimeFsUsage, RuntimePodStats, RuntimeStats,
 };
@@ -22,8 +23,8 @@ pub(super) struct Usage {
     image_fs: Vec<RuntimeFsUsage>,
     sizes: BTreeMap<String, u64>,
     pinned: BTreeSet<String>,
-    /// Pod uid to the interfaces `pod_sandbox_stats` reports.
-    pod_networks: BTreeMap<String, Vec<InterfaceStats>>,
+    /// Pod uid to the interfaces and the usage `pod_sandbox_stats` reports.
+    pods: BTreeMap<String, (Vec<InterfaceStats>, RuntimeUsage)>,
 }
 
 impl FakeRuntime {
@@ -42,10 +43,12 @@ impl FakeRuntime {
 
     /// The interfaces `pod_sandbox_stats` reports for the pod `uid`.
     pub fn set_pod_network(&self, uid: &str, interfaces: Vec<InterfaceStats>) {
-        self.state()
-            .usage
-            .pod_networks
-            .insert(uid.to_owned(), interfaces);
+        self.state().usage.pods.entry(uid.to_owned()).or_default().0 = interfaces;
+    }
+
+    /// The CPU, memory and processes `pod_sandbox_stats` reports for the pod `uid`.
+    pub fn set_pod_usage(&self, uid: &str, usage: RuntimeUsage) {
+        self.state().usage.pods.entry(uid.to_owned()).or_default().1 = usage;
     }
 
     /// What `image_fs_info` reports.
@@ -105,12 +108,13 @@ impl RuntimeStats for FakeRuntime {
         Ok(self
             .state()
             .usage
-            .pod_networks
+            .pods
             .iter()
-            .map(|(uid, network)| RuntimePodStats {
+            .map(|(uid, (network, usage))| RuntimePodStats {
                 sandbox_id: format!("sandbox-{uid}"),
                 pod_uid: uid.clone(),
                 network: network.clone(),
+                usage: usage.clone(),
             })
             .collect())
     }
