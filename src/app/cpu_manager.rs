@@ -6,7 +6,7 @@
 //! the checkpoint goes through `ports::device_plugins` (the resource managers' checkpoint
 //! files), the topology through `ports::machine`, the updates through `ports::runtime`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -25,6 +25,7 @@ use crate::domain::resource_managers::cpu_manager::{
     ContainerKey, CpuManager as Decisions, CpuManagerError, RunningContainer,
 };
 use crate::domain::resource_managers::state::CPU_MANAGER_STATE_FILE_NAME;
+use crate::domain::resource_managers::topology_manager::TopologyHint;
 use crate::domain::resource_managers::OptionGates;
 use crate::ports::device_plugins::{DevicePluginError, DevicePlugins};
 use crate::ports::error::Chain;
@@ -192,6 +193,21 @@ impl CpuManager {
             warn!(pod = %pod.metadata.name, reason = %rejection.reason, message = %rejection.message, "CPU manager refused the pod");
         }
         outcome.result
+    }
+
+    /// The topology manager's affinity for each container of `pod`, from a trial
+    /// admission over the devices' state before the pod's are given: the device manager
+    /// takes its devices within it.
+    ///
+    /// # Errors
+    /// The refusal the admission would give; then no device is given.
+    pub fn device_affinities(
+        &self,
+        pod: &Pod,
+        active: Option<&BTreeSet<ContainerKey>>,
+        devices: &DeviceManagerState,
+    ) -> Result<BTreeMap<String, TopologyHint>, Rejection> {
+        lock(&self.decisions).device_affinities(pod, active, devices)
     }
 
     /// The cpuset the container is created with (upstream's `PreCreateContainer`).

@@ -19,12 +19,13 @@ use crate::domain::admission::Rejection;
 use crate::domain::devices::checkpoint::DeviceCheckpoint;
 use crate::domain::devices::pod_resources;
 use crate::domain::devices::{
-    validate_registration, AllocateError, AllocationNeed, DeviceCapacity, DeviceManagerState,
-    DeviceRunOptions, CHECKPOINT_FILE, DEVICE_PLUGINS_DIR, KUBELET_SOCKET, POD_RESOURCES_DIR,
-    POD_RESOURCES_SOCKET, UNEXPECTED_ADMISSION_ERROR,
+    validate_registration, AllocateError, DeviceCapacity, DeviceManagerState, DeviceRunOptions,
+    CHECKPOINT_FILE, DEVICE_PLUGINS_DIR, KUBELET_SOCKET, POD_RESOURCES_DIR, POD_RESOURCES_SOCKET,
+    UNEXPECTED_ADMISSION_ERROR,
 };
 use crate::domain::node_status::model::ResourceList;
 use crate::domain::pod::{Container, Pod};
+use crate::domain::resource_managers::topology_manager::TopologyHint;
 use crate::ports::clock::Clock;
 use crate::ports::device_plugins::{
     DevicePluginClient, DevicePluginError, DevicePlugins, GetPodResourcesError, PodResources,
@@ -192,43 +193,49 @@ impl DeviceManager {
     }
 
     /// Upstream's resource allocator admission: every container of a pod asking for a
-    /// plugin's resource gets its devices (init containers first), or the pod is refused
-    /// with `UnexpectedAdmissionError`. Devices of pods not in `active` (nor this one)
-    /// are freed first; `None` while the pod sources have not all spoken.
-    pub async fn allocate_pod(
+    /// plugin's resource gets its devices (init containers first), within the affinity
+    /// the topology manager chose for it (`affinities`, by container name; none: no
+    /// preference), or the pod is refused with `UnexpectedAdmissionError`. Devices of
+    /// pods not in `active` (nor this one) are freed first; `None` while the pod sources
+    /// have not all spoken.
+    pub async fn allocate_pod_within(
         &self,
         pod: &Pod,
         active: Option<&BTreeSet<String>>,
+        affinities: &BTreeMap<String, TopologyHint>,
     ) -> Result<(), Rejection> {
-        if !lock(&self.state).wants_devices(pod) {
+        if !self.wants_devices(pod) {
             return Ok(());
         }
         if let Some(active) = active {
             self.free_inactive(active, Some(&pod.metadata.uid));
         }
-        // Upstream's `devicesToReuse`: an init container's devices go to the app
-        // containers after it (init containers run before them, one at a time).
-        let mut reusable: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let uid = &pod.metadata.uid;
-        for container in &pod.spec.init_containers {
-            self.allocate_container(uid, container, &reusable)
+        for container in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+            // Upstream's `devicesToReuse`: an init container's devices go to the
+            // containers after it (init containers run before them, one at a time).
+            let reusable = lock(&self.state).reusable_for(pod);
+            self.allocate_container(uid, container, &reusable, affinities.get(&container.name))
                 .await
                 .map_err(|e| refused(&e))?;
-            for (resource, held) in lock(&self.state).devices_of(uid, &container.name) {
-                reusable.entry(resource).or_default().extend(held.ids());
-            }
-        }
-        for container in &pod.spec.containers {
-            self.allocate_container(uid, container, &reusable)
-                .await
-                .map_err(|e| refused(&e))?;
-            for (resource, held) in lock(&self.state).devices_of(uid, &container.name) {
-                if let Some(left) = reusable.get_mut(&resource) {
-                    left.retain(|d| !held.ids().contains(d));
-                }
-            }
         }
         Ok(())
+    }
+
+    /// [`DeviceManager::allocate_pod_within`] without a topology manager: no container
+    /// has a preference.
+    pub async fn allocate_pod(
+        &self,
+        pod: &Pod,
+        active: Option<&BTreeSet<String>>,
+    ) -> Result<(), Rejection> {
+        self.allocate_pod_within(pod, active, &BTreeMap::new())
+            .await
+    }
+
+    /// Whether any container of the pod asks for a plugin's resource.
+    pub fn wants_devices(&self, pod: &Pod) -> bool {
+        lock(&self.state).wants_devices(pod)
     }
 
     /// The device manager's state as it is now (the topology manager reads its hints).
@@ -257,46 +264,45 @@ impl DeviceManager {
         pod_uid: &str,
         container: &Container,
         reusable: &BTreeMap<String, BTreeSet<String>>,
+        affinity: Option<&TopologyHint>,
     ) -> Result<(), AllocateError> {
         let requests = lock(&self.state).container_requests(container);
         for (resource, required) in requests {
-            let empty = BTreeSet::new();
-            let need = lock(&self.state).devices_to_allocate(
-                pod_uid,
-                &container.name,
-                &resource,
-                required,
-                reusable.get(&resource).unwrap_or(&empty),
-            )?;
-            let AllocationNeed::Devices {
-                reused,
-                available,
-                needed,
-            } = need
-            else {
+            let (step, wants_preference) = {
+                let state = lock(&self.state);
+                let step = state.allocation_step(
+                    pod_uid,
+                    &container.name,
+                    &resource,
+                    required,
+                    reusable,
+                    affinity,
+                )?;
+                let wants = state
+                    .options(&resource)
+                    .is_some_and(|o| o.get_preferred_allocation_available);
+                (step, wants)
+            };
+            let Some(step) = step else {
                 continue;
             };
             let Some(client) = self.client(&resource) else {
                 return Err(AllocateError::UnknownPlugin(resource));
             };
-            let wants_preference = lock(&self.state)
-                .options(&resource)
-                .is_some_and(|o| o.get_preferred_allocation_available);
-            let preferred = if wants_preference && needed > 0 {
-                let offered = available.iter().chain(&reused).cloned().collect();
-                client
-                    .preferred_allocation(offered, reused.clone(), required)
+            let question = step.preference_request().filter(|_| wants_preference);
+            let preferred = match question {
+                Some(question) => client
+                    .preferred_allocation(question.offered, question.must_include, required)
                     .await
                     .map_err(|e| {
                         AllocateError::Plugin(format!(
                             "device plugin GetPreferredAllocation rpc failed with err: {}",
                             Chain(&e)
                         ))
-                    })?
-            } else {
-                Vec::new()
+                    })?,
+                None => Vec::new(),
             };
-            let ids = lock(&self.state).take(&resource, &reused, &available, needed, &preferred)?;
+            let ids = step.take(&mut lock(&self.state), &resource, &preferred)?;
             let answer = client.allocate(ids.clone()).await;
             let mut state = lock(&self.state);
             match answer {
@@ -370,7 +376,7 @@ impl DeviceManager {
         }
         if missing {
             info!(pod = %pod.metadata.name, container = %container.name, "Needs to re-allocate device plugin resources for pod");
-            self.allocate_container(uid, container, &BTreeMap::new())
+            self.allocate_container(uid, container, &BTreeMap::new(), None)
                 .await
                 .map_err(|e| e.to_string())?;
         }

@@ -66,6 +66,17 @@ fn start_sample_plugin(binary: &Path, plugins_dir: &Path, log: &Path) -> Peer {
     )
 }
 
+/// The sample plugin among the peers' binaries; fails the test without it.
+fn sample_plugin_binary() -> PathBuf {
+    let binary = kube_bins().join("sample-device-plugin");
+    assert!(
+        binary.is_file(),
+        "sample-device-plugin is needed in {} (../shared/peers/bin/sample-device-plugin.zst)",
+        binary.display()
+    );
+    binary
+}
+
 /// The plugin's log (every run appended), printed when the test fails.
 struct PluginLog(PathBuf);
 
@@ -239,12 +250,7 @@ fn container_id(cluster: &Cluster, name: &str) -> String {
 #[ignore = "needs root, containerd, control plane and upstream's sample device plugin: run by scripts/test.sh"]
 async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_survive_restarts() {
     let started = std::time::Instant::now();
-    let plugin_binary = kube_bins().join("sample-device-plugin");
-    assert!(
-        plugin_binary.is_file(),
-        "sample-device-plugin is needed in {} (../shared/peers/bin/sample-device-plugin.zst)",
-        plugin_binary.display()
-    );
+    let plugin_binary = sample_plugin_binary();
     let _files = DeviceFiles;
     let cluster = Cluster::start_with("devplug", ClusterOptions::default());
     let mut node = Node::start("devplug");
@@ -437,4 +443,94 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
         "device plugins test: {:.1} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Upstream's podresources e2e "should return the expected responses" with the CPU
+/// manager and devices together: with `--cpu-manager-policy=static --reserved-cpus=0` and
+/// the `single-numa-node` topology policy, a Guaranteed static pod asking one CPU and one
+/// device is admitted through the topology manager's trial before its device is given,
+/// runs on CPU 1 alone with its device, and `List` shows both for its container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root, containerd and upstream's sample device plugin: run by scripts/test.sh"]
+async fn a_guaranteed_pod_gets_its_device_and_exclusive_cpu_through_the_topology_manager() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    assert_eq!(
+        online.trim(),
+        "0-1",
+        "this test is written for a 2-CPU machine"
+    );
+    let plugin_binary = sample_plugin_binary();
+    let _files = DeviceFiles;
+    let mut node = Node::start("devcpu");
+    node.kubelet_with(&[
+        "--cpu-manager-policy=static",
+        "--reserved-cpus=0",
+        "--topology-manager-policy=single-numa-node",
+    ]);
+    let plugins_dir = node.root.join("device-plugins");
+    let log = node.root.join("sample-device-plugin.log");
+    let _log = PluginLog(log.clone());
+    let _plugin = start_sample_plugin(&plugin_binary, &plugins_dir, &log);
+    // Static pods are admitted once: the manifest comes after the plugin registered.
+    let socket = node.root.join("pod-resources/kubelet.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut client = crate::common::pod_resources::client(socket.clone()).await;
+        let allocatable = client
+            .get_allocatable_resources(pr::AllocatableResourcesRequest {})
+            .await
+            .expect("GetAllocatableResources")
+            .into_inner();
+        if allocatable
+            .devices
+            .iter()
+            .map(|d| d.device_ids.len())
+            .sum::<usize>()
+            == 2
+        {
+            assert_eq!(allocatable.cpu_ids, vec![1], "CPU 1 allocatable");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plugin's devices not allocatable in 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let manifest = pod_yaml("devcpu", &node.busybox, 1).replace(
+        &format!("limits: {{{RESOURCE}: 1}}"),
+        &format!("limits: {{cpu: \"1\", memory: 64Mi, {RESOURCE}: 1}}"),
+    );
+    node.write("devcpu.yaml", &manifest);
+    let pod = format!("devcpu-{NODE}");
+    node.wait_running(&pod, "app", 60).await;
+    let device = device_in(&node, &pod).await;
+    let (out, code) = node
+        .exec_sh(&pod, "app", "grep Cpus_allowed_list /proc/self/status")
+        .await;
+    assert_eq!(code, 0, "{out:?}");
+    assert_eq!(out.split(':').nth(1).map(str::trim), Some("1"), "{out:?}");
+
+    let mut client = crate::common::pod_resources::client(socket).await;
+    let list = client
+        .list(pr::ListPodResourcesRequest {})
+        .await
+        .expect("List")
+        .into_inner();
+    let app = list
+        .pod_resources
+        .iter()
+        .find(|p| p.name == pod)
+        .and_then(|p| p.containers.iter().find(|c| c.name == "app"))
+        .unwrap_or_else(|| panic!("{pod} in List: {list:?}"));
+    assert_eq!(app.cpu_ids, vec![1], "{app:?}");
+    let devices: Vec<(&str, &[String])> = app
+        .devices
+        .iter()
+        .map(|d| (d.resource_name.as_str(), d.device_ids.as_slice()))
+        .collect();
+    assert_eq!(devices, vec![(RESOURCE, &[device][..])], "{app:?}");
+    eprintln!("{pod}: CPU 1, device {:?}", app.devices);
+    node.remove("devcpu.yaml");
+    node.finish();
 }

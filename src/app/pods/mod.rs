@@ -332,7 +332,24 @@ impl PodLoop {
                 continue;
             }
             if let Some(devices) = &self.devices {
-                if let Err(rejection) = devices.allocate_pod(pod, active).await {
+                // Upstream admits through the topology manager before any device is
+                // given: its trial gives each container's affinity, the devices are
+                // taken within it, then the CPUs (the devices' hints agreeing).
+                let affinities = match &self.cpus {
+                    Some(cpus) if devices.wants_devices(pod) => {
+                        // Stranded devices freed first, as upstream before its hints.
+                        if let Some(active) = active {
+                            devices.free_inactive(active, Some(uid));
+                        }
+                        cpus.device_affinities(pod, active_containers, &devices.state_snapshot())
+                    }
+                    _ => Ok(std::collections::BTreeMap::new()),
+                };
+                let given = match affinities {
+                    Ok(affinities) => devices.allocate_pod_within(pod, active, &affinities).await,
+                    Err(rejection) => Err(rejection),
+                };
+                if let Err(rejection) = given {
                     refused.insert(uid.clone(), rejection);
                     continue;
                 }

@@ -16,10 +16,12 @@
 //!   checksum, so a restarted kubelet hands out no device twice;
 //! - [`pod_resources`]: the pod resources API's `List` and `Get` answers;
 //! - [`topology_hints`]: the devices' NUMA hints, the topology manager's device hint
-//!   provider;
+//!   provider and its trial allocation;
+//! - [`affinity`]: the devices a container takes within the topology manager's affinity;
 //! - [`DeviceManagerState::planned_devices`]: a container's devices as the dry run shows
 //!   them.
 
+pub mod affinity;
 pub mod checkpoint;
 pub mod pod_resources;
 #[cfg(test)]

@@ -210,20 +210,6 @@ pub struct DeviceHintProvider<'a> {
     pub numa_nodes: Vec<usize>,
 }
 
-impl DeviceHintProvider<'_> {
-    /// The devices the pod's init containers hold (upstream's `devicesToReuse`), which
-    /// the app containers after them may take over.
-    fn reusable(&self, pod: &Pod) -> BTreeMap<String, BTreeSet<String>> {
-        let mut reusable: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for c in &pod.spec.init_containers {
-            for (resource, held) in self.state.devices_of(&pod.metadata.uid, &c.name) {
-                reusable.entry(resource).or_default().extend(held.ids());
-            }
-        }
-        reusable
-    }
-}
-
 impl HintProvider for DeviceHintProvider<'_> {
     fn get_topology_hints(&self, pod: &Pod, container: &Container) -> ProviderHints {
         let is_init = pod
@@ -234,7 +220,7 @@ impl HintProvider for DeviceHintProvider<'_> {
         let reusable = if is_init {
             BTreeMap::new()
         } else {
-            self.reusable(pod)
+            self.state.reusable_for(pod)
         };
         self.state
             .get_topology_hints(&pod.metadata.uid, container, &self.numa_nodes, &reusable)
@@ -245,6 +231,58 @@ impl HintProvider for DeviceHintProvider<'_> {
     }
 
     fn allocate(&mut self, _: &Pod, _: &Container, _: &TopologyHint) -> Result<(), Rejection> {
+        Ok(())
+    }
+}
+
+/// The device manager in the topology manager's trial admission, before the plugins are
+/// asked: the hints of [`DeviceHintProvider`] on its own copy of the state, in which
+/// `allocate` takes the devices each container would get within its affinity, so the
+/// later containers' hints see them taken. It keeps each container's affinity, within
+/// which the device manager then allocates for real.
+pub struct DevicePlanProvider {
+    state: DeviceManagerState,
+    numa_nodes: Vec<usize>,
+    /// Container name: the affinity the topology manager chose for it.
+    pub affinities: BTreeMap<String, TopologyHint>,
+}
+
+impl DevicePlanProvider {
+    pub fn new(state: DeviceManagerState, numa_nodes: Vec<usize>) -> Self {
+        DevicePlanProvider {
+            state,
+            numa_nodes,
+            affinities: BTreeMap::new(),
+        }
+    }
+
+    fn hints(&self) -> DeviceHintProvider<'_> {
+        DeviceHintProvider {
+            state: &self.state,
+            numa_nodes: self.numa_nodes.clone(),
+        }
+    }
+}
+
+impl HintProvider for DevicePlanProvider {
+    fn get_topology_hints(&self, pod: &Pod, container: &Container) -> ProviderHints {
+        self.hints().get_topology_hints(pod, container)
+    }
+
+    fn get_pod_topology_hints(&self, pod: &Pod) -> ProviderHints {
+        self.hints().get_pod_topology_hints(pod)
+    }
+
+    fn allocate(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        affinity: &TopologyHint,
+    ) -> Result<(), Rejection> {
+        self.affinities.insert(container.name.clone(), *affinity);
+        // A container the devices cannot be planned for is refused by the allocation
+        // itself, in upstream's words; the trial only chooses affinities.
+        let _ = self.state.plan_container(pod, container, affinity);
         Ok(())
     }
 }

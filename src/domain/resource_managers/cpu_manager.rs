@@ -11,10 +11,12 @@ use super::policy_static::{num_reserved_cpus, ReservationError, StaticPolicy, St
 use super::policy_static::{StaticPolicyHintProvider, POLICY_STATIC};
 use super::state::{restore_state_from_file, CpuManagerState, StateRestoreError};
 use super::topology::{CpuTopology, MachineTopology, TopologyError};
-use super::topology_manager::{HintProvider, NumaNode, TopologyManager, TopologyManagerError};
+use super::topology_manager::{
+    HintProvider, NumaNode, TopologyHint, TopologyManager, TopologyManagerError,
+};
 use super::OptionGates;
 use crate::domain::admission::Rejection;
-use crate::domain::devices::topology_hints::DeviceHintProvider;
+use crate::domain::devices::topology_hints::{DeviceHintProvider, DevicePlanProvider};
 use crate::domain::devices::DeviceManagerState;
 use crate::domain::node::reserved::ResourceList;
 use crate::domain::pod::Pod;
@@ -242,6 +244,43 @@ impl CpuManager {
         active: Option<&BTreeSet<ContainerKey>>,
         devices: Option<&DeviceManagerState>,
     ) -> AdmitOutcome {
+        match devices {
+            Some(state) => {
+                let mut hints = DeviceHintProvider {
+                    state,
+                    numa_nodes: self.numa_nodes.clone(),
+                };
+                self.admit_with(pod, active, Some(&mut hints))
+            }
+            None => self.admit_with(pod, active, None),
+        }
+    }
+
+    /// The affinity the topology manager chooses for each container of `pod`, from a
+    /// trial admission on copies of this state and of the devices' (`devices`, before
+    /// the pod's are given), which the device manager then takes its devices within
+    /// (upstream admits through the topology manager before any device is allocated).
+    ///
+    /// # Errors
+    /// The refusal the admission would give (`TopologyAffinityError`, ...).
+    pub fn device_affinities(
+        &self,
+        pod: &Pod,
+        active: Option<&BTreeSet<ContainerKey>>,
+        devices: &DeviceManagerState,
+    ) -> Result<BTreeMap<String, TopologyHint>, Rejection> {
+        let mut trial = self.clone();
+        let mut plan = DevicePlanProvider::new(devices.clone(), self.numa_nodes.clone());
+        trial.admit_with(pod, active, Some(&mut plan)).result?;
+        Ok(plan.affinities)
+    }
+
+    fn admit_with(
+        &mut self,
+        pod: &Pod,
+        active: Option<&BTreeSet<ContainerKey>>,
+        devices: Option<&mut dyn HintProvider>,
+    ) -> AdmitOutcome {
         let mut changed = active.is_some_and(|a| self.remove_stale_state(a));
         let before = self.state.clone();
         let result = {
@@ -250,11 +289,7 @@ impl CpuManager {
                 state: &mut self.state,
             };
             let mut providers: Vec<&mut dyn HintProvider> = vec![&mut cpus];
-            let mut device_hints = devices.map(|state| DeviceHintProvider {
-                state,
-                numa_nodes: self.numa_nodes.clone(),
-            });
-            if let Some(d) = device_hints.as_mut() {
+            if let Some(d) = devices {
                 providers.push(d);
             }
             self.topology.admit(pod, &mut providers)
@@ -521,15 +556,8 @@ mod tests {
         }
     }
 
-    /// Four single-thread cores, two per NUMA node (0-1, 2-3), CPU 0 reserved; the pod
-    /// `uid`'s container `c` asks for one CPU and holds `devices` (id, NUMA node) of
-    /// `example.com/gpu`.
-    fn with_devices(
-        policy: &str,
-        uid: &str,
-        devices: &[(&str, i64)],
-    ) -> (CpuManager, Pod, DeviceManagerState) {
-        use crate::domain::devices::{ContainerAllocateResponse, Device, PluginOptions};
+    /// Four single-thread cores, two per NUMA node (0-1, 2-3), CPU 0 reserved.
+    fn two_numa_manager(policy: &str) -> CpuManager {
         use crate::domain::resource_managers::topology::SysfsNumaNode;
         let cpu = |cpu| SysfsCpu {
             cpu,
@@ -560,6 +588,12 @@ mod tests {
             "/var/lib/kubelet/cpu_manager_state",
         );
         let Ok(Some(m)) = m else { panic!("{m:?}") };
+        m
+    }
+
+    /// `example.com/gpu`'s devices (id, NUMA node), none given yet.
+    fn gpus(devices: &[(&str, i64)]) -> DeviceManagerState {
+        use crate::domain::devices::{Device, PluginOptions};
         let mut state = DeviceManagerState::default();
         state.plugin_connected("example.com/gpu", PluginOptions::default());
         state.update_devices(
@@ -573,6 +607,19 @@ mod tests {
                 })
                 .collect(),
         );
+        state
+    }
+
+    /// [`two_numa_manager`]; the pod `uid`'s container `c` asks for one CPU and holds
+    /// `devices` (id, NUMA node) of `example.com/gpu`.
+    fn with_devices(
+        policy: &str,
+        uid: &str,
+        devices: &[(&str, i64)],
+    ) -> (CpuManager, Pod, DeviceManagerState) {
+        use crate::domain::devices::ContainerAllocateResponse;
+        let m = two_numa_manager(policy);
+        let mut state = gpus(devices);
         let ids: Vec<String> = devices.iter().map(|(id, _)| (*id).to_string()).collect();
         let limits: BTreeMap<String, Quantity> = [
             ("cpu".to_string(), q("1")),
@@ -618,5 +665,56 @@ mod tests {
             Err(super::super::topology_manager::topology_affinity_error())
         );
         assert_eq!(m.exclusive_cpus("g", "c"), None);
+    }
+
+    /// Upstream admits through the topology manager before any device is given: the
+    /// trial's affinity is where the CPUs fit, and the device is taken there, not the
+    /// first one free; a second container's hints see the first one's device taken.
+    #[test]
+    fn the_trial_admission_gives_each_container_its_affinity_for_the_devices() {
+        let m = two_numa_manager("single-numa-node");
+        let devices = gpus(&[("gpu0", 0), ("gpu1", 1)]);
+        let limits = |cpu: &str, gpus: &str| -> BTreeMap<String, Quantity> {
+            [
+                ("cpu".to_string(), q(cpu)),
+                ("memory".to_string(), q("100Mi")),
+                ("example.com/gpu".to_string(), q(gpus)),
+            ]
+            .into()
+        };
+        let mut pod = Pod::default();
+        pod.metadata.uid = "p".into();
+        // Two CPUs fit node 1 alone (CPU 0 is reserved).
+        pod.spec
+            .containers
+            .push(container("c", limits("2", "1"), limits("2", "1")));
+        let affinities = m.device_affinities(&pod, None, &devices).expect("admitted");
+        let node1 = affinities.get("c").and_then(|h| h.numa_node_affinity);
+        assert_eq!(node1.map(|m| m.bits()), Some(vec![1]));
+        let available = devices.available_devices("example.com/gpu");
+        let split = devices.filter_by_affinity("example.com/gpu", &available, affinities.get("c"));
+        assert_eq!(
+            split.order(1, &[]).first().map(String::as_str),
+            Some("gpu1")
+        );
+        assert_eq!(m.exclusive_cpus("p", "c"), None, "the trial gave no CPU");
+
+        // Shared-pool containers give no CPU hint: the devices alone decide, and the
+        // second sees the first's device taken.
+        let mut two = Pod::default();
+        two.metadata.uid = "q".into();
+        two.spec.containers = vec![
+            container("a", limits("500m", "1"), limits("500m", "1")),
+            container("b", limits("500m", "1"), limits("500m", "1")),
+        ];
+        let affinities = m.device_affinities(&two, None, &devices).expect("admitted");
+        let node_of = |name: &str| {
+            affinities
+                .get(name)
+                .and_then(|h| h.numa_node_affinity)
+                .map(|m| m.bits())
+        };
+        let (a, b) = (node_of("a"), node_of("b"));
+        assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
     }
 }
