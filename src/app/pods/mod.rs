@@ -681,6 +681,7 @@ impl PodLoop {
         let event_feeder = tokio::spawn(forward_container_events(
             Arc::clone(&self.shared.ctx.runtime),
             event_tx,
+            crate::domain::kuberuntime::pleg::EVENT_STREAM_RETRY_DELAY,
         ));
         let prober = tokio::spawn(Arc::clone(&self.shared.probes).run(stop.clone()));
         let writer = self.connected.clone().map(|connected| {

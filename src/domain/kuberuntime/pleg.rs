@@ -40,6 +40,26 @@ pub const RELIST_THRESHOLD: Duration = Duration::from_secs(3 * 60);
 /// The gate of upstream's evented PLEG.
 pub const EVENTED_PLEG_GATE: &str = "EventedPLEG";
 
+/// How many times the runtime's event stream may fail before the PLEG relists on its own
+/// for good (upstream's `eventedPlegMaxStreamRetries`).
+pub const EVENTED_PLEG_MAX_STREAM_RETRIES: u32 = 5;
+
+/// How long after its first failure the event stream is subscribed again, doubled after
+/// each further one (1, 2, 4, 8 s: 15 s before the fifth try). Upstream retries at once,
+/// which a restarting runtime's refusals would use up within milliseconds.
+pub const EVENT_STREAM_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// The wait before subscribing again after `failures` failures.
+pub fn event_stream_retry_delay(first: Duration, failures: u32) -> Duration {
+    first.saturating_mul(1 << failures.saturating_sub(1).min(16))
+}
+
+/// Whether the event stream is subscribed again after `failures` subscriptions or
+/// streams failed (each failure relists at once, as upstream's).
+pub fn resubscribes(failures: u32) -> bool {
+    failures < EVENTED_PLEG_MAX_STREAM_RETRIES
+}
+
 /// How often the relist runs and how old its last success may be: upstream's generic
 /// PLEG (every second, three minutes), or its evented one while the runtime's container
 /// events stream (every 300 s, ten minutes): the events then wake each pod's worker, and
@@ -130,6 +150,20 @@ mod tests {
     use super::*;
 
     const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_event_stream_is_tried_five_times_with_doubling_waits() {
+        let waits: Vec<u64> = (1..EVENTED_PLEG_MAX_STREAM_RETRIES)
+            .map(|f| event_stream_retry_delay(EVENT_STREAM_RETRY_DELAY, f).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8]);
+        assert!(resubscribes(4));
+        assert!(!resubscribes(5));
+        assert_eq!(
+            event_stream_retry_delay(Duration::from_secs(1), u32::MAX),
+            Duration::from_secs(1 << 16)
+        );
+    }
 
     #[test]
     fn a_relist_tells_a_worker_only_what_its_sync_did_not_see() {

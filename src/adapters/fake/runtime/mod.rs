@@ -174,6 +174,22 @@ impl FakeRuntime {
         self.state().event_subscribers.get_or_insert_with(Vec::new);
     }
 
+    /// Ends every open event stream (as a runtime restart does); new subscriptions are
+    /// served.
+    pub fn end_event_streams(&self) {
+        if let Some(subscribers) = self.state().event_subscribers.as_mut() {
+            subscribers.clear();
+        }
+    }
+
+    /// How many event streams are open.
+    pub fn event_streams(&self) -> usize {
+        self.state()
+            .event_subscribers
+            .as_ref()
+            .map_or(0, |s| s.iter().filter(|tx| !tx.is_closed()).count())
+    }
+
     /// How many times the pod `uid` was read whole (`ListContainers` for its uid).
     pub fn pod_reads(&self, uid: &str) -> usize {
         self.state().pod_reads.get(uid).copied().unwrap_or(0)
