@@ -239,6 +239,14 @@ pub fn render_text(plan: &Plan) -> String {
                 .map(|c| format!(", cgroup {c}"))
                 .unwrap_or_default()
         );
+        for (container, cpus) in &pod.cpus {
+            // The whole pod's refusal is kept under `*`.
+            let _ = if container == "*" {
+                writeln!(out, "    the CPU manager would refuse it: {cpus}")
+            } else {
+                writeln!(out, "    cpus of {container}: {cpus}")
+            };
+        }
         for (container, resources) in &pod.devices {
             let held: Vec<String> = resources
                 .iter()

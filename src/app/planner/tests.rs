@@ -798,6 +798,13 @@ fn the_static_cpu_manager_shows_each_containers_cpu_set() {
         )]
         .into()
     );
+    let text = render_text(&plan);
+    assert!(text.contains("    cpus of app: 1\n"), "{text}");
+    assert!(text.contains("    cpus of app: 0\n"), "{text}");
+    assert!(
+        text.contains("    the CPU manager would refuse it: UnexpectedAdmissionError: "),
+        "{text}"
+    );
 }
 
 #[test]
