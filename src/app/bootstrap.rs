@@ -38,6 +38,7 @@ use crate::domain::config::{
 use crate::domain::kubelet_api::healthz;
 use crate::domain::kuberuntime::dns::{parse_resolv_conf, ResolvConf};
 use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::resource_managers::device_topology::DeviceTopology;
 use crate::domain::stats::{UsageSource, STATS_FROM_CRI_GATE};
 use crate::ports::cgroup::{CgroupError, CgroupManager};
 use crate::ports::clock::Clock;
@@ -683,6 +684,9 @@ fn start_pod_loop(
         .with_node_info(node_info)
         .with_static_pods(links.static_pods.clone())
         .with_devices(Arc::clone(&links.devices));
+    if let Some(aligner) = &links.device_topology {
+        pod_loop = pod_loop.with_device_topology(Arc::clone(aligner));
+    }
     if let Some(cpus) = &links.cpus {
         pod_loop = pod_loop.with_cpu_manager(Arc::clone(cpus));
     }
@@ -798,6 +802,8 @@ pub struct PodLinks {
     pub devices: Arc<crate::app::devices::DeviceManager>,
     /// The static CPU manager; `None` with the `none` policy.
     pub cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
+    /// The topology manager over the devices alone, where the CPU manager does not run it.
+    pub device_topology: Option<Arc<DeviceTopology>>,
 }
 
 impl PodLinks {
@@ -821,6 +827,7 @@ impl PodLinks {
             csi_drivers,
             devices,
             cpus: None,
+            device_topology: None,
         }
     }
 }
@@ -1051,6 +1058,10 @@ pub async fn run(
         links.devices.set_cpu_manager(Arc::clone(cpus));
         tokio::spawn(Arc::clone(cpus).run(Arc::clone(&started.runtime), shutdown_rx.clone()));
     }
+    links.device_topology =
+        crate::app::cpu_manager::device_topology(&started.resolved.node, deps.machine.as_ref())
+            .map_err(StartupError::CpuManager)?
+            .map(Arc::new);
     let (connected_tx, connected_rx) = watch::channel(None);
     let connected = crate::app::node::startup::connected(&started.resolved);
     let PodLoopStarted {

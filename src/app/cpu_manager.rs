@@ -24,6 +24,7 @@ use crate::domain::pod::Pod;
 use crate::domain::resource_managers::cpu_manager::{
     ContainerKey, CpuManager as Decisions, CpuManagerError, RunningContainer,
 };
+use crate::domain::resource_managers::device_topology::DeviceTopology;
 use crate::domain::resource_managers::state::CPU_MANAGER_STATE_FILE_NAME;
 use crate::domain::resource_managers::topology_manager::TopologyHint;
 use crate::domain::resource_managers::OptionGates;
@@ -81,6 +82,42 @@ pub fn container_keys<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeSet<C
         .collect()
 }
 
+/// The topology manager's policy option gates.
+fn topology_gates(node: &NodeConfig) -> OptionGates {
+    OptionGates {
+        alpha: node
+            .feature_gates
+            .enabled("TopologyManagerPolicyAlphaOptions"),
+        beta: node
+            .feature_gates
+            .enabled("TopologyManagerPolicyBetaOptions"),
+    }
+}
+
+/// The topology manager over the devices alone, when the CPU manager does not run it
+/// (`cpuManagerPolicy: none` with a topology policy other than `none`).
+///
+/// # Errors
+/// [`CpuManagerStartError`].
+pub fn device_topology(
+    node: &NodeConfig,
+    machine: &dyn MachineInfoProvider,
+) -> Result<Option<DeviceTopology>, CpuManagerStartError> {
+    let settings = &node.cpu_manager;
+    if settings.is_static() {
+        return Ok(None);
+    }
+    let topology = machine
+        .cpu_topology()
+        .map_err(CpuManagerStartError::Topology)?;
+    let aligner = DeviceTopology::new(settings, &topology, topology_gates(node))
+        .map_err(CpuManagerStartError::Manager)?;
+    if aligner.is_some() {
+        info!(topology_manager_policy = %settings.topology_policy, scope = %settings.topology_scope, "Starting the topology manager over the devices (cpuManagerPolicy none)");
+    }
+    Ok(aligner)
+}
+
 impl CpuManager {
     /// The manager for `node.cpu_manager` (upstream's `NewManager` and `Start`); `None`
     /// with the `none` policy. The checkpoint is read (a bad one, or one of another
@@ -118,14 +155,7 @@ impl CpuManager {
             &reservation,
             node.node.reserved_cpus.as_ref(),
             OptionGates::cpu_manager(&node.feature_gates),
-            OptionGates {
-                alpha: node
-                    .feature_gates
-                    .enabled("TopologyManagerPolicyAlphaOptions"),
-                beta: node
-                    .feature_gates
-                    .enabled("TopologyManagerPolicyBetaOptions"),
-            },
+            topology_gates(node),
             checkpoint.as_deref(),
             &path.display().to_string(),
         )

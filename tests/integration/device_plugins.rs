@@ -254,7 +254,12 @@ async fn the_sample_device_plugin_registers_its_devices_go_to_pods_once_and_surv
     let _files = DeviceFiles;
     let cluster = Cluster::start_with("devplug", ClusterOptions::default());
     let mut node = Node::start("devplug");
-    node.kubelet_connected(&cluster, &[GET_GATE]);
+    // The topology manager over the devices alone (the CPU manager's `none` policy):
+    // on this one-NUMA-node machine `restricted` admits every pod, through its path.
+    node.kubelet_connected(
+        &cluster,
+        &[GET_GATE, "--topology-manager-policy=restricted"],
+    );
     let plugins_dir = node.root.join("device-plugins");
     let pod_resources = node.root.join("pod-resources/kubelet.sock");
     assert!(

@@ -45,6 +45,7 @@ use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::kuberuntime::pleg::RelistCadence;
 use crate::domain::pod::{full_name, Pod};
+use crate::domain::resource_managers::device_topology::DeviceTopology;
 use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
 use crate::ports::pod_source::{PodSetUpdate, PodSource};
@@ -125,6 +126,8 @@ pub struct PodLoop {
     devices: Option<Arc<crate::app::devices::DeviceManager>>,
     /// The static CPU manager's exclusive CPUs, allocated at admission.
     cpus: Option<Arc<crate::app::cpu_manager::CpuManager>>,
+    /// The topology manager over the devices alone (`cpuManagerPolicy: none`).
+    device_topology: Option<Arc<DeviceTopology>>,
     /// Every source has sent its pods: the devices of pods none wants may be freed.
     sources_ready: bool,
 }
@@ -164,6 +167,7 @@ impl PodLoop {
             connected: None,
             devices: None,
             cpus: None,
+            device_topology: None,
             sources_ready: false,
         }
     }
@@ -176,6 +180,12 @@ impl PodLoop {
     }
 
     /// Allocates exclusive CPUs at admission (upstream's topology manager admit handler).
+    /// Devices are aligned by the topology manager without the CPU manager.
+    pub fn with_device_topology(mut self, aligner: Arc<DeviceTopology>) -> Self {
+        self.device_topology = Some(aligner);
+        self
+    }
+
     pub fn with_cpu_manager(mut self, cpus: Arc<crate::app::cpu_manager::CpuManager>) -> Self {
         self.cpus = Some(cpus);
         self
@@ -335,15 +345,20 @@ impl PodLoop {
                 // Upstream admits through the topology manager before any device is
                 // given: its trial gives each container's affinity, the devices are
                 // taken within it, then the CPUs (the devices' hints agreeing).
-                let affinities = match &self.cpus {
-                    Some(cpus) if devices.wants_devices(pod) => {
-                        // Stranded devices freed first, as upstream before its hints.
-                        if let Some(active) = active {
-                            devices.free_inactive(active, Some(uid));
-                        }
-                        cpus.device_affinities(pod, active_containers, &devices.state_snapshot())
+                let aligned = self.cpus.is_some() || self.device_topology.is_some();
+                let affinities = if aligned && devices.wants_devices(pod) {
+                    // Stranded devices freed first, as upstream before its hints.
+                    if let Some(active) = active {
+                        devices.free_inactive(active, Some(uid));
                     }
-                    _ => Ok(std::collections::BTreeMap::new()),
+                    let state = devices.state_snapshot();
+                    match (&self.cpus, &self.device_topology) {
+                        (Some(cpus), _) => cpus.device_affinities(pod, active_containers, &state),
+                        (None, Some(aligner)) => aligner.admit(pod, &state),
+                        (None, None) => Ok(std::collections::BTreeMap::new()),
+                    }
+                } else {
+                    Ok(std::collections::BTreeMap::new())
                 };
                 let given = match affinities {
                     Ok(affinities) => devices.allocate_pod_within(pod, active, &affinities).await,

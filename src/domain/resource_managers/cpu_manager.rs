@@ -558,21 +558,7 @@ mod tests {
 
     /// Four single-thread cores, two per NUMA node (0-1, 2-3), CPU 0 reserved.
     fn two_numa_manager(policy: &str) -> CpuManager {
-        use crate::domain::resource_managers::topology::SysfsNumaNode;
-        let cpu = |cpu| SysfsCpu {
-            cpu,
-            socket_id: 0,
-            core_id: cpu,
-        };
-        let node = |id, cpus: [usize; 2]| SysfsNumaNode {
-            id,
-            cpus: CpuSet::new(cpus),
-            distances: Vec::new(),
-        };
-        let machine = MachineTopology::from_sysfs(
-            &[cpu(0), cpu(1), cpu(2), cpu(3)],
-            &[node(0, [0, 1]), node(1, [2, 3])],
-        );
+        let machine = super::super::fixtures::two_numa_nodes();
         let settings = CpuManagerSettings {
             topology_policy: policy.into(),
             ..static_settings()

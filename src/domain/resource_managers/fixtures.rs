@@ -913,3 +913,23 @@ pub(crate) fn topo_dual_socket_multi_numa_per_socket_ht_large() -> &'static CpuT
     });
     &TOPOLOGY
 }
+
+/// Four single-thread cores, two per NUMA node (0-1, 2-3), as sysfs gives them.
+pub fn two_numa_nodes() -> super::topology::MachineTopology {
+    use super::topology::{MachineTopology, SysfsCpu, SysfsNumaNode};
+    use crate::domain::units::cpuset::CpuSet;
+    let cpu = |cpu| SysfsCpu {
+        cpu,
+        socket_id: 0,
+        core_id: cpu,
+    };
+    let node = |id, cpus: [usize; 2]| SysfsNumaNode {
+        id,
+        cpus: CpuSet::new(cpus),
+        distances: Vec::new(),
+    };
+    MachineTopology::from_sysfs(
+        &[cpu(0), cpu(1), cpu(2), cpu(3)],
+        &[node(0, [0, 1]), node(1, [2, 3])],
+    )
+}

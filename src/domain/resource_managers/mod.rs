@@ -12,9 +12,12 @@
 //!   checks on restore).
 //! - `topology_manager`: NUMA bitmasks, hints, the four policies that merge them, and
 //!   pod admission in the container or pod scope.
+//! - `device_topology`: the topology manager over the devices alone, without the static
+//!   CPU manager.
 
 pub mod cpu_assignment;
 pub mod cpu_manager;
+pub mod device_topology;
 pub mod policy_options;
 pub mod policy_static;
 pub mod state;
