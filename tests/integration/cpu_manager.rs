@@ -253,6 +253,43 @@ async fn static_policy_pins_a_guaranteed_container_to_cpu_1_and_keeps_it_over_a_
         "the update went through UpdateContainerResources"
     );
 
+    // A Guaranteed pod that completes (restartPolicy Never) is no longer active: its CPU
+    // goes back to the shared pool without the pod being removed, as upstream's active
+    // pods leave finished ones out.
+    let done = guaranteed("cpu-done", &image)
+        .replace("sleep 3600", "true")
+        .replace("spec:\n", "spec:\n  restartPolicy: Never\n");
+    node.write("done.yaml", &done);
+    let done_uid = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let pod = node.pod_json("cpu-done-n1");
+            if let Some(pod) = pod.filter(|p| p["status"]["phase"] == "Succeeded") {
+                break pod["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+            }
+            assert!(Instant::now() < deadline, "cpu-done did not complete");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = state_file(&node);
+        if state["defaultCpuSet"] == "0-1" && state["entries"].get(&done_uid).is_none() {
+            eprintln!("after cpu-done completed: {state}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the completed pod's CPU was not given back: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eventually_on(&node, B, "0-1").await;
+    node.remove("done.yaml");
+
     node.remove("b.yaml");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !node.containers(B).await.is_empty() {

@@ -289,9 +289,22 @@ impl PodLoop {
     fn active_uids(&self) -> BTreeSet<String> {
         self.workers
             .keys()
-            .filter(|uid| !self.terminal.contains(*uid) && !self.deleting.contains(*uid))
+            .filter(|uid| self.is_active(uid))
             .cloned()
             .collect()
+    }
+
+    /// Upstream's active pod: not refused, evicted or being deleted, and not finished (a
+    /// pod whose phase is Succeeded or Failed runs nothing more: its exclusive CPUs and
+    /// devices go back).
+    fn is_active(&self, uid: &str) -> bool {
+        !self.terminal.contains(uid)
+            && !self.deleting.contains(uid)
+            && !self
+                .shared
+                .store
+                .status_of(uid)
+                .is_some_and(|status| status.is_terminal())
     }
 
     /// Upstream's resource allocator admission, after the eviction admission and before
@@ -311,10 +324,7 @@ impl PodLoop {
             .manager
             .pods()
             .into_iter()
-            .filter(|p| {
-                let uid = &p.metadata.uid;
-                !self.terminal.contains(uid) && !self.deleting.contains(uid)
-            })
+            .filter(|p| self.is_active(&p.metadata.uid))
             .collect();
         let wanted: BTreeSet<String> = wanted_pods.iter().map(|p| p.metadata.uid.clone()).collect();
         let active = self.sources_ready.then_some(&wanted);
@@ -758,6 +768,8 @@ impl PodLoop {
                 _ = ticker.tick() => {
                     let ready = seen.len() >= expected;
                     self.relist(ready).await;
+                    // A pod that finished since is no longer active.
+                    self.publish_active_pods();
                 }
             }
             self.sync_loop.entered();
