@@ -179,13 +179,13 @@ impl PodLoop {
         self
     }
 
-    /// Allocates exclusive CPUs at admission (upstream's topology manager admit handler).
     /// Devices are aligned by the topology manager without the CPU manager.
     pub fn with_device_topology(mut self, aligner: Arc<DeviceTopology>) -> Self {
         self.device_topology = Some(aligner);
         self
     }
 
+    /// Allocates exclusive CPUs at admission (upstream's topology manager admit handler).
     pub fn with_cpu_manager(mut self, cpus: Arc<crate::app::cpu_manager::CpuManager>) -> Self {
         self.cpus = Some(cpus);
         self
