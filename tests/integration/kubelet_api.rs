@@ -279,34 +279,15 @@ async fn logs_through_the_api_server_and_the_doors_stay_shut() {
         "sinceSeconds=1 gave {recent} of {all} lines"
     );
 
-    // -f streams the lines written after it started.
-    let mut follow = Command::new(cluster.var("KUBECTL"))
-        .env("KUBECONFIG", cluster.admin_kubeconfig())
-        .args([
-            "get",
-            "--raw",
-            &format!("/api/v1/nodes/{NODE}/proxy{talker}?follow=true&tailLines=1"),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    let mut stdout = follow.stdout.take().expect("stdout");
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            match stdout.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-        }
-        String::from_utf8_lossy(&seen).into_owned()
-    });
-    std::thread::sleep(Duration::from_secs(3));
-    let _ = follow.kill();
-    let _ = follow.wait();
-    let streamed = reader.join().expect("reader");
+    // -f streams the lines written after it started (read until five arrive, up to 30 s:
+    // a fixed 3 s saw none while kubectl started under load).
+    let follow_path = format!("/api/v1/nodes/{NODE}/proxy{talker}?follow=true&tailLines=1");
+    let streamed = kubectl_streamed(
+        &cluster,
+        &["get", "--raw", &follow_path],
+        |text| text.lines().count() >= 5,
+        30,
+    );
     assert!(
         streamed.lines().count() >= 5,
         "follow streamed: {streamed:?}"
