@@ -130,6 +130,8 @@ pub struct PodLoop {
     device_topology: Option<Arc<DeviceTopology>>,
     /// Every source has sent its pods: the devices of pods none wants may be freed.
     sources_ready: bool,
+    /// The active pods last told to the CPU and device managers.
+    published: BTreeSet<String>,
 }
 
 /// Failed relists between two log lines while the runtime stays unreachable (a minute at
@@ -169,6 +171,7 @@ impl PodLoop {
             cpus: None,
             device_topology: None,
             sources_ready: false,
+            published: BTreeSet::new(),
         }
     }
 
@@ -392,7 +395,7 @@ impl PodLoop {
 
     /// Tells the device and CPU managers the pods that run (the pod resources API lists
     /// them; the CPUs of the others go back to the shared pool).
-    fn publish_active_pods(&self) {
+    fn publish_active_pods(&mut self) {
         let active = self.active_uids();
         let pods: Vec<&Pod> = active
             .iter()
@@ -409,6 +412,7 @@ impl PodLoop {
                     .collect(),
             );
         }
+        self.published = active;
     }
 
     /// A pod refused admission: its event and Failed status; it stays so while its
@@ -769,7 +773,9 @@ impl PodLoop {
                     let ready = seen.len() >= expected;
                     self.relist(ready).await;
                     // A pod that finished since is no longer active.
-                    self.publish_active_pods();
+                    if self.active_uids() != self.published {
+                        self.publish_active_pods();
+                    }
                 }
             }
             self.sync_loop.entered();
