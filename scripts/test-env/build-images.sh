@@ -14,13 +14,20 @@
 #   registry.rkubelet.test/busybox-user:1 -> $CACHE/busybox-user.oci.tar (busybox whose
 #                                    config sets "User": "1000:1000"; the CVE regression
 #                                    tests only, built and imported with --user-image)
+#   registry.rkubelet.test/kube-{apiserver,controller-manager,scheduler}:v1.26.1, etcd:3.4.23,
+#   pause:3.9 -> $CACHE/cp-*.oci.tar (the static binaries of $KUBE_BINS and the host's etcd
+#                                    with the libraries it links, in /usr/local/bin; pause
+#                                    3.9 is a tag of pause 3.10; kubeadm's control plane
+#                                    with imageRepository registry.rkubelet.test only,
+#                                    --control-plane-images)
 #   registry.rkubelet.test/csi-hostpath:1 -> $CACHE/csi-hostpath.oci.tar (busybox with the
 #                                    static hostpathplugin and csi-node-driver-registrar of
 #                                    $KUBE_BINS; the CSI driver pod only, --csi-image)
 #
 # Usage: build-images.sh [--import <containerd-socket>] [--gc-images <containerd-socket>]
 #                        [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>]
-#                        [--csi-image <containerd-socket>] [--force]
+#                        [--csi-image <containerd-socket>]
+#                        [--control-plane-images <containerd-socket>] [--force]
 # Env:   RKUBELET_IMAGE_CACHE  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/rkubelet/test-images)
 #
 # Output is reproducible: fixed mtimes/owners, sorted tar, gzip -n, so the digests only
@@ -39,6 +46,7 @@ gc_sock=
 gc_big_sock=
 user_sock=
 csi_sock=
+cp_sock=
 force=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,8 +55,9 @@ while [ $# -gt 0 ]; do
         --gc-big-images) gc_big_sock=${2:?--gc-big-images needs a socket path}; shift 2 ;;
         --user-image) user_sock=${2:?--user-image needs a socket path}; shift 2 ;;
         --csi-image) csi_sock=${2:?--csi-image needs a socket path}; shift 2 ;;
+        --control-plane-images) cp_sock=${2:?--control-plane-images needs a socket path}; shift 2 ;;
         --force) force=1; shift ;;
-        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>] [--csi-image <containerd-socket>] [--force]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--import <containerd-socket>] [--gc-images <containerd-socket>] [--gc-big-images <containerd-socket>] [--user-image <containerd-socket>] [--csi-image <containerd-socket>] [--control-plane-images <containerd-socket>] [--force]" >&2; exit 2 ;;
     esac
 done
 
@@ -84,7 +93,8 @@ make_image() {
 
     det_tar "$rootfs" "$lay/layer.tar" .
     diff_id=$(sha256sum "$lay/layer.tar" | cut -d' ' -f1)
-    gzip -n -9 "$lay/layer.tar"
+    # The control plane's binaries weigh 100 MiB each: level 1 packs them in seconds.
+    gzip -n "-${GZIP_LEVEL:-9}" "$lay/layer.tar"
     read -r layer layer_size < <(add_blob "$lay" "$lay/layer.tar.gz")
 
     printf '{"architecture":"%s","config":%s,"created":"1970-01-01T00:00:00Z","history":[{"created":"1970-01-01T00:00:00Z","created_by":"rkubelet scripts/test-env/build-images.sh"}],"os":"linux","rootfs":{"diff_ids":["sha256:%s"],"type":"layers"}}' \
@@ -229,4 +239,40 @@ if [ -n "$csi_sock" ]; then
     rm -rf "$work"
     ctr --address "$csi_sock" -n k8s.io images import "$CACHE/csi-hostpath.oci.tar" >/dev/null
     echo "build-images.sh: imported registry.rkubelet.test/csi-hostpath:1 into $csi_sock"
+fi
+
+# kubeadm's control plane as static pods (imageRepository registry.rkubelet.test): each
+# binary in /usr/local/bin, where the upstream images keep it (kubeadm's manifests name the
+# command only). etcd is the host's (Debian's etcd-server), with the libraries it links.
+# A tarball is rebuilt when its binary is newer than it.
+if [ -n "$cp_sock" ]; then
+    bins=${KUBE_BINS:?--control-plane-images needs KUBE_BINS, the folder with kube-apiserver, kube-controller-manager and kube-scheduler}
+    etcd_bin=$(command -v etcd) || { echo "build-images.sh: etcd not found (install-deps.sh installs etcd-server)" >&2; exit 1; }
+    etcd_version=$("$etcd_bin" --version | sed -n 's/^etcd Version: //p')
+    [ -n "$etcd_version" ] || { echo "build-images.sh: cannot read the version of $etcd_bin" >&2; exit 1; }
+    cp_image() { # <name> <tag> <binary>
+        local name=$1 tag=$2 bin=$3 out=$CACHE/cp-$1.oci.tar work lib
+        if [ ! -s "$out" ] || [ "$bin" -nt "$out" ] || [ "${BASH_SOURCE[0]}" -nt "$out" ]; then
+            work=$(mktemp -d "$CACHE/.work.XXXXXX")
+            mkdir -p "$work/rootfs"/{usr/local/bin,etc,tmp,proc,sys,dev,var/lib}
+            chmod 1777 "$work/rootfs/tmp"
+            install -m 0755 "$bin" "$work/rootfs/usr/local/bin/$name"
+            for lib in $(ldd "$bin" 2>/dev/null | grep -o '/[^ ]*' || true); do
+                mkdir -p "$work/rootfs$(dirname "$lib")"
+                cp -L "$lib" "$work/rootfs$lib"
+            done
+            printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$work/rootfs/etc/passwd"
+            GZIP_LEVEL=1 make_image "$work/rootfs" "registry.rkubelet.test/$name:$tag" "$out" \
+                '{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"WorkingDir":"/"}'
+            rm -rf "$work"
+        fi
+        ctr --address "$cp_sock" -n k8s.io images import "$out" >/dev/null
+    }
+    for c in kube-apiserver kube-controller-manager kube-scheduler; do
+        cp_image "$c" v1.26.1 "$bins/$c"
+    done
+    cp_image etcd "$etcd_version" "$etcd_bin"
+    ctr --address "$cp_sock" -n k8s.io images import "$CACHE/pause.oci.tar" >/dev/null
+    ctr --address "$cp_sock" -n k8s.io images tag --force "$PAUSE_IMAGE" registry.rkubelet.test/pause:3.9 >/dev/null
+    echo "build-images.sh: imported the control plane's images (registry.rkubelet.test, etcd $etcd_version) into $cp_sock"
 fi

@@ -10,7 +10,9 @@
 #   python3-pip + Python's prometheus_client from PyPI (the real Prometheus text parser of
 #   the kubelet API's metrics test), prometheus (Prometheus 2.42 and promtool: the scrape
 #   test runs a private instance against the kubelet API and lints each /metrics* output;
-#   the system prometheus.service the package enables is switched off again, below).
+#   the system prometheus.service the package enables is switched off again, below),
+#   conntrack, socat, ethtool (what kubeadm's preflight looks for on a node: the kubeadm
+#   test runs `kubeadm init` and `kubeadm join` with rkubelet).
 # With --runtime-only (scripts/run.sh's demo): the private containerd's packages alone,
 # containerd, runc, the CNI plugins, busybox-static, iptables, gcc and libc6-dev.
 set -euo pipefail
@@ -23,7 +25,7 @@ runtime_only=0
 if [ $runtime_only -eq 1 ]; then
     PKGS=("${RUNTIME_PKGS[@]}")
 else
-    PKGS=("${RUNTIME_PKGS[@]}" python3 dbus dbus-user-session systemd zstd etcd-server openssl python3-pip prometheus)
+    PKGS=("${RUNTIME_PKGS[@]}" python3 dbus dbus-user-session systemd zstd etcd-server openssl python3-pip prometheus conntrack socat ethtool)
 fi
 
 if [ "$(id -u)" != 0 ]; then

@@ -32,6 +32,7 @@ mod flag_table;
 mod fuzz;
 #[path = "../../fuzz/targets.rs"]
 mod fuzz_targets;
+mod kubeadm_cluster;
 mod kubelet_api;
 mod kubelet_stats;
 mod live_swap;
