@@ -20,7 +20,7 @@ use crate::domain::devices::DeviceManagerState;
 use crate::domain::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
 use crate::domain::node::allocatable::node_allocatable_reservation;
-use crate::domain::pod::Pod;
+use crate::domain::pod::{log_ref, Pod};
 use crate::domain::resource_managers::cpu_manager::{
     ContainerKey, CpuManager as Decisions, CpuManagerError, RunningContainer,
 };
@@ -220,7 +220,7 @@ impl CpuManager {
             self.write_checkpoint(&decisions);
         }
         if let Err(rejection) = &outcome.result {
-            warn!(pod = %pod.metadata.name, reason = %rejection.reason, message = %rejection.message, "CPU manager refused the pod");
+            warn!(pod = %log_ref(pod), reason = %rejection.reason, message = %rejection.message, "CPU manager refused the pod");
         }
         outcome.result
     }
@@ -307,11 +307,11 @@ impl CpuManager {
             let set = cpus.to_string();
             match runtime.update_container_cpuset(&container.id, &set).await {
                 Ok(()) => {
-                    info!(pod_uid = %container.pod_uid, container = %container.name, id = %container.id, cpuset = %set, "ReconcileState: updated the container's cpuset");
+                    info!(pod_uid = %container.pod_uid, container = %container.name, container_id = %container.id, cpuset = %set, "ReconcileState: updated the container's cpuset");
                     lock(&self.decisions).updated(&container.pod_uid, &container.name, cpus);
                 }
                 Err(e) => {
-                    error!(pod_uid = %container.pod_uid, container = %container.name, id = %container.id, cpuset = %set, err = %Chain(&e), "ReconcileState: failed to update container");
+                    error!(pod_uid = %container.pod_uid, container = %container.name, container_id = %container.id, cpuset = %set, err = %Chain(&e), "ReconcileState: failed to update container");
                 }
             }
         }

@@ -24,7 +24,7 @@ use crate::domain::devices::{
     UNEXPECTED_ADMISSION_ERROR,
 };
 use crate::domain::node_status::model::ResourceList;
-use crate::domain::pod::{Container, Pod};
+use crate::domain::pod::{log_ref, Container, Pod};
 use crate::domain::resource_managers::topology_manager::TopologyHint;
 use crate::ports::clock::Clock;
 use crate::ports::device_plugins::{
@@ -375,7 +375,7 @@ impl DeviceManager {
             missing |= held.is_none();
         }
         if missing {
-            info!(pod = %pod.metadata.name, container = %container.name, "Needs to re-allocate device plugin resources for pod");
+            info!(pod = %log_ref(pod), container = %container.name, "Needs to re-allocate device plugin resources for pod");
             self.allocate_container(uid, container, &BTreeMap::new(), None)
                 .await
                 .map_err(|e| e.to_string())?;

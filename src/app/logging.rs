@@ -286,13 +286,13 @@ mod tests {
         assert!(line.starts_with('W'), "{text}");
         assert!(line.contains("      42 logging.rs:"), "{text}");
         assert!(
-            line.ends_with("] \"Failed to probe\" pod=\"default/web\" uid=\"u1\" attempt=3 path=\"/var/x\" err=\"no route\""),
+            line.ends_with("] \"Failed to probe\" pod=\"default/web\" podUID=\"u1\" attempt=3 path=\"/var/x\" err=\"no route\""),
             "{text}"
         );
         let eviction = text.lines().nth(1).unwrap_or_default();
         assert!(
             eviction.ends_with(
-                "] \"Evicting pod\" pod=\"default/web\" uid=\"u1\" message=\"low on memory\""
+                "] \"Evicting pod\" pod=\"default/web\" podUID=\"u1\" message=\"low on memory\""
             ),
             "{text}"
         );

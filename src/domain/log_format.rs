@@ -50,10 +50,15 @@ pub struct LogRecord<'a> {
     pub pairs: &'a [(String, LogValue)],
 }
 
-/// The key upstream uses for a pair rkubelet's code names otherwise: errors are `err`.
+/// The key upstream uses for a pair rkubelet's code names otherwise (Rust's field names
+/// are snake case; upstream's keys are `err`, `podUID`, `containerName`, `containerID`, `podSandboxID`).
 pub fn upstream_key(key: &str) -> &str {
     match key {
         "error" => "err",
+        "uid" | "pod_uid" => "podUID",
+        "container" => "containerName",
+        "container_id" => "containerID",
+        "sandbox" => "podSandboxID",
         other => other,
     }
 }
@@ -136,11 +141,28 @@ pub fn json_line(record: &LogRecord<'_>) -> String {
         out.push(':');
         match value {
             LogValue::Plain(raw) => out.push_str(raw),
-            LogValue::Text(text) => out.push_str(&json_string(text)),
+            LogValue::Text(text) => match object_ref(key, text) {
+                Some((namespace, name)) => out.push_str(&format!(
+                    "{{\"name\":{},\"namespace\":{}}}",
+                    json_string(name),
+                    json_string(namespace)
+                )),
+                None => out.push_str(&json_string(text)),
+            },
         }
     }
     out.push('}');
     out
+}
+
+/// A pod as upstream's JSON writes `klog.KObj(pod)`: an object of its name and namespace,
+/// where the text form is `namespace/name`.
+fn object_ref<'t>(key: &str, text: &'t str) -> Option<(&'t str, &'t str)> {
+    if key != "pod" {
+        return None;
+    }
+    text.split_once('/')
+        .filter(|(namespace, name)| !namespace.is_empty() && !name.contains('/'))
 }
 
 /// One `--vmodule` setting: source files matching `pattern` log at `verbosity`.
@@ -307,6 +329,60 @@ mod tests {
                 ..record
             }),
             "W1128 14:50:03.277164   20452 mod.rs:66] \"Creating device plugin registration server\" version=\"v1beta1\" attempt=3"
+        );
+    }
+
+    #[test]
+    fn rusts_field_names_become_upstreams_keys() {
+        // Upstream v1.26.1's pod worker: `"pod", klog.KObj(pod), "podUID", pod.UID`; the
+        // container runtime manager: `"containerName", ..., "containerID", ...`.
+        let pairs = vec![
+            (
+                upstream_key("pod").to_string(),
+                text("kube-system/etcd-node1"),
+            ),
+            (upstream_key("uid").to_string(), text("2c5a7e3c")),
+            (upstream_key("container").to_string(), text("etcd")),
+            (upstream_key("container_id").to_string(), text("9f1c")),
+            (upstream_key("pod_uid").to_string(), text("2c5a7e3c")),
+        ];
+        let line = klog_text(&LogRecord {
+            severity: Severity::Info,
+            verbosity: 0,
+            unix_nanos: 0,
+            pid: 1,
+            file: "src/app/pods/sync.rs",
+            line: 7,
+            message: "Killing container with a grace period",
+            pairs: &pairs,
+        });
+        assert!(
+            line.ends_with(
+                "] \"Killing container with a grace period\" pod=\"kube-system/etcd-node1\" podUID=\"2c5a7e3c\" containerName=\"etcd\" containerID=\"9f1c\" podUID=\"2c5a7e3c\""
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_pod_in_json_is_upstreams_object_reference() {
+        let pairs = vec![
+            ("pod".to_string(), text("default/web")),
+            ("podUID".to_string(), text("5f1c2a9e")),
+        ];
+        let line = json_line(&LogRecord {
+            severity: Severity::Info,
+            verbosity: 0,
+            unix_nanos: 1_000_000,
+            pid: 1,
+            file: "src/app/pods/sync.rs",
+            line: 7,
+            message: "Killing container with a grace period",
+            pairs: &pairs,
+        });
+        assert_eq!(
+            line,
+            "{\"ts\":1,\"caller\":\"pods/sync.rs:7\",\"msg\":\"Killing container with a grace period\",\"v\":0,\"pod\":{\"name\":\"web\",\"namespace\":\"default\"},\"podUID\":\"5f1c2a9e\"}"
         );
     }
 

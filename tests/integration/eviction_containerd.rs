@@ -433,7 +433,7 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
     let starts = node
         .log_text()
         .lines()
-        .filter(|l| l.contains("started container") && l.contains("container=\"done\""))
+        .filter(|l| l.contains("started container") && l.contains("containerName=\"done\""))
         .count();
     assert_eq!(starts, 1, "the finished pod was started again");
     let log = node.log_text();

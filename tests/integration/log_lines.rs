@@ -107,6 +107,12 @@ fn log_lines_have_the_shapes_upstreams_have() {
             "I1128 14:50:03.277164   20452 server.go:412] \"Kubelet version\" kubeletVersion=\"v1.26.1\"",
             "{\"ts\":1795877399476.1462,\"caller\":\"app/server.go:412\",\"msg\":\"Kubelet version\",\"v\":0,\"kubeletVersion\":\"v1.26.1\"}",
         ),
+        // Upstream's kuberuntime_container.go: `"pod", klog.KObj(pod), "podUID", pod.UID,
+        // "containerName", ..., "containerID", ...`; rkubelet's pod lines use these keys.
+        (
+            "I1128 14:52:10.118202   20452 kuberuntime_container.go:709] \"Killing container with a grace period\" pod=\"default/web\" podUID=\"5f1c2a9e\" containerName=\"app\" containerID=\"containerd://9f1c\" gracePeriod=30",
+            "{\"ts\":1795877530118.202,\"caller\":\"kuberuntime/kuberuntime_container.go:709\",\"msg\":\"Killing container with a grace period\",\"v\":0,\"pod\":{\"name\":\"web\",\"namespace\":\"default\"},\"podUID\":\"5f1c2a9e\",\"containerName\":\"app\"}",
+        ),
         (
             "E1128 14:50:03.493584   20452 remote_runtime.go:145] \"Version from runtime service failed\" err=\"rpc error: code = Unavailable\"",
             "{\"ts\":1795877396533.1704,\"caller\":\"cli/run.go:74\",\"msg\":\"command failed\",\"err\":\"failed to validate kubelet configuration\"}",
@@ -119,12 +125,30 @@ fn log_lines_have_the_shapes_upstreams_have() {
     // rkubelet on the simulated runtime, both formats: every line of each is of its shape.
     for format in ["text", "json"] {
         let dir = tempfile::tempdir().expect("temp dir");
+        let manifests = dir.path().join("manifests");
+        std::fs::create_dir_all(&manifests).expect("manifest folder");
+        std::fs::write(
+            manifests.join("web.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\nspec:\n  containers:\n  - {name: app, image: busybox}\n",
+        )
+        .expect("manifest");
         let args = [
             "--container-runtime-endpoint=fake://".to_owned(),
             format!("--root-dir={}", dir.path().join("root").display()),
+            format!("--pod-manifest-path={}", manifests.display()),
+            "--hostname-override=node1".to_owned(),
             format!("--logging-format={format}"),
         ];
         let mut daemon = crate::common::start_daemon(&args, false);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !daemon.log_text().contains("started container") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the static pod's container was not started:\n{}",
+                daemon.log_text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let _ = daemon.terminate();
         let log = daemon.log_text();
         // Deprecated flags are named in plain lines, as upstream's flag parser writes them.
@@ -140,11 +164,36 @@ fn log_lines_have_the_shapes_upstreams_have() {
                 assert!(is_upstream_json(line), "not upstream's JSON: {line}");
             }
         }
+        if format == "json" {
+            // The pod as upstream's JSON writes `klog.KObj(pod)`: an object.
+            let started: serde_json::Value = lines
+                .iter()
+                .find(|l| l.contains("\"msg\":\"started container\""))
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_else(|| panic!("{log}"));
+            assert_eq!(
+                started["pod"],
+                serde_json::json!({"name": "web-node1", "namespace": "default"}),
+                "{started}"
+            );
+            assert_eq!(started["containerName"], "app", "{started}");
+            assert!(started["podUID"].is_string(), "{started}");
+        }
         if format == "text" {
             // A start-up line upstream writes too, with upstream's key.
             assert!(
                 lines.iter().any(|l| l.contains("] \"container runtime initialized\" endpoint=\"fake://\"")),
                 "{log}"
+            );
+            // A pod's line: the pod as `namespace/name` and upstream's keys after it.
+            let started = lines
+                .iter()
+                .find(|l| l.contains("\"started container\""))
+                .unwrap_or_else(|| panic!("{log}"));
+            assert!(
+                started.contains(" pod=\"default/web-node1\" podUID=\"")
+                    && started.contains(" containerName=\"app\" containerID=\""),
+                "{started}"
             );
         }
     }

@@ -48,7 +48,7 @@ pub async fn delete_all_unused_containers(
                     removed.insert(c.id.clone());
                 }
                 Err(error) => {
-                    warn!(container = %c.name, id = %c.id, error = %Chain(&error), "failed to remove dead container")
+                    warn!(container = %c.name, container_id = %c.id, error = %Chain(&error), "failed to remove dead container")
                 }
             }
         }

@@ -21,7 +21,7 @@ use tracing::{debug, info, warn};
 use super::status::{PodStatusStore, StatusTarget};
 use crate::app::node::ConnectedNode;
 use crate::domain::pod::api::{classify_api_object, ApiObject, ApiPod, InvalidApiPod, API_SOURCE};
-use crate::domain::pod::full_name;
+use crate::domain::pod::log_ref;
 use crate::domain::status::{stamp_status, status_patch, ApiPodStatus};
 use crate::ports::api::{ApiClients, PodWatch, PodWatchEvent, PodsError};
 use crate::ports::error::Chain;
@@ -273,7 +273,7 @@ impl ApiPodSource {
         // which the termination then uses), then leave the set.
         let mut with_deleted = update.clone();
         for pod in self.deleted.drain(..) {
-            debug!(pod = %full_name(&pod.pod), "pod deleted in the API");
+            debug!(pod = %log_ref(&pod.pod), "pod deleted in the API");
             with_deleted.pods.push(pod.pod);
         }
         self.queued = Some(update);

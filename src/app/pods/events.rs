@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use crate::app::node::recorder::EventRecorder;
 use crate::domain::events::{container_reference, pod_reference, PodEvent};
 use crate::domain::node_status::status::{EventType, NodeEvent};
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{log_ref, Pod};
 
 /// Shared by the pod loop's tasks; connected to the recorder when the node agent starts.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +62,7 @@ impl PodEventSink {
         event: NodeEvent,
         annotations: BTreeMap<String, String>,
     ) {
-        let pod_name = full_name(pod);
+        let pod_name = log_ref(pod);
         let container = container.unwrap_or_default();
         // One event, one log line: a probe's output may hold newlines.
         let message = event.message.replace('\n', "\\n");

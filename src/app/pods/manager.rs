@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::warn;
 
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{log_ref, Pod};
 use crate::ports::pod_source::PodSetUpdate;
 
 /// One difference in the desired set.
@@ -39,7 +39,7 @@ impl PodManager {
             match self.pods.get(&uid) {
                 Some((owner, _)) if *owner != source => {
                     // Same content from two sources is one pod; the first source keeps it.
-                    warn!(pod = %full_name(&pod), %uid, %source, owner = %owner, "pod already provided by another source; ignoring this copy");
+                    warn!(pod = %log_ref(&pod), %uid, %source, owner = %owner, "pod already provided by another source; ignoring this copy");
                     continue;
                 }
                 Some((_, old)) if *old == pod => {}

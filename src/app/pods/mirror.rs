@@ -77,7 +77,11 @@ pub async fn run_mirror_loop(mut inputs: MirrorInputs) {
             }
         }
         for body in &plan.create {
-            let name = body["metadata"]["name"].as_str().unwrap_or_default();
+            let name = format!(
+                "{}/{}",
+                body["metadata"]["namespace"].as_str().unwrap_or_default(),
+                body["metadata"]["name"].as_str().unwrap_or_default()
+            );
             match api.create_mirror_pod(body).await {
                 Ok(()) => info!(pod = %name, "Created a mirror pod for static pod"),
                 // The one deleted is not gone yet: try again shortly.

@@ -44,7 +44,7 @@ use crate::domain::events as pod_events;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
 use crate::domain::kuberuntime::pleg::RelistCadence;
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{log_ref, Pod};
 use crate::domain::resource_managers::device_topology::DeviceTopology;
 use crate::domain::status::rejected_pod_status;
 use crate::ports::error::Chain;
@@ -436,7 +436,7 @@ impl PodLoop {
         if !self.deleting.insert(uid.clone()) {
             return;
         }
-        info!(pod = %full_name(&pod), %uid, grace_period_secs = pod.termination_grace_period(), "pod is being deleted in the API");
+        info!(pod = %log_ref(&pod), %uid, grace_period_secs = pod.termination_grace_period(), "pod is being deleted in the API");
         if pod.metadata.deletion_grace_period_seconds == Some(0) {
             self.dispatch(&uid, Desired::Terminate(Some(pod)));
             return;
@@ -574,7 +574,7 @@ impl PodLoop {
                     self.dispatch(&uid, Desired::Run(pod));
                 }
                 PodChange::Remove { uid, last } => {
-                    info!(pod = %full_name(&last), %uid, "pod removed from its source");
+                    info!(pod = %log_ref(&last), %uid, "pod removed from its source");
                     self.terminal.remove(&uid);
                     self.deleting.remove(&uid);
                     self.dispatch(&uid, Desired::Terminate(Some(last)));

@@ -118,7 +118,7 @@ pub(super) async fn forward_container_events(
         loop {
             match stream.next().await {
                 Some(Ok(event)) if !event.pod_uid.is_empty() => {
-                    debug!(container = %event.container_id, kind = ?event.kind, uid = %event.pod_uid, "container event");
+                    debug!(container_id = %event.container_id, kind = ?event.kind, uid = %event.pod_uid, "container event");
                     if signals
                         .send(RuntimeSignal::Pod(event.pod_uid))
                         .await

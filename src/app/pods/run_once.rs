@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use tracing::{info, info_span, warn, Instrument};
 
 use super::sync::{sync_pod, SyncContext};
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{full_name, log_ref, Pod};
 use crate::domain::status::{api_pod_status, ApiContainerState};
 use crate::ports::pod_source::PodSource;
 
@@ -86,7 +86,7 @@ pub async fn run_once(
     info!(pods = pods.len(), "runonce: starting the static pods");
     let mut runs = JoinSet::new();
     for pod in pods {
-        let span = info_span!("run_once", pod = %full_name(&pod), uid = %pod.metadata.uid);
+        let span = info_span!("run_once", pod = %log_ref(&pod), uid = %pod.metadata.uid);
         runs.spawn(run_pod(Arc::clone(&ctx), pod).instrument(span));
     }
     let mut results = Vec::new();

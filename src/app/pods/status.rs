@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tracing::info;
 
 use crate::domain::pod::api::is_api_pod;
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{full_name, log_ref, Pod};
 use crate::domain::status::{
     apply_readiness_gates, host_network_pod_ip, same_status, stamp_status, ApiPodStatus,
 };
@@ -220,7 +220,7 @@ impl PodStatusStore {
         });
         if changed && before.is_none_or(|r| r.status.phase != status.phase) {
             let phase = &status.phase;
-            info!(pod = %full_name(pod), %uid, %phase, "pod status");
+            info!(pod = %log_ref(pod), %uid, %phase, "pod status");
         }
         pods.insert(
             uid.clone(),

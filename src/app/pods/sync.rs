@@ -251,7 +251,7 @@ async fn runtime_after(
             match ctx.runtime.container_status(id).await {
                 Ok(status) => after.containers.push(status),
                 Err(error) => {
-                    debug!(container = %id, error = %Chain(&error), "cannot read a started container's status");
+                    debug!(container_id = %id, error = %Chain(&error), "cannot read a started container's status");
                     complete = false;
                     break;
                 }
@@ -328,7 +328,7 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             grace_secs,
             sandbox_ip,
         } => {
-            info!(container = %name, %id, %reason, "killing container");
+            info!(container = %name, container_id = %id, %reason, "killing container");
             let mut stop = probes::stop_kill(&name, &id, grace_secs);
             stop.message = reason.to_string();
             let ip = probes::kill_ip(ctx, Some(pod), &sandbox_ip);
@@ -462,7 +462,7 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
         }
         Effect::StartContainer { container, id } => match ctx.runtime.start_container(&id).await {
             Ok(()) => {
-                info!(%container, %id, "started container");
+                info!(%container, container_id = %id, "started container");
                 Answer::Done
             }
             Err(error) => Answer::Failed(Chain(&error).to_string()),
@@ -488,12 +488,12 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
             log_dir,
         } => match ctx.runtime.remove_container(&id).await {
             Ok(()) => {
-                debug!(container = %name, %id, attempt, "removed dead container");
+                debug!(container = %name, container_id = %id, attempt, "removed dead container");
                 remove_instance_logs(ctx, log_dir, attempt).await;
                 Answer::Done
             }
             Err(error) => {
-                warn!(container = %name, %id, error = %Chain(&error), "failed to remove dead container");
+                warn!(container = %name, container_id = %id, error = %Chain(&error), "failed to remove dead container");
                 Answer::Failed(Chain(&error).to_string())
             }
         },

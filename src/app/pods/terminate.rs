@@ -108,7 +108,7 @@ pub async fn terminate_pod(ctx: &SyncContext, uid: &str, pod: Option<&Pod>) -> b
             removed = ctx.runtime.remove_container(id).await;
         }
         if let Err(error) = removed {
-            warn!(%id, error = %Chain(&error), "failed to remove container");
+            warn!(container_id = %id, error = %Chain(&error), "failed to remove container");
             clean = false;
         }
     }

@@ -29,7 +29,7 @@ use crate::domain::csi::Driver;
 use crate::domain::events::{volume_resize_failed, volume_resized};
 use crate::domain::kuberuntime::requests::RequestContext;
 use crate::domain::node_status::status::NodeEvent;
-use crate::domain::pod::Pod;
+use crate::domain::pod::{log_ref, Pod};
 use crate::domain::volumes::claim::{
     bound_volume_names, node_expansion, volume_secret_refs, ClaimData, NodeExpansion,
     PersistentVolumeData, PersistentVolumeSource,
@@ -720,7 +720,7 @@ impl VolumeManager {
         match api.request_token(&request).await {
             Ok(mut issued) => {
                 issued.issued_unix = now_unix;
-                debug!(pod = %pod.metadata.name, expires = issued.expires_unix, "service account token issued");
+                debug!(pod = %log_ref(pod), expires = issued.expires_unix, "service account token issued");
                 let token = issued.token.clone();
                 self.caches().tokens.insert(cache_key, issued);
                 Fetched::Found(token)

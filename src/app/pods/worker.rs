@@ -20,7 +20,7 @@ use crate::domain::kuberuntime::pleg::relist_already_seen;
 use crate::domain::pod::active_deadline::{
     active_deadline, ActiveDeadline, DEADLINE_EXCEEDED_MESSAGE, DEADLINE_EXCEEDED_REASON,
 };
-use crate::domain::pod::{full_name, Pod};
+use crate::domain::pod::{log_ref, Pod};
 use crate::domain::status::{api_pod_status, rejected_pod_status, terminal_status, PodCondition};
 
 /// Retry delay for a termination that left something behind.
@@ -103,7 +103,7 @@ pub(super) async fn worker_loop(
         let wait = match now {
             Desired::Run(pod) if past_deadline(&shared, &pod) => {
                 shared.probes.forget(&uid);
-                let span = info_span!("deadline_exceeded", pod = %full_name(&pod), %uid);
+                let span = info_span!("deadline_exceeded", pod = %log_ref(&pod), %uid);
                 end_past_deadline(&shared, &pod).instrument(span).await;
                 drop(permit);
                 // Failed for good: a new spec (a shorter deadline) is past it too.
@@ -113,7 +113,7 @@ pub(super) async fn worker_loop(
                 continue;
             }
             Desired::Run(pod) => {
-                let span = info_span!("sync_pod", pod = %full_name(&pod), %uid);
+                let span = info_span!("sync_pod", pod = %log_ref(&pod), %uid);
                 let sync_started = std::time::Instant::now();
                 let outcome = sync_pod(&shared.ctx, &pod).instrument(span).await;
                 let metrics = crate::app::metrics::kubelet_metrics();
@@ -174,7 +174,7 @@ pub(super) async fn worker_loop(
                 }
             }
             Desired::Evict(pod, eviction) => {
-                let span = info_span!("evict_pod", pod = %full_name(&pod), %uid);
+                let span = info_span!("evict_pod", pod = %log_ref(&pod), %uid);
                 let runtime = kill_pod(&shared.ctx, &pod, eviction.grace_period_override)
                     .instrument(span)
                     .await;
@@ -205,7 +205,7 @@ pub(super) async fn worker_loop(
             }
             Desired::Delete(pod) => {
                 shared.probes.forget(&uid);
-                let span = info_span!("delete_pod", pod = %full_name(&pod), %uid);
+                let span = info_span!("delete_pod", pod = %log_ref(&pod), %uid);
                 let removed = async {
                     let runtime = kill_pod(&shared.ctx, &pod, pod.termination_grace_period()).await;
                     let status = api_pod_status(
@@ -230,7 +230,7 @@ pub(super) async fn worker_loop(
             }
             Desired::Terminate(last) => {
                 shared.probes.forget(&uid);
-                let name = last.as_deref().map_or_else(|| uid.clone(), full_name);
+                let name = last.as_deref().map_or_else(|| uid.clone(), log_ref);
                 let span = info_span!("terminate_pod", pod = %name, %uid);
                 let removed = terminate_pod(&shared.ctx, &uid, last.as_deref())
                     .instrument(span)

@@ -1001,9 +1001,14 @@ impl Pod {
     }
 }
 
-/// `"<name>_<namespace>"`, the key the kubelet uses for a pod in logs and maps.
+/// `"<name>_<namespace>"`, the key the kubelet uses for a pod in maps.
 pub fn full_name(pod: &Pod) -> String {
     format!("{}_{}", pod.metadata.name, pod.metadata.namespace)
+}
+
+/// `"<namespace>/<name>"`: a pod as upstream's logs name it (`klog.KObj`).
+pub fn log_ref(pod: &Pod) -> String {
+    format!("{}/{}", pod.metadata.namespace, pod.metadata.name)
 }
 
 /// Whether the pod came from a manifest (file or URL) rather than the API server

@@ -22,7 +22,7 @@ use crate::app::metrics::{probe_metrics, ProbeLabels};
 use crate::app::server::shutdown_requested;
 use crate::domain::kuberuntime::runtime::{ContainerState, PodRuntimeStatus};
 use crate::domain::kuberuntime::teardown;
-use crate::domain::pod::{format_pod, full_name, Container, Pod};
+use crate::domain::pod::{format_pod, log_ref, Container, Pod};
 use crate::domain::probe::spec::{LifecycleHandler, Probe};
 use crate::domain::probe::target::{handler_pod_ip, hook_target, probe_target};
 use crate::domain::probe::{
@@ -225,7 +225,7 @@ pub(super) async fn kill_container(
             grace = grace_after_pre_stop(grace, took);
         }
     }
-    info!(container = %kill.container, id = %kill.container_id, grace_period = grace, "Killing container with a grace period");
+    info!(container = %kill.container, container_id = %kill.container_id, grace_period = grace, "Killing container with a grace period");
     if let Err(error) = ctx.runtime.stop_container(&kill.container_id, grace).await {
         warn!(container = %kill.container, error = %Chain(&error), "Container termination failed with gracePeriod");
     }
@@ -594,7 +594,7 @@ impl ProbeManager {
             if let Some(event) = &recorded.event {
                 log_event(&self.ctx, &entry.pod, &run.container, event);
             }
-            debug!(pod = %full_name(&entry.pod), container = %run.container, probe = %run.kind, ?outcome, "probe answered");
+            debug!(pod = %log_ref(&entry.pod), container = %run.container, probe = %run.kind, ?outcome, "probe answered");
             // The pod and its IP only for a kill (its preStop hook): most answers change
             // nothing, and copying the pod for each cost more than the answer itself.
             let kill = recorded
