@@ -770,7 +770,11 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let ctx = sync_context(started, deps, PodEventSink::new(), None, None, None)?;
+    let events = PodEventSink::new();
+    if started.resolved.node.runtime_endpoint.is_simulated() {
+        events.mark_simulated();
+    }
+    let ctx = sync_context(started, deps, events, None, None, None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
     let failed: Vec<String> = results
@@ -1041,6 +1045,9 @@ pub async fn run(
             ),
         ),
     );
+    if started.resolved.node.runtime_endpoint.is_simulated() {
+        links.events.mark_simulated();
+    }
     // Before the pods are admitted: the checkpoint tells which devices they hold.
     // Without its sockets the node runs on, with no device plugin (upstream fails).
     if let Err(e) = links.devices.start().await {

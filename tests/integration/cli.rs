@@ -307,3 +307,64 @@ fn exits_cleanly_when_another_process_opens_the_lock_file() {
     let status = daemon.child.wait().expect("exits");
     assert!(status.success(), "exit status {status:?}");
 }
+
+/// Issue 35's contained demo: on `fake://` a pod says it is simulated in its status (the
+/// `rkubelet.io/Simulated` condition, in `/pods`) and in its events' messages.
+#[test]
+fn a_pod_on_the_simulated_runtime_says_so_in_its_status_and_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifest folder");
+    std::fs::write(
+        manifests.join("web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\nspec:\n  containers:\n  - {name: app, image: busybox}\n",
+    )
+    .expect("manifest");
+    let mut daemon = start_fake(
+        &[
+            format!("--root-dir={}", dir.path().join("root").display()),
+            format!("--pod-manifest-path={}", manifests.display()),
+            "--hostname-override=node1".to_string(),
+            crate::common::read_only_port_flag(),
+        ],
+        false,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let simulated = loop {
+        let pods = crate::common::pods_get(&daemon)
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok());
+        let condition = pods.as_ref().and_then(|p| {
+            p["items"][0]["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "rkubelet.io/Simulated")
+                .cloned()
+        });
+        // Both: the condition is in every status, the Started event after the start.
+        let started = daemon.log_text().contains("\"Started container app");
+        if let (Some(condition), true) = (condition, started) {
+            break condition;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no simulated condition in /pods, or no Started event: {pods:?}\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(simulated["status"], "True", "{simulated}");
+    assert_eq!(simulated["reason"], "SimulatedRuntime", "{simulated}");
+    let log = daemon.log_text();
+    let started = log
+        .lines()
+        .find(|l| l.contains("\"Started container app (simulated runtime: nothing ran)\""))
+        .unwrap_or_else(|| panic!("no simulated Started event:\n{log}"));
+    assert!(started.contains("event=\"Started\""), "{started}");
+    assert!(
+        log.lines()
+            .filter(|l| l.contains(" event=\""))
+            .all(|l| l.contains("(simulated runtime: nothing ran)")),
+        "{log}"
+    );
+    assert!(daemon.terminate().success());
+}

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tracing::{info, warn};
 
 use crate::app::node::recorder::EventRecorder;
-use crate::domain::events::{container_reference, pod_reference, PodEvent};
+use crate::domain::events::{container_reference, on_simulated_runtime, pod_reference, PodEvent};
 use crate::domain::node_status::status::{EventType, NodeEvent};
 use crate::domain::pod::{log_ref, Pod};
 
@@ -16,11 +17,18 @@ use crate::domain::pod::{log_ref, Pod};
 #[derive(Debug, Clone, Default)]
 pub struct PodEventSink {
     recorder: Arc<OnceLock<EventRecorder>>,
+    /// The node runs the simulated runtime: every event's message says so.
+    simulated: Arc<AtomicBool>,
 }
 
 impl PodEventSink {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The node runs the simulated runtime (`fake://`): events say that nothing ran.
+    pub fn mark_simulated(&self) {
+        self.simulated.store(true, Ordering::Relaxed);
     }
 
     /// From now on events also go to `recorder` (the first connection stays).
@@ -62,6 +70,11 @@ impl PodEventSink {
         event: NodeEvent,
         annotations: BTreeMap<String, String>,
     ) {
+        let event = if self.simulated.load(Ordering::Relaxed) {
+            on_simulated_runtime(event)
+        } else {
+            event
+        };
         let pod_name = log_ref(pod);
         let container = container.unwrap_or_default();
         // One event, one log line: a probe's output may hold newlines.

@@ -99,6 +99,18 @@ fn warning(reason: &str, message: String) -> NodeEvent {
     }
 }
 
+/// What a pod event on the simulated runtime (`fake://`) adds to its message: nothing of
+/// what it reports (a pull, a start) happened on the machine.
+pub const SIMULATED_NOTE: &str = " (simulated runtime: nothing ran)";
+
+/// The event as a node on the simulated runtime records it: its message says so.
+pub fn on_simulated_runtime(mut event: NodeEvent) -> NodeEvent {
+    if !event.message.ends_with(SIMULATED_NOTE) {
+        event.message.push_str(SIMULATED_NOTE);
+    }
+    event
+}
+
 pub fn pulling(image: &str) -> NodeEvent {
     normal(reason::PULLING_IMAGE, format!("Pulling image {image:?}"))
 }

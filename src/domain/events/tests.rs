@@ -8,6 +8,7 @@ use crate::domain::node_status::events::{make_event, EventAction, EventCorrelato
 use crate::domain::node_status::model::EventSource;
 use crate::domain::pod::{Container, Pod};
 use crate::domain::status::Waiting;
+use crate::domain::units::duration::GoDuration;
 
 fn pod() -> Pod {
     let mut pod = Pod::default();
@@ -203,3 +204,19 @@ fn a_ten_minute_crash_loop_writes_no_more_than_upstreams_bound() {
 }
 
 use super::simulate::Minute;
+
+#[test]
+fn an_event_on_the_simulated_runtime_says_so_once() {
+    let pulled = pulled(
+        "busybox",
+        GoDuration::parse("10µs").expect("a duration"),
+        GoDuration::parse("12µs").expect("a duration"),
+    );
+    let marked = on_simulated_runtime(pulled.clone());
+    assert_eq!(marked.reason, pulled.reason);
+    assert_eq!(
+        marked.message,
+        format!("{} (simulated runtime: nothing ran)", pulled.message)
+    );
+    assert_eq!(on_simulated_runtime(marked.clone()), marked);
+}
