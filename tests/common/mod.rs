@@ -250,3 +250,17 @@ pub fn assert_generated(relative: &str, generated: &str, update: &str, regenerat
         "{relative} is out of date; regenerate it with\n  {regenerate}"
     );
 }
+
+/// A manifest folder under `dir` with one static pod, `default/web` of one container
+/// `app` (image `busybox`): for the tests on the simulated runtime.
+#[allow(dead_code)] // the integration tests only
+pub fn web_manifest(dir: &std::path::Path) -> std::path::PathBuf {
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifest folder");
+    std::fs::write(
+        manifests.join("web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\nspec:\n  containers:\n  - {name: app, image: busybox}\n",
+    )
+    .expect("manifest");
+    manifests
+}

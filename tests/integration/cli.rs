@@ -313,13 +313,7 @@ fn exits_cleanly_when_another_process_opens_the_lock_file() {
 #[test]
 fn a_pod_on_the_simulated_runtime_says_so_in_its_status_and_events() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let manifests = dir.path().join("manifests");
-    std::fs::create_dir_all(&manifests).expect("manifest folder");
-    std::fs::write(
-        manifests.join("web.yaml"),
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\nspec:\n  containers:\n  - {name: app, image: busybox}\n",
-    )
-    .expect("manifest");
+    let manifests = crate::common::web_manifest(dir.path());
     let mut daemon = start_fake(
         &[
             format!("--root-dir={}", dir.path().join("root").display()),

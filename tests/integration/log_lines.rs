@@ -125,13 +125,7 @@ fn log_lines_have_the_shapes_upstreams_have() {
     // rkubelet on the simulated runtime, both formats: every line of each is of its shape.
     for format in ["text", "json"] {
         let dir = tempfile::tempdir().expect("temp dir");
-        let manifests = dir.path().join("manifests");
-        std::fs::create_dir_all(&manifests).expect("manifest folder");
-        std::fs::write(
-            manifests.join("web.yaml"),
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\nspec:\n  containers:\n  - {name: app, image: busybox}\n",
-        )
-        .expect("manifest");
+        let manifests = crate::common::web_manifest(dir.path());
         let args = [
             "--container-runtime-endpoint=fake://".to_owned(),
             format!("--root-dir={}", dir.path().join("root").display()),
