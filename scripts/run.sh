@@ -6,7 +6,7 @@
 # runs rkubelet against it over the CRI with the demo static pods in
 # fixtures/manifests/demo (or --pod-manifest-path given by you).
 # Otherwise (not root, or RKUBELET_ENDPOINT=fake://) it runs on the embedded simulated
-# runtime (fake://). RKUBELET_ENDPOINT=unix:///... uses a containerd you run yourself.
+# runtime (fake://), the demo pods too (their status and events say they are simulated). RKUBELET_ENDPOINT=unix:///... uses a containerd you run yourself.
 # Extra arguments are passed to rkubelet.
 #
 # Settings go to rkubelet in a KubeletConfiguration file written under the state folder
@@ -17,7 +17,8 @@
 # removes all of it. Each run starts with fresh ones. `run.sh --help` prints this and
 # rkubelet's flags, and does nothing else.
 #
-# The build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
+# RKUBELET_BIN names a binary already built to run instead (the demo's test runs the one
+# it was built with); otherwise the build is the `release-unwind` profile of Cargo.toml: the release build, unwinding
 # on panic; scripts/test.sh builds the binary the benchmarks start with it, so each
 # command reuses what the other built. `make` builds the packaged binary (release, abort
 # on panic); `make install PROFILE=release-unwind` installs this one.
@@ -53,16 +54,29 @@ fi
 if [[ "$endpoint" == containerd ]]; then
     "$root/scripts/test-env/install-deps.sh" --runtime-only
 fi
-cargo build --locked --profile "$profile" --bin rkubelet
+bin=${RKUBELET_BIN:-}
+if [[ -z "$bin" ]]; then
+    cargo build --locked --profile "$profile" --bin rkubelet
+    bin="${CARGO_TARGET_DIR:-target}/$profile/rkubelet"
+fi
 
 base="$state/containerd"
 config="$state/kubelet-config.yaml"
 started_containerd=0
+# rkubelet makes its root folder a shared mount of itself (as upstream, for mount
+# propagation), and the pods' volumes are mounted below it: all of it is unmounted before
+# the folder goes.
+unmount_root() {
+    while mountpoint -q "$state/root" 2>/dev/null; do
+        umount -R "$state/root" || return 0
+    done
+}
 cleanup() {
     if [[ $started_containerd -eq 1 ]]; then
         echo "run.sh: removing the private containerd and the pods on it (rkubelet itself leaves pods running when it stops, as on a node)"
         "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
     fi
+    unmount_root
     # --one-file-system: never into a mount left below the state folder.
     rm -rf --one-file-system "$state/root" "$state/logs" "$state/pki" "$config"
     rmdir "$state" 2>/dev/null || true
@@ -73,6 +87,7 @@ trap cleanup EXIT
 if [[ "$endpoint" == containerd ]]; then
     "$root/scripts/test-env/containerd-down.sh" "$base" >/dev/null 2>&1 || true
 fi
+unmount_root
 rm -rf --one-file-system "$state/root" "$state/logs" "$state/pki"
 mkdir -p "$state/root" "$state/logs"
 
@@ -94,13 +109,13 @@ if [[ "$endpoint" == containerd ]]; then
     . "$base/env"
     endpoint=$CRI_ENDPOINT
     settings+=("cgroupRoot: $(quote "$RKUBELET_CGROUP_ROOT")")
-    # The demo manifests unless the caller names a manifest path.
-    if [[ " $* " != *" --pod-manifest-path"* ]]; then
-        settings+=("staticPodPath: $(quote "$root/fixtures/manifests/demo")")
-    fi
     echo "rkubelet: containerd at $endpoint, pod logs in $state/logs, healthz and /pods on 127.0.0.1:$port (Ctrl-C stops it and removes the private containerd)"
 else
     echo "rkubelet: runtime $endpoint, root dir $state/root, healthz on 127.0.0.1:$port (Ctrl-C stops it)"
+fi
+# The demo manifests (on the simulated runtime too) unless the caller names a manifest path.
+if [[ " $* " != *" --pod-manifest-path"* ]]; then
+    settings+=("staticPodPath: $(quote "$root/fixtures/manifests/demo")")
 fi
 {
     echo "# Written by scripts/run.sh for this run; removed when it ends."
@@ -111,6 +126,6 @@ fi
 } >"$config"
 
 status=0
-"${CARGO_TARGET_DIR:-target}/$profile/rkubelet" --config="$config" --root-dir="$state/root" \
+"$bin" --config="$config" --root-dir="$state/root" \
     --cert-dir="$state/pki" "$@" || status=$?
 exit "$status"

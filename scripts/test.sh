@@ -104,9 +104,17 @@ echo "== lints and tests, the real-peer tests included"
 # about 100 core-seconds, which the benchmarks' background build then lacked); the fuzz
 # benchmark below runs 10,000 a target, optimized, through the same targets.
 export RKUBELET_FUZZ_CASES="${RKUBELET_FUZZ_CASES:-500}"
+# The demo's test runs alone, after them: it compares the host's listing before and after
+# scripts/run.sh, which the other tests' containerds would change meanwhile.
+alone='test(=packaging::the_demo_leaves_nothing_outside_its_state_folder)'
 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
-    --run-ignored all --all-targets -E 'not kind(bench)'
+    --run-ignored all --all-targets -E "not kind(bench) & not $alone"
 took "lints and tests"
+
+echo "== the demo, alone on the machine"
+RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
+    --run-ignored all --test integration -E "$alone"
+took "the demo"
 
 echo "== the real-peer modules on containerd 2.3"
 # The suite above runs on containerd 1.6.20 (Debian's); each real-peer module runs at
@@ -132,6 +140,7 @@ on_containerd_2=(
     'upstream_compare::rkubelet_sends_the_cri_requests_upstream_v1_26_sends'
     'cri_containerd::daemon_starts_on_containerd'
     'mount_propagation::mounts_reach_the_containers_and_the_host_as_their_propagation_says'
+    'kubeadm_cluster::kubeadm_init_and_join_build_a_two_node_cluster_on_rkubelet'
 )
 filter=$(printf ' | test(=%s)' "${on_containerd_2[@]}")
 RKUBELET_CONTAINERD=2.3 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked \
