@@ -403,6 +403,17 @@ cgroupDriver: cgroupfs
         .any(|l| l.contains("/kube-proxy:v1.26.1")));
     assert!(missing_images.iter().any(|l| l.contains("/coredns:")));
     assert!(!init_log.contains("KubeletVersion"), "{init_log}");
+    // The kubeconfig's embedded certificate went to --cert-dir, as upstream's certificate
+    // manager puts it, so kubeadm's kubelet-finalize points the kubeconfig there.
+    assert!(
+        init_log.contains("[kubelet-finalize] Updating \"/etc/kubernetes/kubelet.conf\" to point to a rotatable kubelet client certificate and key"),
+        "{init_log}"
+    );
+    let cp_kubeconfig = std::fs::read_to_string(cp.etc("kubelet.conf")).expect("kubelet.conf");
+    assert!(
+        cp_kubeconfig.contains("/var/lib/kubelet/pki/kubelet-client-current.pem"),
+        "{cp_kubeconfig}"
+    );
 
     // rkubelet runs the four static pods; their mirror pods are Running in the API.
     wait_until(
@@ -582,6 +593,18 @@ nodeRegistration:
             format!("on {node}")
         );
     }
+    // The control-plane node's forced rotation: a certificate for its own identity.
+    wait_until(
+        "the control-plane node's renewed client certificate",
+        Duration::from_secs(120),
+        || {
+            let csrs = kubectl_json(&kube, &admin, &["get", "csr"]);
+            csrs["items"].as_array().into_iter().flatten().any(|c| {
+                c["spec"]["username"] == format!("system:node:{CONTROL_PLANE}")
+                    && c["status"]["certificate"].is_string()
+            })
+        },
+    );
     drop(worker);
     drop(cp);
 }

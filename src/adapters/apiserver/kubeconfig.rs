@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use secrecy::ExposeSecret;
 
 use crate::ports::api::{ConnectError, KubeconfigSummary};
 use crate::ports::error::Chain;
@@ -113,6 +114,18 @@ pub fn inspect(path: &Path) -> Result<KubeconfigSummary, ConnectError> {
         )?,
         None => None,
     };
+    let client_key = match &user {
+        Some(u) => file_or_data(
+            path,
+            "client key",
+            u.client_key.as_ref(),
+            u.client_key_data
+                .as_ref()
+                .map(|d| d.expose_secret().to_owned())
+                .as_ref(),
+        )?,
+        None => None,
+    };
     let ca_data = file_or_data(
         path,
         "certificate authority",
@@ -129,6 +142,7 @@ pub fn inspect(path: &Path) -> Result<KubeconfigSummary, ConnectError> {
         ca_data,
         insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
         client_certificate,
+        client_key,
         has_token: user
             .as_ref()
             .is_some_and(|u| u.token.is_some() || u.token_file.is_some()),

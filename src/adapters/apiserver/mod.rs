@@ -237,7 +237,28 @@ impl ApiConnector for KubeConnector {
     }
 
     async fn connect(&self, path: &Path) -> Result<ApiClients, ConnectError> {
+        let config = kubeconfig::client_config(path).await?;
+        self.clients(config, path)
+    }
+
+    async fn connect_as(&self, path: &Path, pair: &Path) -> Result<ApiClients, ConnectError> {
         let mut config = kubeconfig::client_config(path).await?;
+        let pair = pair.display().to_string();
+        config.auth_info.client_certificate = Some(pair.clone());
+        config.auth_info.client_key = Some(pair);
+        config.auth_info.client_certificate_data = None;
+        config.auth_info.client_key_data = None;
+        self.clients(config, path)
+    }
+}
+
+impl KubeConnector {
+    /// Clients over one connection made from `config` (read from `path`).
+    fn clients(
+        &self,
+        mut config: kube::config::Config,
+        path: &Path,
+    ) -> Result<ApiClients, ConnectError> {
         let server = config
             .cluster_url
             .to_string()

@@ -680,6 +680,15 @@ impl ApiConnector for FakeConnector {
         }
         Ok(self.server.clients())
     }
+
+    /// Recorded as the pair's path (the credentials the clients use).
+    async fn connect_as(&self, path: &Path, pair: &Path) -> Result<ApiClients, ConnectError> {
+        self.inspect(path)?;
+        if let Ok(mut c) = self.connections.lock() {
+            c.push(pair.to_path_buf());
+        }
+        Ok(self.server.clients())
+    }
 }
 
 #[async_trait]

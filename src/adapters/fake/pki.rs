@@ -63,7 +63,11 @@ impl Pki for FakePki {
 
     fn validity(&self, pem: &[u8]) -> Result<Validity, PkiError> {
         let text = String::from_utf8_lossy(pem);
+        // A pair file: the certificate's line, then the key's (as the PEM reader skips it).
         let dates = text
+            .lines()
+            .next()
+            .unwrap_or_default()
             .trim()
             .strip_prefix(CERT_PREFIX)
             .ok_or_else(|| PkiError::Certificate("not a fake certificate".into()))?;

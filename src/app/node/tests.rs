@@ -420,3 +420,59 @@ async fn a_certificate_wait_goes_on_with_the_clients_of_a_rotation() {
     assert_eq!(certificate, Ok(b"SERVING".to_vec()));
     assert!(before.count("get csr") > 1, "{:?}", before.journal());
 }
+
+/// kubeadm's control-plane node: the kubeconfig embeds the node's certificate and key,
+/// and `--cert-dir` is empty. As upstream's certificate manager, the pair is stored there
+/// (kubeadm's `kubelet-finalize` then points the kubeconfig at it) and rotated at once;
+/// the new clients use the issued pair.
+#[tokio::test(start_paused = true)]
+async fn rotation_takes_the_kubeconfigs_embedded_certificate_and_renews_it_at_once() {
+    let mut w = world();
+    let embedded = FakePki::certificate(1_767_225_600, 1_798_761_600);
+    w.connector.set_kubeconfig(
+        &kubeconfig(),
+        KubeconfigSummary {
+            server: "https://10.0.0.1:6443".into(),
+            client_certificate: Some(embedded.clone()),
+            client_key: Some(b"KEY\n".to_vec()),
+            ..KubeconfigSummary::default()
+        },
+    );
+    w.settings.rotate_certificates = true;
+    // The API server is a static pod of this very node: not up yet.
+    w.server.set_down(true);
+    let mut agent = run_node_agent(w.settings.clone(), w.deps.clone());
+    run_for(Duration::from_millis(300)).await;
+    // The kubeconfig's pair, first in --cert-dir.
+    assert_eq!(w.store.pair_names().len(), 1, "{:?}", w.store.pair_names());
+    let seeded = w.store.current().expect("read").expect("a current pair");
+    assert!(seeded.starts_with(&embedded) && seeded.ends_with(b"KEY\n"));
+    // Renewed as soon as the API server answers, not at 70-90 % of a year.
+    run_for(Duration::from_secs(20)).await;
+    assert!(w.server.csrs().is_empty());
+    w.server.set_down(false);
+    run_for(Duration::from_secs(60)).await;
+    let csrs = w.server.csrs();
+    let (name, csr) = csrs.iter().next().expect("a CSR at once");
+    assert_eq!(
+        csr.request.signer_name,
+        "kubernetes.io/kube-apiserver-client-kubelet"
+    );
+    w.server
+        .issue(name, &issued_certificate(&csr.request.request_pem));
+    run_for(Duration::from_secs(3)).await;
+    // The issued pair is the current one (stored in the same fake second, under the
+    // seeded pair's name, as upstream's file store names pairs by the second).
+    let current = w.store.current().expect("read").expect("a current pair");
+    assert!(
+        current.starts_with(&issued_certificate(&csr.request.request_pem)),
+        "{}",
+        String::from_utf8_lossy(&current)
+    );
+    assert_eq!(
+        w.connector.connections().last(),
+        Some(&PathBuf::from("/fake/pki/kubelet-client-current.pem")),
+        "the new clients use the issued pair"
+    );
+    agent.stop();
+}

@@ -288,19 +288,58 @@ fn jitter() -> f64 {
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Renew the client certificate at 70-90 % of its life, forever; each new certificate
-/// gives new clients to the loops.
+/// With no pair in `--cert-dir`, the kubeconfig's own client certificate and key (kubeadm
+/// embeds them on a control-plane node) become its first pair, as upstream's certificate
+/// manager stores its bootstrap certificate; kubeadm's `kubelet-finalize` phase then points
+/// the kubeconfig at `kubelet-client-current.pem`. Whether a pair was stored.
+fn seed_from_kubeconfig(agent: &Agent) -> Result<bool, TlsError> {
+    let deps = &agent.deps;
+    if deps.cert_store.current()?.is_some() {
+        return Ok(false);
+    }
+    let summary = deps.connector.inspect(&agent.settings.kubeconfig)?;
+    let (Some(certificate), Some(key)) = (summary.client_certificate, summary.client_key) else {
+        return Ok(false);
+    };
+    let mut pair = certificate;
+    if !pair.ends_with(b"\n") {
+        pair.push(b'\n');
+    }
+    pair.extend_from_slice(&key);
+    let path = deps.cert_store.store(
+        &prefixed_pair_file_name(CLIENT_PAIR_PREFIX, deps.clock.now_unix_nanos()),
+        &pair,
+    )?;
+    info!(kubeconfig = %agent.settings.kubeconfig.display(), path = %path.display(), "the kubeconfig's client certificate stored in --cert-dir; rotating it now");
+    Ok(true)
+}
+
+/// Renew the client certificate at 70-90 % of its life, forever (at once after taking the
+/// kubeconfig's, as upstream's forced rotation); each new certificate gives new clients to
+/// the loops, made with the pair `--cert-dir` holds.
 pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) {
     let deps = &agent.deps;
     let mut failures = FailureLog::new("rotating the client certificate");
     let mut retry = Duration::from_secs(2);
+    let mut rotate_now = match seed_from_kubeconfig(agent) {
+        Ok(seeded) => seeded,
+        Err(e) => {
+            warn!(error = %Chain(&e), "cannot store the kubeconfig's client certificate in --cert-dir");
+            false
+        }
+    };
     loop {
         let current = deps.cert_store.current().ok().flatten();
         let Some(validity) = current.and_then(|p| deps.pki.validity(&p).ok()) else {
-            warn!("certificate rotation is on, but --cert-dir has no current client certificate (rotation needs the TLS bootstrap layout); not rotating");
+            warn!("certificate rotation is on, but neither --cert-dir nor the kubeconfig has a client certificate and key; not rotating");
             return;
         };
-        let deadline = rotation_deadline(validity.not_before, validity.not_after, jitter());
+        // Forced until a renewal succeeds: the API server may not answer yet.
+        let deadline = if rotate_now {
+            now_secs(deps)
+        } else {
+            rotation_deadline(validity.not_before, validity.not_after, jitter())
+        };
         info!(
             expires = validity.not_after,
             rotation_deadline = deadline,
@@ -319,13 +358,18 @@ pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) 
         let renewed = async {
             let key = deps.pki.generate_key()?;
             let within = Duration::from_secs(600);
-            request_certificate(deps, node, &agent.clients, &key, false, within).await?;
-            Ok::<_, TlsError>(deps.connector.connect(&agent.settings.kubeconfig).await?)
+            let pair = request_certificate(deps, node, &agent.clients, &key, false, within).await?;
+            Ok::<_, TlsError>(
+                deps.connector
+                    .connect_as(&agent.settings.kubeconfig, &pair)
+                    .await?,
+            )
         };
         match renewed.await {
             Ok(new_clients) => {
                 failures.succeeded();
                 retry = Duration::from_secs(2);
+                rotate_now = false;
                 info!("Rotated the client certificate; API clients rebuilt");
                 clients_tx.send_replace(new_clients);
             }

@@ -61,6 +61,8 @@ pub struct KubeconfigSummary {
     pub insecure: bool,
     /// The client certificate (PEM) when the user has one, from a file or data.
     pub client_certificate: Option<Vec<u8>>,
+    /// The client certificate's key (PEM), from a file or data.
+    pub client_key: Option<Vec<u8>>,
     pub has_token: bool,
 }
 
@@ -96,4 +98,11 @@ pub trait ApiConnector: Send + Sync {
     /// # Errors
     /// [`ConnectError::Kubeconfig`] or [`ConnectError::Client`] (a bad CA or key).
     async fn connect(&self, kubeconfig: &Path) -> Result<ApiClients, ConnectError>;
+
+    /// Clients for the kubeconfig's server and CA, with the client certificate and key of
+    /// `pair` (one PEM file holding both: `--cert-dir`'s current pair) in place of the
+    /// kubeconfig's credentials.
+    /// # Errors
+    /// As [`ApiConnector::connect`].
+    async fn connect_as(&self, kubeconfig: &Path, pair: &Path) -> Result<ApiClients, ConnectError>;
 }
