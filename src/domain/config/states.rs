@@ -273,7 +273,40 @@ const ANYWAY: &[Anyway] = &[
     }),
     ("enableServer", "false", |v| v.as_bool() == Some(false)),
     ("failSwapOn", "false", |v| v.as_bool() == Some(false)),
+    // Graceful node shutdown off: rkubelet does not implement it. kubeadm writes these.
+    ("shutdownGracePeriod", "0s", is_zero_duration),
+    ("shutdownGracePeriodCriticalPods", "0s", is_zero_duration),
+    // No swap behaviour asked for.
+    ("memorySwap", "{}", |v| {
+        v.as_object().is_some_and(|o| o.is_empty())
+    }),
+    // No buffering of info lines in the JSON format: rkubelet writes each line at once.
+    (
+        "logging.options",
+        "{\"json\":{\"infoBufferSize\":\"0\"}}",
+        |v| {
+            v.as_object().is_some_and(|o| {
+                o.iter().all(|(k, json)| {
+                    k == "json"
+                        && json.as_object().is_some_and(|j| {
+                            j.iter().all(|(k, size)| {
+                                k == "infoBufferSize" && (size == "0" || size.as_i64() == Some(0))
+                            })
+                        })
+                })
+            })
+        },
+    ),
 ];
+
+/// A duration of nothing, as a file gives it (`0s`, `0`).
+fn is_zero_duration(value: &Value) -> bool {
+    value.as_i64() == Some(0)
+        || value.as_str().is_some_and(|text| {
+            crate::domain::units::duration::GoDuration::parse(text)
+                .is_ok_and(|d| d == crate::domain::units::duration::GoDuration::default())
+        })
+}
 
 /// Implemented fields some of whose values are not: the values given that rkubelet does
 /// not act on, in words, if any. Such a field is warned about with just those values.
@@ -675,7 +708,7 @@ mod tests {
                 ("read-only-port", "0"),
                 ("max-pods", "10"),
             ],
-            Some("hairpinMode: none\nlogging:\n  options: {}\nmaxPods: 20\n"),
+            Some("hairpinMode: none\nlogging:\n  options: {json: {infoBufferSize: 1Mi}}\nmaxPods: 20\n"),
         );
         let listed = not_implemented_given(&resolved);
         let pairs: Vec<(&str, &str)> = listed
@@ -688,7 +721,7 @@ mod tests {
                 ("--pod-infra-container-image", "pause:3.10"),
                 ("--storage-driver-password", "(redacted)"),
                 ("hairpinMode", "none"),
-                ("logging.options", "{}"),
+                ("logging.options", "{\"json\":{\"infoBufferSize\":\"1Mi\"}}"),
             ]
         );
         let warning = not_implemented_warning(&listed).expect("a warning");
@@ -804,6 +837,45 @@ mod tests {
             Some("memoryReservationPolicy: None\nreservedMemory: []\n"),
         );
         assert!(not_implemented_given(&quiet).is_empty());
+    }
+
+    /// kubeadm's `config.yaml` (v1.26.1's, as `kubeadm init` wrote it here): its zero and
+    /// empty values ask for nothing rkubelet lacks, except the two whose zero means
+    /// upstream's default, which rkubelet does not implement.
+    #[test]
+    fn kubeadms_zero_values_warn_only_where_the_default_is_not_implemented() {
+        let kubeadm = "logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: \"0\"
+  verbosity: 0
+memorySwap: {}
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+streamingConnectionIdleTimeout: 0s
+volumeStatsAggPeriod: 0s
+";
+        let listed: Vec<String> = not_implemented_given(&resolve(&[], Some(kubeadm)))
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            listed,
+            ["streamingConnectionIdleTimeout", "volumeStatsAggPeriod"]
+        );
+        let asked = "shutdownGracePeriod: 30s
+memorySwap: {swapBehavior: LimitedSwap}
+logging: {options: {json: {infoBufferSize: 64Ki}}}
+";
+        let listed: Vec<String> = not_implemented_given(&resolve(&[], Some(asked)))
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            listed,
+            ["memorySwap", "logging.options", "shutdownGracePeriod"]
+        );
     }
 
     // Upstream's `ReservedMemoryVar` format and words.
