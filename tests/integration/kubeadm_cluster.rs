@@ -593,10 +593,12 @@ nodeRegistration:
             format!("on {node}")
         );
     }
-    // The control-plane node's forced rotation: a certificate for its own identity.
+    // The control-plane node's forced rotation: a certificate for its own identity (its
+    // request is retried every 30 s at most until the API server answers; approved once
+    // kubeadm's bootstrap-token phase has bound system:nodes to self-renewal).
     wait_until(
         "the control-plane node's renewed client certificate",
-        Duration::from_secs(120),
+        Duration::from_secs(180),
         || {
             let csrs = kubectl_json(&kube, &admin, &["get", "csr"]);
             csrs["items"].as_array().into_iter().flatten().any(|c| {

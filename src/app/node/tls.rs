@@ -376,7 +376,10 @@ pub async fn run_rotation(agent: &Agent, clients_tx: watch::Sender<ApiClients>) 
             Err(e) => {
                 failures.failed(&e);
                 tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(Duration::from_secs(300));
+                // A forced renewal waits mostly for the API server to come up (a static
+                // pod of this node): asked again within 30 s of it answering.
+                let most = if rotate_now { 30 } else { 300 };
+                retry = (retry * 2).min(Duration::from_secs(most));
             }
         }
     }
