@@ -770,10 +770,7 @@ fn start_log_rotation(started: &Started, deps: &Deps, shutdown: &watch::Receiver
 
 /// `--runonce`: start the static pods once, wait until they run, report, return.
 async fn run_pods_once(started: &Started, deps: &Deps) -> Result<StopReason, StartupError> {
-    let events = PodEventSink::new();
-    if started.resolved.node.runtime_endpoint.is_simulated() {
-        events.mark_simulated();
-    }
+    let events = PodEventSink::for_runtime(started.resolved.node.runtime_endpoint.is_simulated());
     let ctx = sync_context(started, deps, events, None, None, None)?;
     let sources = pod_sources(started, deps)?;
     let results = run_once(ctx, sources).await;
@@ -818,10 +815,11 @@ impl PodLinks {
         cache_ttl: Duration,
         csi_plugins: Arc<dyn crate::ports::csi::CsiPlugins>,
         devices: Arc<crate::app::devices::DeviceManager>,
+        events: PodEventSink,
     ) -> Self {
         let csi_drivers = crate::app::plugins::CsiDrivers::default();
         PodLinks {
-            events: PodEventSink::new(),
+            events,
             static_pods: watch::channel(Vec::new()).0,
             volumes: Arc::new(
                 VolumeManager::standalone(clock, files)
@@ -1044,10 +1042,8 @@ pub async fn run(
                     .enabled(crate::domain::devices::pod_resources::GET_FEATURE_GATE),
             ),
         ),
+        PodEventSink::for_runtime(started.resolved.node.runtime_endpoint.is_simulated()),
     );
-    if started.resolved.node.runtime_endpoint.is_simulated() {
-        links.events.mark_simulated();
-    }
     // Before the pods are admitted: the checkpoint tells which devices they hold.
     // Without its sockets the node runs on, with no device plugin (upstream fails).
     if let Err(e) = links.devices.start().await {

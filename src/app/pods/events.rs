@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tracing::{info, warn};
@@ -18,7 +17,7 @@ use crate::domain::pod::{log_ref, Pod};
 pub struct PodEventSink {
     recorder: Arc<OnceLock<EventRecorder>>,
     /// The node runs the simulated runtime: every event's message says so.
-    simulated: Arc<AtomicBool>,
+    simulated: bool,
 }
 
 impl PodEventSink {
@@ -26,9 +25,13 @@ impl PodEventSink {
         Self::default()
     }
 
-    /// The node runs the simulated runtime (`fake://`): events say that nothing ran.
-    pub fn mark_simulated(&self) {
-        self.simulated.store(true, Ordering::Relaxed);
+    /// The sink of a node whose runtime is simulated (`fake://`) or not: on the simulated
+    /// runtime, events say that nothing ran.
+    pub fn for_runtime(simulated: bool) -> Self {
+        PodEventSink {
+            simulated,
+            ..Self::default()
+        }
     }
 
     /// From now on events also go to `recorder` (the first connection stays).
@@ -70,7 +73,7 @@ impl PodEventSink {
         event: NodeEvent,
         annotations: BTreeMap<String, String>,
     ) {
-        let event = if self.simulated.load(Ordering::Relaxed) {
+        let event = if self.simulated {
             on_simulated_runtime(event)
         } else {
             event
