@@ -8,10 +8,12 @@
 //! `RKUBELET_BENCH_CLAIM_RUNS` (3); `RKUBELET_BENCH_CLAIM_PODS` (30) such pairs created at
 //! once to all `Running`; the kubelet's resident memory with them. The baseline: the
 //! driver's own calls for one volume issued bare on its socket (`CreateVolume`,
-//! `NodeStageVolume`, `NodePublishVolume`), median of as many runs. Goals: one pod faster
-//! than upstream's; within 1.2x of the bare driver calls (issue 33's words; the API's
-//! provisioning and binding alone take longer, so it is printed, not met: the kubelet's
-//! own part is printed beside it). Needs root, containerd, the control plane, the
+//! `NodeStageVolume`, `NodePublishVolume`), median of as many runs, and a pod's CRI
+//! calls issued bare (RunPodSandbox, CreateContainer, StartContainer). Goals: one pod
+//! faster than upstream's; within 1.2x of the bare driver calls (issue 33's words; the
+//! API's provisioning and binding alone take longer, so it is printed, not met);
+//! restated (proposed): the kubelet's own part, from the claim bound to the pod Running,
+//! within 1.2x of the bare `NodeStageVolume` + `NodePublishVolume` plus the bare pod. Needs root, containerd, the control plane, the
 //! upstream kubelet and the CSI binaries; fails, saying which is missing, without them.
 
 #[allow(dead_code)]
@@ -101,7 +103,12 @@ struct Figures {
     bound_to_running: Vec<f64>,
     many_running: Option<f64>,
     rss_mib: Option<f64>,
+    /// The driver's three calls for one volume, bare.
     bare: Vec<f64>,
+    /// Of those, `NodeStageVolume` + `NodePublishVolume`: the node's part.
+    bare_node: Vec<f64>,
+    /// A pod's RunPodSandbox + CreateContainer + StartContainer, bare.
+    bare_pod: Vec<f64>,
 }
 
 fn claim_and_pod(name: &str, node: &str, image: &str) -> String {
@@ -190,8 +197,9 @@ async fn channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
 }
 
 /// The driver's calls for one volume, bare: `CreateVolume`, `NodeStageVolume`,
-/// `NodePublishVolume`; then undone (not timed).
-async fn bare_calls(socket: &Path, dir: &Path, i: usize) -> Result<Duration, String> {
+/// `NodePublishVolume`, then undone (not timed): how long all three took, and the last
+/// two (the node's part).
+async fn bare_calls(socket: &Path, dir: &Path, i: usize) -> Result<(Duration, Duration), String> {
     use csi::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
     let channel = channel(socket).await?;
     let mut controller = csi::controller_client::ControllerClient::new(channel.clone());
@@ -221,6 +229,7 @@ async fn bare_calls(socket: &Path, dir: &Path, i: usize) -> Result<Duration, Str
         .into_inner()
         .volume
         .ok_or("CreateVolume: no volume")?;
+    let created = Instant::now();
     node.node_stage_volume(csi::NodeStageVolumeRequest {
         volume_id: volume.volume_id.clone(),
         staging_target_path: staging.display().to_string(),
@@ -240,7 +249,7 @@ async fn bare_calls(socket: &Path, dir: &Path, i: usize) -> Result<Duration, Str
     })
     .await
     .map_err(|e| format!("NodePublishVolume: {e}"))?;
-    let took = started.elapsed();
+    let took = (started.elapsed(), created.elapsed());
     let _ = node
         .node_unpublish_volume(csi::NodeUnpublishVolumeRequest {
             volume_id: volume.volume_id.clone(),
@@ -405,9 +414,24 @@ fn measure(
     let mut figures = Figures::default();
     let runs = env_number("RKUBELET_BENCH_CLAIM_RUNS", 3).max(1);
     if kind == Kubelet::Rkubelet {
+        // The CRI client's channel is made on the runtime.
+        let _in_runtime = rt.enter();
+        let bare_cri = common::bare_cri::BareCri {
+            cri: rkubelet::adapters::cri::CriRuntime::connect(
+                &ctrd.var("CRI_ENDPOINT"),
+                Duration::from_secs(30),
+            )
+            .map_err(|e| format!("CRI client: {e}"))?,
+            busybox: image.clone(),
+            logs: PathBuf::from(ctrd.var("RKUBELET_POD_LOG_ROOT")),
+        };
         for i in 0..runs {
-            let took = rt.block_on(bare_calls(&socket, dir.path(), i))?;
-            figures.bare.push(took.as_secs_f64());
+            let (all, node_part) = rt.block_on(bare_calls(&socket, dir.path(), i))?;
+            figures.bare.push(all.as_secs_f64());
+            figures.bare_node.push(node_part.as_secs_f64());
+            figures
+                .bare_pod
+                .push(rt.block_on(bare_cri.run(i))?.as_secs_f64());
         }
     }
     let apply = |name: &str, yaml: &str| -> Result<(), String> {
@@ -524,10 +548,29 @@ fn main() {
         "claims: the driver's calls for one volume issued bare (CreateVolume, NodeStageVolume, NodePublishVolume, median): {}; rkubelet's pod above takes {within} (the API's provisioning and binding are in it)",
         secs(bare)
     );
+    // The goal restated for what a kubelet controls (proposed in issue 33): from the
+    // claim bound to the pod Running, against the node's driver calls and a pod's CRI
+    // calls issued bare. The API's status round trip is in ours, not in the baseline.
+    let own = median(&ours.bound_to_running);
+    let bare_own = match (median(&ours.bare_node), median(&ours.bare_pod)) {
+        (Some(n), Some(p)) => Some(n + p),
+        _ => None,
+    };
+    let own_within = match (own, bare_own) {
+        (Some(o), Some(b)) => format!(
+            "{:.2}x; restated goal within 1.2x: {}",
+            o / b,
+            verdict(o <= b * 1.2)
+        ),
+        _ => "restated goal within 1.2x: NOT MET, not measured".into(),
+    };
     println!(
-        "claims: from the claim seen bound to the pod Running, the kubelet's own part (median): rkubelet {}, upstream {} (no goal)",
-        secs(median(&ours.bound_to_running)),
-        secs(median(&up.bound_to_running))
+        "claims: from the claim seen bound to the pod Running, the kubelet's own part (median): rkubelet {}, upstream {}; bare NodeStageVolume + NodePublishVolume {} + bare CRI pod {} = {}; rkubelet takes {own_within}",
+        secs(own),
+        secs(median(&up.bound_to_running)),
+        secs(median(&ours.bare_node)),
+        secs(median(&ours.bare_pod)),
+        secs(bare_own),
     );
     let count = env_number("RKUBELET_BENCH_CLAIM_PODS", 30);
     println!(

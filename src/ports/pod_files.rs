@@ -190,6 +190,24 @@ pub trait PodFiles: Send + Sync {
     /// # Errors
     /// [`PodFilesError::Io`].
     fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError>;
+
+    /// Upstream's `MapBlockVolume` on the node: makes `map` (its folder too) a file
+    /// bind-mounted to the device file `device` (kept when it already is), then holds the
+    /// device open with a loop device over `map` (upstream's descriptor lock, so the
+    /// device cannot be removed and its name reused while a pod uses it), unless one is
+    /// there already.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`] naming the step that failed.
+    fn map_block_device(&self, device: &Path, map: &Path) -> Result<(), PodFilesError>;
+
+    /// Undoes [`PodFiles::map_block_device`]: detaches the loop device over `map`,
+    /// unmounts `map` and removes it. A missing map is already undone; one mapped by
+    /// the upstream kubelet is undone the same way.
+    ///
+    /// # Errors
+    /// [`PodFilesError::Io`] naming the step that failed.
+    fn unmap_block_device(&self, map: &Path) -> Result<(), PodFilesError>;
 }
 
 /// Refuses every operation: the default until a real adapter is given.
@@ -264,6 +282,14 @@ impl PodFiles for NoPodFiles {
     }
 
     fn remove_dir_all(&self, _dir: &Path) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn map_block_device(&self, _device: &Path, _map: &Path) -> Result<(), PodFilesError> {
+        Err(PodFilesError::Unavailable)
+    }
+
+    fn unmap_block_device(&self, _map: &Path) -> Result<(), PodFilesError> {
         Err(PodFilesError::Unavailable)
     }
 }

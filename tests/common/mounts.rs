@@ -16,9 +16,33 @@ pub fn mounts_below(prefix: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Unmounts every mount at or below `dir`, deepest first, each detached (a kubelet's
-/// self-bind is unmounted after the volumes inside it).
+/// The loop devices whose backing files are at or below `dir` (a CSI driver's block
+/// volumes, a kubelet's global maps), by sysfs.
+pub fn loop_devices_below(dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    let Ok(devices) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    devices
+        .flatten()
+        .filter_map(|entry| {
+            let backing = std::fs::read_to_string(entry.path().join("loop/backing_file")).ok()?;
+            let backing = backing.trim_end_matches('\n');
+            (backing.starts_with(&prefix) || Path::new(backing) == dir)
+                .then(|| format!("/dev/{}", entry.file_name().to_string_lossy()))
+        })
+        .collect()
+}
+
+/// Detaches the loop devices below `dir`, then unmounts every mount at or below it,
+/// deepest first, each detached (a kubelet's self-bind is unmounted after the volumes
+/// inside it). A loop device still open is detached by the kernel on its last close.
 pub fn unmount_below(dir: &Path) {
+    for device in loop_devices_below(dir) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &device])
+            .output();
+    }
     let mut mounts = mounts_below(dir);
     mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
     for mount in mounts {

@@ -111,6 +111,83 @@ async fn controller_expand(socket: &Path, handle: &str, bytes: i64) {
     assert!(answer.node_expansion_required, "{answer:?}");
 }
 
+/// Plays csi-resizer (not among the peers) for the claim `claim` of the volume `pv`
+/// (driver handle `handle`): the driver's ControllerExpandVolume to 2Mi, the claim's
+/// request and the volume's capacity raised, the claim's FileSystemResizePending
+/// condition. Then waits for the kubelet to grow it on the node and give the claim its
+/// new size, with upstream's event on the pod `pod`.
+async fn resize_to_2mi(
+    cluster: &Cluster,
+    socket: &Path,
+    claim: &str,
+    pv: &str,
+    handle: &str,
+    pod: &str,
+) {
+    controller_expand(socket, handle, 2 << 20).await;
+    for (kind, name, subresource, patch) in [
+        (
+            "pvc",
+            claim,
+            None,
+            r#"{"spec":{"resources":{"requests":{"storage":"2Mi"}}}}"#,
+        ),
+        ("pv", pv, None, r#"{"spec":{"capacity":{"storage":"2Mi"}}}"#),
+        (
+            "pvc",
+            claim,
+            Some("--subresource=status"),
+            r#"{"status":{"conditions":[{"type":"FileSystemResizePending","status":"True"}]}}"#,
+        ),
+    ] {
+        let mut args = vec!["patch", kind, name, "--type=merge", "-p", patch];
+        args.extend(subresource);
+        let out = cluster.kubectl(&args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eventually(60, "the claim's status at its new size", || {
+        let c = cluster.get_json(&["pvc", claim])?;
+        (c["status"]["capacity"]["storage"] == "2Mi"
+            && c["status"]["conditions"]
+                .as_array()
+                .is_none_or(|conditions| conditions.is_empty()))
+        .then_some(())
+    });
+    let resized = format!("MountVolume.NodeExpandVolume succeeded for volume \"{pv}\" {NODE}");
+    assert!(
+        crate::common::api_pods::events_of(cluster, pod)
+            .iter()
+            .any(|(kind, reason, m)| kind == "Normal"
+                && reason == "FileSystemResizeSuccessful"
+                && *m == resized),
+        "{resized}: {:?}",
+        crate::common::api_pods::events_of(cluster, pod)
+    );
+}
+
+/// The claim `claim`'s volume as the driver measures it, in `/stats/summary` through the
+/// API server's node proxy, once it is there; and whether `/metrics` has its
+/// `kubelet_volume_stats_used_bytes` series.
+fn measured_claim(cluster: &Cluster, claim: &str) -> (Value, bool) {
+    let measured = eventually(60, "the claim's volume in /stats/summary", || {
+        let summary: Value = serde_json::from_str(&text(&proxy(cluster, "/stats/summary"))).ok()?;
+        summary["pods"]
+            .as_array()?
+            .iter()
+            .flat_map(|p| p["volume"].as_array().cloned().unwrap_or_default())
+            .find(|v| v["pvcRef"]["name"] == claim)
+    });
+    let series = format!(
+        "kubelet_volume_stats_used_bytes{{namespace=\"default\",persistentvolumeclaim=\"{claim}\"}}"
+    );
+    let metrics = text(&proxy(cluster, "/metrics"));
+    (measured, metrics.lines().any(|l| l.starts_with(&series)))
+}
+
 fn csi_node_drivers(cluster: &crate::common::cluster::Cluster) -> Option<Vec<Value>> {
     let csi_node = cluster.get_json(&["csinode", NODE])?;
     Some(
@@ -384,15 +461,7 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
     );
     // Its usage as the driver measures it (`NodeGetVolumeStats`), in the summary API and
     // upstream's `kubelet_volume_stats_*` series, through the API server's node proxy.
-    let measured = eventually(60, "the claim's volume in /stats/summary", || {
-        let summary: Value =
-            serde_json::from_str(&text(&proxy(&cluster, "/stats/summary"))).ok()?;
-        summary["pods"]
-            .as_array()?
-            .iter()
-            .flat_map(|p| p["volume"].as_array().cloned().unwrap_or_default())
-            .find(|v| v["pvcRef"]["name"] == "data")
-    });
+    let (measured, in_metrics) = measured_claim(&cluster, "data");
     assert_eq!(measured["pvcRef"]["namespace"], "default", "{measured}");
     assert_eq!(measured["name"], "data", "{measured}");
     for field in [
@@ -406,12 +475,9 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         assert!(measured[field].is_u64(), "{field} in {measured}");
     }
     assert!(measured["capacityBytes"].as_u64() > Some(0), "{measured}");
-    let metrics = text(&proxy(&cluster, "/metrics"));
-    let series =
-        "kubelet_volume_stats_used_bytes{namespace=\"default\",persistentvolumeclaim=\"data\"}";
     assert!(
-        metrics.lines().any(|l| l.starts_with(series)),
-        "{series} expected in:\n{metrics}"
+        in_metrics,
+        "kubelet_volume_stats_used_bytes of claim data in /metrics"
     );
     let out = cluster.kubectl(&["delete", "pod", "db1", "--wait=true"]);
     assert!(
@@ -437,54 +503,7 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         .get_json(&["pvc", "data"])
         .and_then(|c| c["spec"]["volumeName"].as_str().map(str::to_owned))
         .expect("the claim's volume");
-    controller_expand(&socket, &handle, 2 << 20).await;
-    for (kind, name, subresource, patch) in [
-        (
-            "pvc",
-            "data",
-            None,
-            r#"{"spec":{"resources":{"requests":{"storage":"2Mi"}}}}"#,
-        ),
-        (
-            "pv",
-            pv_name.as_str(),
-            None,
-            r#"{"spec":{"capacity":{"storage":"2Mi"}}}"#,
-        ),
-        (
-            "pvc",
-            "data",
-            Some("--subresource=status"),
-            r#"{"status":{"conditions":[{"type":"FileSystemResizePending","status":"True"}]}}"#,
-        ),
-    ] {
-        let mut args = vec!["patch", kind, name, "--type=merge", "-p", patch];
-        args.extend(subresource);
-        let out = cluster.kubectl(&args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    eventually(60, "the claim's status at its new size", || {
-        let c = cluster.get_json(&["pvc", "data"])?;
-        (c["status"]["capacity"]["storage"] == "2Mi"
-            && c["status"]["conditions"]
-                .as_array()
-                .is_none_or(|conditions| conditions.is_empty()))
-        .then_some(())
-    });
-    let resized = format!("MountVolume.NodeExpandVolume succeeded for volume \"{pv_name}\" {NODE}");
-    assert!(
-        crate::common::api_pods::events_of(&cluster, "db2")
-            .iter()
-            .any(|(kind, reason, m)| kind == "Normal"
-                && reason == "FileSystemResizeSuccessful"
-                && *m == resized),
-        "{resized}: {:?}",
-        crate::common::api_pods::events_of(&cluster, "db2")
-    );
+    resize_to_2mi(&cluster, &socket, "data", &pv_name, &handle, "db2").await;
     let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
     assert!(
         log.lines().any(
@@ -783,6 +802,59 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
                 && l.contains(&format!("volumeDevices/staging/{raw_pv}"))),
         "staged at upstream's block staging path:\n{log}"
     );
+    // Upstream's global map (`MapBlockVolume`): the device bound on
+    // `volumeDevices/<pv>/dev/<pod uid>` and held open by a loop device over it, where an
+    // upstream kubelet taking the node over finds it.
+    let global_map = devices.join(&raw_pv).join("dev").join(&raw1_uid);
+    assert!(
+        mounts_below(&devices).contains(&global_map.display().to_string()),
+        "the device bound at the global map {}: {:?}",
+        global_map.display(),
+        mounts_below(&devices)
+    );
+    assert_eq!(
+        crate::common::mounts::loop_devices_below(&global_map).len(),
+        1,
+        "one loop device holds the global map"
+    );
+    // Measured by the driver there (upstream's block metrics), with its claim.
+    let (measured, in_metrics) = measured_claim(&cluster, "raw");
+    assert_eq!(measured["name"], "data", "{measured}");
+    assert!(measured["capacityBytes"].as_u64() > Some(0), "{measured}");
+    assert!(
+        in_metrics,
+        "kubelet_volume_stats_used_bytes of claim raw in /metrics"
+    );
+    assert!(
+        std::fs::read_to_string(&driver_log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("/csi.v1.Node/NodeGetVolumeStats")
+                && l.contains(&global_map.display().to_string())),
+        "NodeGetVolumeStats at the global map"
+    );
+    // Grown online: the driver's NodeExpandVolume of the device the pod has, as a block
+    // volume (upstream's block expansion: the publish path, the block staging path).
+    let raw_handle = cluster
+        .get_json(&["pv", &raw_pv])
+        .and_then(|pv| {
+            pv["spec"]["csi"]["volumeHandle"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("the raw claim's volume handle");
+    resize_to_2mi(&cluster, &socket, "raw", &raw_pv, &raw_handle, "raw1").await;
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        log.lines().any(
+            |l| l.contains("\"Method\":\"/csi.v1.Node/NodeExpandVolume\"")
+                && l.contains("\"required_bytes\":2097152")
+                && l.contains(&publish_file.display().to_string())
+                && l.contains(&format!("volumeDevices/staging/{raw_pv}"))
+                && l.to_lowercase().contains("\"block\":{")
+        ),
+        "NodeExpandVolume of the block volume to 2Mi:\n{log}"
+    );
     let selector = "involvedObject.name=wrongmode,reason=FailedMount";
     let wrong = "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC default/data: volume data has volumeMode Filesystem, but is specified in volumeDevices";
     eventually(60, "FailedMount of pod wrongmode", || {
@@ -799,9 +871,15 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually(60, "raw1's device unpublished and unstaged", || {
-        mounts_below(&devices).is_empty().then_some(())
-    });
+    eventually(
+        60,
+        "raw1's device unmapped, unpublished and unstaged",
+        || {
+            (mounts_below(&devices).is_empty()
+                && crate::common::mounts::loop_devices_below(&devices).is_empty())
+            .then_some(())
+        },
+    );
     cluster.apply(&block_pod("raw2", "raw"));
     running(&cluster, "raw2");
     let (out, code) = node

@@ -70,7 +70,7 @@ fn capability(volume: &CsiPublish) -> csi::VolumeCapability {
         CsiAccessMode::MultiNodeMultiWriter => Mode::MultiNodeMultiWriter,
         CsiAccessMode::SingleNodeSingleWriter => Mode::SingleNodeSingleWriter,
     };
-    let access_type = if volume.pod_device_link.is_some() {
+    let access_type = if volume.block.is_some() {
         AccessType::Block(BlockVolume {})
     } else {
         AccessType::Mount(MountVolume {

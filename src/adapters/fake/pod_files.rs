@@ -482,7 +482,43 @@ impl PodFiles for FakePodFiles {
     }
 
     fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError> {
-        self.state().tree.retain(|p, _| !p.starts_with(dir));
+        let mut state = self.state();
+        if let Some(point) = state.mounts.keys().find(|p| p.starts_with(dir)) {
+            // As the kernel refuses to remove a mount point.
+            return Err(io_error("remove", point, io::ErrorKind::ResourceBusy));
+        }
+        state.tree.retain(|p, _| !p.starts_with(dir));
+        Ok(())
+    }
+
+    fn map_block_device(&self, device: &Path, map: &Path) -> Result<(), PodFilesError> {
+        let mut state = self.state();
+        if let Some(parent) = map.parent() {
+            state.make_dirs(parent, Some(0o750))?;
+        }
+        if !state.tree.contains_key(map) {
+            state.tree.insert(
+                map.to_owned(),
+                Node {
+                    entry: FakeEntry::File(Vec::new()),
+                    mode: 0o750,
+                    gid: 0,
+                },
+            );
+        }
+        state
+            .mounts
+            .insert(map.to_owned(), format!("bind={},loop", device.display()));
+        Ok(())
+    }
+
+    fn unmap_block_device(&self, map: &Path) -> Result<(), PodFilesError> {
+        let mut state = self.state();
+        if state.stuck.contains(map) {
+            return Err(io_error("unmount", map, io::ErrorKind::ResourceBusy));
+        }
+        state.mounts.remove(map);
+        state.tree.remove(map);
         Ok(())
     }
 }

@@ -994,10 +994,11 @@ fn describe_mount(
                 p.target_path.display(),
                 if p.readonly { " read-only" } else { "" }
             ));
-            if let Some(link) = &p.pod_device_link {
+            if let Some(map) = &p.block {
                 words.push_str(&format!(
-                    ", a block device given to containers from {}",
-                    link.display()
+                    ", a block device given to containers from {}, held at {}",
+                    map.pod_link.display(),
+                    map.global_map.display()
                 ));
             }
             let id =

@@ -583,9 +583,9 @@ impl VolumeManager {
             .await
     }
 
-    /// The pod's claims as [`Self::claims`] reads them, read again (every 0.1 s,
-    /// then up to every 0.5 s) while one is missing or not bound yet, up to
-    /// `CLAIM_WAIT`.
+    /// The pod's claims as [`Self::claims`] reads them, read again every 0.1 s (upstream's
+    /// desired-state populator reads a pod's unbound claims each 100 ms loop) while one
+    /// is missing or not bound yet, up to `CLAIM_WAIT`.
     async fn claims_once_bound(
         &self,
         api: &dyn PodObjectsApi,
@@ -594,7 +594,7 @@ impl VolumeManager {
         now: Duration,
     ) -> PodObjects {
         let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
-        let mut pause = Duration::from_millis(100);
+        let pause = Duration::from_millis(100);
         loop {
             let objects = self.claims(api, ns, names.clone(), now).await;
             let unbound = objects.claims.values().any(|c| match c {
@@ -606,7 +606,6 @@ impl VolumeManager {
                 return objects;
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
         }
     }
 
@@ -811,10 +810,6 @@ impl VolumeManager {
                 let Ok(VolumeAction::Csi(publish)) = &plan.action else {
                     return None;
                 };
-                // A Block volume is grown by its driver alone: no file system to grow.
-                if publish.pod_device_link.is_some() {
-                    return None;
-                }
                 let volume = pod.spec.volumes.iter().find(|v| v.name == plan.name)?;
                 let expansion = node_expansion(pod, volume, &inputs.objects)?;
                 Some((
@@ -933,13 +928,15 @@ impl VolumeManager {
             .iter()
             .filter_map(|plan| {
                 let by = match &plan.action {
-                    Ok(VolumeAction::Csi(publish)) if publish.pod_device_link.is_none() => {
-                        MeasuredBy::Driver {
-                            driver: publish.driver.clone(),
-                            volume_handle: publish.volume_handle.clone(),
-                            target_path: publish.target_path.clone(),
-                        }
-                    }
+                    // A Block volume is measured at its global map, as upstream's.
+                    Ok(VolumeAction::Csi(publish)) => MeasuredBy::Driver {
+                        driver: publish.driver.clone(),
+                        volume_handle: publish.volume_handle.clone(),
+                        target_path: publish.block.as_ref().map_or_else(
+                            || publish.target_path.clone(),
+                            |map| map.global_map.clone(),
+                        ),
+                    },
                     Ok(VolumeAction::Local { path, .. }) => {
                         MeasuredBy::Statfs { path: path.clone() }
                     }
@@ -1084,7 +1081,7 @@ impl VolumeManager {
             }
         }
         publish.secrets.as_ref().map_err(Clone::clone)?;
-        if publish.pod_device_link.is_some() {
+        if publish.block.is_some() {
             // The driver makes the device file; its folder is the kubelet's.
             if let Some(dir) = publish.target_path.parent().map(Path::to_path_buf) {
                 off_runtime(&self.files, move |f| f.create_dir_all(&dir, Some(0o750)))
@@ -1101,17 +1098,25 @@ impl VolumeManager {
             .node_publish(endpoint, publish, staged)
             .await
             .map_err(|e| Chain(&e).to_string())?;
-        if let Some(link) = publish.pod_device_link.clone() {
-            // The containers' devices are given from this link, as upstream's.
-            let target = publish.target_path.clone();
+        if let Some(map) = publish.block.clone() {
+            // The containers' devices are given from the pod's link, as upstream's; the
+            // global map holds the device while the pod uses it.
+            let device = publish.target_path.clone();
             off_runtime(&self.files, move |f| {
-                if let Some(dir) = link.parent() {
+                if let Some(dir) = map.pod_link.parent() {
                     f.create_dir_all(dir, Some(0o750))?;
                 }
-                f.symlink(&target, &link)
+                f.symlink(&device, &map.pod_link)?;
+                f.map_block_device(&device, &map.global_map)
             })
             .await
-            .map_err(|e| format!("blkUtil.MapDevice failed: {}", Chain(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "blkUtil.MapDevice failed. devicePath: {}: {}",
+                    publish.target_path.display(),
+                    Chain(&e)
+                )
+            })?;
         }
         if let Some(owner) = publish.owner.clone() {
             off_runtime(&self.files, move |f| f.give_to_fs_group(&owner))
@@ -1238,6 +1243,15 @@ impl VolumeManager {
                 .ok()
                 .flatten()
                 .and_then(|data| published_block_volume(root, &name, uid, &data));
+            // The global map first, as upstream's `UnmapBlockVolume`: the device is let go
+            // before the driver unpublishes it.
+            let map = paths.global_map_dir.join(uid);
+            let unmapped = off_runtime(&self.files, move |f| f.unmap_block_device(&map)).await;
+            if let Err(e) = unmapped {
+                warn!(volume = %name, err = %Chain(&e), "UnmapVolume.UnmapBlockVolume failed");
+                all = false;
+                continue;
+            }
             let outcome = match &volume {
                 // Nothing says what it was: nothing to unpublish.
                 None => Ok(()),
@@ -1725,9 +1739,9 @@ mod tests {
         let inputs = vm.inputs(&p).await;
         // Read again while the sync waits for the binding, up to CLAIM_WAIT; no volume
         // read (an unbound claim names none).
-        assert_eq!(started.elapsed(), Duration::from_millis(4700));
+        assert_eq!(started.elapsed(), Duration::from_millis(5000));
         let unbound_reads = api.calls();
-        assert_eq!(unbound_reads, 12, "the claim alone, read again and again");
+        assert_eq!(unbound_reads, 51, "the claim alone, read every 0.1 s");
         let failed = vm.set_up(&ctx, &p, &inputs).await;
         assert_eq!(
             failed[0].message,
@@ -1875,6 +1889,7 @@ mod tests {
         FakeObjects,
         crate::adapters::fake::FakeCsiPlugins,
         Arc<FakeClock>,
+        FakePodFiles,
     ) {
         use crate::adapters::fake::FakeCsiPlugins;
         use crate::domain::csi::DriverNodeInfo;
@@ -1922,10 +1937,10 @@ mod tests {
             endpoint: endpoint.into(),
             version: crate::domain::csi::Version(1, 0, 0),
         });
-        let vm = VolumeManager::standalone(clock.clone(), Arc::new(files))
+        let vm = VolumeManager::standalone(clock.clone(), Arc::new(files.clone()))
             .with_api(Arc::new(api.clone()))
             .with_csi(drivers, Arc::new(plugins.clone()));
-        (vm, api, plugins, clock)
+        (vm, api, plugins, clock, files)
     }
 
     fn hostpath_source(handle: &str) -> crate::domain::volumes::claim::CsiPersistentSource {
@@ -1957,7 +1972,7 @@ mod tests {
             namespace: "storage".into(),
             name: "creds".into(),
         });
-        let (vm, api, plugins, clock) = csi_claim_fixture(source, vec!["noatime".into()]);
+        let (vm, api, plugins, clock, _files) = csi_claim_fixture(source, vec!["noatime".into()]);
         let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
         let p = claim_pod("a");
         let inputs = vm.inputs(&p).await;
@@ -1993,7 +2008,8 @@ mod tests {
     #[tokio::test]
     async fn a_running_pods_claim_grown_by_a_resizer_is_expanded_on_the_node() {
         use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData};
-        let (vm, api, plugins, clock) = csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
+        let (vm, api, plugins, clock, _files) =
+            csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
         let claim = |capacity: &str| ClaimData {
             uid: "c-uid".into(),
             volume_name: "pvc-1".into(),
@@ -2067,7 +2083,7 @@ mod tests {
     async fn a_driver_with_volume_mount_group_applies_the_pods_fs_group() {
         let mut source = hostpath_source("vol-1");
         source.fs_type = "ext4".into();
-        let (vm, _api, plugins, _clock) = csi_claim_fixture(source, Vec::new());
+        let (vm, _api, plugins, _clock, _files) = csi_claim_fixture(source, Vec::new());
         let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
         let mut p = claim_pod("a");
         p.spec.security_context = Some(crate::domain::pod::PodSecurityContext {
@@ -2102,7 +2118,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_claims_csi_volume_is_staged_once_and_unstaged_after_its_last_pod() {
-        let (vm, _api, plugins, _clock) = csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
+        let (vm, _api, plugins, _clock, _files) =
+            csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
         let pod_of = claim_pod;
         let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
         for uid in ["a", "b"] {
@@ -2129,17 +2146,28 @@ mod tests {
     /// its file and removes its link, the last one unstages and removes the folders.
     #[tokio::test]
     async fn a_block_claim_is_linked_into_each_pod_and_unstaged_after_its_last_pod() {
-        let (vm, api, plugins, _clock) = csi_claim_fixture(hostpath_source("vol-b"), Vec::new());
-        api.put_persistent_volume(
-            "pvc-1",
-            PersistentVolumeData {
-                access_modes: vec!["ReadWriteOnce".into()],
-                mount_options: Vec::new(),
-                capacity: None,
-                claim_uid: Some("c-uid".into()),
-                source: PersistentVolumeSource::Csi(Box::new(hostpath_source("vol-b"))),
-                volume_mode: "Block".into(),
-                node_affinity: None,
+        let (vm, api, plugins, clock, fake_files) =
+            csi_claim_fixture(hostpath_source("vol-b"), Vec::new());
+        let block_volume = |capacity: &str| PersistentVolumeData {
+            access_modes: vec!["ReadWriteOnce".into()],
+            mount_options: Vec::new(),
+            capacity: Some(capacity.into()),
+            claim_uid: Some("c-uid".into()),
+            source: PersistentVolumeSource::Csi(Box::new(hostpath_source("vol-b"))),
+            volume_mode: "Block".into(),
+            node_affinity: None,
+        };
+        api.put_persistent_volume("pvc-1", block_volume("1Mi"));
+        api.put_claim(
+            "ns",
+            "data",
+            crate::domain::volumes::claim::ClaimData {
+                uid: "c-uid".into(),
+                volume_name: "pvc-1".into(),
+                phase: "Bound".into(),
+                being_deleted: false,
+                controller_uid: None,
+                capacity: Some("1Mi".into()),
             },
         );
         let device_pod = |uid: &str| {
@@ -2175,6 +2203,42 @@ mod tests {
                 .expect("listed")
         };
         assert_eq!(links("a"), ["pvc-1"]);
+        // Each pod's device held at the global map, as upstream's `MapBlockVolume`.
+        let map = |uid: &str| devices.join(format!("pvc-1/dev/{uid}"));
+        let mounts = fake_files.mounts();
+        for uid in ["a", "b"] {
+            assert_eq!(
+                mounts.get(&map(uid)).map(String::as_str),
+                Some(
+                    format!(
+                        "bind={},loop",
+                        devices.join(format!("publish/pvc-1/{uid}")).display()
+                    )
+                    .as_str()
+                ),
+                "{mounts:?}"
+            );
+        }
+        // The driver measures it there.
+        plugins.put_volume_stats(map("a"), crate::ports::csi::CsiVolumeStats::default());
+        let samples = vm.csi_volume_stats("a").await;
+        assert_eq!(samples.len(), 1, "{samples:?}");
+        assert_eq!(samples[0].claim.as_deref(), Some("data"));
+        // A resizer grew it: the driver grows the pod's device (upstream's block
+        // expansion: the publish path as the volume path).
+        api.put_persistent_volume("pvc-1", block_volume("2Mi"));
+        plugins.set_expands(true);
+        clock.advance(DEFAULT_CACHE_TTL);
+        let p = device_pod("a");
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+        assert_eq!(
+            plugins.expanded(),
+            [(devices.join("publish/pvc-1/a"), 2 * 1024 * 1024)]
+        );
+        let events = vm.take_resize_events("a");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].reason, "FileSystemResizeSuccessful");
         assert!(files
             .read(&devices.join("pvc-1/data/vol_data.json"))
             .expect("read")
@@ -2182,10 +2246,17 @@ mod tests {
         // The first pod goes: its file unpublished, its link removed, still staged.
         assert!(vm.tear_down_csi(&pod_dir(&ctx, "a")).await);
         assert_eq!(links("a"), Vec::<String>::new());
+        assert!(
+            !fake_files.mounts().contains_key(&map("a")),
+            "its map undone"
+        );
+        assert!(fake_files.mounts().contains_key(&map("b")));
         assert_eq!(plugins.published().len(), 1);
         assert_eq!(plugins.staged().len(), 1, "still staged for the second pod");
         assert!(vm.tear_down_csi(&pod_dir(&ctx, "b")).await);
         assert!(plugins.staged().is_empty(), "unstaged after its last pod");
+        assert!(fake_files.mounts().is_empty(), "{:?}", fake_files.mounts());
+        assert_eq!(fake_files.entry(devices.join("pvc-1/dev")), None);
         assert!(plugins.published().is_empty());
         assert_eq!(
             files

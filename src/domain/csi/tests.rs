@@ -424,10 +424,13 @@ mod persistent_volumes {
             Path::new(&format!("{devices}/publish/pvc-7/u-9"))
         );
         assert_eq!(
-            publish.pod_device_link.as_deref(),
-            Some(Path::new(
-                "/var/lib/kubelet/pods/u-9/volumeDevices/kubernetes.io~csi/pvc-7"
-            ))
+            publish.block,
+            Some(BlockMap {
+                pod_link: PathBuf::from(
+                    "/var/lib/kubelet/pods/u-9/volumeDevices/kubernetes.io~csi/pvc-7"
+                ),
+                global_map: PathBuf::from(format!("{devices}/pvc-7/dev/u-9")),
+            })
         );
         assert_eq!(
             publish.owner, None,
@@ -454,13 +457,17 @@ mod persistent_volumes {
             [
                 PathBuf::from(format!("{devices}/staging/pvc-7")),
                 PathBuf::from(format!("{devices}/publish/pvc-7")),
+                PathBuf::from(format!("{devices}/pvc-7/dev")),
                 PathBuf::from(format!("{devices}/pvc-7")),
             ]
         );
-        // A volume named like the shared folders removes its data folder alone.
+        // A volume named like the shared folders removes its own data and map folders.
         assert_eq!(
-            BlockPaths::of(root, "publish").after_unstage()[2],
-            PathBuf::from(format!("{devices}/publish/data"))
+            BlockPaths::of(root, "publish").after_unstage()[2..],
+            [
+                PathBuf::from(format!("{devices}/publish/dev")),
+                PathBuf::from(format!("{devices}/publish/data"))
+            ]
         );
     }
 

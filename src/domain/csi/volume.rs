@@ -88,9 +88,9 @@ pub struct CsiPublish {
     pub volume_dir: PathBuf,
     /// Where the driver publishes it: the folder `mount`, or a Block volume's file.
     pub target_path: PathBuf,
-    /// A Block volume (the driver publishes a device file): the link in the pod's folder
-    /// that its containers' devices are given from, to `target_path`.
-    pub pod_device_link: Option<PathBuf>,
+    /// A Block volume (the driver publishes a device file at `target_path`): where the
+    /// kubelet maps it.
+    pub block: Option<BlockMap>,
     pub readonly: bool,
     pub fs_type: String,
     pub volume_context: BTreeMap<String, String>,
@@ -113,6 +113,18 @@ pub struct CsiPublish {
     /// The attacher's `attachmentMetadata` for a volume attached first, given to the
     /// driver's stage and publish calls.
     pub publish_context: BTreeMap<String, String>,
+}
+
+/// Where the kubelet maps a Block volume's published device file for one pod, as
+/// upstream's `MapBlockVolume`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockMap {
+    /// The link in the pod's folder that its containers' devices are given from.
+    pub pod_link: PathBuf,
+    /// `.../volumeDevices/<pv>/dev/<pod uid>`: a file bind-mounted to the device, held
+    /// open by a loop device so the device cannot go while the pod uses it, and the
+    /// path the driver measures the volume at.
+    pub global_map: PathBuf,
 }
 
 /// What the kubelet reads of a `storage.k8s.io/v1` VolumeAttachment.
@@ -298,7 +310,7 @@ pub fn plan_inline(
         stage: None,
         volume_dir,
         target_path,
-        pod_device_link: None,
+        block: None,
         readonly: source.read_only,
         fs_type,
         volume_context,
@@ -344,6 +356,9 @@ pub struct BlockPaths {
     pub publish_dir: PathBuf,
     /// `.../volumeDevices/<pv>/data`: its `vol_data.json`.
     pub data_dir: PathBuf,
+    /// `.../volumeDevices/<pv>/dev` (upstream's global map path): a bind mount of the
+    /// device per pod, named by its UID.
+    pub global_map_dir: PathBuf,
 }
 
 impl BlockPaths {
@@ -353,13 +368,22 @@ impl BlockPaths {
             staging: dir.join("staging").join(volume_name),
             publish_dir: dir.join("publish").join(volume_name),
             data_dir: dir.join(volume_name).join("data"),
+            global_map_dir: dir.join(volume_name).join("dev"),
         }
     }
 
-    /// The folders removed once the volume is unstaged: its staging and publish folders
-    /// and its own (only its data folder for a volume named `staging` or `publish`,
-    /// whose own folder is every volume's).
-    pub fn after_unstage(&self) -> [PathBuf; 3] {
+    /// Where the volume is mapped for the pod `pod_uid`.
+    pub fn map_for(&self, root_dir: &Path, volume_name: &str, pod_uid: &str) -> BlockMap {
+        BlockMap {
+            pod_link: pod_device_links_dir(root_dir, pod_uid).join(volume_name),
+            global_map: self.global_map_dir.join(pod_uid),
+        }
+    }
+
+    /// The folders removed once the volume is unstaged: its staging, publish and global
+    /// map folders and its own (only its data folder for a volume named `staging` or
+    /// `publish`, whose own folder is every volume's).
+    pub fn after_unstage(&self) -> [PathBuf; 4] {
         let own = self
             .data_dir
             .parent()
@@ -371,6 +395,7 @@ impl BlockPaths {
         [
             self.staging.clone(),
             self.publish_dir.clone(),
+            self.global_map_dir.clone(),
             own.to_path_buf(),
         ]
     }
@@ -517,9 +542,9 @@ pub fn plan_persistent(
         access_mode,
         stage: Some(stage),
         volume_dir,
-        pod_device_link: block
-            .is_some()
-            .then(|| pod_device_links_dir(root_dir, &pod.metadata.uid).join(volume_name)),
+        block: block
+            .as_ref()
+            .map(|paths| paths.map_for(root_dir, volume_name, &pod.metadata.uid)),
         target_path,
         readonly: read_only,
         fs_type: source.fs_type.clone(),
@@ -546,7 +571,7 @@ pub fn with_mount_group(
     mut publish: CsiPublish,
     capabilities: super::NodeCapabilities,
 ) -> CsiPublish {
-    if capabilities.volume_mount_group && publish.pod_device_link.is_none() {
+    if capabilities.volume_mount_group && publish.block.is_none() {
         if let Some(group) = publish.fs_group {
             publish.volume_mount_group = group.to_string();
         }

@@ -862,7 +862,10 @@ mod claims {
             );
         };
         let link = "/var/lib/kubelet/pods/u1/volumeDevices/kubernetes.io~csi/pv1";
-        assert_eq!(publish.pod_device_link.as_deref(), Some(Path::new(link)));
+        assert_eq!(
+            publish.block.as_ref().map(|b| b.pod_link.as_path()),
+            Some(Path::new(link))
+        );
         let devices = |p: &Pod| {
             let inputs = crate::domain::volumes::PodInputs {
                 objects: block.clone(),

@@ -25,6 +25,7 @@ use crate::domain::volumes::plan::FileKind;
 use crate::domain::volumes::subpath::SubPath;
 use crate::ports::pod_files::{PodFiles, PodFilesError};
 
+mod block;
 mod folders;
 
 /// The `..data` link the atomic writer swaps, and its temporary name.
@@ -453,6 +454,14 @@ impl PodFiles for SystemPodFiles {
 
     fn remove_dir_all(&self, dir: &Path) -> Result<(), PodFilesError> {
         folders::remove_dir_all(dir)
+    }
+
+    fn map_block_device(&self, device: &Path, map: &Path) -> Result<(), PodFilesError> {
+        block::map_block_device(device, map)
+    }
+
+    fn unmap_block_device(&self, map: &Path) -> Result<(), PodFilesError> {
+        block::unmap_block_device(map)
     }
 }
 

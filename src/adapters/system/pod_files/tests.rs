@@ -320,3 +320,58 @@ fn writer_folder_names_are_upstreams_time_stamps_only() {
         assert!(!is_writer_folder(bad), "{bad}");
     }
 }
+
+/// Upstream's global map on the kernel: a loop device over a file stands for the device
+/// a driver publishes; the map binds it, holds it with a second loop device, is kept on
+/// a second call, and is undone whole.
+#[test]
+#[ignore = "needs root (mount, loop devices): run by scripts/test.sh"]
+fn a_block_device_is_mapped_held_by_a_loop_device_and_unmapped() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let backing = dir.path().join("disk");
+    std::fs::write(&backing, vec![0u8; 1 << 20]).unwrap_or_else(|e| panic!("disk: {e}"));
+    // The "published" device: a loop device over the file, as the hostpath driver makes.
+    let attached = block::attach_loop_device(&backing);
+    let device = block::loop_device_over(&backing);
+    let map = dir.path().join("volumeDevices/pv/dev/uid-1");
+    let first = device
+        .as_deref()
+        .map(|device| SystemPodFiles.map_block_device(device, &map));
+    let again = device
+        .as_deref()
+        .map(|device| SystemPodFiles.map_block_device(device, &map));
+    let mapped = std::fs::metadata(&map).ok();
+    let device_rdev = device
+        .as_deref()
+        .and_then(|d| std::fs::metadata(d).ok())
+        .map(|m| m.rdev());
+    let holders = block::loop_devices_over(&map);
+    let undone = SystemPodFiles.unmap_block_device(&map);
+    let held_after = block::loop_devices_over(&map);
+    let gone = !map.exists();
+    let twice = SystemPodFiles.unmap_block_device(&map);
+    // Clean up the stand-in device before asserting.
+    if let Some(device) = &device {
+        let _ = block::detach_loop_device(device);
+    }
+    assert!(attached.is_ok(), "{attached:?}");
+    assert!(
+        device.is_some(),
+        "the stand-in device was found by its backing file"
+    );
+    assert!(matches!(first, Some(Ok(()))), "{first:?}");
+    assert!(matches!(again, Some(Ok(()))), "{again:?}");
+    let mapped = mapped.unwrap_or_else(|| panic!("{} missing", map.display()));
+    assert!(mapped.file_type().is_block_device());
+    assert_eq!(Some(mapped.rdev()), device_rdev, "the map shows the device");
+    assert_eq!(
+        holders.len(),
+        1,
+        "one loop device holds the map: {holders:?}"
+    );
+    assert!(undone.is_ok(), "{undone:?}");
+    assert_eq!(held_after, Vec::<PathBuf>::new());
+    assert!(gone, "the map file removed");
+    assert!(twice.is_ok(), "a missing map is already undone: {twice:?}");
+}

@@ -189,7 +189,7 @@ pub(super) fn mount_tmpfs(
 
 /// The mount points at or under `dir` in a mountinfo text (its fifth field, with the
 /// kernel's octal escapes of space, tab, newline and backslash undone).
-fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
+pub(super) fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
     mountinfo
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
@@ -206,7 +206,7 @@ fn unescape_mount_path(field: &str) -> String {
         .replace("\\134", "\\")
 }
 
-fn read_mountinfo() -> String {
+pub(super) fn read_mountinfo() -> String {
     // Unreadable: no mount is known, and the removal below reports what stays busy.
     std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
 }
