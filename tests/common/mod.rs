@@ -28,8 +28,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
 
 /// `GET path` on 127.0.0.1:port: the status code and the body.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_get_within(port, path, Duration::from_secs(5))
+}
+
+/// [`http_get`] with a read timeout of `within`: a liveness check on a loaded machine,
+/// where a refused connection still fails at once.
+pub fn http_get_within(port: u16, path: &str, within: Duration) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.set_read_timeout(Some(within)).ok()?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"

@@ -325,7 +325,13 @@ async fn cve_2020_8557_writes_to_etc_hosts_count_in_ephemeral_storage() {
         evicted["status"]["message"],
         "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "
     );
-    let quiet = node.pod_json("hostsquiet").expect("hostsquiet listed");
+    // An evicted pod stays Failed, so waiting for Running cannot hide an eviction; the
+    // wait covers a /pods answer slower than 5 s on CI's loaded machine (2026-11-29).
+    let quiet = eventually!(
+        30,
+        format!("hostsquiet listed; /pods: {}", node.pods_body()),
+        node.pod_json("hostsquiet")
+    );
     assert_eq!(quiet["status"]["phase"], "Running", "{quiet}");
     node.finish();
 }
