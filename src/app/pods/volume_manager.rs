@@ -932,10 +932,7 @@ impl VolumeManager {
                     Ok(VolumeAction::Csi(publish)) => MeasuredBy::Driver {
                         driver: publish.driver.clone(),
                         volume_handle: publish.volume_handle.clone(),
-                        target_path: publish.block.as_ref().map_or_else(
-                            || publish.target_path.clone(),
-                            |map| map.global_map.clone(),
-                        ),
+                        target_path: publish.stats_path().to_path_buf(),
                     },
                     Ok(VolumeAction::Local { path, .. }) => {
                         MeasuredBy::Statfs { path: path.clone() }

@@ -127,6 +127,16 @@ pub struct BlockMap {
     pub global_map: PathBuf,
 }
 
+impl CsiPublish {
+    /// Where the driver measures the volume (`NodeGetVolumeStats`): a Block volume at its
+    /// global map, as upstream's block mapper; a mounted one at its target.
+    pub fn stats_path(&self) -> &Path {
+        self.block
+            .as_ref()
+            .map_or(&self.target_path, |map| &map.global_map)
+    }
+}
+
 /// What the kubelet reads of a `storage.k8s.io/v1` VolumeAttachment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VolumeAttachmentData {

@@ -8,7 +8,7 @@
 use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -55,11 +55,7 @@ const LOOP_ATTEMPTS: usize = 8;
 
 pub(super) fn map_block_device(device: &Path, map: &Path) -> Result<(), PodFilesError> {
     if let Some(dir) = map.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o750)
-            .create(dir)
-            .map_err(PodFilesError::io("create", dir))?;
+        super::folders::create_dir_all(dir, Some(0o750))?;
     }
     if !bound_to_device(map, device) {
         if is_mounted(map) {
