@@ -1281,29 +1281,36 @@ async fn container_logs_rotate_on_containerd_and_follow_goes_on_across_rotations
     }
 
     // What is kept holds every line since the oldest kept file began: the older one
-    // compressed, the newest rotated one plain, then the live one.
-    let now = names(&folder);
-    assert_eq!(now.len(), 3, "{now:?}");
-    assert!(
-        now[1].ends_with(".gz") || now[0].ends_with(".gz"),
-        "{now:?}"
-    );
-    let mut kept = String::new();
-    for name in now
-        .iter()
-        .filter(|n| *n != "0.log")
-        .chain(["0.log".to_owned()].iter())
-    {
-        let path = folder.join(name);
-        if name.ends_with(".gz") {
-            let file = std::fs::File::open(&path).expect("open .gz");
-            flate2::read::GzDecoder::new(file)
-                .read_to_string(&mut kept)
-                .expect("a whole gzip archive");
-        } else {
-            kept.push_str(&std::fs::read_to_string(&path).expect("read log"));
+    // compressed, the newest rotated one plain, then the live one. Read between rounds:
+    // within one, the oldest file is gone before the next is compressed.
+    let read_kept = || -> Option<String> {
+        let before = names(&folder);
+        if before.len() != 3 || !(before[0].ends_with(".gz") || before[1].ends_with(".gz")) {
+            return None;
         }
-    }
+        let mut kept = String::new();
+        for name in before
+            .iter()
+            .filter(|n| *n != "0.log")
+            .chain(["0.log".to_owned()].iter())
+        {
+            let path = folder.join(name);
+            if name.ends_with(".gz") {
+                let file = std::fs::File::open(&path).ok()?;
+                flate2::read::GzDecoder::new(file)
+                    .read_to_string(&mut kept)
+                    .ok()?;
+            } else {
+                kept.push_str(&std::fs::read_to_string(&path).ok()?);
+            }
+        }
+        (names(&folder) == before).then_some(kept)
+    };
+    let kept = wait_for(
+        10,
+        "three kept files, one compressed, read between rotation rounds",
+        read_kept,
+    );
     let kept_numbers = counted(&kept);
     assert!(kept_numbers.len() > 100, "{}", kept_numbers.len());
     assert_eq!(gaps(&kept_numbers), [], "lines lost across a rotation");
