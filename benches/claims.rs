@@ -4,7 +4,8 @@
 //! upstream kubelet) and csi-provisioner v6.2.1; the CSIDriver says `attachRequired:
 //! false` so neither kubelet waits for an attacher. For each kubelet: a claim and a pod
 //! on it created at once (the pod bound to the node) to the pod `Running` in the API, and
-//! from the claim bound to `Running` (the kubelet's own part), median of
+//! from the claim bound to `Running` (the kubelet's own part), each moment as a watch
+//! opened before the creation sees it (no polling interval in the figures), median of
 //! `RKUBELET_BENCH_CLAIM_RUNS` (3); `RKUBELET_BENCH_CLAIM_PODS` (30) such pairs created at
 //! once to all `Running`; the kubelet's resident memory with them. The baseline: the
 //! driver's own calls for one volume issued bare on its socket (`CreateVolume`,
@@ -39,11 +40,15 @@ mod csi {
     tonic::include_proto!("csi.v1");
 }
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 
 use cluster::Cluster;
 use common::{fail, free_port, rss_kib, verdict};
@@ -111,50 +116,199 @@ struct Figures {
     bare_pod: Vec<f64>,
 }
 
-fn claim_and_pod(name: &str, node: &str, image: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}}}\nspec:\n  storageClassName: csi-hostpath\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 0\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n    volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {name}}}}}]\n"
-    )
+fn claim_object(name: &str) -> Result<PersistentVolumeClaim, String> {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "storageClassName": "csi-hostpath",
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Mi"}},
+        },
+    }))
+    .map_err(|e| format!("claim {name}: {e}"))
 }
 
-/// Polls the API every 20 ms until every one of `names` is Running: when each claim was
-/// seen bound and when the last pod was seen Running.
-fn wait_running(
-    c: &Cluster,
-    names: &[String],
+fn pod_object(name: &str, node: &str, image: &str) -> Result<Pod, String> {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "app",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": name}}],
+        },
+    }))
+    .map_err(|e| format!("pod {name}: {e}"))
+}
+
+/// What the bench's watch saw of the claims and pods `names`: the first of them created
+/// in the API, when each claim was bound, when the last pod was Running.
+struct Seen {
+    first_added: Instant,
+    bound: BTreeMap<String, Instant>,
+    all_running: Instant,
+}
+
+enum Change {
+    Claim(Box<WatchEvent<PersistentVolumeClaim>>),
+    Pod(Box<WatchEvent<Pod>>),
+}
+
+/// Watches the claims and the node's pods from before they are created (tells `ready`
+/// once both watches are open) until every pod of `names` is Running: the moments as the
+/// API server told them, with no polling interval in them.
+async fn track(
+    client: kube::Client,
+    node: String,
+    names: Vec<String>,
     within: Duration,
-) -> Result<(BTreeMap<String, Instant>, Instant), String> {
-    let deadline = Instant::now() + within;
+    ready: tokio::sync::oneshot::Sender<()>,
+) -> Result<Seen, String> {
+    let claims: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(client.clone(), "default");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "default");
+    let selector = format!("spec.nodeName={node}");
+    let version = |list: Option<String>| list.unwrap_or_default();
+    let claims_from = version(
+        claims
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .metadata
+            .resource_version,
+    );
+    let pods_from = version(
+        pods.list(&ListParams::default().fields(&selector))
+            .await
+            .map_err(|e| e.to_string())?
+            .metadata
+            .resource_version,
+    );
+    let claim_changes = claims
+        .watch(&WatchParams::default(), &claims_from)
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|e| e.map(|e| Change::Claim(Box::new(e))));
+    let pod_changes = pods
+        .watch(&WatchParams::default().fields(&selector), &pods_from)
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|e| e.map(|e| Change::Pod(Box::new(e))));
+    let mut changes = futures_util::stream::select(claim_changes.boxed(), pod_changes.boxed());
+    let _ = ready.send(());
+    let mut first_added = None;
     let mut bound = BTreeMap::new();
+    let mut running = BTreeSet::new();
+    let deadline = Instant::now() + within;
     loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let change = tokio::time::timeout(left, changes.next())
+            .await
+            .map_err(|_| format!("not all of {} pods Running within {within:?}", names.len()))?
+            .ok_or("a watch ended")?
+            .map_err(|e| e.to_string())?;
         let now = Instant::now();
-        if let Some(claims) = c.get_json(&["pvc"]) {
-            for claim in claims["items"].as_array().into_iter().flatten() {
-                let name = claim["metadata"]["name"].as_str().unwrap_or_default();
-                if claim["status"]["phase"] == "Bound" {
-                    bound.entry(name.to_owned()).or_insert(now);
+        match change {
+            Change::Claim(event) => {
+                let (WatchEvent::Added(c) | WatchEvent::Modified(c)) = *event else {
+                    continue;
+                };
+                first_added.get_or_insert(now);
+                if c.status.and_then(|s| s.phase).as_deref() == Some("Bound") {
+                    if let Some(name) = c.metadata.name {
+                        bound.entry(name).or_insert(now);
+                    }
+                }
+            }
+            Change::Pod(event) => {
+                let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = *event else {
+                    continue;
+                };
+                first_added.get_or_insert(now);
+                if p.status.and_then(|s| s.phase).as_deref() == Some("Running") {
+                    if let Some(name) = p.metadata.name {
+                        running.insert(name);
+                    }
                 }
             }
         }
-        let running = c.get_json(&["pods"]).is_some_and(|pods| {
-            let items = pods["items"].as_array().cloned().unwrap_or_default();
-            names.iter().all(|n| {
-                items.iter().any(|p| {
-                    p["metadata"]["name"] == n.as_str() && p["status"]["phase"] == "Running"
-                })
-            })
-        });
-        if running {
-            return Ok((bound, Instant::now()));
+        if names.iter().all(|n| running.contains(n)) {
+            return Ok(Seen {
+                first_added: first_added.unwrap_or(now),
+                bound,
+                all_running: now,
+            });
         }
-        if now > deadline {
-            return Err(format!(
-                "not all of {} pods Running within {within:?}",
-                names.len()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Creates the claims and pods `names` (a claim and a pod of each name, one request
+/// each, all in flight together) while watching them.
+fn create_and_track(
+    client: &kube::Client,
+    rt: &tokio::runtime::Runtime,
+    node: &str,
+    image: &str,
+    names: &[String],
+    within: Duration,
+) -> Result<Seen, String> {
+    let mut objects = Vec::new();
+    for name in names {
+        objects.push((claim_object(name)?, pod_object(name, node, image)?));
+    }
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let tracker = rt.spawn(track(
+        client.clone(),
+        node.to_owned(),
+        names.to_vec(),
+        within,
+        ready_tx,
+    ));
+    if rt.block_on(ready_rx).is_ok() {
+        rt.block_on(async {
+            let claims: kube::Api<PersistentVolumeClaim> =
+                kube::Api::namespaced(client.clone(), "default");
+            let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "default");
+            let mut set = tokio::task::JoinSet::new();
+            for (claim, pod) in objects {
+                let (claims, pods) = (claims.clone(), pods.clone());
+                set.spawn(async move {
+                    claims
+                        .create(&PostParams::default(), &claim)
+                        .await
+                        .map(|_| ())
+                });
+                set.spawn(
+                    async move { pods.create(&PostParams::default(), &pod).await.map(|_| ()) },
+                );
+            }
+            while let Some(done) = set.join_next().await {
+                done.map_err(|e| format!("a create's task: {e}"))?
+                    .map_err(|e| format!("creating a claim or pod: {e}"))?;
+            }
+            Ok::<(), String>(())
+        })?;
+    }
+    rt.block_on(tracker)
+        .map_err(|e| format!("the watch's task: {e}"))?
+}
+
+async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, String> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 
 /// Deletes every pod and claim and waits until the claims' volumes are gone.
@@ -434,32 +588,26 @@ fn measure(
                 .push(rt.block_on(bare_cri.run(i))?.as_secs_f64());
         }
     }
-    let apply = |name: &str, yaml: &str| -> Result<(), String> {
-        let file = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&file, yaml).map_err(|e| e.to_string())?;
-        let out = c.kubectl(&["apply", "-f", &file.display().to_string()]);
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "kubectl apply {name}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    };
+    let client = rt.block_on(admin_client(&c.admin_kubeconfig()))?;
     for i in 0..runs {
         let name = format!("one-{}-{i}", kind.name());
-        let created = Instant::now();
-        apply(&name, &claim_and_pod(&name, &node, &image))?;
-        let (bound, running) =
-            wait_running(c, std::slice::from_ref(&name), Duration::from_secs(90))?;
+        let seen = create_and_track(
+            &client,
+            rt,
+            &node,
+            &image,
+            std::slice::from_ref(&name),
+            Duration::from_secs(90),
+        )?;
         figures
             .created_to_running
-            .push((running - created).as_secs_f64());
-        if let Some(at) = bound.get(&name) {
-            figures
-                .bound_to_running
-                .push(running.saturating_duration_since(*at).as_secs_f64());
+            .push((seen.all_running - seen.first_added).as_secs_f64());
+        if let Some(at) = seen.bound.get(&name) {
+            figures.bound_to_running.push(
+                seen.all_running
+                    .saturating_duration_since(*at)
+                    .as_secs_f64(),
+            );
         }
         clear(c)?;
     }
@@ -467,15 +615,8 @@ fn measure(
     let names: Vec<String> = (0..count)
         .map(|i| format!("many-{}-{i:02}", kind.name()))
         .collect();
-    let all: String = names
-        .iter()
-        .map(|n| claim_and_pod(n, &node, &image))
-        .collect::<Vec<_>>()
-        .join("---\n");
-    let created = Instant::now();
-    apply("many", &all)?;
-    let (_, running_at) = wait_running(c, &names, Duration::from_secs(240))?;
-    figures.many_running = Some((running_at - created).as_secs_f64());
+    let seen = create_and_track(&client, rt, &node, &image, &names, Duration::from_secs(240))?;
+    figures.many_running = Some((seen.all_running - seen.first_added).as_secs_f64());
     std::thread::sleep(Duration::from_secs(3));
     figures.rss_mib = running.pid().and_then(rss_kib).map(|k| k as f64 / 1024.0);
     clear(c)?;

@@ -84,6 +84,9 @@ fn main() -> ExitCode {
         let started = bootstrap::start(resolved, &deps).await?;
         bootstrap::run(started, &deps, stop).await
     });
+    // Blocking work still running (a manifest's decode) is not waited for: it changes
+    // nothing a next start needs.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match outcome {
         Ok(reason) => {
             tracing::info!(?reason, "rkubelet stopped");

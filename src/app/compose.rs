@@ -221,9 +221,17 @@ pub fn async_runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
+/// How long the shutdown may take after the signal before the process exits anyway.
+/// Every task it waits for ends at once, and pods keep running either way; but work
+/// already running on the runtime's one thread or in its blocking pool (a pod of
+/// 100,000 variables decided in a debug build, under load) must not keep a node from
+/// replacing its kubelet, as the upstream kubelet's exit does not wait for it either.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Install the SIGTERM/SIGINT handlers now (so a signal that arrives during start-up
-/// is not fatal) and return a future that resolves on the first of them. Must be
-/// called inside the tokio runtime.
+/// is not fatal) and return a future that resolves on the first of them, from when the
+/// process exits within [`SHUTDOWN_GRACE`] whatever still runs. Must be called inside
+/// the tokio runtime.
 pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let handlers = (
@@ -239,6 +247,17 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
         tokio::select! {
             _ = term.recv() => tracing::info!("received SIGTERM"),
             _ = int.recv() => tracing::info!("received SIGINT"),
+        }
+        // A thread of its own: the runtime's may be the one held up.
+        let watchdog = std::thread::Builder::new()
+            .name("shutdown-grace".into())
+            .spawn(|| {
+                std::thread::sleep(SHUTDOWN_GRACE);
+                tracing::warn!(grace = ?SHUTDOWN_GRACE, "the shutdown did not finish in time; exiting now (pods keep running)");
+                std::process::exit(0);
+            });
+        if let Err(e) = watchdog {
+            tracing::warn!(error = %e, "cannot bound the shutdown's time");
         }
     }
 }

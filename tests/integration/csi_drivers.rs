@@ -167,6 +167,14 @@ async fn resize_to_2mi(
         "{resized}: {:?}",
         crate::common::api_pods::events_of(cluster, pod)
     );
+    eventually(30, "FileSystemResizeSuccessful on the claim too", || {
+        crate::common::api_pods::events_of(cluster, claim)
+            .iter()
+            .any(|(kind, reason, m)| {
+                kind == "Normal" && reason == "FileSystemResizeSuccessful" && *m == resized
+            })
+            .then_some(())
+    });
 }
 
 /// The claim `claim`'s volume as the driver measures it, in `/stats/summary` through the
@@ -519,6 +527,62 @@ async fn the_hostpath_driver_registers_through_its_registrar_and_leaves_with_it(
         "the pod ran on"
     );
     let out = cluster.kubectl(&["delete", "pod", "db2", "--wait=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Grown while no pod uses it, then mounted read-only (upstream's expansion during
+    // the mount): not grown, upstream's FileSystemResizeFailed on the pod and the claim,
+    // at the mount or, the volume read less than 10 s before, at a sync after it.
+    controller_expand(&socket, &handle, 3 << 20).await;
+    let out = cluster.kubectl(&[
+        "patch",
+        "pv",
+        &pv_name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"capacity":{"storage":"3Mi"}}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster
+        .apply(&claim_pod("db3").replace("{claimName: data}", "{claimName: data, readOnly: true}"));
+    running(&cluster, "db3");
+    let refused = format!(
+        "MountVolume.NodeExpandVolume failed for volume \"{pv_name}\" requested read-only file system"
+    );
+    for object in ["db3", "data"] {
+        eventually(
+            30,
+            "FileSystemResizeFailed on the pod and the claim",
+            || {
+                crate::common::api_pods::events_of(&cluster, object)
+                    .iter()
+                    .any(|(kind, reason, m)| {
+                        kind == "Warning" && reason == "FileSystemResizeFailed" && *m == refused
+                    })
+                    .then_some(())
+            },
+        );
+    }
+    let log = std::fs::read_to_string(&driver_log).unwrap_or_default();
+    assert!(
+        !log.lines().any(
+            |l| l.contains("\"Method\":\"/csi.v1.Node/NodeExpandVolume\"")
+                && l.contains("\"required_bytes\":3145728")
+        ),
+        "a read-only claim is not grown on the node:\n{log}"
+    );
+    assert_eq!(
+        cluster.get_json(&["pvc", "data"]).expect("claim data")["status"]["capacity"]["storage"],
+        "2Mi"
+    );
+    let out = cluster.kubectl(&["delete", "pod", "db3", "--wait=true"]);
     assert!(
         out.status.success(),
         "{}",

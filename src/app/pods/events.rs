@@ -55,6 +55,16 @@ impl PodEventSink {
         self.record(pod, None, pod_reference(pod), event, BTreeMap::new());
     }
 
+    /// An event about another object on `pod`'s behalf (its claim), logged with the pod.
+    pub fn about(
+        &self,
+        pod: &Pod,
+        object: crate::domain::node_status::model::ObjectReference,
+        event: NodeEvent,
+    ) {
+        self.record(pod, None, object, event, BTreeMap::new());
+    }
+
     /// An event about `pod` with annotations on the event object.
     pub fn pod_annotated(
         &self,

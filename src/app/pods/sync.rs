@@ -292,8 +292,11 @@ async fn perform(ctx: &SyncContext, pod: &Pod, effect: Effect) -> Answer {
                 .volumes
                 .set_up_volumes(&ctx.requests, pod, &inputs, all)
                 .await;
-            for event in ctx.volumes.take_resize_events(&pod.metadata.uid) {
-                ctx.events.pod(pod, event);
+            for resized in ctx.volumes.take_resize_events(&pod.metadata.uid) {
+                match resized.claim {
+                    Some(claim) => ctx.events.about(pod, claim, resized.event),
+                    None => ctx.events.pod(pod, resized.event),
+                }
             }
             Answer::Volumes {
                 failed: failed.into_iter().map(|f| f.message).collect(),

@@ -26,12 +26,15 @@ use crate::domain::csi::volume::{
     VOL_DATA_FILE,
 };
 use crate::domain::csi::Driver;
-use crate::domain::events::{volume_resize_failed, volume_resized};
+use crate::domain::events::{
+    volume_resize_failed, volume_resize_refused_read_only, volume_resized,
+};
 use crate::domain::kuberuntime::requests::RequestContext;
+use crate::domain::node_status::model::ObjectReference;
 use crate::domain::node_status::status::NodeEvent;
 use crate::domain::pod::{log_ref, Pod};
 use crate::domain::volumes::claim::{
-    bound_volume_names, node_expansion, volume_secret_refs, ClaimData, NodeExpansion,
+    bound_volume_names, node_expansion, volume_secret_refs, ClaimData, NodeExpansion, NodeResize,
     PersistentVolumeData, PersistentVolumeSource,
 };
 use crate::domain::volumes::payload::WRITER_DIR_MODE;
@@ -112,7 +115,19 @@ pub struct VolumeManager {
     /// Each pod's CSI volumes, by pod uid, for their stats.
     published: Mutex<HashMap<String, Vec<MeasuredVolume>>>,
     /// Events of the pods' volume expansions not yet recorded, by pod uid.
-    resize_events: Mutex<HashMap<String, Vec<NodeEvent>>>,
+    resize_events: Mutex<HashMap<String, Vec<ResizeEvent>>>,
+    /// The pods' read-only claims already warned about as grown, by pod uid and volume:
+    /// warned once, when first seen (a volume read before its growth is seen at a later
+    /// sync).
+    warned_read_only: Mutex<std::collections::HashSet<(String, String)>>,
+}
+
+/// An event of a volume expansion: about the pod, or about its claim too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResizeEvent {
+    /// The claim the event is about; `None`: the pod.
+    pub claim: Option<ObjectReference>,
+    pub event: NodeEvent,
 }
 
 /// A pod's claim or CSI volume as it was planned: what measures it.
@@ -173,6 +188,7 @@ impl VolumeManager {
             in_use: Arc::new(VolumesInUse::default()),
             published: Mutex::new(HashMap::new()),
             resize_events: Mutex::default(),
+            warned_read_only: Mutex::default(),
         }
     }
 
@@ -804,7 +820,7 @@ impl VolumeManager {
         let mut plans = plan_volumes(requests, pod, &inputs.objects, &inputs.facts);
         self.remember_measured(pod, &plans);
         // Claims' CSI volumes a resizer grew: expanded on the node once published.
-        let expansions: Vec<(String, String, CsiPublish, NodeExpansion)> = plans
+        let expansions: Vec<(String, String, CsiPublish, NodeResize)> = plans
             .iter()
             .filter_map(|plan| {
                 let Ok(VolumeAction::Csi(publish)) = &plan.action else {
@@ -893,24 +909,69 @@ impl VolumeManager {
                 for f in &failed {
                     warn!(volume = %f.volume, message = %f.message, "FailedMount");
                 }
-                for (name, spec_name, publish, expansion) in expansions {
+                for (name, spec_name, publish, resize) in expansions {
                     if failed.iter().any(|f| f.volume == name) {
                         continue;
                     }
-                    let event = match self.expand(&publish, &expansion).await {
+                    let expansion = match resize {
+                        NodeResize::Grow(expansion) => expansion,
+                        // Warned once, as upstream's expansion during the mount; not at
+                        // each resync.
+                        NodeResize::ReadOnly { claim } => {
+                            let first = self
+                                .warned_read_only
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .insert((pod.metadata.uid.clone(), name.clone()));
+                            if first {
+                                let event = volume_resize_refused_read_only(&spec_name);
+                                warn!(volume = %spec_name, claim = %claim.name, "{}", event.message);
+                                self.resize_events()
+                                    .entry(pod.metadata.uid.clone())
+                                    .or_default()
+                                    .extend([
+                                        ResizeEvent {
+                                            claim: None,
+                                            event: event.clone(),
+                                        },
+                                        ResizeEvent {
+                                            claim: Some(claim),
+                                            event,
+                                        },
+                                    ]);
+                            }
+                            continue;
+                        }
+                    };
+                    // Upstream records a success on the pod and the claim, a failure
+                    // on the pod alone.
+                    let events = match self.expand(&publish, &expansion).await {
                         Ok(()) => {
                             info!(volume = %spec_name, size = %expansion.new_capacity, "MountVolume.NodeExpandVolume succeeded");
-                            volume_resized(&spec_name, &pod.spec.node_name)
+                            let event = volume_resized(&spec_name, &pod.spec.node_name);
+                            vec![
+                                ResizeEvent {
+                                    claim: None,
+                                    event: event.clone(),
+                                },
+                                ResizeEvent {
+                                    claim: Some(expansion.claim),
+                                    event,
+                                },
+                            ]
                         }
                         Err(message) => {
                             warn!(volume = %spec_name, %message, "NodeExpandVolume.NodeExpandVolume failed");
-                            volume_resize_failed(&spec_name, &message)
+                            vec![ResizeEvent {
+                                claim: None,
+                                event: volume_resize_failed(&spec_name, &message),
+                            }]
                         }
                     };
                     self.resize_events()
                         .entry(pod.metadata.uid.clone())
                         .or_default()
-                        .push(event);
+                        .extend(events);
                 }
                 failed
             }
@@ -957,7 +1018,7 @@ impl VolumeManager {
         }
     }
 
-    fn resize_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<NodeEvent>>> {
+    fn resize_events(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<ResizeEvent>>> {
         self.resize_events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -965,7 +1026,7 @@ impl VolumeManager {
 
     /// The events of the pod's volume expansions since the last call, for the sync to
     /// record.
-    pub fn take_resize_events(&self, uid: &str) -> Vec<NodeEvent> {
+    pub fn take_resize_events(&self, uid: &str) -> Vec<ResizeEvent> {
         self.resize_events().remove(uid).unwrap_or_default()
     }
 
@@ -1002,7 +1063,7 @@ impl VolumeManager {
             .ok_or_else(|| {
                 "mountVolume.NodeExpandVolume get PVC failed : no API server".to_owned()
             })?;
-        let (ns, name) = (&expansion.claim_namespace, &expansion.claim_name);
+        let (ns, name) = (&expansion.claim.namespace, &expansion.claim.name);
         api.mark_claim_resized(ns, name, &expansion.new_capacity)
             .await
             .map_err(|e| {
@@ -1391,9 +1452,13 @@ impl VolumeManager {
         found.unwrap_or(true)
     }
 
-    /// Forgets a deleted pod's tokens.
+    /// Forgets a deleted pod's tokens and warnings.
     pub fn forget(&self, pod_uid: &str) {
         self.caches().tokens.retain(|(uid, _), _| uid != pod_uid);
+        self.warned_read_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(uid, _)| uid != pod_uid);
     }
 }
 
@@ -1996,6 +2061,83 @@ mod tests {
         assert_eq!(volume.mount_flags, ["noatime"]);
     }
 
+    /// A claim the pod mounts read-only, whose volume a resizer grew: not grown; when the
+    /// pod mounts it, upstream's `FileSystemResizeFailed` on the pod and on the claim,
+    /// and nothing at the running pod's resyncs.
+    #[tokio::test]
+    async fn a_grown_claim_mounted_read_only_is_not_grown_and_warned_about_at_the_mount() {
+        use crate::domain::volumes::claim::{ClaimData, PersistentVolumeData};
+        let (vm, api, plugins, clock, _files) =
+            csi_claim_fixture(hostpath_source("vol-1"), Vec::new());
+        plugins.set_expands(true);
+        api.put_claim(
+            "ns",
+            "data",
+            ClaimData {
+                uid: "c-uid".into(),
+                volume_name: "pvc-1".into(),
+                phase: "Bound".into(),
+                being_deleted: false,
+                controller_uid: None,
+                capacity: Some("1Mi".into()),
+            },
+        );
+        let ctx = requests(std::path::Path::new("/var/lib/kubelet"));
+        let mut p = claim_pod("a");
+        if let Some(claim) = p.spec.volumes[0].persistent_volume_claim.as_mut() {
+            claim.read_only = true;
+        }
+        let inputs = vm.inputs(&p).await;
+        let Fetched::Found(pv) = inputs.objects.persistent_volumes["pvc-1"].clone() else {
+            panic!("the volume read");
+        };
+        api.put_persistent_volume(
+            "pvc-1",
+            PersistentVolumeData {
+                capacity: Some("2Mi".into()),
+                ..pv
+            },
+        );
+        clock.advance(DEFAULT_CACHE_TTL);
+        let inputs = vm.inputs(&p).await;
+        assert!(vm.set_up(&ctx, &p, &inputs).await.is_empty(), "it mounts");
+        assert_eq!(plugins.expanded(), [], "the driver is not asked to grow it");
+        let events = vm.take_resize_events("a");
+        let message =
+            "MountVolume.NodeExpandVolume failed for volume \"pvc-1\" requested read-only file system";
+        assert_eq!(events.len(), 2, "{events:?}");
+        for resized in &events {
+            assert_eq!(
+                (
+                    resized.event.reason.as_str(),
+                    resized.event.message.as_str()
+                ),
+                ("FileSystemResizeFailed", message)
+            );
+            assert_eq!(
+                resized.event.type_,
+                crate::domain::node_status::status::EventType::Warning
+            );
+        }
+        assert_eq!(events[0].claim, None, "on the pod");
+        let claim = events[1].claim.as_ref().expect("and on the claim");
+        assert_eq!(
+            (
+                claim.kind.as_str(),
+                claim.namespace.as_str(),
+                claim.name.as_str(),
+                claim.uid.as_str()
+            ),
+            ("PersistentVolumeClaim", "ns", "data", "c-uid")
+        );
+        assert!(vm.set_up_volumes(&ctx, &p, &inputs, false).await.is_empty());
+        assert!(
+            vm.take_resize_events("a").is_empty(),
+            "not again at a resync"
+        );
+        assert_eq!(plugins.expanded(), []);
+    }
+
     /// Upstream's online expansion (`test/e2e/storage/testsuites/volume_expand.go`: the
     /// resizer grows the PersistentVolume, the kubelet grows the file system of the
     /// volume in use): a running pod's claim whose volume's capacity passed the claim's
@@ -2042,9 +2184,9 @@ mod tests {
         );
         let events = vm.take_resize_events("a");
         assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0].reason, "VolumeResizeFailed");
+        assert_eq!(events[0].event.reason, "VolumeResizeFailed");
         assert_eq!(
-            events[0].message,
+            events[0].event.message,
             "NodeExpandVolume.NodeExpandVolume failed for volume \"pvc-1\" : Expander.NodeExpand found CSI plugin kubernetes.io/csi/hostpath.csi.k8s.io to not support node expansion"
         );
         plugins.set_expands(true);
@@ -2060,11 +2202,21 @@ mod tests {
             )]
         );
         let events = vm.take_resize_events("a");
-        assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0].reason, "FileSystemResizeSuccessful");
+        assert_eq!(events.len(), 2, "on the pod and the claim: {events:?}");
+        for resized in &events {
+            assert_eq!(resized.event.reason, "FileSystemResizeSuccessful");
+            assert_eq!(
+                resized.event.message,
+                "MountVolume.NodeExpandVolume succeeded for volume \"pvc-1\" n1"
+            );
+        }
+        assert_eq!(events[0].claim, None);
         assert_eq!(
-            events[0].message,
-            "MountVolume.NodeExpandVolume succeeded for volume \"pvc-1\" n1"
+            events[1]
+                .claim
+                .as_ref()
+                .map(|c| (c.name.as_str(), c.uid.as_str())),
+            Some(("data", "c-uid"))
         );
         // The claim's status says 2Mi: nothing more to grow.
         let inputs = vm.inputs(&p).await;
@@ -2234,8 +2386,8 @@ mod tests {
             [(devices.join("publish/pvc-1/a"), 2 * 1024 * 1024)]
         );
         let events = vm.take_resize_events("a");
-        assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0].reason, "FileSystemResizeSuccessful");
+        assert_eq!(events.len(), 2, "on the pod and the claim: {events:?}");
+        assert_eq!(events[0].event.reason, "FileSystemResizeSuccessful");
         assert!(files
             .read(&devices.join("pvc-1/data/vol_data.json"))
             .expect("read")

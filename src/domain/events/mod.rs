@@ -36,6 +36,7 @@ pub mod reason {
     pub const FAILED_MOUNT: &str = "FailedMount";
     pub const FILE_SYSTEM_RESIZE_SUCCESSFUL: &str = "FileSystemResizeSuccessful";
     pub const VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
+    pub const FILE_SYSTEM_RESIZE_FAILED: &str = "FileSystemResizeFailed";
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
     pub const INVALID_ENVIRONMENT_VARIABLE_NAMES: &str = "InvalidEnvironmentVariableNames";
 }
@@ -212,6 +213,17 @@ pub fn volume_resize_failed(volume: &str, message: &str) -> NodeEvent {
     warning(
         reason::VOLUME_RESIZE_FAILED,
         format!("NodeExpandVolume.NodeExpandVolume failed for volume {volume:?} : {message}"),
+    )
+}
+
+/// A grown claim's volume the pod mounts read-only, so not grown: upstream's warning at
+/// the mount, on the pod and on the claim.
+pub fn volume_resize_refused_read_only(volume: &str) -> NodeEvent {
+    warning(
+        reason::FILE_SYSTEM_RESIZE_FAILED,
+        format!(
+            "MountVolume.NodeExpandVolume failed for volume {volume:?} requested read-only file system"
+        ),
     )
 }
 

@@ -2,8 +2,8 @@
 //! (`getPVCExtractPV`, `getPVSpec`, `checkNodeAffinity`): the claim must exist, not be
 //! deleted, be `Bound` with a `volumeName`; the PersistentVolume it names must point back
 //! to the claim's UID; its node affinity must match this node. The volume is then the
-//! PersistentVolume's source: a `hostPath` or a `local` path (CSI and the network
-//! plugins are refused with a reason).
+//! PersistentVolume's source: a `hostPath` or a `local` path, or a CSI driver's volume
+//! (the network plugins are refused with a reason).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use super::plan::HostPathType;
 use super::{Fetched, PodObjects};
 use crate::domain::admission::node_selector_matches;
+use crate::domain::node_status::model::ObjectReference;
 use crate::domain::pod::{NodeSelector, Pod, Volume};
 
 /// What the kubelet reads of a PersistentVolumeClaim.
@@ -312,20 +313,34 @@ pub fn claim_names(pod: &Pod) -> impl Iterator<Item = String> + '_ {
 /// `NodeExpandVolume` has grown it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeExpansion {
-    pub claim_namespace: String,
-    pub claim_name: String,
+    /// The claim, whose status gets the new size and which upstream's events name too.
+    pub claim: ObjectReference,
     /// The PersistentVolume's capacity, as the claim's status is to give it.
     pub new_capacity: String,
     pub new_size_bytes: i64,
 }
 
+/// What the node does about a claim whose volume a resizer grew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeResize {
+    /// Its driver grows the file system, then the claim's status says the new size
+    /// (upstream's `FileSystemResizeSuccessful` on the pod and the claim).
+    Grow(NodeExpansion),
+    /// The pod mounts the claim read-only, so its file system is not grown: upstream's
+    /// `FileSystemResizeFailed` ("requested read-only file system") on the pod and the
+    /// claim when the pod mounts it.
+    ReadOnly { claim: ObjectReference },
+}
+
 /// Upstream's `volumeRequiresFSResize` for the pod's `volume`: `None` unless it is a
-/// writable claim (a read-only one is never resized) of a CSI PersistentVolume whose
-/// capacity is above the claim's status capacity (both set).
-pub fn node_expansion(pod: &Pod, volume: &Volume, objects: &PodObjects) -> Option<NodeExpansion> {
+/// claim of a CSI PersistentVolume whose capacity is above the claim's status capacity
+/// (both set). A claim the pod mounts read-only is not grown; upstream v1.26 warns about
+/// one at every mount, grown or not (its read-only check precedes the size comparison),
+/// rkubelet only when it was grown.
+pub fn node_expansion(pod: &Pod, volume: &Volume, objects: &PodObjects) -> Option<NodeResize> {
     use crate::domain::units::quantity::Quantity;
     let claimed = resolve_claim(pod, volume, objects)?.ok()?;
-    if claimed.read_only || !matches!(claimed.source, PersistentVolumeSource::Csi(_)) {
+    if !matches!(claimed.source, PersistentVolumeSource::Csi(_)) {
         return None;
     }
     let claim_name = claim_name_of(pod, volume)?;
@@ -338,12 +353,25 @@ pub fn node_expansion(pod: &Pod, volume: &Volume, objects: &PodObjects) -> Optio
     let new_capacity = pv.capacity.clone()?;
     let new = Quantity::parse(&new_capacity).ok()?;
     let current = Quantity::parse(claim.capacity.as_deref()?).ok()?;
-    (new.value() > current.value()).then(|| NodeExpansion {
-        claim_namespace: pod.metadata.namespace.clone(),
-        claim_name,
+    if new.value() <= current.value() {
+        return None;
+    }
+    let claim = ObjectReference {
+        kind: "PersistentVolumeClaim".into(),
+        namespace: pod.metadata.namespace.clone(),
+        name: claim_name,
+        uid: claim.uid.clone(),
+        api_version: "v1".into(),
+        field_path: String::new(),
+    };
+    if claimed.read_only {
+        return Some(NodeResize::ReadOnly { claim });
+    }
+    Some(NodeResize::Grow(NodeExpansion {
+        claim,
         new_size_bytes: new.value(),
         new_capacity,
-    })
+    }))
 }
 
 /// The Secrets the fetched PersistentVolumes name for their drivers' node calls.

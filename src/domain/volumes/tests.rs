@@ -939,11 +939,15 @@ mod claims {
         );
     }
 
-    /// Upstream's `volumeRequiresFSResize`: only a writable claim of a CSI volume whose
-    /// PersistentVolume's capacity passed the claim's status capacity.
+    /// Upstream's `volumeRequiresFSResize`: only a claim of a CSI volume whose
+    /// PersistentVolume's capacity passed the claim's status capacity; a read-only one
+    /// is not grown, and its claim is named for the warning.
     #[test]
     fn a_claims_csi_volume_is_grown_once_its_volumes_capacity_passes_the_claims() {
-        use crate::domain::volumes::claim::{node_expansion, CsiPersistentSource, NodeExpansion};
+        use crate::domain::node_status::model::ObjectReference;
+        use crate::domain::volumes::claim::{
+            node_expansion, CsiPersistentSource, NodeExpansion, NodeResize,
+        };
         let csi = PersistentVolumeSource::Csi(Box::new(CsiPersistentSource {
             driver: "d".into(),
             volume_handle: "h".into(),
@@ -962,18 +966,34 @@ mod claims {
         let o = grown(csi.clone(), Some("2Gi"), Some("1Gi"));
         assert_eq!(
             node_expansion(&p, &p.spec.volumes[0], &o),
-            Some(NodeExpansion {
-                claim_namespace: p.metadata.namespace.clone(),
-                claim_name: "db".into(),
+            Some(NodeResize::Grow(NodeExpansion {
+                claim: ObjectReference {
+                    kind: "PersistentVolumeClaim".into(),
+                    namespace: p.metadata.namespace.clone(),
+                    name: "db".into(),
+                    uid: "claim-uid".into(),
+                    api_version: "v1".into(),
+                    field_path: String::new(),
+                },
                 new_capacity: "2Gi".into(),
                 new_size_bytes: 2 << 30,
-            })
+            }))
         );
         let ro = claim_pod(true, None);
+        let Some(NodeResize::ReadOnly { claim }) = node_expansion(&ro, &ro.spec.volumes[0], &o)
+        else {
+            panic!("a read-only claim is not grown");
+        };
         assert_eq!(
-            node_expansion(&ro, &ro.spec.volumes[0], &o),
+            (claim.kind.as_str(), claim.name.as_str(), claim.uid.as_str()),
+            ("PersistentVolumeClaim", "db", "claim-uid"),
+            "the claim, for its event"
+        );
+        let same_size = grown(csi.clone(), Some("1Gi"), Some("1Gi"));
+        assert_eq!(
+            node_expansion(&ro, &ro.spec.volumes[0], &same_size),
             None,
-            "read-only"
+            "a read-only claim not grown: no warning"
         );
         for (source, pv, claim) in [
             (csi.clone(), Some("1Gi"), Some("1024Mi")),
