@@ -494,6 +494,10 @@ async fn an_empty_dir_over_its_size_limit_gets_its_pod_evicted() {
         phase(&writer).2,
         "Usage of EmptyDir volume \"scratch\" exceeds the limit \"10Mi\". "
     );
+    // The pod within its limit runs (it may start after the writer's eviction) and keeps
+    // running through the next housekeeping rounds (every second here).
+    wait_status(&node, "within", 60, running).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let within = node.pod_json("within").expect("within listed");
     assert!(running(&within), "{within}");
     node.finish();
