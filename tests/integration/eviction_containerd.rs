@@ -391,10 +391,13 @@ async fn disk_pressure_on_a_small_root_dir_reclaims_containers_and_images_then_e
             .then_some(())
     };
     eventually!(60, "the done pod's container exited", done_exited().await);
+    // The line it logs first is what the eviction message counts as the container's use
+    // (upstream counts its writable layer and logs, not the emptyDir): without it the
+    // use may be zero, and zero is no larger than the request.
     let writer = container(
         "writer",
         &bb,
-        "sleep 2; dd if=/dev/zero of=/scratch/fill bs=1M count=64; sleep 3600",
+        "echo filling /scratch; sleep 2; dd if=/dev/zero of=/scratch/fill bs=1M count=64; sleep 3600",
     ) + "    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n";
     cluster.apply(&api_pod(
         "writer",

@@ -187,6 +187,50 @@ impl KubeadmNode {
         self.kubelet = Some(child);
     }
 
+    /// What a failure needs to be explained: every container the node's runtime holds
+    /// (restarts included), and the last lines of the control plane's own logs, read
+    /// from the node's pod-log folder since the API server may be what is down.
+    fn print_containers(&self) {
+        if let Some(endpoint) = self.env.get("CRI_ENDPOINT") {
+            let listing = self
+                .command(&self.bins.join("crictl").display().to_string())
+                .args(["--runtime-endpoint", endpoint, "ps", "-a"])
+                .output();
+            if let Ok(out) = listing {
+                eprintln!(
+                    "--- {} containers ---\n{}{}",
+                    self.base.display(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        let Some(root) = self.env.get("RKUBELET_POD_LOG_ROOT") else {
+            return;
+        };
+        let Ok(pods) = std::fs::read_dir(root) else {
+            return;
+        };
+        for pod in pods.flatten() {
+            let Ok(containers) = std::fs::read_dir(pod.path()) else {
+                continue;
+            };
+            for container in containers.flatten() {
+                let Ok(files) = std::fs::read_dir(container.path()) else {
+                    continue;
+                };
+                for file in files.flatten() {
+                    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                    eprintln!(
+                        "--- {} (last lines) ---\n{}",
+                        file.path().display(),
+                        tail(&text, 15)
+                    );
+                }
+            }
+        }
+    }
+
     /// Wait for kubeadm to end; it must succeed within `limit`.
     fn finish(&self, mut kubeadm: Child, what: &str, limit: Duration) -> String {
         let deadline = Instant::now() + limit;
@@ -231,6 +275,7 @@ impl Drop for KubeadmNode {
                 self.base.display(),
                 tail(&self.log("rkubelet.log"), 40)
             );
+            self.print_containers();
         }
         let _ = Command::new(script())
             .args(["down", &self.base.display().to_string()])
