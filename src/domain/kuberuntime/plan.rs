@@ -157,9 +157,11 @@ pub struct StartContainer {
     pub skipped_env: Vec<SkippedKeys>,
 }
 
+/// `Start` is shared, not copied, by the sync's steps: a container's config may carry
+/// 100,000 variables, and a copy of it per step was seconds of allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContainerAction {
-    Start(Box<StartContainer>),
+    Start(std::sync::Arc<StartContainer>),
     Held(Held),
 }
 
@@ -474,7 +476,7 @@ fn plan_image_and_config(inputs: &SyncInputs<'_>, c: &Candidate<'_>) -> Containe
         }
     });
     match config {
-        Ok((config, skipped_env)) => ContainerAction::Start(Box::new(StartContainer {
+        Ok((config, skipped_env)) => ContainerAction::Start(std::sync::Arc::new(StartContainer {
             pull_image,
             config,
             skipped_env,

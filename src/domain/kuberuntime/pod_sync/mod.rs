@@ -17,6 +17,7 @@ mod steps;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use dry_run::{dry_run, DryRun};
@@ -100,8 +101,8 @@ enum Phase {
 struct Current {
     at: usize,
     step: ContainerPlan,
-    /// The request, completed after a pull.
-    config: Option<ContainerConfig>,
+    /// The request, completed after a pull; shared by the steps (see `ContainerAction`).
+    config: Option<Arc<ContainerConfig>>,
     id: String,
 }
 
@@ -666,7 +667,7 @@ impl<'a> PodSync<'a> {
                         image: current.step.image.clone(),
                         reason: current.step.reason.clone(),
                         sandbox_id: self.sandbox_id.clone(),
-                        config: Box::new(config),
+                        config: Box::new(Arc::unwrap_or_clone(config)),
                         sandbox: Box::new(sandbox),
                     },
                     Awaiting::Create,
@@ -730,7 +731,7 @@ impl<'a> PodSync<'a> {
         self.current = Some(Current {
             at,
             step: step.clone(),
-            config: Some(start.config.clone()),
+            config: Some(Arc::new(start.config.clone())),
             id: String::new(),
         });
         if !start.pull_image {
@@ -867,7 +868,7 @@ impl<'a> PodSync<'a> {
                     ) {
                         Ok(config) => {
                             if let Some(c) = self.current.as_mut() {
-                                c.config = Some(config);
+                                c.config = Some(Arc::new(config));
                             }
                             self.phase = next(Stage::MessageFile);
                         }
