@@ -273,14 +273,17 @@ async fn memory_thresholds_report_crossings_and_a_usage_already_past() {
     let threshold = 4 << 20;
     let mut rising = notifier.arm(&name, threshold).await.expect("armed");
 
-    // A shell in the cgroup builds an 8 MB string and waits.
+    // A shell in the cgroup builds an 8 MB string and waits, in its `read` builtin so that
+    // no child of its outlives the kill (a `sleep` kept the cgroup busy and the test's
+    // output open for a minute).
     let procs = dir.join("cgroup.procs");
     let child = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "echo $$ > {} && x=$(head -c 8000000 /dev/zero | tr '\\0' a) && echo built && sleep 60",
+            "echo $$ > {} && x=$(head -c 8000000 /dev/zero | tr '\\0' a) && echo built && read _",
             procs.display()
         ))
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("sh runs");
