@@ -158,7 +158,7 @@ pub struct StartContainer {
 }
 
 /// `Start` is shared, not copied, by the sync's steps: a container's config may carry
-/// 100,000 variables, and a copy of it per step was seconds of allocation.
+/// 100,000 variables, and a copy of it per step was about a second of allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContainerAction {
     Start(std::sync::Arc<StartContainer>),
