@@ -188,9 +188,10 @@ impl KubeadmNode {
     }
 
     /// What a failure needs to be explained: every container the node's runtime holds
-    /// (restarts included), and the last lines of the control plane's own logs, read
-    /// from the node's pod-log folder since the API server may be what is down.
-    fn print_containers(&self) {
+    /// (restarts included), and the last lines of every container log, read from the
+    /// node's pod-log folder since the API server may be what is down. kube-apiserver's
+    /// come last: CI keeps the tail of a failing run's output.
+    fn print_runtime_state(&self) {
         if let Some(endpoint) = self.env.get("CRI_ENDPOINT") {
             let listing = self
                 .command(&self.bins.join("crictl").display().to_string())
@@ -211,23 +212,26 @@ impl KubeadmNode {
         let Ok(pods) = std::fs::read_dir(root) else {
             return;
         };
-        for pod in pods.flatten() {
-            let Ok(containers) = std::fs::read_dir(pod.path()) else {
-                continue;
-            };
-            for container in containers.flatten() {
-                let Ok(files) = std::fs::read_dir(container.path()) else {
-                    continue;
-                };
-                for file in files.flatten() {
-                    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-                    eprintln!(
-                        "--- {} (last lines) ---\n{}",
-                        file.path().display(),
-                        tail(&text, 15)
-                    );
-                }
-            }
+        let mut logs: Vec<PathBuf> = pods
+            .flatten()
+            .filter_map(|pod| std::fs::read_dir(pod.path()).ok())
+            .flat_map(|containers| containers.flatten())
+            .filter_map(|container| std::fs::read_dir(container.path()).ok())
+            .flat_map(|files| files.flatten().map(|f| f.path()))
+            .collect();
+        logs.sort_by_key(|path| {
+            (
+                path.to_string_lossy().contains("kube-apiserver"),
+                path.clone(),
+            )
+        });
+        for path in logs {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            eprintln!(
+                "--- {} (last lines) ---\n{}",
+                path.display(),
+                tail(&text, 15)
+            );
         }
     }
 
@@ -275,7 +279,7 @@ impl Drop for KubeadmNode {
                 self.base.display(),
                 tail(&self.log("rkubelet.log"), 40)
             );
-            self.print_containers();
+            self.print_runtime_state();
         }
         let _ = Command::new(script())
             .args(["down", &self.base.display().to_string()])
