@@ -22,7 +22,7 @@
 # by containerd-down.sh): the bridge, iptables rules tagged with the CNI network name,
 # /var/lib/cni/results/<network>-*, shim sockets in /run/containerd/s/, container cgroups
 # (/sys/fs/cgroup/*/k8s.io/<id> when cgroup_parent is empty, <cgroup_parent>/<id> otherwise),
-# and net.ipv4.ip_forward=1 (set by the bridge plugin; restored when the last bridge goes).
+# and net.ipv4.ip_forward=1 (set here with the bridge; restored when the last bridge goes).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,6 +90,11 @@ SUBNET=$SUBNET
 SOCK=$SOCK
 EOT
 [ -f "$BASE/ip_forward.before" ] || cat /proc/sys/net/ipv4/ip_forward > "$BASE/ip_forward.before"
+# The bridge and forwarding now, not at the first pod as the bridge plugin would: kubeadm's
+# preflight requires ip_forward=1 before any pod, and while the bridge exists no other
+# instance's down restores the old value under us.
+ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+echo 1 > /proc/sys/net/ipv4/ip_forward
 
 mkdir -p "$BASE"/{root,state,runc,opt,logs,cni/net.d,cni/ipam}
 

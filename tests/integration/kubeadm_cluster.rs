@@ -192,6 +192,26 @@ impl KubeadmNode {
     /// node's pod-log folder since the API server may be what is down. kube-apiserver's
     /// come last: CI keeps the tail of a failing run's output.
     fn print_runtime_state(&self) {
+        // The disk the node shares with the rest of CI, and whether rkubelet reclaimed on
+        // it: a removed image cannot come back, since the test's registry does not exist.
+        let rkubelet_log = self.log("rkubelet.log");
+        let reclaims: Vec<&str> = rkubelet_log
+            .lines()
+            .filter(|l| {
+                l.contains("Eviction manager: attempting") || l.contains("eviction manager: ")
+            })
+            .take(5)
+            .collect();
+        eprintln!(
+            "--- {} eviction reclaims (first 5) ---\n{}",
+            self.base.display(),
+            reclaims.join("\n")
+        );
+        for units in ["-h", "-i"] {
+            if let Ok(out) = self.command("df").arg(units).arg(&self.base).output() {
+                eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+            }
+        }
         if let Some(endpoint) = self.env.get("CRI_ENDPOINT") {
             let listing = self
                 .command(&self.bins.join("crictl").display().to_string())
@@ -380,6 +400,9 @@ fn kubeadm_init_and_join_build_a_two_node_cluster_on_rkubelet() {
 
     // ---- kubeadm init ----
     let api_port = free_port();
+    // CI's disk is shared and at times nearly full. The control plane's images were
+    // imported and cannot be pulled again, so neither eviction's reclaim nor image GC may
+    // remove them: a landing run once lost them all before the API server started.
     let init_config = format!(
         "apiVersion: kubeadm.k8s.io/v1beta3
 kind: InitConfiguration
@@ -405,6 +428,12 @@ etcd:
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
+evictionHard:
+  memory.available: 1Mi
+  nodefs.available: 1Mi
+  nodefs.inodesFree: \"1\"
+  imagefs.available: 1Mi
+imageGCHighThresholdPercent: 100
 ",
         endpoint = cp.var("CRI_ENDPOINT"),
         cgroup_root = cp.var("RKUBELET_CGROUP_ROOT"),
