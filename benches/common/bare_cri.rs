@@ -142,7 +142,7 @@ async fn bare_pod(
 /// pod's DNS, the managed `/etc/hosts` and the termination-message file mounted (both
 /// written first, as the kubelet does), and the `PodSandboxStatus` call that gives the
 /// hosts file its IP. The requests come from the domain functions rkubelet's sync uses.
-#[allow(dead_code)] // the API pods' bench alone compares with it
+#[allow(dead_code)] // the API pods' and claims' benches alone compare with it
 #[derive(Clone)]
 pub struct BareKubeletCri {
     pub cri: CriRuntime,
@@ -152,6 +152,15 @@ pub struct BareKubeletCri {
 
 #[allow(dead_code)]
 impl BareKubeletCri {
+    /// One pod's requests, timed, then the pod removed again.
+    pub async fn run(&self, i: usize) -> Result<Duration, String> {
+        let t = Instant::now();
+        let name = self.run_kept(i).await?;
+        let elapsed = t.elapsed();
+        remove_pod(&self.cri, &name).await?;
+        Ok(elapsed)
+    }
+
     /// `n` pods' calls at once: the time until all containers are started; the pods are
     /// removed again.
     pub async fn concurrent(&self, n: usize) -> Result<Duration, String> {
