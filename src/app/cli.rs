@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command};
 use serde_json::Value;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::domain::config::ResolvedConfig;
 use crate::domain::version::{parse_version_flag, VersionRequest};
@@ -270,6 +270,14 @@ pub fn warn_compatibility(resolved: &ResolvedConfig) {
     // Upstream's flag parser writes these as plain lines, whatever the log format.
     for notice in states::deprecation_notices(&resolved.options.given) {
         eprintln!("{notice}");
+    }
+    if resolved
+        .options
+        .given
+        .iter()
+        .any(|(name, _)| name == "pod-infra-container-image")
+    {
+        info!("--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime");
     }
     let given = states::not_implemented_given(resolved);
     if let Some(message) = states::not_implemented_warning(&given) {

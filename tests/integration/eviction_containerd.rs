@@ -598,6 +598,7 @@ async fn image_gc_removes_the_least_recently_used_unused_image_and_keeps_images_
         PodStatusStore::new(),
         Arc::new(SystemClock::new()),
         policy,
+        rkubelet::domain::config::options::DEFAULT_POD_SANDBOX_IMAGE.to_owned(),
     );
     // Below the high threshold: nothing goes, but every image is now known (old).
     assert_eq!(

@@ -253,7 +253,6 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
     // connection flags (--kubeconfig, --bootstrap-kubeconfig, --cert-dir,
     // rotateCertificates) are implemented.
     let expected: BTreeSet<String> = [
-        "--pod-infra-container-image",
         "--volume-plugin-dir",
         "imageMaximumGCAge",
         "streamingConnectionIdleTimeout",
@@ -265,8 +264,13 @@ fn the_kubeadm_command_line_runs_with_one_warning() {
     assert_eq!(warnings[0], expected, "log:\n{log}");
     assert!(
         log.contains(
-            "Flag --pod-infra-container-image has been deprecated, will be removed in 1.35"
+            "Flag --pod-infra-container-image has been deprecated, will be removed in 1.27"
         ),
+        "{log}"
+    );
+    // Honoured as upstream v1.26 honours it: image GC keeps the image.
+    assert!(
+        log.contains("--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime"),
         "{log}"
     );
     assert!(daemon.terminate().success());
@@ -281,6 +285,16 @@ fn the_binary_loads_every_field_and_warns_once() {
     let certified = rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()])
         .expect("a self-signed CA");
     std::fs::write(&ca, certified.cert.pem()).expect("CA written");
+    // Nor is the file's serving certificate (/var/lib/kubelet/pki, which only a kubelet
+    // run before on this machine would have made): one of the test's own too.
+    let serving = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed serving certificate");
+    let (cert, key) = (
+        dir.path().join("kubelet.crt"),
+        dir.path().join("kubelet.key"),
+    );
+    std::fs::write(&cert, serving.cert.pem()).expect("certificate written");
+    std::fs::write(&key, serving.signing_key.serialize_pem()).expect("key written");
     let args: Vec<String> = vec![
         format!(
             "--config={}",
@@ -289,6 +303,8 @@ fn the_binary_loads_every_field_and_warns_once() {
         format!("--root-dir={}", dir.path().join("root").display()),
         format!("--pod-logs-dir={}", dir.path().join("logs").display()),
         format!("--client-ca-file={}", ca.display()),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-private-key-file={}", key.display()),
     ];
     let daemon = start_daemon(&args, false);
     let log = daemon.log_text();

@@ -186,8 +186,8 @@ impl RuntimeStats for CriRuntime {
             .flat_map(|c| [c.image_ref, c.image_id])
             .filter(|id| !id.is_empty())
             .collect();
-        // The runtime's own sandbox image is always in use (upstream keeps its
-        // --pod-infra-container-image; the runtime's setting is the one that counts).
+        // The runtime's own sandbox image is always in use: it may differ from
+        // --pod-infra-container-image, which image GC keeps too.
         let mut c = self.runtime.clone();
         let status = self
             .call(

@@ -45,6 +45,8 @@ pub struct ImageGc {
     pods: PodStatusStore,
     clock: Arc<dyn Clock>,
     policy: ImageGcPolicy,
+    /// `--pod-infra-container-image`, kept as upstream keeps it.
+    sandbox_image: String,
     records: Mutex<(ImageRecords, bool)>,
 }
 
@@ -54,19 +56,22 @@ impl ImageGc {
         pods: PodStatusStore,
         clock: Arc<dyn Clock>,
         policy: ImageGcPolicy,
+        sandbox_image: String,
     ) -> Self {
         ImageGc {
             runtime,
             pods,
             clock,
             policy,
+            sandbox_image,
             records: Mutex::new((ImageRecords::new(), false)),
         }
     }
 
     /// Records the images and their use; the first detection dates the images already
     /// there as old (upstream's zero time). Returns the images in use: those of the
-    /// runtime's containers and those the kubelet's pods name.
+    /// runtime's containers, the runtime's sandbox image, `--pod-infra-container-image`
+    /// and those the kubelet's pods name.
     async fn detect(
         &self,
         records: &mut (ImageRecords, bool),
@@ -80,6 +85,7 @@ impl ImageGc {
             .iter()
             .flat_map(|p| p.spec.all_containers())
             .map(|c| c.image.clone())
+            .chain([self.sandbox_image.clone()])
             .collect();
         in_use.extend(wanted_image_ids(&images, &named));
         let detect_time = if records.1 { now } else { 0 };

@@ -429,6 +429,7 @@ pub fn start(
         inputs.store.clone(),
         Arc::clone(&inputs.clock),
         inputs.node.eviction.image_gc,
+        inputs.node.eviction.pod_sandbox_image.clone(),
     ));
     let manager = EvictionManager::new(
         inputs.node.eviction_config(),

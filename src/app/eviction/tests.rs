@@ -16,6 +16,8 @@ use crate::ports::node_stats::{CgroupStats, FilesystemInfo};
 const GI: u64 = 1 << 30;
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 const UNUSED: &str = "docker.io/library/unused:1";
+/// A sandbox image the runtime holds, not the runtime's own.
+const SANDBOX: &str = "registry.k8s.io/pause:3.6";
 
 struct World {
     manager: EvictionManager,
@@ -36,11 +38,17 @@ fn pod(name: &str, priority: i32) -> Pod {
 }
 
 fn world(hard: &[(&str, &str)]) -> World {
+    world_with(hard, &[])
+}
+
+/// [`world`] with rkubelet's `flags`; the runtime also holds [`SANDBOX`].
+fn world_with(hard: &[(&str, &str)], flags: &[&str]) -> World {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let clock = Arc::new(FakeClock::new(1_700_000_000_000_000_000));
     let runtime = Arc::new(FakeRuntime::with_clock(clock.clone()));
     runtime.add_image(IMAGE);
     runtime.add_image(UNUSED);
+    runtime.add_image(SANDBOX);
     let requests = RequestContext {
         pod_logs_dir: dir.path().join("logs"),
         root_dir: dir.path().join("root"),
@@ -53,7 +61,7 @@ fn world(hard: &[(&str, &str)]) -> World {
         hugepage_sizes: Vec::new(),
         security: Default::default(),
     };
-    let node = crate::app::test_support::resolved(&[]).node;
+    let node = crate::app::test_support::resolved(flags).node;
     let containers = Arc::new(ContainerManager::new(
         Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs)),
         node.cgroup_tree.clone(),
@@ -96,6 +104,7 @@ fn world(hard: &[(&str, &str)]) -> World {
         store.clone(),
         clock.clone(),
         node.eviction.image_gc,
+        node.eviction.pod_sandbox_image.clone(),
     ));
     let (orders_tx, orders) = mpsc::channel(4);
     let (conditions_tx, conditions) = watch::channel(Vec::new());
@@ -213,6 +222,27 @@ async fn disk_pressure_reclaims_unused_images_before_evicting() {
         "the unused image went: {images:?}"
     );
     assert!(w.orders.try_recv().is_err(), "reclaim was enough");
+}
+
+#[tokio::test]
+async fn reclaim_keeps_the_pod_infra_container_image_as_upstream_does() {
+    let removed_after = |flags: &[&str]| {
+        let mut w = world_with(&[("nodefs.available", "10Gi")], flags);
+        root_memory(&w.stats, GI, 0);
+        w.stats
+            .set_filesystem(Path::new("/"), vec![fs(5 * GI), fs(20 * GI)]);
+        let runtime = w.runtime.clone();
+        async move {
+            assert_eq!(w.manager.cycle().await, CycleOutcome::NoEviction);
+            runtime.image_names()
+        }
+    };
+    let images = removed_after(&["--pod-infra-container-image=registry.k8s.io/pause:3.6"]).await;
+    assert!(images.contains(&SANDBOX.to_owned()), "{images:?}");
+    assert!(!images.contains(&UNUSED.to_owned()), "{images:?}");
+    // Without the flag upstream's default, pause:3.9, is the one kept.
+    let images = removed_after(&[]).await;
+    assert!(!images.contains(&SANDBOX.to_owned()), "{images:?}");
 }
 
 #[tokio::test]

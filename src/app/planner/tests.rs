@@ -295,14 +295,14 @@ fn the_plan_shows_why_a_pods_claim_would_wait() {
 #[test]
 fn accepted_but_not_implemented_flags_are_listed() {
     let plan = compute_plan(&inputs(
-        resolved(&["--pod-infra-container-image=pause:3.10"]),
+        resolved(&["--runtime-cgroups=/runtime.slice"]),
         Vec::new(),
         Vec::new(),
     ));
     assert!(
         plan.not_implemented
             .iter()
-            .any(|n| n.name == "--pod-infra-container-image" && n.value == "pause:3.10"),
+            .any(|n| n.name == "--runtime-cgroups" && n.value == "/runtime.slice"),
         "{:?}",
         plan.not_implemented
     );

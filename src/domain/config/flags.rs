@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::ConfigError;
+use super::options::DEFAULT_POD_SANDBOX_IMAGE;
 use crate::domain::eviction;
 use crate::domain::node::reserved;
 use crate::domain::units::duration::GoDuration;
@@ -175,7 +176,7 @@ pub const FLAGS: &[FlagSpec] = &[
     opt("cloud-config", Str, "", "Path to the cloud provider configuration file.").ni().deprecated("will be removed in 1.25 or later, in favor of removing cloud provider code from Kubelet."),
     opt("container-runtime", Str, "remote", "The container runtime to use; only remote exists.").ni().deprecated("will be removed in 1.27 as the only valid value is 'remote'"),
     opt("runtime-cgroups", Str, "", "Cgroup the container runtime is expected to run in.").ni(),
-    opt("pod-infra-container-image", Str, "", "Sandbox image kept from image garbage collection; the runtime's own setting chooses the sandbox image.").ni().deprecated("will be removed in 1.35. Image garbage collector will get sandbox image information from CRI."),
+    opt("pod-infra-container-image", Str, DEFAULT_POD_SANDBOX_IMAGE, "Specified image will not be pruned by the image garbage collector. CRI implementations have their own configuration to set this image.").deprecated("will be removed in 1.27. Image garbage collector will get sandbox image information from CRI."),
     opt("image-credential-provider-config", Str, "", "Credential provider plugin configuration file or folder.").ni(),
     opt("image-credential-provider-bin-dir", Str, "", "Folder of credential provider plugin binaries.").ni(),
     opt("azure-container-registry-config", Str, "", "Azure container registry configuration file.").ni().deprecated("Use --image-credential-provider-config and --image-credential-provider-bin-dir to setup acr credential provider instead. Will be removed in a future release."),

@@ -15,6 +15,9 @@ pub const DEFAULT_CERT_DIR: &str = "/var/lib/kubelet/pki";
 /// `--housekeeping-interval` unless given: upstream's eviction monitoring period.
 pub const DEFAULT_HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(10);
 
+/// `--pod-infra-container-image` unless given: upstream v1.26's.
+pub const DEFAULT_POD_SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.9";
+
 /// Options that exist only on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlagOptions {
@@ -41,6 +44,9 @@ pub struct FlagOptions {
     pub dry_run_snapshot: Option<PathBuf>,
     /// `--housekeeping-interval`: how often the eviction manager observes the node.
     pub housekeeping_interval: Duration,
+    /// `--pod-infra-container-image`: image GC keeps it (the runtime chooses the sandbox
+    /// image from its own configuration).
+    pub pod_sandbox_image: String,
     /// `--vmodule` when given: it replaces `logging.vmodule`.
     pub vmodule: Option<Vec<crate::domain::log_format::VModuleRule>>,
     /// Every flag given on the command line (long name, text), to report deprecated and
@@ -69,6 +75,7 @@ impl Default for FlagOptions {
             cpu_weight_curve: WeightCurve::default(),
             dry_run_snapshot: None,
             housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
+            pod_sandbox_image: DEFAULT_POD_SANDBOX_IMAGE.into(),
             vmodule: None,
             given: Vec::new(),
         }
@@ -222,6 +229,11 @@ impl FlagOptions {
             cpu_weight_curve,
             dry_run_snapshot: non_empty_path(given.get("dry-run-snapshot")),
             housekeeping_interval,
+            pod_sandbox_image: given
+                .get("pod-infra-container-image")
+                .filter(|image| !image.is_empty())
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_POD_SANDBOX_IMAGE.into()),
             vmodule,
             given: Vec::new(),
         };

@@ -191,6 +191,8 @@ pub struct EvictionSettings {
     pub monitoring_period: Duration,
     /// `imageGCHighThresholdPercent`, `imageGCLowThresholdPercent`, `imageMinimumGCAge`.
     pub image_gc: ImageGcPolicy,
+    /// `--pod-infra-container-image`: never removed by image GC.
+    pub pod_sandbox_image: String,
 }
 
 impl NodeConfig {

@@ -702,7 +702,6 @@ mod tests {
     fn lists_what_was_given_by_flag_or_file_with_its_value() {
         let resolved = resolve(
             &[
-                ("pod-infra-container-image", "pause:3.10"),
                 ("storage-driver-password", "hunter2"),
                 ("port", "10250"),
                 ("read-only-port", "0"),
@@ -718,7 +717,6 @@ mod tests {
         assert_eq!(
             pairs,
             [
-                ("--pod-infra-container-image", "pause:3.10"),
                 ("--storage-driver-password", "(redacted)"),
                 ("hairpinMode", "none"),
                 ("logging.options", "{\"json\":{\"infoBufferSize\":\"1Mi\"}}"),
@@ -770,7 +768,7 @@ mod tests {
         assert_eq!(
             deprecation_notices(&given),
             [
-                "Flag --pod-infra-container-image has been deprecated, will be removed in 1.35. Image garbage collector will get sandbox image information from CRI.".to_string(),
+                "Flag --pod-infra-container-image has been deprecated, will be removed in 1.27. Image garbage collector will get sandbox image information from CRI.".to_string(),
                 format!("Flag --max-pods has been deprecated, {}", crate::domain::config::flags::CONFIG_FLAG_DEPRECATED),
             ]
         );

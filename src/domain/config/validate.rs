@@ -630,6 +630,7 @@ fn eviction_settings(
             low_threshold_percent: low,
             min_age_nanos: min_age,
         },
+        pod_sandbox_image: options.pod_sandbox_image.clone(),
     }
 }
 
