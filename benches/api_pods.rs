@@ -37,7 +37,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -50,18 +50,14 @@ use rkubelet::ports::runtime::RuntimeService;
 
 use cluster::Cluster;
 use common::bare_cri::{BareCri, BareKubeletCri};
-use common::{at_most, fail, free_port, rss_kib, rss_parts, verdict};
+use common::{
+    admin_client, at_most, env_number, fail, free_port, median, rss_kib, rss_parts, verdict,
+};
 use containerd::Containerd;
+use upstream::RunningKubelet;
 
 const CLUSTER_DNS_IP: &str = "10.0.0.10";
 const CLUSTER_DNS: &str = "--cluster-dns=10.0.0.10";
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kubelet {
@@ -272,29 +268,6 @@ fn node_writes(c: &Cluster, node: &str, from: usize) -> usize {
         .count()
 }
 
-enum Running {
-    Rkubelet(Child),
-    Upstream(upstream::UpstreamKubelet),
-}
-
-impl Running {
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Running::Rkubelet(c) => Some(c.id()),
-            Running::Upstream(u) => u.pid(),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Rkubelet(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Deletes every pod in the API at once (force, grace 0), without waiting for the kubelet.
 fn delete_all_pods(c: &Cluster) -> std::process::Output {
     c.kubectl(&[
@@ -415,7 +388,7 @@ fn measure(
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("rkubelet does not start: {e}"))?;
-            Running::Rkubelet(child)
+            RunningKubelet::Rkubelet(child)
         }
         Kubelet::Upstream => {
             let bins = bins.ok_or("no upstream binaries")?;
@@ -424,7 +397,7 @@ fn measure(
                 format!("--healthz-port={healthz_port}"),
                 CLUSTER_DNS.into(),
             ];
-            Running::Upstream(upstream::UpstreamKubelet::start(
+            RunningKubelet::Upstream(upstream::UpstreamKubelet::start(
                 bins,
                 &ctrd,
                 &upstream::UpstreamArgs {
@@ -506,18 +479,9 @@ fn measure(
 }
 
 async fn admin_clients(kubeconfig: &std::path::Path) -> Result<Clients, String> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let kube = kube::Client::try_from(config).map_err(|e| e.to_string())?;
-    Ok(Clients { kube })
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+    Ok(Clients {
+        kube: admin_client(kubeconfig).await?,
+    })
 }
 
 fn main() {

@@ -54,17 +54,11 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use rkubelet::domain::kuberuntime::requests::RequestContext;
 
 use cluster::Cluster;
-use common::{fail, free_port, rss_kib, verdict};
+use common::{admin_client, env_number, fail, free_port, median, rss_kib, verdict};
 use containerd::Containerd;
+use upstream::RunningKubelet;
 
 const DRIVER: &str = "hostpath.csi.k8s.io";
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A host process, killed and reaped on drop.
 struct Peer(Child);
@@ -364,14 +358,6 @@ async fn create_bound(
     Ok(())
 }
 
-async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, String> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    kube::Client::try_from(config).map_err(|e| e.to_string())
-}
-
 /// Deletes every pod and claim and waits until the claims' volumes are gone. The claims
 /// go once no volume is mounted below the kubelet's `root` any more: the pods' grace period
 /// of 0 removes them from the API at once, before the kubelet has unpublished their
@@ -506,29 +492,6 @@ async fn bare_calls(socket: &Path, dir: &Path, i: usize) -> Result<(Duration, Du
     Ok(took)
 }
 
-enum Running {
-    Rkubelet(Child),
-    Upstream(upstream::UpstreamKubelet),
-}
-
-impl Running {
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Running::Rkubelet(c) => Some(c.id()),
-            Running::Upstream(u) => u.pid(),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Rkubelet(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 fn measure(
     kind: Kubelet,
     c: &Cluster,
@@ -566,7 +529,7 @@ fn measure(
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("rkubelet does not start: {e}"))?;
-            Running::Rkubelet(child)
+            RunningKubelet::Rkubelet(child)
         }
         Kubelet::Upstream => {
             let up_dir = dir.path().join("upstream");
@@ -575,7 +538,7 @@ fn measure(
                 format!("--kubeconfig={}", kubeconfig.display()),
                 format!("--healthz-port={}", free_port()),
             ];
-            Running::Upstream(upstream::UpstreamKubelet::start(
+            RunningKubelet::Upstream(upstream::UpstreamKubelet::start(
                 bins,
                 &ctrd,
                 &upstream::UpstreamArgs {
@@ -722,12 +685,6 @@ fn measure(
         format!("/tmp/claims-{}.log", kind.name()),
     );
     Ok(figures)
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
 }
 
 fn main() {

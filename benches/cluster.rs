@@ -18,15 +18,8 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{pss_kib, rss_kib, verdict};
+use common::{env_number, pss_kib, rss_kib, verdict};
 use serde_json::Value;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn ready_nodes(c: &cluster::Cluster) -> usize {
     c.get_json(&["nodes"])

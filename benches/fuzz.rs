@@ -12,17 +12,11 @@ mod bench;
 #[path = "../fuzz/targets.rs"]
 mod fuzz_targets;
 
-use bench::{at_most, below};
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use bench::{at_most, below, env_number};
 
 pub fn main() {
-    let cases = u32::try_from(env_number("RKUBELET_BENCH_FUZZ_CASES", 50_000)).unwrap_or(u32::MAX);
+    let cases =
+        u32::try_from(env_number::<u64>("RKUBELET_BENCH_FUZZ_CASES", 50_000)).unwrap_or(u32::MAX);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

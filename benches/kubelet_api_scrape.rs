@@ -29,25 +29,19 @@ mod common;
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rkubelet::adapters::cri::CriRuntime;
 use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
 use rkubelet::ports::runtime::RuntimeService;
 
-use common::{at_most, cpu_secs, fail, free_port};
+use common::{at_most, cpu_secs, env_number, fail, free_port};
 use containerd::Containerd;
+use upstream::RunningKubelet;
 
 const BENCH: &str = "kubelet_api_scrape";
 const PATHS: [&str; 2] = ["/stats/summary", "/metrics/cadvisor"];
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kubelet {
@@ -60,38 +54,6 @@ impl Kubelet {
         match self {
             Kubelet::Rkubelet => "rk",
             Kubelet::Upstream => "up",
-        }
-    }
-}
-
-enum Running {
-    Rkubelet(Child),
-    Upstream(upstream::UpstreamKubelet),
-}
-
-impl Running {
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Running::Rkubelet(c) => Some(c.id()),
-            Running::Upstream(u) => u.pid(),
-        }
-    }
-
-    /// The upstream kubelet's last log lines, for an error; nothing for rkubelet (its log
-    /// stays in the bench's folder).
-    fn log_tail(&self) -> String {
-        match self {
-            Running::Rkubelet(_) => String::new(),
-            Running::Upstream(u) => format!("; the upstream kubelet's log ends:\n{}", u.log()),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Rkubelet(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }
@@ -187,12 +149,12 @@ fn measure(kind: Kubelet, bins: &Path, rt: &tokio::runtime::Runtime) -> Result<F
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("rkubelet does not start: {e}"))?;
-            Running::Rkubelet(child)
+            RunningKubelet::Rkubelet(child)
         }
         Kubelet::Upstream => {
             let mut extra = auth.to_vec();
             extra.push(format!("--max-pods={}", pods + 10));
-            Running::Upstream(upstream::UpstreamKubelet::start(
+            RunningKubelet::Upstream(upstream::UpstreamKubelet::start(
                 bins,
                 &ctrd,
                 &upstream::UpstreamArgs {

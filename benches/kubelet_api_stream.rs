@@ -29,19 +29,13 @@ mod common;
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cluster::Cluster;
-use common::{fail, free_port, verdict};
+use common::{env_number, fail, free_port, verdict};
 use containerd::Containerd;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use upstream::RunningKubelet;
 
 /// This machine's address on its default route (the API server dials the node there).
 fn host_ip() -> Result<std::net::IpAddr, String> {
@@ -62,22 +56,6 @@ struct Figures {
     /// Bytes received and seconds taken by `kubectl logs`.
     logs: (usize, f64),
     exec_median: f64,
-}
-
-enum Running {
-    Rkubelet(Child),
-    /// Held for its clean-up on drop.
-    #[allow(dead_code)]
-    Upstream(upstream::UpstreamKubelet),
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Rkubelet(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// A pod writing `mib` MiB of 100-byte lines, then `DONE`, then sleeping.
@@ -147,11 +125,11 @@ fn measure(kind: Kubelet, c: &Cluster, bins: &Path, mib: usize) -> Result<Figure
                 .stderr(log)
                 .spawn()
                 .map_err(|e| format!("rkubelet does not start: {e}"))?;
-            Running::Rkubelet(child)
+            RunningKubelet::Rkubelet(child)
         }
         Kubelet::Upstream => {
             let extra = common.to_vec();
-            Running::Upstream(upstream::UpstreamKubelet::start(
+            RunningKubelet::Upstream(upstream::UpstreamKubelet::start(
                 bins,
                 &ctrd,
                 &upstream::UpstreamArgs {

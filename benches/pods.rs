@@ -33,20 +33,15 @@ mod env_file;
 mod mounts;
 
 use common::bare_cri::{BareCri, POD_NAME_LABEL};
-use common::{at_most, below, cpu_secs, fail, free_port, rss_kib, rss_parts, unmeasured};
+use common::{
+    at_most, below, cpu_secs, env_number, fail, free_port, rss_kib, rss_parts, unmeasured,
+};
 use containerd::Containerd;
 
 mod common;
 
 const NODE: &str = "n1";
 const RUNS: usize = 5;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0

@@ -41,7 +41,7 @@ mod mounts;
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 
-use common::{at_most, below, cpu_secs, fail};
+use common::{at_most, below, cpu_secs, env_number, fail};
 use containerd::Containerd;
 
 mod common;
@@ -49,13 +49,6 @@ mod common;
 const NODE: &str = "probebench";
 /// The bench's HTTP server: first free port from here (this bench's range).
 const HTTP_PORTS: std::ops::Range<u16> = 26500..26600;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The next port `free_port` looks at: each call hands out a new one (a kubelet binds its
 /// ports only later, so a port found free twice would be given to two servers, and a taken

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{below, fail, free_port, rss_kib, rss_parts, unmeasured};
+use common::{below, env_number, fail, free_port, rss_kib, rss_parts, unmeasured};
 
 fn healthz_ok(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
@@ -53,13 +53,6 @@ fn time_to_healthz(root: &std::path::Path) -> Option<(Duration, Child)> {
         std::thread::sleep(Duration::from_micros(200));
     }
     None
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {

@@ -41,18 +41,11 @@ use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
 use rkubelet::ports::runtime::RuntimeService;
 
 use cluster::Cluster;
-use common::{below, fail, free_port};
+use common::{below, env_number, fail, free_port};
 use containerd::Containerd;
 
 const NODE: &str = "benchvp";
 const SYNC_SECS: u64 = 5;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn apply(c: &Cluster, dir: &Path, name: &str, yaml: &str) {
     let file = dir.join(format!("{name}.yaml"));

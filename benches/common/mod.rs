@@ -11,6 +11,30 @@ pub fn rkubelet_bin() -> std::ffi::OsString {
     std::env::var_os("RKUBELET_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_rkubelet").into())
 }
 
+/// The number in the environment variable `name`, else `default` (unset or not a number).
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of `values` (the upper one of an even count), none of none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// A client of the bench's control plane with the admin's kubeconfig.
+pub async fn admin_client(kubeconfig: &std::path::Path) -> Result<kube::Client, String> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
 /// `goal < {limit}{unit}: met`, or `NOT MET` when `value` is not below `limit`.
 pub fn below(value: f64, limit: f64, unit: &str) -> String {
     format!("goal < {limit}{unit}: {}", verdict(value < limit))

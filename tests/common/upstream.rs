@@ -186,3 +186,39 @@ impl Drop for UpstreamKubelet {
         }
     }
 }
+
+/// A kubelet a bench runs side by side with the other: rkubelet, killed and reaped on
+/// drop, or the upstream kubelet, which cleans up on its own drop.
+pub enum RunningKubelet {
+    Rkubelet(Child),
+    Upstream(UpstreamKubelet),
+}
+
+impl RunningKubelet {
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            RunningKubelet::Rkubelet(c) => Some(c.id()),
+            RunningKubelet::Upstream(u) => u.pid(),
+        }
+    }
+
+    /// The upstream kubelet's last log lines, for an error; nothing for rkubelet (its log
+    /// stays in the bench's folder).
+    pub fn log_tail(&self) -> String {
+        match self {
+            RunningKubelet::Rkubelet(_) => String::new(),
+            RunningKubelet::Upstream(u) => {
+                format!("; the upstream kubelet's log ends:\n{}", u.log())
+            }
+        }
+    }
+}
+
+impl Drop for RunningKubelet {
+    fn drop(&mut self) {
+        if let RunningKubelet::Rkubelet(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
