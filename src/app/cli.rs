@@ -271,13 +271,8 @@ pub fn warn_compatibility(resolved: &ResolvedConfig) {
     for notice in states::deprecation_notices(&resolved.options.given) {
         eprintln!("{notice}");
     }
-    if resolved
-        .options
-        .given
-        .iter()
-        .any(|(name, _)| name == "pod-infra-container-image")
-    {
-        info!("--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime");
+    for note in states::start_up_notes(&resolved.options.given) {
+        info!("{note}");
     }
     let given = states::not_implemented_given(resolved);
     if let Some(message) = states::not_implemented_warning(&given) {

@@ -476,6 +476,16 @@ pub fn deprecation_notices(given: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// Upstream's start-up info lines for flags given (logged, unlike the flag parser's
+/// deprecation notices).
+pub fn start_up_notes(given: &[(String, String)]) -> Vec<&'static str> {
+    given
+        .iter()
+        .filter(|(name, _)| name == "pod-infra-container-image")
+        .map(|_| "--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime")
+        .collect()
+}
+
 /// Refused values and values outside a field's allowed set, as problems.
 pub fn check(
     config: &KubeletConfiguration,
@@ -756,6 +766,16 @@ mod tests {
         for (name, _) in PARTLY {
             assert_eq!(field(name).map(|f| f.state), Some(State::Implemented));
         }
+    }
+
+    #[test]
+    fn the_pod_infra_container_image_given_gets_upstreams_note() {
+        let given = |name: &str| vec![(name.to_string(), "x".to_string())];
+        assert_eq!(
+            start_up_notes(&given("pod-infra-container-image")),
+            ["--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime"]
+        );
+        assert!(start_up_notes(&given("max-pods")).is_empty());
     }
 
     #[test]
