@@ -32,5 +32,11 @@ if [ "${2:-}" = stop ]; then
 fi
 
 for n in side-door scheduler controller-manager apiserver etcd; do stop "$n"; done
+# etcd's data in /dev/shm (cluster-up.sh) goes with etcd, --keep or not: it is memory.
+if [ -L "$BASE/etcd" ]; then
+    data=$(readlink "$BASE/etcd")
+    case $data in /dev/shm/rkubelet-etcd-*/data) rm -rf "$(dirname "$data")" ;; esac
+    rm -f "$BASE/etcd"
+fi
 [ "$keep" = 1 ] || rm -rf "$BASE"
 exit 0

@@ -20,6 +20,7 @@
 #   NODES             node identities to write at start-up ("a b": BASE/node-a.kubeconfig, ...)
 #   SCHEDULER=1       also run kube-scheduler
 #   SIGNING_DURATION  the controller manager's --cluster-signing-duration (default 720h)
+#   ETCD_ON_DISK=1    keep etcd's data in BASE/etcd rather than in /dev/shm
 #   KUBE_BIN_DIR      a folder with kube-apiserver, kube-controller-manager, kube-scheduler and
 #                     kubectl, plain or zstd-compressed (NAME.zst); fallback: ../shared/peers/bin
 #                     beside the repository. Compressed binaries are unpacked once into
@@ -194,7 +195,23 @@ if [ -f "$BASE/apiserver.pid" ] && kill -0 "$(cat "$BASE/apiserver.pid")" 2>/dev
     echo "$BASE/env"; exit 0
 fi
 touch "$BASE/.rkubelet-cluster"   # cluster-down.sh removes only folders carrying this mark
-mkdir -p "$BASE/pki" "$BASE/etcd"
+mkdir -p "$BASE/pki"
+# etcd's data lives in memory (/dev/shm) when it can: etcd fsyncs every write, and on CI's
+# shared disk, beside the soaks' containers, one commit once took 3 s and a control plane
+# a minute to come up, so that kubectl calls timed out. BASE/etcd is a link to it, so that
+# etcd's command line still names BASE (cluster-down.sh signals only such processes);
+# the folder's `base` file names its owner for sweep-leftovers.sh.
+if [ ! -e "$BASE/etcd" ]; then
+    if [ -z "${ETCD_ON_DISK:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then
+        shm=/dev/shm/rkubelet-etcd-$(basename "$BASE")-$(printf %s "$BASE" | sha256sum | cut -c1-8)
+        mkdir -p "$shm/data"
+        chmod 700 "$shm/data"
+        printf '%s\n' "$BASE" > "$shm/base"
+        ln -s "$shm/data" "$BASE/etcd"
+    else
+        mkdir -p "$BASE/etcd"
+    fi
+fi
 
 APORT=${APORT:-$(free_port)}
 if [ -z "${ETCD_PORT:-}" ]; then

@@ -40,11 +40,15 @@ up)
     fi
     # The node's own /var/lib hides the host's (and its /var/lib/kubelet, which the
     # upstream kubelet's tests create and remove); kubeadm's kubelet and etcd folders live
-    # in it, and the CNI plugins' cache.
+    # in it, and the CNI plugins' cache. kubeadm's etcd keeps its data in memory, as
+    # cluster-up.sh's does (CI's shared disk once made one commit take 3 s): a tmpfs on
+    # /var/lib/etcd, private to the namespace, so it goes with it.
+    mkdir -p "$BASE/var-lib/etcd"
     unshare --mount --propagation private -- /bin/sh -c '
         set -e
         mount --bind "$1/etc-kubernetes" /etc/kubernetes
         mount --bind "$1/var-lib" /var/lib
+        mount -t tmpfs -o mode=0700,size=1g rkubelet-kubeadm-etcd /var/lib/etcd
         touch "$1/holder.ready"
         exec sleep infinity' holder "$BASE" </dev/null >"$BASE/holder.log" 2>&1 &
     echo $! > "$BASE/holder.pid"

@@ -17,4 +17,12 @@ for base in /tmp/rkcri-* /tmp/rkcl-*; do
         cl) "$here/cluster-down.sh" "$base" ;;
     esac
 done
+# etcd's data in /dev/shm whose control plane's folder is gone (removed by hand, say).
+for shm in /dev/shm/rkubelet-etcd-*; do
+    [ -f "$shm/base" ] || continue
+    owner=$(cat "$shm/base")
+    [ -d "$owner" ] && continue
+    echo "sweep-leftovers.sh: $shm (its control plane $owner is gone)"
+    rm -rf "$shm"
+done
 exit 0
