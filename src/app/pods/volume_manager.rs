@@ -19,12 +19,12 @@ use super::volumes::{self, off_runtime};
 use super::volumes_in_use::VolumesInUse;
 use crate::app::node::ConnectedNode;
 use crate::app::plugins::CsiDrivers;
-use crate::domain::csi::volume::with_mount_group;
 use crate::domain::csi::volume::{
     attachment, pod_device_links_dir, published_block_volume, published_volume, staging_path,
     Attachment, BlockPaths, CsiDriverData, CsiPublish, PublishedVolume, CSI_PLUGIN_DIR,
     VOL_DATA_FILE,
 };
+use crate::domain::csi::volume::{unique_volume_name, with_mount_group};
 use crate::domain::csi::Driver;
 use crate::domain::events::{
     volume_resize_failed, volume_resize_refused_read_only, volume_resized,
@@ -886,7 +886,7 @@ impl VolumeManager {
                     let Ok(VolumeAction::Csi(publish)) = plan.action else {
                         continue;
                     };
-                    if let Err(failure) = self.publish(&publish).await {
+                    if let Err(failure) = self.publish(pod, &plan.spec_name, &publish).await {
                         let (operation, message) = match failure {
                             PublishFailure::MountDevice(m) => ("MountDevice", m),
                             PublishFailure::SetUp(m) => ("SetUp", m),
@@ -898,6 +898,12 @@ impl VolumeManager {
                             ),
                             volume: plan.name,
                         });
+                    } else {
+                        info!(
+                            pod = %log_ref(pod),
+                            "{}",
+                            volume_message("MountVolume.SetUp succeeded", pod, &plan.spec_name, &publish, "")
+                        );
                     }
                 }
                 Ok(failed)
@@ -1091,7 +1097,12 @@ impl VolumeManager {
     /// Publishes a CSI volume through its driver: the volume's folder and its
     /// `vol_data.json` first (the teardown reads it), then `NodePublishVolume`, then the
     /// `fsGroup` walk when the driver's policy leaves it to the kubelet.
-    async fn publish(&self, publish: &CsiPublish) -> Result<(), PublishFailure> {
+    async fn publish(
+        &self,
+        pod: &Pod,
+        volume: &str,
+        publish: &CsiPublish,
+    ) -> Result<(), PublishFailure> {
         let (driver, plugins) = self.driver(&publish.driver)?;
         let endpoint = Path::new(&driver.endpoint);
         let capabilities = plugins
@@ -1135,6 +1146,17 @@ impl VolumeManager {
                     .node_stage(endpoint, publish, &stage.staging_path)
                     .await
                     .map_err(|e| PublishFailure::MountDevice(Chain(&e).to_string()))?;
+                info!(
+                    pod = %log_ref(pod),
+                    "{}",
+                    volume_message(
+                        "MountVolume.MountDevice succeeded",
+                        pod,
+                        volume,
+                        publish,
+                        &format!("device mount path {:?}", stage.staging_path.display().to_string()),
+                    )
+                );
                 staged = Some(stage.staging_path.as_path());
             }
         }
@@ -1518,6 +1540,22 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
 }
 
 /// `2026_11_23_19_40_12.123456789` (UTC), as upstream names its timestamped folders.
+/// Upstream's log text of a volume operation on a pod's volume.
+fn volume_message(
+    operation: &str,
+    pod: &Pod,
+    volume: &str,
+    publish: &CsiPublish,
+    suffix: &str,
+) -> String {
+    format!(
+        "{operation} for volume {volume:?} (UniqueName: {:?}) pod {:?} (UID: {:?}) {suffix}",
+        unique_volume_name(publish, &pod.metadata.uid, volume),
+        pod.metadata.name,
+        pod.metadata.uid,
+    )
+}
+
 pub fn timestamp(unix_nanos: i64) -> String {
     let secs = unix_nanos.div_euclid(1_000_000_000);
     let nanos = unix_nanos.rem_euclid(1_000_000_000);

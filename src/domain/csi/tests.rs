@@ -190,6 +190,10 @@ mod inline_volumes {
         assert_eq!(publish.volume_handle, make_volume_handle("u-1", "data"));
         assert_eq!(publish.target_path, dir().join("mount"));
         assert_eq!(
+            unique_volume_name(&publish, "u-1", "data"),
+            "kubernetes.io/csi/u-1-data"
+        );
+        assert_eq!(
             publish.volume_context.get("size").map(String::as_str),
             Some("1Mi")
         );
@@ -363,6 +367,10 @@ mod persistent_volumes {
             &no_attach(),
         )
         .expect("publishable");
+        assert_eq!(
+            unique_volume_name(&publish, "u-1", "data"),
+            "kubernetes.io/csi/hostpath.csi.k8s.io^vol-1"
+        );
         // printf 'vol-1' | sha256sum
         let stage = publish.stage.expect("staged");
         assert_eq!(

@@ -75,6 +75,20 @@ pub struct CsiStage {
     pub secrets: Result<BTreeMap<String, String>, String>,
 }
 
+/// Upstream's unique name of a CSI volume in its logs and `volumesInUse`: a
+/// PersistentVolume's `kubernetes.io/csi/<driver>^<handle>`, an inline volume's
+/// `kubernetes.io/csi/<pod uid>-<volume>` (one per pod).
+pub fn unique_volume_name(publish: &CsiPublish, pod_uid: &str, volume: &str) -> String {
+    if publish.stage.is_some() {
+        format!(
+            "kubernetes.io/csi/{}^{}",
+            publish.driver, publish.volume_handle
+        )
+    } else {
+        format!("kubernetes.io/csi/{pod_uid}-{volume}")
+    }
+}
+
 /// A volume for the driver to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiPublish {
