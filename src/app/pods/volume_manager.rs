@@ -1539,7 +1539,6 @@ fn carry_out(files: &dyn PodFiles, action: &VolumeAction, stamp: &str) -> Result
     }
 }
 
-/// `2026_11_23_19_40_12.123456789` (UTC), as upstream names its timestamped folders.
 /// Upstream's log text of a volume operation on a pod's volume.
 fn volume_message(
     operation: &str,
@@ -1556,6 +1555,7 @@ fn volume_message(
     )
 }
 
+/// `2026_11_23_19_40_12.123456789` (UTC), as upstream names its timestamped folders.
 pub fn timestamp(unix_nanos: i64) -> String {
     let secs = unix_nanos.div_euclid(1_000_000_000);
     let nanos = unix_nanos.rem_euclid(1_000_000_000);

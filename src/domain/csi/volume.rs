@@ -80,13 +80,14 @@ pub struct CsiStage {
 /// `kubernetes.io/csi/<pod uid>-<volume>` (one per pod).
 pub fn unique_volume_name(publish: &CsiPublish, pod_uid: &str, volume: &str) -> String {
     if publish.stage.is_some() {
-        format!(
-            "kubernetes.io/csi/{}^{}",
-            publish.driver, publish.volume_handle
-        )
+        persistent_volume_name(&publish.driver, &publish.volume_handle)
     } else {
         format!("kubernetes.io/csi/{pod_uid}-{volume}")
     }
+}
+
+fn persistent_volume_name(driver: &str, volume_handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{volume_handle}")
 }
 
 /// A volume for the driver to publish.
@@ -193,10 +194,7 @@ pub fn attachment(
         _ => true,
     };
     required.then(|| Attachment {
-        unique_name: format!(
-            "kubernetes.io/csi/{}^{}",
-            source.driver, source.volume_handle
-        ),
+        unique_name: persistent_volume_name(&source.driver, &source.volume_handle),
         id: attachment_name(&source.volume_handle, &source.driver, node_name),
     })
 }
