@@ -703,21 +703,17 @@ fn measure(
             busybox: image.clone(),
             requests,
         };
-        Some((bare_cri, bare_kubelet))
+        let node_client = rt.block_on(admin_client(&kubeconfig))?;
+        Some((bare_cri, bare_kubelet, node_client))
     } else {
         None
     };
     let client = rt.block_on(admin_client(&c.admin_kubeconfig()))?;
-    let node_client = if kind == Kubelet::Rkubelet {
-        Some(rt.block_on(admin_client(&kubeconfig))?)
-    } else {
-        None
-    };
     let pods = |names: &[String], claims_when: Claims, within: Duration| {
         create_and_track(&client, rt, &node, &image, names, claims_when, within)
     };
     for i in 0..runs {
-        if let Some((bare_cri, bare_kubelet)) = &baselines {
+        if let Some((bare_cri, bare_kubelet, _)) = &baselines {
             // rkubelet is stopped meanwhile: it would take the bare pods for pods no source
             // wants and kill them (a StartContainer failed so), and its work would be in
             // the baseline's time.
@@ -738,7 +734,7 @@ fn measure(
         figures
             .on_bound_to_running
             .push((seen.all_running - seen.first_added).as_secs_f64());
-        if let Some(node_client) = &node_client {
+        if let Some((_, _, node_client)) = &baselines {
             let _frozen = Frozen::new(running.pid())?;
             figures.bare_api.push(
                 rt.block_on(bare_api_calls(node_client, &name))?
