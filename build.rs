@@ -52,7 +52,12 @@ fn commit_and_date() {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"]) {
             println!("cargo:rerun-if-changed={dir}/{head_ref}");
-            println!("cargo:rerun-if-changed={dir}/packed-refs");
+            // Named only where it exists: cargo takes a missing file as changed, and would
+            // rebuild the crate on every build (a repository whose refs were never packed).
+            let packed = std::path::Path::new(&dir).join("packed-refs");
+            if packed.exists() {
+                println!("cargo:rerun-if-changed={}", packed.display());
+            }
         }
     }
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
