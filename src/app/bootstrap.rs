@@ -1183,29 +1183,61 @@ pub async fn run(
     };
     info!(?reason, "shutting down");
     let _ = shutdown_tx.send(true);
-    if let Err(e) = pod_loop.await {
+    // Each task stops at its next await on the shutdown; one held in a call to a runtime
+    // or an API server that does not answer would hold the exit for that call's whole
+    // timeout (minutes). The upstream kubelet exits at once on SIGTERM, and a kill leaves
+    // nothing rkubelet does not recover at its next start, so what is still running at
+    // the deadline is dropped.
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+    if let Err(e) = stopped_by(deadline, pod_loop, "pod loop").await {
         warn!(error = %Chain(&e), "pod loop task failed");
     }
     for task in eviction.tasks {
-        if let Err(e) = task.await {
+        if let Err(e) = stopped_by(deadline, task, "eviction task").await {
             warn!(error = %Chain(&e), "eviction task failed");
         }
     }
     for task in api_servers {
-        match task.await {
-            Ok(Err(e)) => warn!(error = %Chain(&e), "kubelet API server stopped with an error"),
+        match stopped_by(deadline, task, "kubelet API server").await {
+            Ok(Some(Err(e))) => {
+                warn!(error = %Chain(&e), "kubelet API server stopped with an error")
+            }
             Err(e) => warn!(error = %Chain(&e), "kubelet API server task failed"),
-            Ok(Ok(())) => {}
+            Ok(_) => {}
         }
     }
     if let Some(server) = server {
-        match server.await {
-            Ok(Err(e)) => warn!(error = %Chain(&e), "healthz server stopped with an error"),
+        match stopped_by(deadline, server, "healthz server").await {
+            Ok(Some(Err(e))) => warn!(error = %Chain(&e), "healthz server stopped with an error"),
             Err(e) => warn!(error = %Chain(&e), "healthz server task failed"),
-            Ok(Ok(())) => {}
+            Ok(_) => {}
         }
     }
     Ok(reason)
+}
+
+/// How long rkubelet waits, once asked to stop, for its tasks to end by themselves.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// `task`'s result if it ends by `deadline`; `None`, the task aborted and the fact
+/// logged, if it does not.
+async fn stopped_by<T>(
+    deadline: tokio::time::Instant,
+    mut task: tokio::task::JoinHandle<T>,
+    what: &str,
+) -> Result<Option<T>, tokio::task::JoinError> {
+    match tokio::time::timeout_at(deadline, &mut task).await {
+        Ok(ended) => ended.map(Some),
+        Err(_) => {
+            task.abort();
+            warn!(
+                task = what,
+                wait = ?SHUTDOWN_WAIT,
+                "still running at the shutdown deadline; abandoned"
+            );
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1213,6 +1245,27 @@ mod tests {
     use super::*;
     use crate::adapters::fake::FakeHost;
     use crate::app::test_support::{deps, try_resolved as resolved};
+
+    #[tokio::test(start_paused = true)]
+    async fn the_shutdown_waits_for_a_task_until_its_deadline_then_abandons_it() {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+        let quick = tokio::spawn(async { 7 });
+        assert_eq!(
+            stopped_by(deadline, quick, "quick").await.ok(),
+            Some(Some(7))
+        );
+
+        // A task held in a call that never answers.
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+        let held = tokio::spawn(async move {
+            let _dropped_when_aborted = dropped_tx;
+            std::future::pending::<()>().await;
+        });
+        let asked = tokio::time::Instant::now();
+        assert_eq!(stopped_by(deadline, held, "held").await.ok(), Some(None));
+        assert_eq!(tokio::time::Instant::now(), asked + SHUTDOWN_WAIT);
+        assert!(dropped_rx.await.is_err(), "the abandoned task is aborted");
+    }
 
     #[test]
     fn the_configuration_file_and_its_conf_drop_ins_are_read_through_the_host() {

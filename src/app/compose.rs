@@ -229,11 +229,14 @@ pub fn async_runtime() -> Option<tokio::runtime::Runtime> {
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Install the SIGTERM/SIGINT handlers now (so a signal that arrives during start-up
-/// is not fatal) and return a future that resolves on the first of them, from when the
-/// process exits within [`SHUTDOWN_GRACE`] whatever still runs. Must be called inside
-/// the tokio runtime.
+/// is not fatal) and return a future that resolves on the first of them. From the
+/// signal's arrival the process exits within [`SHUTDOWN_GRACE`] whatever still runs:
+/// a thread of its own hears the signal as the kernel delivers it, since the runtime's
+/// one thread, which polls tokio's handlers, may be the one held up. Must be called
+/// inside the tokio runtime.
 pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
+    arm_shutdown_watchdog();
     let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -248,17 +251,32 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             _ = term.recv() => tracing::info!("received SIGTERM"),
             _ = int.recv() => tracing::info!("received SIGINT"),
         }
-        // A thread of its own: the runtime's may be the one held up.
-        let watchdog = std::thread::Builder::new()
-            .name("shutdown-grace".into())
-            .spawn(|| {
-                std::thread::sleep(SHUTDOWN_GRACE);
-                tracing::warn!(grace = ?SHUTDOWN_GRACE, "the shutdown did not finish in time; exiting now (pods keep running)");
-                std::process::exit(0);
-            });
-        if let Err(e) = watchdog {
+    }
+}
+
+/// A thread that waits for SIGTERM or SIGINT, then gives the shutdown
+/// [`SHUTDOWN_GRACE`] and exits the process (exit code 0: pods keep running).
+fn arm_shutdown_watchdog() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) {
+        Ok(signals) => signals,
+        Err(e) => {
             tracing::warn!(error = %e, "cannot bound the shutdown's time");
+            return;
         }
+    };
+    let watchdog = std::thread::Builder::new()
+        .name("shutdown-grace".into())
+        .spawn(move || {
+            if signals.forever().next().is_none() {
+                return;
+            }
+            std::thread::sleep(SHUTDOWN_GRACE);
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "the shutdown did not finish in time; exiting now (pods keep running)");
+            std::process::exit(0);
+        });
+    if let Err(e) = watchdog {
+        tracing::warn!(error = %e, "cannot bound the shutdown's time");
     }
 }
 
