@@ -29,6 +29,9 @@ mod env_file;
 #[path = "../tests/common/mounts.rs"]
 mod mounts;
 #[allow(dead_code)]
+#[path = "../tests/common/patience.rs"]
+mod patience;
+#[allow(dead_code)]
 #[path = "../tests/common/upstream.rs"]
 mod upstream;
 

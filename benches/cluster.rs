@@ -12,6 +12,9 @@ mod cluster;
 #[allow(dead_code)]
 #[path = "../tests/common/env_file.rs"]
 mod env_file;
+#[allow(dead_code)]
+#[path = "../tests/common/patience.rs"]
+mod patience;
 
 mod common;
 

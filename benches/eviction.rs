@@ -38,6 +38,9 @@ mod env_file;
 #[allow(dead_code)] // shared with the tests, which use more of it
 #[path = "../tests/common/mounts.rs"]
 mod mounts;
+#[allow(dead_code)]
+#[path = "../tests/common/patience.rs"]
+mod patience;
 
 use cluster::Cluster;
 use common::{at_most, below, fail, free_port};

@@ -28,6 +28,9 @@ mod env_file;
 #[allow(dead_code)]
 #[path = "../tests/common/mounts.rs"]
 mod mounts;
+#[allow(dead_code)]
+#[path = "../tests/common/patience.rs"]
+mod patience;
 
 mod common;
 

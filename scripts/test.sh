@@ -104,16 +104,27 @@ echo "== lints and tests, the real-peer tests included"
 # about 100 core-seconds, which the benchmarks' background build then lacked); the fuzz
 # benchmark below runs 10,000 a target, optimized, through the same targets.
 export RKUBELET_FUZZ_CASES="${RKUBELET_FUZZ_CASES:-500}"
+# nextest's `ci` profile with the test build's settings; a failed run ends with where each
+# test failed, from nextest's JUnit report: CI keeps the head and the tail of a failing
+# run's output, and the tests' logs fill the middle.
+nextest_ci() {
+    local status=0
+    RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci "$@" \
+        || status=$?
+    if ((status != 0)); then
+        python3 scripts/test-env/failures.py \
+            "${CARGO_TARGET_DIR:-target}/nextest/ci/junit.xml" || true
+    fi
+    return "$status"
+}
 # The demo's test runs alone, after them: it compares the host's listing before and after
 # scripts/run.sh, which the other tests' containerds would change meanwhile.
 alone='test(=packaging::the_demo_leaves_nothing_outside_its_state_folder)'
-RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
-    --run-ignored all --all-targets -E "not kind(bench) & not $alone"
+nextest_ci --run-ignored all --all-targets -E "not kind(bench) & not $alone"
 took "lints and tests"
 
 echo "== the demo, alone on the machine"
-RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked --profile ci \
-    --run-ignored all --test integration -E "$alone"
+nextest_ci --run-ignored all --test integration -E "$alone"
 took "the demo"
 
 echo "== the real-peer modules on containerd 2.3"
@@ -143,8 +154,7 @@ on_containerd_2=(
     'kubeadm_cluster::kubeadm_init_and_join_build_a_two_node_cluster_on_rkubelet'
 )
 filter=$(printf ' | test(=%s)' "${on_containerd_2[@]}")
-RKUBELET_CONTAINERD=2.3 RUST_BACKTRACE=0 "${tests_build[@]}" cargo nextest run --locked \
-    --profile ci --run-ignored all --test integration -E "${filter# | }"
+RKUBELET_CONTAINERD=2.3 nextest_ci --run-ignored all --test integration -E "${filter# | }"
 took "the real-peer modules on containerd 2.3"
 finished "$bench_build" bench-build
 trap - EXIT

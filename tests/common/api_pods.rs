@@ -7,17 +7,20 @@ use serde_json::Value;
 
 use super::cluster::{Cluster, ClusterOptions};
 use super::node::{Node, NODE};
+use super::patience;
 
-/// Poll `probe` every 200 ms for up to `secs`.
+/// Poll `probe` every 200 ms for up to `secs` seconds of a quiet machine ([`patience`]).
 pub fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let budget = patience(secs);
+    let deadline = Instant::now() + budget;
     loop {
         if let Some(v) = probe() {
             return v;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
+            "timed out after {:.0} s: {what}",
+            budget.as_secs_f64()
         );
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -144,7 +144,7 @@ impl Cluster {
             .expect("cluster-up.sh runs");
         assert!(out.status.success(), "starting {name} failed: {out:?}");
         if name == "apiserver" {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + super::patience::patience(60);
             while !self.kubectl(&["get", "--raw", "/readyz"]).status.success() {
                 assert!(Instant::now() < deadline, "apiserver not ready again");
                 std::thread::sleep(Duration::from_millis(200));
@@ -163,7 +163,7 @@ impl Cluster {
             .output()
             .expect("cluster-up.sh runs");
         assert!(out.status.success(), "the side door failed: {out:?}");
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + super::patience::patience(60);
         while !self
             .side_door_kubectl(port, &["get", "--raw", "/readyz"])
             .status

@@ -28,7 +28,7 @@ pub fn host_ip() -> std::net::IpAddr {
 
 /// Polls `probe` every 250 ms until it yields `Some`; fails naming `what` after `secs`.
 pub fn wait_for<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let deadline = Instant::now() + super::patience(secs);
     loop {
         if let Some(v) = probe() {
             return v;

@@ -16,12 +16,14 @@ pub mod faults;
 pub mod kubelet_api;
 pub mod mounts;
 pub mod node;
+pub mod patience;
 pub mod peer;
 pub mod pod_resources;
 pub mod ports;
 pub mod systemd;
 pub mod upstream;
 
+pub use patience::patience;
 pub use ports::free_port;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rkubelet");
@@ -62,9 +64,9 @@ pub fn pods_get(daemon: &Daemon) -> Option<(u16, String)> {
 
 /// `GET path` on the daemon's kubelet API (TLS, its self-signed certificate not checked,
 /// no credentials: the daemon must allow anonymous requests): the status and the body.
-/// Waits up to 20 s for the port to answer.
+/// Waits up to 20 s (by [`patience`]) for the port to answer.
 pub fn api_get(daemon: &Daemon, path: &str) -> Option<(u16, String)> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + patience(20);
     loop {
         let out = Command::new("curl")
             .args(["-sk", "--max-time", "5", "-w", "\n%{http_code}"])
@@ -226,8 +228,7 @@ pub fn start_daemon(args: &[String], as_nobody: bool) -> Daemon {
         log,
         _cert_dir: cert_dir,
     };
-    let left = Duration::from_secs(20);
-    let deadline = Instant::now() + left;
+    let deadline = Instant::now() + patience(20);
     if rx
         .recv_timeout(deadline.saturating_duration_since(Instant::now()))
         .is_err()

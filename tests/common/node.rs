@@ -21,19 +21,20 @@ pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 pub const POLL: Duration = Duration::from_millis(150);
 
 /// Poll `probe` (an expression, awaited inside) every `POLL` until it yields `Some`;
-/// fail with `what` after `secs` seconds.
+/// fail with `what` after `secs` seconds of a quiet machine (`patience`).
 #[allow(unused_macros)]
 macro_rules! eventually {
     ($secs:expr, $what:expr, $probe:expr) => {{
-        let deadline = Instant::now() + Duration::from_secs($secs);
+        let budget = $crate::common::patience($secs);
+        let deadline = Instant::now() + budget;
         loop {
             if let Some(v) = $probe {
                 break v;
             }
             assert!(
                 Instant::now() < deadline,
-                "timed out after {} s waiting for {}",
-                $secs,
+                "timed out after {:.0} s waiting for {}",
+                budget.as_secs_f64(),
                 $what
             );
             tokio::time::sleep(POLL).await;
@@ -165,7 +166,7 @@ impl Node {
         let mut args = vec![kubeconfig.as_str()];
         args.extend_from_slice(extra);
         self.kubelet_with(&args);
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + super::patience(30);
         while cluster.get_json(&["node", NODE]).is_none() {
             assert!(
                 Instant::now() < deadline,

@@ -197,25 +197,36 @@ async fn api_pods_run_and_report_their_status() {
         });
         started.elapsed().as_secs_f64()
     };
+    // The bounds tell the behaviours apart (the container's own exit, the pod's grace,
+    // the API server alone) rather than time rkubelet: 7.3 s for the polite pod on
+    // CI's slow machine of 2026-11-30, about 2.5 s here. Waiting out the default grace
+    // takes 30 s.
+    const DEFAULT_GRACE_SECS: f64 = 30.0;
     let polite_secs = gone_after("polite", &[]);
     println!("FIGURE delete (default grace) of a container exiting 2 s after SIGTERM: gone from the API in {polite_secs:.2} s");
-    assert!((1.9..6.0).contains(&polite_secs), "{polite_secs}");
+    assert!(
+        (1.9..DEFAULT_GRACE_SECS / 2.0).contains(&polite_secs),
+        "{polite_secs}"
+    );
     let stubborn_secs = gone_after("stubborn", &[]);
     println!("FIGURE delete of a container ignoring SIGTERM, grace 3 s: gone from the API in {stubborn_secs:.2} s");
-    assert!((2.9..8.0).contains(&stubborn_secs), "{stubborn_secs}");
+    assert!(
+        (2.9..DEFAULT_GRACE_SECS / 2.0).contains(&stubborn_secs),
+        "{stubborn_secs}"
+    );
+    // Gone before the kubelet could have stopped anything: less than the 3 s grace the
+    // stubborn pod needed.
     let forced_secs = gone_after("forced", &["--force", "--grace-period=0"]);
     println!("FIGURE delete --force --grace-period=0: gone from the API in {forced_secs:.2} s");
-    assert!(forced_secs < 2.0, "{forced_secs}");
+    assert!(forced_secs < 2.9, "{forced_secs}");
     let _ = gone_after("web", &[]);
     let cgroup_root = node.ctrd.var("RKUBELET_CGROUP_ROOT");
     for (name, uid) in ["polite", "stubborn", "forced", "web"].iter().zip(&uids) {
-        let mut left = usize::MAX;
-        for _ in 0..50 {
-            left = sandboxes_of(&node, name).await;
-            if left == 0 {
-                break;
-            }
+        let deadline = Instant::now() + crate::common::patience(10);
+        let mut left = sandboxes_of(&node, name).await;
+        while left != 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
+            left = sandboxes_of(&node, name).await;
         }
         assert_eq!(left, 0, "{name}: sandboxes left in the runtime");
         assert!(
@@ -378,18 +389,17 @@ async fn a_deployment_runs_survives_a_restart_and_scales_to_zero() {
     eventually(60, "all replicas gone from the API", || {
         deployment_pods(&cluster, "app").is_empty().then_some(())
     });
-    let mut left = usize::MAX;
-    for _ in 0..100 {
-        left = node
-            .rt
+    let all_sandboxes = || async {
+        node.rt
             .list_pod_sandboxes(&Default::default())
             .await
-            .unwrap_or_default()
-            .len();
-        if left == 0 {
-            break;
-        }
+            .map_or(usize::MAX, |s| s.len())
+    };
+    let deadline = Instant::now() + crate::common::patience(20);
+    let mut left = all_sandboxes().await;
+    while left != 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        left = all_sandboxes().await;
     }
     assert_eq!(left, 0, "sandboxes left in the runtime");
     node.finish();

@@ -5,7 +5,7 @@
 //! Needs root and containerd; fails, saying which is missing, without them.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::common;
 
@@ -208,7 +208,7 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
     node.kill9();
     node.remove("gold.yaml");
     node.kubelet_with(&["--cgroup-driver=cgroupfs", "--kube-reserved=memory=1Gi"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + crate::common::patience(60);
     while !pod_cgroups(&kubepods).is_empty() || !node.all_sandboxes().await.is_empty() {
         assert!(
             Instant::now() < deadline,

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common;
+use crate::common::api_pods::eventually;
 use crate::common::cluster::{Cluster, ClusterOptions};
 use crate::common::node::{Node, NODE};
 use crate::common::{start_daemon, Daemon, BIN};
@@ -45,21 +46,6 @@ fn requests<'a>(
 
 fn code(e: &Value) -> i64 {
     e["responseStatus"]["code"].as_i64().unwrap_or(0)
-}
-
-/// Poll `probe` every 200 ms for up to `secs`.
-fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn condition<'a>(node: &'a Value, type_: &str) -> &'a Value {

@@ -80,7 +80,7 @@ async fn cpus_of(node: &Node, pod: &str) -> (String, String) {
 
 /// Polls until the container runs on `want` in both views (the reconcile loop's period).
 async fn eventually_on(node: &Node, pod: &str, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::common::patience(30);
     loop {
         let now = cpus_of(node, pod).await;
         if now.0 == want && now.1 == want {
@@ -108,7 +108,7 @@ fn uid(node: &Node, pod: &str) -> String {
 
 /// Refused at admission as upstream's CPU manager refuses it.
 async fn refused(node: &Node, pod: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::common::patience(30);
     let status = loop {
         if let Some(p) = node.pod_json(pod) {
             if p["status"]["phase"] == "Failed" {
@@ -261,7 +261,7 @@ async fn static_policy_pins_a_guaranteed_container_to_cpu_1_and_keeps_it_over_a_
         .replace("spec:\n", "spec:\n  restartPolicy: Never\n");
     node.write("done.yaml", &done);
     let done_uid = {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + crate::common::patience(60);
         loop {
             let pod = node.pod_json("cpu-done-n1");
             if let Some(pod) = pod.filter(|p| p["status"]["phase"] == "Succeeded") {
@@ -274,7 +274,7 @@ async fn static_policy_pins_a_guaranteed_container_to_cpu_1_and_keeps_it_over_a_
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::common::patience(30);
     loop {
         let state = state_file(&node);
         if state["defaultCpuSet"] == "0-1" && state["entries"].get(&done_uid).is_none() {
@@ -291,7 +291,7 @@ async fn static_policy_pins_a_guaranteed_container_to_cpu_1_and_keeps_it_over_a_
     node.remove("done.yaml");
 
     node.remove("b.yaml");
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + crate::common::patience(60);
     while !node.containers(B).await.is_empty() {
         assert!(Instant::now() < deadline, "cpu-b did not go");
         tokio::time::sleep(Duration::from_millis(250)).await;

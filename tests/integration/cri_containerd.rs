@@ -97,7 +97,7 @@ async fn pod_lifecycle_through_the_adapter() -> Result<(), RuntimeError> {
     assert_eq!(containers.len(), 1);
 
     let log_file = log_dir.join("main/0.log");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + crate::common::patience(10);
     loop {
         let text = std::fs::read_to_string(&log_file).unwrap_or_default();
         if text.contains(" stdout F hello") || text.contains("hello") {

@@ -155,7 +155,7 @@ impl KubeadmNode {
     fn start_kubelet_when_written(&mut self, kubeadm: &mut Child, kubeconfig_written: &str) {
         let flags_env = self.var_lib("kubelet/kubeadm-flags.env");
         let kubeconfig = self.etc(kubeconfig_written);
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let deadline = Instant::now() + crate::common::patience(120);
         while !(flags_env.exists() && kubeconfig.exists()) {
             if let Ok(Some(status)) = kubeadm.try_wait() {
                 panic!(

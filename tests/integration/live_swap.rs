@@ -137,7 +137,7 @@ fn changes(before: &Holdings, after: &Holdings) -> (usize, usize, Vec<String>) {
 }
 
 async fn wait_all_running(rt: &CriRuntime, who: &str, log: impl Fn() -> String) -> Holdings {
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let deadline = Instant::now() + crate::common::patience(240);
     loop {
         let h = holdings(rt).await;
         if all_running(&h) {

@@ -2,26 +2,12 @@
 //! plane (kube-apiserver v1.26.1 with the Node authorizer and NodeRestriction, etcd) and a
 //! private containerd, with static pods: what `kubectl get` shows.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::common::api_pods::eventually;
 use crate::common::cluster::Cluster;
 use crate::common::node::{container, pod, Node, NODE};
 use serde_json::Value;
-
-/// Poll `probe` every 200 ms for up to `secs`.
-fn eventually<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn start(cluster: &Cluster, node: &mut Node) {
     let kubeconfig = cluster.node_kubeconfig(NODE, 30);

@@ -300,7 +300,7 @@ async fn the_unit_is_active_only_after_ready_and_stops_cleanly() {
     unit.job("Start").await;
     let mut pid_while_activating = 0;
     let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::common::patience(30);
     loop {
         let now = unit.state().await;
         if now == state("activating", "start") && pid_while_activating == 0 {
@@ -384,7 +384,7 @@ async fn without_ready_the_unit_stays_activating() {
     .await;
     let (unit, log, port) = (&loaded.unit, &loaded.log, loaded.port);
     unit.job("Start").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + crate::common::patience(30);
     while http_get(port, "/healthz").is_none() {
         assert!(
             Instant::now() < deadline,

@@ -361,7 +361,7 @@ fn against_containerd_the_plan_starts_only_what_is_missing_and_changes_nothing()
         .concat(),
         false,
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + crate::common::patience(90);
     loop {
         let state = runtime_state(&endpoint);
         let running = state
@@ -600,7 +600,7 @@ fn against_containerd_the_plan_shows_crash_loop_back_off_and_image_pulls() {
         .concat(),
         false,
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + crate::common::patience(90);
     loop {
         let newest = newest_instances(&endpoint);
         if newest

@@ -192,7 +192,7 @@ async fn crash_loop_backs_off() {
 
     // Each attempt's latest status, kept while the runtime still knows it.
     let mut seen: BTreeMap<u32, ContainerStatus> = BTreeMap::new();
-    let hard_deadline = Instant::now() + Duration::from_secs(90);
+    let hard_deadline = Instant::now() + crate::common::patience(90);
     let mut first_seen: Option<Instant> = None;
     loop {
         for entry in node.containers("crash-n1").await {

@@ -349,7 +349,7 @@ pub(crate) async fn soak_containerd(
             let name = format!("w{wave}-p{i:03}");
             node.write(&format!("{name}.yaml"), &churned_pod(&name, &node.busybox));
         }
-        let deadline = Instant::now() + Duration::from_secs(60 + 2 * pods as u64);
+        let deadline = Instant::now() + crate::common::patience(60 + 2 * pods as u64);
         loop {
             let running = node
                 .rt
@@ -389,7 +389,7 @@ pub(crate) async fn soak_containerd(
                 break;
             }
             assert!(
-                Instant::now() < deadline + Duration::from_secs(60),
+                Instant::now() < deadline + crate::common::patience(60),
                 "wave {wave}: pods not gone: {} pod folders, {} log folders, {} cgroups",
                 left.pod_dirs.len(),
                 left.log_dirs.len(),
@@ -415,7 +415,7 @@ pub(crate) async fn soak_containerd(
         mounts: mounts_below(&node.root.join("pods")).len(),
     };
     // Shims leave a moment after their sandbox is removed: counted once they had time.
-    let shims_deadline = Instant::now() + Duration::from_secs(10);
+    let shims_deadline = Instant::now() + crate::common::patience(10);
     let mut left = left;
     while left.shims > 0 && Instant::now() < shims_deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;

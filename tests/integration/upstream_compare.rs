@@ -160,7 +160,7 @@ async fn wait_complete(
     who: &str,
     log: impl Fn() -> String,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + crate::common::patience(180);
     while !complete(rt, want).await {
         assert!(
             Instant::now() < deadline,

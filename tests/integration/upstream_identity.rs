@@ -185,7 +185,7 @@ async fn rkubelet_derives_the_uids_and_container_hashes_upstream_v1_26_writes() 
 
     // What upstream wrote, once every expected pod has a sandbox and every container.
     let rt = CriRuntime::connect(&endpoint, Duration::from_secs(30)).expect("CRI client");
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + crate::common::patience(180);
     let got = loop {
         let sandboxes = rt
             .list_pod_sandboxes(&SandboxFilter::default())

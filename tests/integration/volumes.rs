@@ -35,7 +35,7 @@ fn requests(root: &Path) -> RequestContext {
 
 /// Waits for an object the controller manager makes.
 fn wait_for(cluster: &Cluster, args: &[&str]) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + crate::common::patience(60);
     loop {
         if let Some(v) = cluster.get_json(args) {
             return v;
