@@ -213,10 +213,13 @@ async fn probes_and_hooks_on_containerd() {
     let grpc_dir = hook_dir.path().join("grpc");
     std::fs::create_dir_all(&grpc_dir).expect("grpc dir");
     std::fs::write(grpc_dir.join("resp"), grpc_health_answer(1)).expect("answer");
-    // Wait for the client's request before answering on its stream 1.
+    // Answers on the client's stream 1 once the client has opened it: after its
+    // connection preface (24 bytes, sent with its first frames), then a pause for the
+    // rest. An answer on a timer alone reached a client slowed by a loaded machine before
+    // its request, which it rightly took as a protocol error (CI, 2026-11-30).
     std::fs::write(
         grpc_dir.join("serve.sh"),
-        "#!/bin/sh\nsleep 0.5\ncat /grpc/resp\nsleep 1\n",
+        "#!/bin/sh\nhead -c 24 >/dev/null\nsleep 0.5\ncat /grpc/resp\nsleep 1\n",
     )
     .expect("script");
     std::fs::set_permissions(
@@ -235,7 +238,7 @@ async fn probes_and_hooks_on_containerd() {
                 main_container(
                     &image,
                     "exec nc -ll -p 9000 -e /grpc/serve.sh",
-                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      timeoutSeconds: 2\n      failureThreshold: 3\n",
+                    "    volumeMounts:\n    - name: grpc\n      mountPath: /grpc\n    livenessProbe:\n      grpc:\n        port: 9000\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      timeoutSeconds: 5\n      failureThreshold: 3\n",
                 )
             ),
         ),
