@@ -11,7 +11,7 @@
 #
 # The crate is compiled twice, each build needed once: the test build (dev profile, with
 # clippy's lints) and the benchmarks' optimized build (`release-unwind`: the release
-# profile's optimizations and LTO, unwinding; scripts/run.sh shares the profile): the
+# profile's optimizations without its LTO, unwinding; scripts/run.sh shares the profile): the
 # rkubelet binary the benchmarks start and the one harness of the nine benchmarks that
 # time code in their own process (`in_process`), which share every dependency and the
 # library. The other benchmarks time the binary they start and its peers: their harnesses
@@ -33,7 +33,7 @@ took "dependencies"
 # The benchmarks whose figures are timings of code in their own process (the domain's
 # decisions, the adapters they drive, parsers, compression) need the optimized build:
 # they are modules of one harness, `in_process` (benches/in_process.rs), so that build
-# links the crate with LTO once for them. The others measure the rkubelet binary they
+# links the crate once for them. The others measure the rkubelet binary they
 # start (`RKUBELET_BENCH_BIN`) and its peers: their harnesses are built in the tests'
 # profile, with the tests, from the same artifacts (each bench's own crate and link only).
 # Their in-process parts are the bare CRI calls of the `pods` and `api_pods` baselines, a
@@ -231,12 +231,17 @@ for bench in cluster upstream soak pod_events volume_pods claims kubelet_api_str
 done
 # The runtime benchmarks again on containerd 2.3.4 (issue 34), each beside the upstream
 # kubelet on the same runtime; the `pods` bench adds the evented PLEG's idle CPU there.
-echo "-- the runtime benchmarks on containerd 2.3" | tee -a "$figures"
-export RKUBELET_CONTAINERD=2.3
-for bench in pods api_pods probes; do
-    run_bench "$bench"
-done
-unset RKUBELET_CONTAINERD
+# A hand run's (RKUBELET_BENCH_ON_CONTAINERD_2=1): in CI they were 222 to 265 s of a run
+# the landing machine took past its 90 minutes (2026-11-30), and the tests' step runs
+# every real-peer module on 2.3 already.
+if [[ "${RKUBELET_BENCH_ON_CONTAINERD_2:-0}" == 1 ]]; then
+    echo "-- the runtime benchmarks on containerd 2.3" | tee -a "$figures"
+    export RKUBELET_CONTAINERD=2.3
+    for bench in pods api_pods probes; do
+        run_bench "$bench"
+    done
+    unset RKUBELET_CONTAINERD
+fi
 echo "-- benchmarks: $((SECONDS - benches_started)) s"
 missed=$(grep -c "NOT MET" "$figures" || true)
 echo "== done in $((SECONDS - started)) s; benchmark goals not met: $missed (figures in $figures)"

@@ -1216,8 +1216,11 @@ pub async fn run(
     Ok(reason)
 }
 
-/// How long rkubelet waits, once asked to stop, for its tasks to end by themselves.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// How long rkubelet waits, once asked to stop, for its tasks to end by themselves: half
+/// the watchdog's grace, so what is left of it is for the abandoned tasks' warnings and
+/// the exit.
+const SHUTDOWN_WAIT: Duration =
+    Duration::from_millis(crate::app::compose::SHUTDOWN_GRACE.as_millis() as u64 / 2);
 
 /// `task`'s result if it ends by `deadline`; `None`, the task aborted and the fact
 /// logged, if it does not.
