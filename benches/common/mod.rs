@@ -75,6 +75,43 @@ pub fn cpu_secs(pid: u32) -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
+/// On-CPU nanoseconds of each live thread of process `pid`, by thread id (the first field
+/// of `/proc/<pid>/task/<tid>/schedstat`): nanoseconds where `/proc/<pid>/stat` counts
+/// 10 ms ticks, so that a window of a few hundred milliseconds can be measured.
+pub fn thread_cpu_nanos(pid: u32) -> Option<std::collections::BTreeMap<u32, u64>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut threads = std::collections::BTreeMap::new();
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // A thread that ends while the folder is read is simply not counted.
+        if let Some(nanos) = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        {
+            threads.insert(tid, nanos);
+        }
+    }
+    Some(threads)
+}
+
+/// The CPU seconds a process spent between two readings of [`thread_cpu_nanos`]; none when
+/// a thread ended between them (its time went with it: the window cannot be measured).
+pub fn cpu_secs_between(
+    before: &std::collections::BTreeMap<u32, u64>,
+    after: &std::collections::BTreeMap<u32, u64>,
+) -> Option<f64> {
+    if before.keys().any(|tid| !after.contains_key(tid)) {
+        return None;
+    }
+    let nanos: u64 = after
+        .iter()
+        .map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
+    Some(nanos as f64 / 1e9)
+}
+
 /// A `kB` line of `/proc/<pid>/<file>` (`VmRSS:` of `status`, `Pss:` of `smaps_rollup`).
 fn proc_kib(pid: u32, file: &str, key: &str) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/{file}"))

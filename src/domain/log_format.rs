@@ -111,7 +111,11 @@ pub fn klog_text(record: &LogRecord<'_>) -> String {
         out.push(' ');
         out.push_str(key);
         out.push('=');
-        out.push_str(&text_value(value));
+        match value {
+            // klog writes a struct (not a string) as Go's `%+v`, unquoted.
+            LogValue::Text(text) if pleg_event(key, text).is_some() => out.push_str(text),
+            value => out.push_str(&text_value(value)),
+        }
     }
     out
 }
@@ -141,13 +145,16 @@ pub fn json_line(record: &LogRecord<'_>) -> String {
         out.push(':');
         match value {
             LogValue::Plain(raw) => out.push_str(raw),
-            LogValue::Text(text) => match object_ref(key, text) {
-                Some((namespace, name)) => out.push_str(&format!(
-                    "{{\"name\":{},\"namespace\":{}}}",
-                    json_string(name),
-                    json_string(namespace)
-                )),
-                None => out.push_str(&json_string(text)),
+            LogValue::Text(text) => match (object_ref(key, text), object_refs(key, text)) {
+                (Some(pod), _) => out.push_str(&json_object_ref(pod)),
+                (None, Some(pods)) => {
+                    let objects: Vec<String> = pods.into_iter().map(json_object_ref).collect();
+                    out.push_str(&format!("[{}]", objects.join(",")));
+                }
+                (None, None) => match pleg_event(key, text) {
+                    Some(event) => out.push_str(&event),
+                    None => out.push_str(&json_string(text)),
+                },
             },
         }
     }
@@ -161,8 +168,48 @@ fn object_ref<'t>(key: &str, text: &'t str) -> Option<(&'t str, &'t str)> {
     if key != "pod" {
         return None;
     }
+    namespaced_name(text)
+}
+
+/// Pods as upstream's JSON writes `klog.KObjSlice(pods)`: a list of their objects, where
+/// the text form is `[namespace/name ...]`.
+fn object_refs<'t>(key: &str, text: &'t str) -> Option<Vec<(&'t str, &'t str)>> {
+    if key != "pods" {
+        return None;
+    }
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+    inner.split_whitespace().map(namespaced_name).collect()
+}
+
+/// A PLEG event (`&{ID:<uid> Type:<type> Data:<id>}`, Go's `%+v` of upstream's
+/// `*PodLifecycleEvent`) as upstream's JSON writes the struct: its three fields.
+fn pleg_event(key: &str, text: &str) -> Option<String> {
+    if key != "event" {
+        return None;
+    }
+    let inner = text.strip_prefix("&{")?.strip_suffix('}')?;
+    let mut fields = inner.split(' ');
+    let mut field = |name: &str| fields.next()?.strip_prefix(name);
+    let (id, kind, data) = (field("ID:")?, field("Type:")?, field("Data:")?);
+    Some(format!(
+        "{{\"ID\":{},\"Type\":{},\"Data\":{}}}",
+        json_string(id),
+        json_string(kind),
+        json_string(data)
+    ))
+}
+
+fn namespaced_name(text: &str) -> Option<(&str, &str)> {
     text.split_once('/')
         .filter(|(namespace, name)| !namespace.is_empty() && !name.contains('/'))
+}
+
+fn json_object_ref((namespace, name): (&str, &str)) -> String {
+    format!(
+        "{{\"name\":{},\"namespace\":{}}}",
+        json_string(name),
+        json_string(namespace)
+    )
 }
 
 /// One `--vmodule` setting: source files matching `pattern` log at `verbosity`.
@@ -384,6 +431,66 @@ mod tests {
             line,
             "{\"ts\":1,\"caller\":\"pods/sync.rs:7\",\"msg\":\"Killing container with a grace period\",\"v\":0,\"pod\":{\"name\":\"web\",\"namespace\":\"default\"},\"podUID\":\"5f1c2a9e\"}"
         );
+    }
+
+    #[test]
+    fn pods_are_klogs_object_slice_quoted_in_text_and_a_list_in_json() {
+        // Upstream v1.26's kubelet.go: `"SyncLoop ADD" source="api"
+        // pods="[default/nginx-cb8956d5f-c5zh8]"`.
+        let pairs = vec![
+            ("source".to_string(), text("api")),
+            ("pods".to_string(), text("[default/web kube-system/dns]")),
+        ];
+        let record = LogRecord {
+            severity: Severity::Info,
+            verbosity: 2,
+            unix_nanos: 1_000_000,
+            pid: 1,
+            file: "src/app/pods/manager.rs",
+            line: 9,
+            message: "SyncLoop ADD",
+            pairs: &pairs,
+        };
+        assert!(
+            klog_text(&record).ends_with(
+                "] \"SyncLoop ADD\" source=\"api\" pods=\"[default/web kube-system/dns]\""
+            ),
+            "{}",
+            klog_text(&record)
+        );
+        assert_eq!(
+            json_line(&record),
+            "{\"ts\":1,\"caller\":\"pods/manager.rs:9\",\"msg\":\"SyncLoop ADD\",\"v\":2,\"source\":\"api\",\"pods\":[{\"name\":\"web\",\"namespace\":\"default\"},{\"name\":\"dns\",\"namespace\":\"kube-system\"}]}"
+        );
+    }
+
+    #[test]
+    fn a_pleg_event_is_gos_struct_unquoted_in_text_and_an_object_in_json() {
+        // Upstream v1.26: `"SyncLoop (PLEG): event for pod" pod="default/web"
+        // event=&{ID:5f1c Type:ContainerStarted Data:9ab0}`.
+        let pairs = vec![
+            ("pod".to_string(), text("default/web")),
+            (
+                "event".to_string(),
+                text("&{ID:5f1c Type:ContainerStarted Data:9ab0}"),
+            ),
+        ];
+        let record = LogRecord {
+            severity: Severity::Info,
+            verbosity: 2,
+            unix_nanos: 1_000_000,
+            pid: 1,
+            file: "src/app/pods/mod.rs",
+            line: 9,
+            message: "SyncLoop (PLEG): event for pod",
+            pairs: &pairs,
+        };
+        assert!(klog_text(&record).ends_with(
+            "] \"SyncLoop (PLEG): event for pod\" pod=\"default/web\" event=&{ID:5f1c Type:ContainerStarted Data:9ab0}"
+        ));
+        assert!(json_line(&record).ends_with(
+            ",\"event\":{\"ID\":\"5f1c\",\"Type\":\"ContainerStarted\",\"Data\":\"9ab0\"}}"
+        ));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::domain::pod::{log_ref, Pod};
 use crate::ports::pod_source::PodSetUpdate;
@@ -29,10 +29,19 @@ impl PodManager {
         Self::default()
     }
 
-    /// Replaces the pods of `update.source` and returns what changed.
+    /// Replaces the pods of `update.source` and returns what changed, logging it as
+    /// upstream's sync loop does (`SyncLoop ADD`, `UPDATE`, `DELETE`, `REMOVE` at `-v=2`).
     pub fn apply(&mut self, update: PodSetUpdate) -> Vec<PodChange> {
+        let source = update.source.clone();
+        let (changes, log) = self.merge(update);
+        log.write(&source);
+        changes
+    }
+
+    fn merge(&mut self, update: PodSetUpdate) -> (Vec<PodChange>, SyncLoopLog) {
         let source = update.source;
         let mut changes = Vec::new();
+        let mut log = SyncLoopLog::default();
         let mut now: BTreeSet<String> = BTreeSet::new();
         for pod in update.pods {
             let uid = pod.metadata.uid.clone();
@@ -43,7 +52,16 @@ impl PodManager {
                     continue;
                 }
                 Some((_, old)) if *old == pod => {}
-                _ => {
+                old => {
+                    let seen = match old {
+                        None => &mut log.added,
+                        // Upstream's DELETE: the API's graceful deletion first seen.
+                        Some((_, old)) if pod.is_being_deleted() && !old.is_being_deleted() => {
+                            &mut log.deleted
+                        }
+                        Some(_) => &mut log.updated,
+                    };
+                    seen.push(log_ref(&pod));
                     changes.push(PodChange::Upsert(Box::new(pod.clone())));
                     self.pods.insert(uid.clone(), (source.clone(), pod));
                 }
@@ -52,17 +70,18 @@ impl PodManager {
         }
         let before = self
             .by_source
-            .insert(source, now.clone())
+            .insert(source.clone(), now.clone())
             .unwrap_or_default();
         for uid in before.difference(&now) {
             if let Some((_, last)) = self.pods.remove(uid) {
+                log.removed.push(log_ref(&last));
                 changes.push(PodChange::Remove {
                     uid: uid.clone(),
                     last: Box::new(last),
                 });
             }
         }
-        changes
+        (changes, log)
     }
 
     pub fn get(&self, uid: &str) -> Option<&Pod> {
@@ -84,6 +103,32 @@ impl PodManager {
 
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty()
+    }
+}
+
+/// The pods of one source's update by what happened to them, for upstream's log lines.
+#[derive(Debug, Default, PartialEq)]
+struct SyncLoopLog {
+    added: Vec<String>,
+    updated: Vec<String>,
+    deleted: Vec<String>,
+    removed: Vec<String>,
+}
+
+impl SyncLoopLog {
+    fn write(&self, source: &str) {
+        for (message, pods) in [
+            ("SyncLoop ADD", &self.added),
+            ("SyncLoop UPDATE", &self.updated),
+            ("SyncLoop REMOVE", &self.removed),
+            ("SyncLoop DELETE", &self.deleted),
+        ] {
+            if !pods.is_empty() {
+                // klog's `KObjSlice` text: `[namespace/name ...]`.
+                let pods = format!("[{}]", pods.join(" "));
+                debug!(source, pods, "{message}");
+            }
+        }
     }
 }
 
@@ -133,6 +178,32 @@ mod tests {
             ]
         );
         assert_eq!(manager.len(), 1);
+    }
+
+    #[test]
+    fn each_change_is_logged_as_upstreams_sync_loop_names_it() {
+        let mut manager = PodManager::new();
+        let (_, log) = manager.merge(update("api", vec![pod("a", "1"), pod("b", "1")]));
+        assert_eq!(log.added, ["default/p-a", "default/p-b"]);
+        let mut deleting = pod("b", "1");
+        deleting.metadata.deletion_timestamp = Some("2026-11-30T19:00:00Z".into());
+        let (_, log) = manager.merge(update("api", vec![pod("a", "2"), deleting]));
+        assert_eq!(
+            log,
+            SyncLoopLog {
+                updated: vec!["default/p-a".into()],
+                deleted: vec!["default/p-b".into()],
+                ..SyncLoopLog::default()
+            }
+        );
+        let (_, log) = manager.merge(update("api", vec![pod("a", "2")]));
+        assert_eq!(
+            log,
+            SyncLoopLog {
+                removed: vec!["default/p-b".into()],
+                ..SyncLoopLog::default()
+            }
+        );
     }
 
     #[test]

@@ -43,7 +43,9 @@ use crate::domain::admission::{admit_new_pods, by_creation, NodeInfo, Rejection}
 use crate::domain::events as pod_events;
 use crate::domain::eviction::manager::Eviction;
 use crate::domain::eviction::thresholds::PressureCondition;
-use crate::domain::kuberuntime::pleg::RelistCadence;
+use crate::domain::kuberuntime::pleg::{
+    pleg_event_text, pleg_events, PlegEventType, RelistCadence,
+};
 use crate::domain::pod::{log_ref, Pod};
 use crate::domain::resource_managers::device_topology::DeviceTopology;
 use crate::domain::status::rejected_pod_status;
@@ -621,8 +623,21 @@ impl PodLoop {
             self.relist_failures = 0;
         }
         for uid in changed_pods(&self.last_relist, &now) {
+            if let Some(pod) = self.manager.get(&uid) {
+                let none = PodFingerprint::new();
+                let (before, after) = (
+                    self.last_relist.get(&uid).unwrap_or(&none),
+                    now.get(&uid).unwrap_or(&none),
+                );
+                // Upstream's sync loop logs every event but a removal, for wanted pods.
+                for (id, kind) in pleg_events(before, after) {
+                    if kind != PlegEventType::ContainerRemoved {
+                        let event = pleg_event_text(&uid, kind, &id);
+                        debug!(pod = %log_ref(pod), event, "SyncLoop (PLEG): event for pod");
+                    }
+                }
+            }
             if let Some(worker) = self.workers.get(&uid) {
-                debug!(%uid, "PLEG: pod changed in the runtime");
                 let fingerprint = now.get(&uid).cloned().unwrap_or_default();
                 worker.relisted.changed(started, fingerprint);
             }

@@ -136,6 +136,70 @@ pub fn pleg_health(
 }
 
 /// A fingerprint from `(id, state)` pairs, for tests.
+/// Upstream's PLEG event types (`PodLifeCycleEventType`) for containers and sandboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlegEventType {
+    ContainerStarted,
+    ContainerDied,
+    ContainerRemoved,
+    ContainerChanged,
+}
+
+/// A state word of a fingerprint as upstream's PLEG sees it: a ready sandbox runs, one not
+/// ready has exited (upstream's `SandboxToContainerState`), a created container's state is
+/// unknown (upstream's `convertState`: "kubelet doesn't use the created state yet").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlegState {
+    Running,
+    Exited,
+    Unknown,
+    NonExistent,
+}
+
+fn pleg_state(word: Option<&String>) -> PlegState {
+    match word.map(String::as_str) {
+        None => PlegState::NonExistent,
+        Some("running" | "ready") => PlegState::Running,
+        Some("exited" | "notready") => PlegState::Exited,
+        Some(_) => PlegState::Unknown,
+    }
+}
+
+/// The events upstream's generic PLEG generates for one pod between two relists
+/// (`generateEvents`), by sandbox or container id: what its sync loop logs.
+pub fn pleg_events(
+    before: &PodFingerprint,
+    after: &PodFingerprint,
+) -> Vec<(String, PlegEventType)> {
+    let ids: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let mut events = Vec::new();
+    for id in ids {
+        let (old, new) = (pleg_state(before.get(id)), pleg_state(after.get(id)));
+        if old == new {
+            continue;
+        }
+        let kinds: &[PlegEventType] = match (new, old) {
+            (PlegState::Running, _) => &[PlegEventType::ContainerStarted],
+            (PlegState::Exited, _) => &[PlegEventType::ContainerDied],
+            (PlegState::Unknown, _) => &[PlegEventType::ContainerChanged],
+            // Its death was reported when it exited.
+            (PlegState::NonExistent, PlegState::Exited) => &[PlegEventType::ContainerRemoved],
+            (PlegState::NonExistent, _) => &[
+                PlegEventType::ContainerDied,
+                PlegEventType::ContainerRemoved,
+            ],
+        };
+        events.extend(kinds.iter().map(|kind| (id.clone(), *kind)));
+    }
+    events
+}
+
+/// A PLEG event as upstream's text log prints its `*PodLifecycleEvent` (Go's `%+v`):
+/// `&{ID:<pod uid> Type:ContainerStarted Data:<container id>}`.
+pub fn pleg_event_text(pod_uid: &str, kind: PlegEventType, id: &str) -> String {
+    format!("&{{ID:{pod_uid} Type:{kind:?} Data:{id}}}")
+}
+
 #[cfg(test)]
 pub(crate) fn fingerprint(entries: &[(&str, &str)]) -> PodFingerprint {
     entries
@@ -148,6 +212,44 @@ pub(crate) fn fingerprint(entries: &[(&str, &str)]) -> PodFingerprint {
 mod tests {
     use super::fingerprint as fp;
     use super::*;
+
+    #[test]
+    fn relisted_changes_are_upstreams_pleg_events() {
+        use PlegEventType::*;
+        let before = fp(&[
+            ("s1", "ready"),
+            ("starts", "created"),
+            ("dies", "running"),
+            ("removed", "exited"),
+            ("vanishes", "running"),
+            ("same", "running"),
+        ]);
+        let after = fp(&[
+            ("s1", "notready"),
+            ("starts", "running"),
+            ("dies", "exited"),
+            ("same", "running"),
+            ("new", "created"),
+        ]);
+        let events = pleg_events(&before, &after);
+        let expected = [
+            ("dies", ContainerDied),
+            ("new", ContainerChanged),
+            ("removed", ContainerRemoved),
+            ("s1", ContainerDied),
+            ("starts", ContainerStarted),
+            ("vanishes", ContainerDied),
+            ("vanishes", ContainerRemoved),
+        ];
+        assert_eq!(
+            events,
+            expected.map(|(id, kind)| (id.to_owned(), kind)).to_vec()
+        );
+        assert_eq!(
+            pleg_event_text("5f1c", ContainerStarted, "9ab0"),
+            "&{ID:5f1c Type:ContainerStarted Data:9ab0}"
+        );
+    }
 
     const S: u64 = 1_000_000_000;
 
