@@ -176,6 +176,35 @@ impl Node {
         }
     }
 
+    /// Stop rkubelet with SIGTERM, as an operator stops a kubelet it swaps out (its pods
+    /// keep running in containerd, their volumes mounted).
+    #[allow(dead_code)]
+    pub fn stop_kubelet(&mut self) {
+        let mut daemon = self.daemon.take().expect("rkubelet running");
+        let status = daemon.terminate_within(Duration::from_secs(15));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "rkubelet did not exit cleanly within 15 s of SIGTERM: {status:?}; log:\n{}",
+            daemon.log_text()
+        );
+        self.killed_logs.push(daemon.log_text());
+    }
+
+    /// The ids of the containers the runtime runs.
+    #[allow(dead_code)]
+    pub async fn running_containers(&self) -> std::collections::BTreeSet<String> {
+        use rkubelet::domain::kuberuntime::runtime::{ContainerFilter, ContainerState};
+        use rkubelet::ports::runtime::RuntimeService;
+        self.rt
+            .list_containers(&ContainerFilter::default())
+            .await
+            .expect("ListContainers")
+            .into_iter()
+            .filter(|c| c.status.state == ContainerState::Running)
+            .map(|c| c.status.id)
+            .collect()
+    }
+
     /// SIGKILL rkubelet (its pods keep running in containerd).
     pub fn kill9(&mut self) {
         let mut daemon = self.daemon.take().expect("rkubelet running");

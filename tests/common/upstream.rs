@@ -135,6 +135,12 @@ impl UpstreamKubelet {
     /// SIGTERM, then SIGKILL after 10 s; its pods keep running. Its root dir stays
     /// (unmounted), so another kubelet can take it over.
     pub fn stop(&mut self) {
+        self.stop_process();
+        unmount_below(&self.dir);
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s; its pods keep running, their volumes mounted.
+    fn stop_process(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -146,7 +152,6 @@ impl UpstreamKubelet {
         }
         let _ = child.kill();
         let _ = child.wait();
-        unmount_below(&self.dir);
     }
 }
 
@@ -155,6 +160,17 @@ impl UpstreamKubelet {
     pub fn hand_over(mut self) {
         self.stop();
         self.clean_up = false;
+    }
+
+    /// Stops it and leaves everything as a live node's kubelet leaves it: its pods'
+    /// volumes stay mounted for the next kubelet.
+    #[allow(dead_code)]
+    pub fn hand_over_mounted(mut self) {
+        self.stop_process();
+        self.clean_up = false;
+        if !self.var_lib_kubelet_existed {
+            let _ = std::fs::remove_dir_all("/var/lib/kubelet");
+        }
     }
 }
 
@@ -175,10 +191,12 @@ pub fn remove_pod_logs_of(node: &str) {
 
 impl Drop for UpstreamKubelet {
     fn drop(&mut self) {
-        self.stop();
         if !self.clean_up {
+            // Handed over: what it leaves is the next kubelet's.
+            self.stop_process();
             return;
         }
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
         remove_pod_logs_of(&self.node);
         if !self.var_lib_kubelet_existed {

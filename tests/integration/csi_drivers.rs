@@ -17,7 +17,7 @@
 //! driver fails (the volume's folder moved away) holds the next pod in `FailedMount` with
 //! the driver's error until the folder is back. The second
 //! test runs the driver's node side as a pod, under a StatefulSet and a SIGKILL of
-//! rkubelet. Missing peers fail the tests.
+//! rkubelet and a live swap with the upstream kubelet. Missing peers fail the tests.
 
 use std::path::Path;
 use std::process::Command;
@@ -1095,11 +1095,13 @@ fn stateful_pods(cluster: &Cluster) -> Option<std::collections::BTreeMap<String,
 /// its volume, which lands in the driver's own folder.
 /// rkubelet killed with SIGKILL and started again: every volume is found again (the
 /// Node's `volumesInUse` lists all ten again), no container restarted, no mount doubled.
+/// Then a live swap both ways with the upstream kubelet v1.26.1: each reconstructs the
+/// other's volumes, neither restarts a container nor mounts a volume twice.
 /// A deleted pod comes back with its data; scaled to 0, every volume is unpublished and
 /// unstaged: nothing of them is left in the mount table, and none stays in use.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, containerd, control plane with scheduler, the CSI hostpath driver and its sidecars: run by scripts/test.sh"]
-async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
+async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet_and_a_live_swap() {
     let bins = kube_bins();
     for binary in [
         "hostpathplugin",
@@ -1210,6 +1212,114 @@ async fn a_stateful_set_keeps_its_volumes_across_a_sigkill_of_rkubelet() {
         ),
         (publishes, stages),
         "the running pods' volumes were not published or staged again"
+    );
+
+    // A live swap both ways with the volumes in use (docs/live-swap.md): rkubelet
+    // stopped, the upstream kubelet v1.26.1 takes the node over on the same root
+    // directory, identity and containerd, the driver's own pod included; then rkubelet
+    // takes it back from upstream. Neither restarts a container, and neither mounts a
+    // volume twice: each finds the other's volumes (the same `vol_data.json` files and
+    // paths). Upstream may publish a volume again (its reconstruction of v1.26 does);
+    // the driver answers a publish of a mounted target without mounting it again.
+    let running = node.running_containers().await;
+    node.stop_kubelet();
+    {
+        let _upstream_lock = crate::common::upstream::lock();
+        let upstream = crate::common::upstream::UpstreamKubelet::start(
+            &bins,
+            &node.ctrd,
+            &crate::common::upstream::UpstreamArgs {
+                dir: node.root.parent().expect("the root directory's folder"),
+                node: NODE,
+                manifests: None,
+                url: None,
+                extra: &[kubeconfig.clone(), "--v=4".to_owned()],
+            },
+        );
+        let synced = |log: &str| {
+            (0..REPLICAS)
+                .map(|i| format!("db-{i}"))
+                .chain(["csi-hostpathplugin".to_owned()])
+                .all(|pod| log.contains(&format!("\"syncPod exit\" pod=\"default/{pod}\"")))
+        };
+        let log = || std::fs::read_to_string(upstream.dir.join("kubelet.log")).unwrap_or_default();
+        eventually(120, "the upstream kubelet synced every pod", || {
+            synced(&log()).then_some(())
+        });
+        // Upstream's reconstruction read rkubelet's `vol_data.json` of each claim's
+        // volume, then its reconciler set each up again (a publish of a mounted target).
+        let count = |text: &str| {
+            log()
+                .lines()
+                .filter(|l| l.contains(text) && l.contains("pvc-"))
+                .count()
+        };
+        eventually(
+            60,
+            "the upstream kubelet set up every claim's volume",
+            || (count("MountVolume.SetUp succeeded for volume") >= REPLICAS).then_some(()),
+        );
+        assert!(
+            count("Volume exists in desired state, marking as InUse") >= REPLICAS,
+            "upstream reconstructed rkubelet's volumes; its log:\n{}",
+            upstream.log()
+        );
+        eprintln!(
+            "under upstream: the driver's NodePublishVolume calls {} (rkubelet's {publishes}), NodeStageVolume {} ({stages})",
+            driver.calls("/csi.v1.Node/NodePublishVolume"),
+            driver.calls("/csi.v1.Node/NodeStageVolume")
+        );
+        let mut published_upstream = mounts_below(&pods_dir);
+        published_upstream.sort();
+        assert_eq!(
+            (node.running_containers().await, published_upstream),
+            (running.clone(), published_before.clone()),
+            "under upstream: no container restarted, no volume mounted twice; its log:\n{}",
+            upstream.log()
+        );
+        let (out, code) = node.exec_sh("db-3", "app", "cat /data/ordinal").await;
+        assert_eq!(
+            (out.as_str(), code),
+            ("3\n", 0),
+            "db-3's data under upstream"
+        );
+        upstream.hand_over_mounted();
+    }
+    node.kubelet_with(&[&kubeconfig]);
+    // Every pod synced by rkubelet once (its `/pods` shows its own view of each).
+    eventually(90, "rkubelet synced every pod after upstream", || {
+        let answer = node.pods_body();
+        let pods: Value = serde_json::from_str(answer.strip_prefix("200 ")?).ok()?;
+        let running = pods["items"]
+            .as_array()?
+            .iter()
+            .filter(|p| {
+                let statuses = p["status"]["containerStatuses"].as_array();
+                statuses.is_some_and(|s| {
+                    !s.is_empty() && s.iter().all(|c| c["state"]["running"].is_object())
+                })
+            })
+            .count();
+        (running == REPLICAS + 1).then_some(())
+    });
+    let back = eventually(60, "10 replicas Running under rkubelet again", || {
+        stateful_pods(&cluster).filter(|p| p.len() == REPLICAS)
+    });
+    assert_eq!(
+        back, before,
+        "no container restarted or replaced by the swaps"
+    );
+    let mut published_back = mounts_below(&pods_dir);
+    published_back.sort();
+    assert_eq!(
+        (node.running_containers().await, published_back),
+        (running, published_before),
+        "back under rkubelet: no container restarted, no volume mounted twice"
+    );
+    assert_eq!(
+        staged_volumes(),
+        staged,
+        "no volume staged twice by the swaps"
     );
 
     // A deleted replica comes back with its data.
