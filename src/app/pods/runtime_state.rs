@@ -8,7 +8,7 @@ use crate::domain::kuberuntime::labels::POD_UID_LABEL;
 use crate::domain::kuberuntime::plan::{ImageFacts, ImagePresence};
 use crate::domain::kuberuntime::pod_sync::RuntimeView;
 use crate::domain::kuberuntime::runtime::{
-    ContainerFilter, ContainerState, PodRuntimeStatus, SandboxFilter, SandboxState,
+    ContainerFilter, PodRuntimeStatus, SandboxFilter, SandboxState,
 };
 use crate::ports::runtime::{ImageService, RuntimeError, RuntimeService};
 
@@ -98,22 +98,7 @@ pub async fn image_presence(
 }
 
 pub use crate::domain::kuberuntime::pleg::PodFingerprint;
-
-fn sandbox_word(state: SandboxState) -> &'static str {
-    match state {
-        SandboxState::Ready => "ready",
-        SandboxState::NotReady => "notready",
-    }
-}
-
-fn container_word(state: ContainerState) -> &'static str {
-    match state {
-        ContainerState::Created => "created",
-        ContainerState::Running => "running",
-        ContainerState::Exited => "exited",
-        ContainerState::Unknown => "unknown",
-    }
-}
+use crate::domain::kuberuntime::pleg::{container_word, sandbox_word};
 
 /// A pod's runtime status as a relist fingerprints it.
 pub fn fingerprint_of(status: &PodRuntimeStatus) -> PodFingerprint {

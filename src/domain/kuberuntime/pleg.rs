@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::domain::kuberuntime::runtime::{ContainerState, SandboxState};
 use crate::domain::units::duration::GoDuration;
 
 /// The state of every sandbox and container of one pod, by id: what the PLEG compares.
@@ -135,7 +136,6 @@ pub fn pleg_health(
     }
 }
 
-/// A fingerprint from `(id, state)` pairs, for tests.
 /// Upstream's PLEG event types (`PodLifeCycleEventType`) for containers and sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlegEventType {
@@ -143,6 +143,29 @@ pub enum PlegEventType {
     ContainerDied,
     ContainerRemoved,
     ContainerChanged,
+}
+
+const SANDBOX_READY: &str = "ready";
+const SANDBOX_NOT_READY: &str = "notready";
+const CONTAINER_RUNNING: &str = "running";
+const CONTAINER_EXITED: &str = "exited";
+
+/// A sandbox's state as its pod's fingerprint holds it.
+pub fn sandbox_word(state: SandboxState) -> &'static str {
+    match state {
+        SandboxState::Ready => SANDBOX_READY,
+        SandboxState::NotReady => SANDBOX_NOT_READY,
+    }
+}
+
+/// A container's state as its pod's fingerprint holds it.
+pub fn container_word(state: ContainerState) -> &'static str {
+    match state {
+        ContainerState::Created => "created",
+        ContainerState::Running => CONTAINER_RUNNING,
+        ContainerState::Exited => CONTAINER_EXITED,
+        ContainerState::Unknown => "unknown",
+    }
 }
 
 /// A state word of a fingerprint as upstream's PLEG sees it: a ready sandbox runs, one not
@@ -159,8 +182,8 @@ enum PlegState {
 fn pleg_state(word: Option<&String>) -> PlegState {
     match word.map(String::as_str) {
         None => PlegState::NonExistent,
-        Some("running" | "ready") => PlegState::Running,
-        Some("exited" | "notready") => PlegState::Exited,
+        Some(CONTAINER_RUNNING | SANDBOX_READY) => PlegState::Running,
+        Some(CONTAINER_EXITED | SANDBOX_NOT_READY) => PlegState::Exited,
         Some(_) => PlegState::Unknown,
     }
 }
@@ -200,6 +223,7 @@ pub fn pleg_event_text(pod_uid: &str, kind: PlegEventType, id: &str) -> String {
     format!("&{{ID:{pod_uid} Type:{kind:?} Data:{id}}}")
 }
 
+/// A fingerprint from `(id, state)` pairs, for tests.
 #[cfg(test)]
 pub(crate) fn fingerprint(entries: &[(&str, &str)]) -> PodFingerprint {
     entries
