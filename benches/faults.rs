@@ -14,7 +14,7 @@
 //! - fault 2: containerd killed with SIGKILL under a connected rkubelet with 30 pods, then
 //!   started again. Figures: containerd's return to rkubelet's first good relist (goal
 //!   < 5 s, without a restart of its own), to the 30 pods running and to `Ready` True;
-//!   containers adopted, recreated and duplicated (goal 0).
+//!   containers adopted, recreated, lost by containerd itself and duplicated (goal 0).
 //! - fault 6 (decoder half): each manifest at the limits (10 MiB, 1,000 containers,
 //!   100,000 env vars) decoded or refused in this release build (goal < 5 s each).
 //!
@@ -152,11 +152,12 @@ pub fn main() {
                     below(reconnect, 5.0, " s, without a restart of rkubelet")
                 );
                 println!(
-                    "faults: containerd back to its 30 pods running: {:.1} s, to Ready True: {:.1} s; containers adopted {}, recreated {}, duplicated {} ({})",
+                    "faults: containerd back to its 30 pods running: {:.1} s, to Ready True: {:.1} s; containers adopted {}, recreated {}, lost by containerd {}, duplicated {} ({})",
                     f.pods_running.as_secs_f64(),
                     f.ready.as_secs_f64(),
                     f.adopted,
                     f.recreated,
+                    f.lost,
                     f.duplicated,
                     at_most(f.duplicated as f64, 0.0, "")
                 );

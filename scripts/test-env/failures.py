@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints, last in a failed test run's output, one short block per failed test: its name,
-where it panicked and the assertion's message, from cargo-nextest's JUnit report
-(.config/nextest.toml's `[profile.ci.junit]`).
+where it panicked and the assertion's message, then the first of the distinct warnings
+and errors its daemons logged (the `problem` lines tests/common/node.rs prints), from
+cargo-nextest's JUnit report (.config/nextest.toml's `[profile.ci.junit]`).
 
     python3 scripts/test-env/failures.py target/nextest/ci/junit.xml
 
@@ -14,6 +15,8 @@ import xml.etree.ElementTree as ET
 # Lines of the message kept after the `panicked at` line, and characters of each.
 MESSAGE_LINES = 3
 LINE_CHARS = 300
+# The daemons' distinct warnings and errors kept.
+PROBLEM_LINES = 8
 
 
 def panic_lines(text):
@@ -28,6 +31,12 @@ def panic_lines(text):
                 kept.append(message.strip())
             return [k[:LINE_CHARS] for k in kept]
     return []
+
+
+def problem_lines(text):
+    """The first distinct warnings and errors the daemons logged."""
+    kept = [line.strip() for line in text.splitlines() if line.startswith("problem (")]
+    return [k[:LINE_CHARS] for k in kept[:PROBLEM_LINES]]
 
 
 def main(path):
@@ -46,6 +55,7 @@ def main(path):
             (e.text or "") for tag in ("system-err", "system-out") for e in case.iter(tag)
         )
         lines = panic_lines(text) or [failures[0].get("message", "failed")]
+        lines += problem_lines(text)
         failed.append((name, lines))
     if not failed:
         return

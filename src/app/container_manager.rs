@@ -159,13 +159,20 @@ impl ContainerManager {
         Ok(())
     }
 
-    /// Removes the pod's cgroup (call once its containers are gone).
+    /// Removes the pod's cgroup (call once its containers are gone). A process still in
+    /// it (one the runtime lost track of: a container task left when rkubelet or
+    /// containerd died mid-start) is killed first, as upstream's pod container manager
+    /// does; the cgroup then goes, or on the next try once the process is reaped.
     pub async fn remove_pod(&self, uid: &str) -> Result<(), CgroupError> {
         let Some(tree) = &self.tree else {
             return Ok(());
         };
         for name in tree.pod_candidates(uid) {
             if self.cgroups.exists(&name).await? {
+                let killed = self.cgroups.kill_processes(&name).await?;
+                if killed > 0 {
+                    info!(cgroup = %self.cgroups.driver_name(&name), processes = killed, "killed the processes left in the pod's cgroup");
+                }
                 self.cgroups.destroy(&name).await?;
                 debug!(cgroup = %self.cgroups.driver_name(&name), "removed pod cgroup");
             }
@@ -299,6 +306,42 @@ mod tests {
         let writes = fake.journal().len();
         cm.update_qos(&[pod]).await?;
         assert_eq!(fake.journal().len(), writes);
+        Ok(())
+    }
+
+    /// A process left in a pod's cgroup (the runtime lost track of it) is killed before
+    /// the cgroup goes, as upstream's `tryKillingCgroupProcesses`; otherwise the removal
+    /// would fail for good and the pod never leave the node.
+    #[tokio::test]
+    async fn processes_left_in_a_pod_cgroup_are_killed_before_it_goes() -> Result<(), CgroupError> {
+        let fake = Arc::new(FakeCgroupManager::new(CgroupDriver::Cgroupfs));
+        let cm = manager(fake.clone(), &[]);
+        cm.setup().await.unwrap_or_else(|e| panic!("{e}"));
+        let mut pod = Pod::default();
+        pod.metadata.uid = "left".into();
+        pod.spec.containers = vec![serde_json::from_value(serde_json::json!({"name": "a"}))
+            .unwrap_or_else(|e| panic!("{e}"))];
+        cm.ensure_pod(&pod).await?;
+        let pod_cgroup = name(&["kubepods", "besteffort", "podleft"]);
+        fake.add_process(&name(&["kubepods", "besteffort", "podleft", "c1"]), 4242);
+        cm.remove_pod("left").await?;
+        let journal = fake.journal();
+        let tail: Vec<&str> = journal
+            .iter()
+            .rev()
+            .take(2)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "kill 4242 in /kubepods/besteffort/podleft",
+                "destroy /kubepods/besteffort/podleft"
+            ]
+        );
+        assert!(fake.get(&pod_cgroup).is_none());
+        assert_eq!(fake.pids(&pod_cgroup).await?, Vec::<u32>::new());
         Ok(())
     }
 

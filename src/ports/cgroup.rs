@@ -51,6 +51,14 @@ pub enum CgroupError {
     },
     #[error("invalid cgroup name: {0}")]
     InvalidName(String),
+    /// Signalling a process left in the cgroup failed.
+    #[error("kill process {pid} in cgroup {cgroup}")]
+    Kill {
+        pid: u32,
+        cgroup: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Creates, updates and removes the kubelet's cgroups. Names are driver-neutral;
@@ -91,6 +99,11 @@ pub trait CgroupManager: Send + Sync {
 
     /// The processes in the cgroup and below it.
     async fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError>;
+
+    /// Sends SIGKILL to every process in the cgroup and below it, as upstream does before
+    /// it removes a pod's cgroup (a process left there keeps the cgroup, and the pod,
+    /// from going); returns how many it signalled. One gone meanwhile is no error.
+    async fn kill_processes(&self, name: &CgroupName) -> Result<usize, CgroupError>;
 
     /// The names of the cgroup's direct children (e.g. pod cgroups under a QoS cgroup).
     async fn children(&self, name: &CgroupName) -> Result<Vec<CgroupName>, CgroupError>;

@@ -197,28 +197,38 @@ impl Cluster {
             .expect("kubectl runs")
     }
 
-    /// `kubectl apply` of YAML documents, which must succeed.
+    /// `kubectl apply` of YAML documents, which must succeed. An apply kubectl could not
+    /// send (the API server slow to answer on a loaded machine: "Unable to connect to the
+    /// server", seen in CI) is sent again, twice at most: an apply is idempotent.
     pub fn apply(&self, yaml: &str) {
         use std::io::Write;
-        let mut child = Command::new(self.var("KUBECTL"))
-            .env("KUBECONFIG", self.admin_kubeconfig())
-            .args(["apply", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl runs");
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(yaml.as_bytes())
-                .expect("manifest sent to kubectl");
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            let mut child = Command::new(self.var("KUBECTL"))
+                .env("KUBECONFIG", self.admin_kubeconfig())
+                .args(["apply", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("kubectl runs");
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin
+                    .write_all(yaml.as_bytes())
+                    .expect("manifest sent to kubectl");
+            }
+            let out = child.wait_with_output().expect("kubectl ends");
+            if out.status.success() {
+                return;
+            }
+            let error = String::from_utf8_lossy(&out.stderr);
+            let unsent = error.contains("Unable to connect to the server");
+            assert!(
+                unsent && attempt < ATTEMPTS,
+                "kubectl apply failed (attempt {attempt}): {error}\n{yaml}"
+            );
+            eprintln!("kubectl apply not sent (attempt {attempt}), again: {error}");
         }
-        let out = child.wait_with_output().expect("kubectl ends");
-        assert!(
-            out.status.success(),
-            "kubectl apply failed: {}\n{yaml}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 
     /// `kubectl get ARGS -o json`, parsed; `None` when kubectl fails (e.g. not found).

@@ -75,8 +75,9 @@ pub struct Node {
     pub logs: PathBuf,
     pub _dirs: tempfile::TempDir,
     pub ctrd: Containerd,
-    /// The logs of the instances `kill9` ended, shown with the live one's when a test fails.
-    killed_logs: Vec<String>,
+    /// The logs of the instances `kill9` or `stop_kubelet` ended, shown with the live
+    /// one's when a test fails.
+    earlier_logs: Vec<String>,
 }
 
 /// How much of each log a failing test prints: CI keeps only the head and the tail of a
@@ -86,6 +87,53 @@ const LOG_LINES_ON_FAILURE: usize = 60;
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// How many distinct warnings and errors of each log a failing test prints.
+const PROBLEMS_ON_FAILURE: usize = 12;
+
+/// What tells a warning or an error from another: klog's call site
+/// (`W1130 21:17:39.87 pid file:line] "…" k=v`: its message names the pod) or
+/// containerd's message (`time="…" level=error msg="…" k=v`).
+fn problem_key(line: &str) -> Option<&str> {
+    let klog = (line.starts_with('W') || line.starts_with('E'))
+        && line[1..].starts_with(|c: char| c.is_ascii_digit());
+    if klog {
+        let header = line.split_once("] ")?.0;
+        return header.rsplit(' ').next();
+    }
+    if !(line.contains("level=error") || line.contains("level=warning")) {
+        return None;
+    }
+    let rest = line.split_once("msg=")?.1;
+    Some(rest.split("\" ").next().unwrap_or(rest))
+}
+
+/// A klog or containerd log's warnings and errors, one line for each distinct message (the first seen,
+/// with how often it came): the cause of a failure is often a warning long before the
+/// tail. scripts/test-env/failures.py repeats these lines at the end of a failed run.
+pub fn distinct_problems(log: &str) -> String {
+    let mut seen: Vec<(String, &str, usize)> = Vec::new();
+    for line in log.lines() {
+        let Some(key) = problem_key(line) else {
+            continue;
+        };
+        match seen.iter_mut().find(|(k, _, _)| k == key) {
+            Some((_, _, count)) => *count += 1,
+            None => seen.push((key.to_string(), line, 1)),
+        }
+    }
+    let shown: Vec<String> = seen
+        .iter()
+        .take(PROBLEMS_ON_FAILURE)
+        .map(|(_, line, count)| format!("problem ({count}x): {line}"))
+        .collect();
+    let more = seen.len().saturating_sub(PROBLEMS_ON_FAILURE);
+    let mut text = shown.join("\n");
+    if more > 0 {
+        text.push_str(&format!("\nproblem: {more} more distinct"));
+    }
+    text
 }
 
 impl Node {
@@ -126,7 +174,7 @@ impl Node {
             logs,
             _dirs: dirs,
             ctrd,
-            killed_logs: Vec::new(),
+            earlier_logs: Vec::new(),
         }
     }
 
@@ -187,7 +235,7 @@ impl Node {
             "rkubelet did not exit cleanly within 15 s of SIGTERM: {status:?}; log:\n{}",
             daemon.log_text()
         );
-        self.killed_logs.push(daemon.log_text());
+        self.earlier_logs.push(daemon.log_text());
     }
 
     /// The ids of the containers the runtime runs.
@@ -211,7 +259,7 @@ impl Node {
         daemon.child.kill().expect("SIGKILL sent");
         let status = daemon.child.wait().expect("reaped");
         eprintln!("rkubelet killed: {status:?}");
-        self.killed_logs.push(daemon.log_text());
+        self.earlier_logs.push(daemon.log_text());
     }
 
     /// The healthz port.
@@ -372,22 +420,36 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for (i, log) in self.killed_logs.iter().enumerate() {
+            for (i, log) in self.earlier_logs.iter().enumerate() {
                 eprintln!(
-                    "---- killed rkubelet {} log (last {LOG_LINES_ON_FAILURE} lines) ----\n{}\n---- end ----",
+                    "---- earlier rkubelet {} log (last {LOG_LINES_ON_FAILURE} lines) ----\n{}\n---- end ----",
                     i + 1,
                     last_lines(log, LOG_LINES_ON_FAILURE)
                 );
+                eprintln!(
+                    "---- earlier rkubelet {} warnings and errors ----\n{}\n---- end ----",
+                    i + 1,
+                    distinct_problems(log)
+                );
             }
+            let log = self.log_text();
             eprintln!(
                 "---- rkubelet log (last {LOG_LINES_ON_FAILURE} lines) ----\n{}\n---- end ----",
-                last_lines(&self.log_text(), LOG_LINES_ON_FAILURE)
+                last_lines(&log, LOG_LINES_ON_FAILURE)
+            );
+            eprintln!(
+                "---- rkubelet warnings and errors ----\n{}\n---- end ----",
+                distinct_problems(&log)
             );
             let log =
                 std::fs::read_to_string(self.ctrd.base.join("containerd.log")).unwrap_or_default();
             eprintln!(
                 "---- containerd log (last 40 lines) ----\n{}\n---- end ----",
                 last_lines(&log, 40)
+            );
+            eprintln!(
+                "---- containerd warnings and errors ----\n{}\n---- end ----",
+                distinct_problems(&log)
             );
         }
         if let Some(mut daemon) = self.daemon.take() {

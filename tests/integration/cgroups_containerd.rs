@@ -190,6 +190,21 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
     );
     assert_eq!(read("cpu", &gold_cg, "cpu.cfs_quota_us"), "10000");
 
+    // A process the runtime does not know of in the pod's cgroup (as one a runtime lost
+    // track of would be) is killed before the cgroup goes, as upstream's
+    // `tryKillingCgroupProcesses`: otherwise the cgroup, and the pod, could never go.
+    let mut stray = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep runs");
+    for h in hierarchies() {
+        let procs = h
+            .join(burst_cg.trim_start_matches('/'))
+            .join("cgroup.procs");
+        std::fs::write(&procs, stray.id().to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
+    }
+
     // Deleting the pod removes its cgroup from every hierarchy; burstable shares drop.
     node.remove("burst.yaml");
     eventually!(
@@ -197,6 +212,15 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
         "the burstable pod's cgroup to go",
         (!exists_anywhere(&burst_cg)).then_some(())
     );
+    let ended = stray.try_wait().expect("the stray process's status");
+    assert_eq!(
+        ended.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        Some(9),
+        "the process left in the pod's cgroup was not killed"
+    );
+    assert!(node
+        .log_text()
+        .contains("\"killed the processes left in the pod's cgroup\""));
     eventually!(
         30,
         "burstable shares back to the minimum",

@@ -243,21 +243,38 @@ async fn kill9_while_starting_30_pods_runs_each_once() {
     for i in 0..PODS {
         node.remove(&format!("p{i:02}.yaml"));
     }
-    eventually!(
-        90,
-        "every pod, folder and cgroup removed",
-        async {
-            let gone = all_sandboxes(&node.rt).await.is_empty()
-                && all_containers(&node.rt).await.is_empty();
-            let left = leftovers(&node);
-            (gone
-                && left.pod_dirs.is_empty()
-                && left.log_dirs.is_empty()
-                && left.cgroups.is_empty())
-            .then_some(())
+    let deadline = Instant::now() + crate::common::patience(90);
+    loop {
+        let sandboxes = all_sandboxes(&node.rt).await.len();
+        let containers = all_containers(&node.rt).await.len();
+        let left = leftovers(&node);
+        if sandboxes + containers == 0
+            && left.pod_dirs.is_empty()
+            && left.log_dirs.is_empty()
+            && left.cgroups.is_empty()
+        {
+            break;
         }
-        .await
-    );
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for every pod, folder and cgroup removed; left: {sandboxes} \
+             sandboxes, {containers} containers, folders {:?}, log folders {:?}, cgroups {:?}",
+            left.pod_dirs,
+            left.log_dirs,
+            left.cgroups
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A removal that failed is retried 2 s later; each retry says why in the log.
+    let log = node.log_text();
+    let retried = log
+        .lines()
+        .filter(|l| l.contains("\"pod terminated\"") && l.contains("removed=false"))
+        .count();
+    println!("FIGURE fault1: pod removals retried: {retried}");
+    if retried > 0 {
+        println!("{}", crate::common::node::distinct_problems(&log));
+    }
     node.finish();
 }
 
@@ -557,7 +574,8 @@ fn node_ready(cluster: &Cluster) -> Option<(String, String)> {
 /// reports the runtime down, then up; rkubelet reconnects by itself (within 5 s of
 /// containerd's return is the goal, which the bench `faults` judges); the 25 surviving
 /// containers are adopted (same id, restart count 0), the 5 dead ones recreated once; no
-/// sandbox or container duplicated.
+/// sandbox or container duplicated. A survivor whose task containerd itself gave up at its
+/// return (its log's "cleaning up after shim disconnected") is counted apart, recreated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a control plane (kube-apiserver, etcd), root and containerd: run by scripts/test.sh"]
 async fn containerd_killed_and_restarted_under_30_pods() {
@@ -576,6 +594,8 @@ pub(crate) struct RestartFigures {
     pub ready: Duration,
     pub adopted: usize,
     pub recreated: usize,
+    /// Survivors whose task containerd itself gave up at its return (then recreated).
+    pub lost: usize,
     pub duplicated: usize,
 }
 
@@ -679,10 +699,27 @@ pub(crate) async fn containerd_restart(name: &str) -> RestartFigures {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut adopted = 0;
     let mut recreated = 0;
+    let mut lost = 0;
     let mut wrong = Vec::new();
+    // containerd, back, gives up a task whose shim does not answer within its load
+    // timeout (5 s): it kills the container and says so. That is the runtime's loss, not
+    // rkubelet's; upstream restarts such a container too. (Once in CI, the machine
+    // overloaded, a survivor came back as attempt 1, its cause not recorded.)
+    let containerd_log =
+        std::fs::read_to_string(node.ctrd.base.join("containerd.log")).unwrap_or_default();
+    let lost_by_containerd = |c: &ContainerEntry| {
+        [&c.status.id, &c.sandbox_id].iter().any(|id| {
+            containerd_log.lines().any(|l| {
+                l.contains("cleaning up after shim disconnected") && l.contains(id.as_str())
+            })
+        })
+    };
     for (pod, c) in &before {
         let now = &after[pod];
-        if dying.contains(pod) {
+        if !dying.contains(pod) && now.status.id != c.status.id && lost_by_containerd(c) {
+            lost += 1;
+            println!("FIGURE fault2: {pod}: its container lost by containerd at its return, created again");
+        } else if dying.contains(pod) {
             if now.status.id != c.status.id && now.status.attempt == 1 {
                 recreated += 1;
             } else {
@@ -705,10 +742,11 @@ pub(crate) async fn containerd_restart(name: &str) -> RestartFigures {
         + c.live_containers.values().filter(|n| **n != 1).count();
     count("fault2 containers adopted", adopted);
     count("fault2 containers recreated", recreated);
+    println!("FIGURE fault2: containers containerd lost at its return: {lost}");
     count("fault2 pods handled otherwise", wrong.len());
     count("fault2 sandboxes or containers duplicated", duplicated);
     assert!(wrong.is_empty(), "{wrong:#?}");
-    assert_eq!((adopted, recreated), (PODS - DYING, DYING));
+    assert_eq!((adopted + lost, recreated), (PODS - DYING, DYING));
     assert_eq!(
         duplicated, 0,
         "{:?} {:?}",
@@ -723,6 +761,7 @@ pub(crate) async fn containerd_restart(name: &str) -> RestartFigures {
         ready,
         adopted,
         recreated,
+        lost,
         duplicated,
     }
 }

@@ -163,6 +163,34 @@ async fn v1_pids_are_read_recursively() {
     ));
 }
 
+/// Each process listed at or below the cgroup gets SIGKILL; one gone already is no error.
+#[tokio::test]
+async fn kill_processes_kills_what_the_cgroup_holds() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempdir();
+    let root = dir.path();
+    let m = v1_fixture(root, &[]);
+    let pod = name("/kubepods/pod8");
+    m.create(&pod, &ResourceConfig::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut left = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap_or_else(|e| panic!("sleep: {e}"));
+    let mut gone = std::process::Command::new("true")
+        .spawn()
+        .unwrap_or_else(|e| panic!("true: {e}"));
+    let _ = gone.wait();
+    put(
+        &root.join("pids/kubepods/pod8/ctr/cgroup.procs"),
+        &format!("{}\n{}\n", left.id(), gone.id()),
+    );
+    assert_eq!(m.kill_processes(&pod).await.ok(), Some(2));
+    let status = left.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+    assert_eq!(status.signal(), Some(9));
+}
+
 #[tokio::test]
 async fn v1_missing_controller_is_refused() {
     let dir = tempdir();

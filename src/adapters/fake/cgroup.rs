@@ -12,6 +12,8 @@ use crate::ports::cgroup::{CgroupError, CgroupManager};
 #[derive(Debug, Default)]
 struct State {
     cgroups: BTreeMap<CgroupName, ResourceConfig>,
+    /// Processes put in a cgroup by a test (`add_process`), until killed.
+    processes: BTreeMap<CgroupName, Vec<u32>>,
     journal: Vec<String>,
 }
 
@@ -56,6 +58,15 @@ impl FakeCgroupManager {
     /// The settings of an existing cgroup.
     pub fn get(&self, name: &CgroupName) -> Option<ResourceConfig> {
         self.state().cgroups.get(name).copied()
+    }
+
+    /// A process in the cgroup, as one the runtime lost track of would be.
+    pub fn add_process(&self, name: &CgroupName, pid: u32) {
+        self.state()
+            .processes
+            .entry(name.clone())
+            .or_default()
+            .push(pid);
     }
 
     /// Every cgroup that exists, in name order.
@@ -133,8 +144,27 @@ impl CgroupManager for FakeCgroupManager {
         Ok(name.is_root() || self.state().cgroups.contains_key(name))
     }
 
-    async fn pids(&self, _name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
-        Ok(Vec::new())
+    async fn pids(&self, name: &CgroupName) -> Result<Vec<u32>, CgroupError> {
+        let prefix = name.components().to_vec();
+        Ok(self
+            .state()
+            .processes
+            .iter()
+            .filter(|(n, _)| n.components().starts_with(&prefix))
+            .flat_map(|(_, pids)| pids.iter().copied())
+            .collect())
+    }
+
+    async fn kill_processes(&self, name: &CgroupName) -> Result<usize, CgroupError> {
+        let pids = self.pids(name).await?;
+        let mut s = self.state();
+        for pid in &pids {
+            self.record(&mut s, format!("kill {pid} in {name}"));
+        }
+        let prefix = name.components().to_vec();
+        s.processes
+            .retain(|n, _| !n.components().starts_with(&prefix));
+        Ok(pids.len())
     }
 
     async fn children(&self, name: &CgroupName) -> Result<Vec<CgroupName>, CgroupError> {

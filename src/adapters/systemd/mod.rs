@@ -414,6 +414,14 @@ impl CgroupManager for SystemdManager {
         Ok(pids.into_iter().collect())
     }
 
+    async fn kill_processes(&self, name: &CgroupName) -> Result<usize, CgroupError> {
+        let pids = self.pids(name).await?;
+        for &pid in &pids {
+            kill_process(pid, name)?;
+        }
+        Ok(pids.len())
+    }
+
     async fn children(&self, name: &CgroupName) -> Result<Vec<CgroupName>, CgroupError> {
         let unit = name.to_systemd_unit();
         let prefix = if name.is_root() {
@@ -438,5 +446,22 @@ impl CgroupManager for SystemdManager {
             .collect();
         children.sort();
         Ok(children)
+    }
+}
+
+/// SIGKILL to `pid`, a process of the cgroup `name`; one gone meanwhile is no error.
+fn kill_process(pid: u32, name: &CgroupName) -> Result<(), CgroupError> {
+    let error = |source: std::io::Error| CgroupError::Kill {
+        pid,
+        cgroup: name.to_string(),
+        source,
+    };
+    let raw = i32::try_from(pid).map_err(|_| error(std::io::ErrorKind::InvalidInput.into()))?;
+    match nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(raw),
+        nix::sys::signal::Signal::SIGKILL,
+    ) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+        Err(errno) => Err(error(errno.into())),
     }
 }
