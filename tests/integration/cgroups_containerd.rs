@@ -213,6 +213,10 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
         (!exists_anywhere(&burst_cg)).then_some(())
     );
     let ended = stray.try_wait().expect("the stray process's status");
+    if ended.is_none() {
+        let _ = stray.kill();
+        let _ = stray.wait();
+    }
     assert_eq!(
         ended.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
         Some(9),
