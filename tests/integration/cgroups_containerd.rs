@@ -193,17 +193,11 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
     // A process the runtime does not know of in the pod's cgroup (as one a runtime lost
     // track of would be) is killed before the cgroup goes, as upstream's
     // `tryKillingCgroupProcesses`: otherwise the cgroup, and the pod, could never go.
-    let mut stray = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .expect("sleep runs");
-    for h in hierarchies() {
-        let procs = h
-            .join(burst_cg.trim_start_matches('/'))
-            .join("cgroup.procs");
-        std::fs::write(&procs, stray.id().to_string())
-            .unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
-    }
+    let mut stray = common::cgroups::StrayProcess::into_cgroups(
+        hierarchies()
+            .iter()
+            .map(|h| h.join(burst_cg.trim_start_matches('/'))),
+    );
 
     // Deleting the pod removes its cgroup from every hierarchy; burstable shares drop.
     node.remove("burst.yaml");
@@ -212,13 +206,8 @@ async fn the_qos_tree_pod_cgroups_and_their_removal_with_cgroupfs() {
         "the burstable pod's cgroup to go",
         (!exists_anywhere(&burst_cg)).then_some(())
     );
-    let ended = stray.try_wait().expect("the stray process's status");
-    if ended.is_none() {
-        let _ = stray.kill();
-        let _ = stray.wait();
-    }
     assert_eq!(
-        ended.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        stray.ending_signal(std::time::Duration::ZERO),
         Some(9),
         "the process left in the pod's cgroup was not killed"
     );

@@ -342,44 +342,25 @@ async fn the_container_manager_builds_its_tree_as_slices() {
     );
     // A process left in the pod's slice is killed before the slice goes, as upstream's
     // `tryKillingCgroupProcesses`.
-    let mut stray = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .expect("sleep runs");
+    let rel = pod_cg.trim_start_matches('/');
     let hierarchies: Vec<PathBuf> = match v {
         CgroupVersion::V1 => std::fs::read_dir("/sys/fs/cgroup")
             .expect("/sys/fs/cgroup")
             .flatten()
-            .map(|e| e.path().join(pod_cg.trim_start_matches('/')))
+            .map(|e| e.path().join(rel))
             .filter(|d| d.is_dir())
             .collect(),
-        CgroupVersion::V2 => vec![Path::new("/sys/fs/cgroup").join(pod_cg.trim_start_matches('/'))],
+        CgroupVersion::V2 => vec![Path::new("/sys/fs/cgroup").join(rel)],
     };
-    for dir in hierarchies {
-        let procs = dir.join("cgroup.procs");
-        std::fs::write(&procs, stray.id().to_string())
-            .unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
-    }
+    let mut stray = common::cgroups::StrayProcess::into_cgroups(hierarchies);
     assert_eq!(
         sd.pids(&pod_name).await.expect("pids"),
-        [stray.id()],
+        [stray.pid()],
         "the stray process in the pod's slice"
     );
     cm.remove_pod(POD_UID).await.expect("pod slice stopped");
-    let deadline = std::time::Instant::now() + common::patience(10);
-    let ended = loop {
-        match stray.try_wait().expect("the stray process's status") {
-            Some(status) => break Some(status),
-            None if std::time::Instant::now() > deadline => break None,
-            None => std::thread::sleep(std::time::Duration::from_millis(50)),
-        }
-    };
-    if ended.is_none() {
-        let _ = stray.kill();
-        let _ = stray.wait();
-    }
     assert_eq!(
-        ended.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+        stray.ending_signal(common::patience(10)),
         Some(9),
         "the process left in the pod's slice was not killed"
     );
